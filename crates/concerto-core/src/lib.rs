@@ -1,0 +1,20 @@
+//! Concerto's core: the vocabulary shared by the simulator and the real file
+//! system (time, requests, striping layouts, units), the per-server scheduling
+//! policies behind [`server::RequestQueue`], and the metrics users compare.
+//!
+//! Everything here is pure: no clock, no I/O, no async, no unseeded
+//! randomness. Whoever drives a policy passes `now` in, which is what lets the
+//! same code run inside the discrete-event simulator and inside a real server.
+
+pub mod analysis;
+pub mod layout;
+pub mod metrics;
+pub mod request;
+pub mod server;
+pub mod time;
+pub mod units;
+
+pub use layout::{Chunk, LayoutError, ServerPiece, StripeLayout};
+pub use request::{AppId, Extent, MetaOp, ObjectId, Op, Request, RequestId};
+pub use server::{PolicyConfig, RequestQueue, TimeSource};
+pub use time::Time;

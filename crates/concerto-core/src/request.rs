@@ -1,0 +1,110 @@
+//! A request and the tags it carries from client to server.
+//!
+//! These are PVFS2's hints made first-class: every request, simulated or on
+//! the wire, says which application and rank sent it and when the client
+//! issued it, so that a server can order its queue without talking to the
+//! other servers.
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Time;
+
+/// The application a request belongs to. All processes of one application
+/// share it. The coordination paper draws it at random in `[0, 32767]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AppId(pub u32);
+
+/// An object (a file's part on one server) in that server's namespace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ObjectId(pub u64);
+
+/// Identifies a request to whoever owns the queue (the simulator, a server).
+/// Queues never interpret it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RequestId(pub u64);
+
+/// Metadata operations, scheduled like data (their cost model comes with the
+/// proportional-share policies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MetaOp {
+    Mkdir,
+    Create,
+    Getattr,
+    Readdir,
+    Remove,
+    Rmdir,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    Read,
+    Write,
+    Meta(MetaOp),
+}
+
+impl Op {
+    pub fn is_data(self) -> bool {
+        matches!(self, Op::Read | Op::Write)
+    }
+}
+
+/// A contiguous byte range.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Extent {
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl Extent {
+    pub const fn new(offset: u64, len: u64) -> Extent {
+        Extent { offset, len }
+    }
+    pub const fn end(&self) -> u64 {
+        self.offset.saturating_add(self.len)
+    }
+}
+
+/// One request as a server's queue sees it: a piece of an application's I/O
+/// on one object of one server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub id: RequestId,
+    pub app: AppId,
+    pub rank: u32,
+    /// When the client issued the operation this request is part of.
+    pub issue_time: Time,
+    pub op: Op,
+    pub object: ObjectId,
+    /// Offset of the first byte in the object.
+    pub offset: u64,
+    /// Total bytes moved (the sum of `segments` when there are several).
+    pub len: u64,
+    /// List I/O: the object extents, ascending. Empty when the request is the
+    /// single contiguous range `[offset, offset + len)`.
+    pub segments: Vec<Extent>,
+    /// Optional proportional-share weight hint; `None` means the server's default.
+    pub weight: Option<f64>,
+}
+
+impl Request {
+    /// A contiguous data request with no weight hint.
+    pub fn data(id: u64, app: u32, rank: u32, issue_time: Time, op: Op, object: u64, offset: u64, len: u64) -> Request {
+        Request {
+            id: RequestId(id),
+            app: AppId(app),
+            rank,
+            issue_time,
+            op,
+            object: ObjectId(object),
+            offset,
+            len,
+            segments: Vec::new(),
+            weight: None,
+        }
+    }
+}
