@@ -1,0 +1,567 @@
+//! Scenario files: the TOML a user writes, its defaults, `--set` overrides,
+//! and validation whose errors name the key (`apps[2].request_size: must be > 0`).
+//!
+//! Every key is documented in `docs/configuration.md`; keep the two in step.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use concerto_core::server::default_window;
+use concerto_core::units::{Bandwidth, Bytes};
+use concerto_core::{PolicyConfig, Time};
+
+/// A configuration problem, with the key path it concerns.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ConfigError {
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+    #[error("{0}")]
+    Syntax(String),
+}
+
+impl ConfigError {
+    pub fn at(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid { path: path.into(), message: message.into() }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default = "default_name")]
+    pub name: String,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    pub cluster: ClusterConfig,
+    #[serde(default = "default_policy")]
+    pub policy: PolicyConfig,
+    #[serde(default)]
+    pub app_ids: AppIdRule,
+    pub apps: Vec<AppSpec>,
+    #[serde(default)]
+    pub output: OutputConfig,
+}
+
+fn default_name() -> String {
+    "scenario".into()
+}
+fn default_seed() -> u64 {
+    1
+}
+fn default_policy() -> PolicyConfig {
+    PolicyConfig::Fifo
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Number of data servers.
+    pub servers: u32,
+    #[serde(default = "default_stripe_unit")]
+    pub stripe_unit: Bytes,
+    /// Servers per file; defaults to all of them.
+    #[serde(default)]
+    pub stripe_count: Option<u32>,
+    #[serde(default)]
+    pub placement: Placement,
+    /// Requests in service at once on each server's device (D).
+    #[serde(default = "default_depth")]
+    pub depth: u32,
+    pub device: DeviceConfig,
+    #[serde(default)]
+    pub network: NetworkConfig,
+}
+
+fn default_stripe_unit() -> Bytes {
+    Bytes(64 * 1024)
+}
+fn default_depth() -> u32 {
+    1
+}
+
+impl ClusterConfig {
+    pub fn stripe_count(&self) -> u32 {
+        self.stripe_count.unwrap_or(self.servers)
+    }
+}
+
+/// Which server holds a file's first stripe.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// File `i` starts on server `i mod servers`.
+    #[default]
+    RoundRobin,
+    /// A seeded random first server per file.
+    Random,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum DeviceConfig {
+    Fixed(FixedConfig),
+    Hdd(HddConfig),
+    Ssd(SsdConfig),
+}
+
+impl DeviceConfig {
+    /// The coordination paper's default window for this device class.
+    pub fn default_window(&self) -> Time {
+        match self {
+            DeviceConfig::Ssd(_) => default_window::SSD,
+            DeviceConfig::Fixed(_) | DeviceConfig::Hdd(_) => default_window::HDD,
+        }
+    }
+}
+
+/// Every request takes the same time, one at a time: the analytical model's device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedConfig {
+    pub service_time: Time,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HddConfig {
+    pub rpm: f64,
+    pub track_to_track: Time,
+    pub full_stroke: Time,
+    pub transfer_rate: Bandwidth,
+    pub capacity: Bytes,
+    /// An access starting less than this far past the previous one's end
+    /// streams on without a seek (read-ahead / sequential detection).
+    pub read_ahead: Bytes,
+    /// Distance on disk between consecutive objects.
+    pub object_spacing: Bytes,
+}
+
+impl Default for HddConfig {
+    fn default() -> HddConfig {
+        // A 7200 rpm SATA disk of the coordination paper's era.
+        HddConfig {
+            rpm: 7200.0,
+            track_to_track: Time::from_micros(1000),
+            full_stroke: Time::from_millis(15),
+            transfer_rate: Bandwidth(100e6),
+            capacity: Bytes(250_000_000_000),
+            read_ahead: Bytes(512 * 1024),
+            object_spacing: Bytes(1 << 30),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SsdConfig {
+    pub latency: Time,
+    pub bandwidth: Bandwidth,
+    /// Requests whose latencies overlap (internal channels).
+    pub parallelism: u32,
+}
+
+impl Default for SsdConfig {
+    fn default() -> SsdConfig {
+        SsdConfig { latency: Time::from_micros(60), bandwidth: Bandwidth(500e6), parallelism: 8 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkConfig {
+    pub latency: Time,
+    /// Each message's latency gets a uniform random extra in `[0, jitter]`.
+    pub jitter: Time,
+    pub client_bandwidth: Bandwidth,
+    pub server_bandwidth: Bandwidth,
+    /// Bytes of request or reply header on the wire.
+    pub header_bytes: Bytes,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> NetworkConfig {
+        NetworkConfig {
+            latency: Time::from_micros(50),
+            jitter: Time::from_micros(50),
+            client_bandwidth: Bandwidth(1.25e9),
+            server_bandwidth: Bandwidth(1.25e9),
+            header_bytes: Bytes(256),
+        }
+    }
+}
+
+/// How applications get their ids (the coordination paper orders by them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum AppIdRule {
+    /// Seeded random ids in `[min, max]`, distinct (the paper draws from [0, 32767]).
+    Random {
+        #[serde(default)]
+        min: u32,
+        #[serde(default = "default_max_app_id")]
+        max: u32,
+    },
+    /// `start`, `start + 1`, ... in the order applications are listed.
+    Sequential {
+        #[serde(default)]
+        start: u32,
+    },
+    /// Every `[[apps]]` entry gives `app_id`; instances count up from it.
+    Explicit,
+}
+
+fn default_max_app_id() -> u32 {
+    32767
+}
+
+impl Default for AppIdRule {
+    fn default() -> AppIdRule {
+        AppIdRule::Random { min: 0, max: default_max_app_id() }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// IOR: `request_size` per call, contiguous (segmented) or strided.
+    Ior,
+    /// PIO-bench sequential / simple-strided access (the same shapes as IOR).
+    PioBench,
+    /// MPI-TILE-IO: each process reads or writes one tile of a 2-D dataset.
+    MpiTileIo,
+    /// noncontig: a vector of small elements interleaved across processes.
+    Noncontig,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataOp {
+    #[default]
+    Read,
+    Write,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    /// Each process owns a contiguous block and walks it (IOR segmented,
+    /// PIO-bench "sequential").
+    #[default]
+    Contiguous,
+    /// Call `k` of process `r` lands at `(k * processes + r) * request_size`
+    /// (IOR strided, PIO-bench "simple strided").
+    Strided,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileMode {
+    /// N-to-1: all processes share one file.
+    #[default]
+    Shared,
+    /// N-to-N: a file per process.
+    PerProcess,
+}
+
+/// One kind of application; `instances` copies of it run concurrently.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default = "one")]
+    pub instances: u32,
+    #[serde(default = "one")]
+    pub processes: u32,
+    pub workload: WorkloadKind,
+    #[serde(default)]
+    pub op: DataOp,
+    /// Operations (I/O calls) per process.
+    #[serde(default = "one")]
+    pub requests: u32,
+    /// Bytes per call (ior, pio-bench).
+    #[serde(default)]
+    pub request_size: Option<Bytes>,
+    #[serde(default)]
+    pub pattern: Option<Pattern>,
+    #[serde(default)]
+    pub file: Option<FileMode>,
+    /// Process grid `[px, py]` (mpi-tile-io); `px * py` must equal `processes`.
+    #[serde(default)]
+    pub grid: Option<[u32; 2]>,
+    /// Tile size in elements `[x, y]` (mpi-tile-io).
+    #[serde(default)]
+    pub tile: Option<[u32; 2]>,
+    /// Element size (mpi-tile-io, noncontig).
+    #[serde(default)]
+    pub element_size: Option<Bytes>,
+    /// Elements per call (noncontig).
+    #[serde(default)]
+    pub elements: Option<u32>,
+    /// A barrier across the application's processes after every call, so
+    /// each call is one synchronized operation.
+    #[serde(default = "yes")]
+    pub barrier: bool,
+    /// Time between an operation's completion and the next call.
+    #[serde(default)]
+    pub compute_time: Time,
+    /// When the application issues its first call.
+    #[serde(default)]
+    pub start: Time,
+    #[serde(default)]
+    pub app_id: Option<u32>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+
+impl AppSpec {
+    pub fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.workload_name().to_string())
+    }
+
+    pub fn workload_name(&self) -> &'static str {
+        match self.workload {
+            WorkloadKind::Ior => "ior",
+            WorkloadKind::PioBench => "pio-bench",
+            WorkloadKind::MpiTileIo => "mpi-tile-io",
+            WorkloadKind::Noncontig => "noncontig",
+        }
+    }
+
+    /// Bytes one process moves per call.
+    pub fn bytes_per_call(&self) -> u64 {
+        match self.workload {
+            WorkloadKind::Ior | WorkloadKind::PioBench => self.request_size.map_or(0, |b| b.0),
+            WorkloadKind::MpiTileIo => {
+                let [x, y] = self.tile.unwrap_or([0, 0]);
+                x as u64 * y as u64 * self.element_size.map_or(0, |b| b.0)
+            }
+            WorkloadKind::Noncontig => self.elements.unwrap_or(0) as u64 * self.element_size.map_or(0, |b| b.0),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    /// Keep a record of every request for CSV output.
+    #[serde(default)]
+    pub detail: bool,
+}
+
+/// Upper bound on simulated processes, so a typo cannot exhaust memory.
+pub const MAX_PROCESSES: u64 = 1_000_000;
+
+impl Scenario {
+    /// Parses TOML text, applies `--set key.path=value` overrides, and validates.
+    pub fn from_toml(text: &str, overrides: &[String]) -> Result<Scenario, ConfigError> {
+        Scenario::from_toml_table(text, None, overrides)
+    }
+
+    /// As [`from_toml`](Self::from_toml), reading the scenario from the table
+    /// at `table` (for experiment files that embed a scenario).
+    pub fn from_toml_table(text: &str, table: Option<&str>, overrides: &[String]) -> Result<Scenario, ConfigError> {
+        let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax(format!("invalid TOML: {}", e.message().trim())))?;
+        if let Some(key) = table {
+            doc = match doc.remove(key) {
+                Some(toml::Value::Table(t)) => t,
+                Some(_) => return Err(ConfigError::at(key, "must be a table")),
+                None => return Err(ConfigError::at(key, "missing table")),
+            };
+        }
+        for o in overrides {
+            crate::overrides::apply(&mut doc, o)?;
+        }
+        let de = toml::Value::Table(doc);
+        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let message = e.inner().message().trim().to_string();
+            if path == "." || path.is_empty() {
+                ConfigError::Syntax(message)
+            } else {
+                ConfigError::at(path, message)
+            }
+        })?;
+        scenario.validate()?;
+        Ok(scenario)
+    }
+
+    /// Checks values that types alone do not rule out.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let c = &self.cluster;
+        positive("cluster.servers", c.servers as u64)?;
+        positive("cluster.stripe_unit", c.stripe_unit.0)?;
+        positive("cluster.depth", c.depth as u64)?;
+        if let Some(count) = c.stripe_count {
+            positive("cluster.stripe_count", count as u64)?;
+            if count > c.servers {
+                return Err(ConfigError::at(
+                    "cluster.stripe_count",
+                    format!("{count} is larger than cluster.servers ({})", c.servers),
+                ));
+            }
+        }
+        match &c.device {
+            DeviceConfig::Fixed(f) => positive("cluster.device.service_time", f.service_time.as_nanos())?,
+            DeviceConfig::Hdd(h) => {
+                positive_f("cluster.device.rpm", h.rpm)?;
+                positive_f("cluster.device.transfer_rate", h.transfer_rate.0)?;
+                positive("cluster.device.capacity", h.capacity.0)?;
+                if h.full_stroke < h.track_to_track {
+                    return Err(ConfigError::at("cluster.device.full_stroke", "must be >= track_to_track"));
+                }
+            }
+            DeviceConfig::Ssd(s) => {
+                positive_f("cluster.device.bandwidth", s.bandwidth.0)?;
+                positive("cluster.device.parallelism", s.parallelism as u64)?;
+            }
+        }
+        positive_f("cluster.network.client_bandwidth", c.network.client_bandwidth.0)?;
+        positive_f("cluster.network.server_bandwidth", c.network.server_bandwidth.0)?;
+        self.policy.validate().map_err(|(field, msg)| ConfigError::at(format!("policy.{field}"), msg))?;
+
+        if self.apps.is_empty() {
+            return Err(ConfigError::at("apps", "at least one [[apps]] entry is needed"));
+        }
+        let mut processes = 0u64;
+        let mut instances = 0u64;
+        for (i, app) in self.apps.iter().enumerate() {
+            validate_app(&format!("apps[{i}]"), app, &self.app_ids)?;
+            instances += app.instances as u64;
+            processes += app.instances as u64 * app.processes as u64;
+        }
+        if processes > MAX_PROCESSES {
+            return Err(ConfigError::at("apps", format!("{processes} processes in all; at most {MAX_PROCESSES} are simulated")));
+        }
+        if let AppIdRule::Random { min, max } = self.app_ids {
+            if min > max {
+                return Err(ConfigError::at("app_ids.max", format!("must be >= app_ids.min ({min})")));
+            }
+            if (max - min) as u64 + 1 < instances {
+                return Err(ConfigError::at(
+                    "app_ids",
+                    format!("[{min}, {max}] holds fewer distinct ids than the {instances} application instances"),
+                ));
+            }
+        }
+        if let AppIdRule::Sequential { start } = self.app_ids {
+            if start as u64 + instances > u32::MAX as u64 {
+                return Err(ConfigError::at("app_ids.start", "too large for the number of applications"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The policy with device-dependent defaults filled in.
+    pub fn resolved_policy(&self) -> PolicyConfig {
+        let mut p = self.policy.clone();
+        p.resolve(self.cluster.device.default_window());
+        p
+    }
+
+    /// Total synchronized operations (barrier mode) or calls (otherwise):
+    /// the unit progress is counted in.
+    pub fn total_operations(&self) -> u64 {
+        self.apps
+            .iter()
+            .map(|a| {
+                let per_instance = if a.barrier { a.requests as u64 } else { a.requests as u64 * a.processes as u64 };
+                per_instance * a.instances as u64
+            })
+            .sum()
+    }
+}
+
+fn positive(path: &str, v: u64) -> Result<(), ConfigError> {
+    if v == 0 {
+        return Err(ConfigError::at(path, "must be > 0"));
+    }
+    Ok(())
+}
+
+fn positive_f(path: &str, v: f64) -> Result<(), ConfigError> {
+    if !(v > 0.0) || !v.is_finite() {
+        return Err(ConfigError::at(path, "must be > 0"));
+    }
+    Ok(())
+}
+
+fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigError> {
+    let key = |k: &str| format!("{at}.{k}");
+    positive(&key("instances"), app.instances as u64)?;
+    positive(&key("processes"), app.processes as u64)?;
+    positive(&key("requests"), app.requests as u64)?;
+    if let Some(name) = &app.name {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(ConfigError::at(key("name"), "use letters, digits, '-', '_' or '.'"));
+        }
+    }
+    let kind = app.workload_name();
+    let not_for = |field: &str, present: bool, allowed: &[WorkloadKind]| -> Result<(), ConfigError> {
+        if present && !allowed.contains(&app.workload) {
+            return Err(ConfigError::at(key(field), format!("does not apply to workload \"{kind}\"")));
+        }
+        Ok(())
+    };
+    use WorkloadKind::*;
+    not_for("request_size", app.request_size.is_some(), &[Ior, PioBench])?;
+    not_for("pattern", app.pattern.is_some(), &[Ior, PioBench])?;
+    not_for("file", app.file.is_some(), &[Ior, PioBench])?;
+    not_for("grid", app.grid.is_some(), &[MpiTileIo])?;
+    not_for("tile", app.tile.is_some(), &[MpiTileIo])?;
+    not_for("element_size", app.element_size.is_some(), &[MpiTileIo, Noncontig])?;
+    not_for("elements", app.elements.is_some(), &[Noncontig])?;
+    let required = |field: &str, present: bool| -> Result<(), ConfigError> {
+        if !present {
+            return Err(ConfigError::at(key(field), format!("required for workload \"{kind}\"")));
+        }
+        Ok(())
+    };
+    match app.workload {
+        Ior | PioBench => {
+            required("request_size", app.request_size.is_some())?;
+            positive(&key("request_size"), app.request_size.map_or(0, |b| b.0))?;
+        }
+        MpiTileIo => {
+            required("grid", app.grid.is_some())?;
+            required("tile", app.tile.is_some())?;
+            required("element_size", app.element_size.is_some())?;
+            let [px, py] = app.grid.unwrap_or_default();
+            let [tx, ty] = app.tile.unwrap_or_default();
+            for (name, v) in [("grid", px), ("grid", py), ("tile", tx), ("tile", ty)] {
+                positive(&key(name), v as u64)?;
+            }
+            positive(&key("element_size"), app.element_size.map_or(0, |b| b.0))?;
+            if px as u64 * py as u64 != app.processes as u64 {
+                return Err(ConfigError::at(
+                    key("grid"),
+                    format!("{px} x {py} tiles does not match processes = {}", app.processes),
+                ));
+            }
+        }
+        Noncontig => {
+            required("elements", app.elements.is_some())?;
+            required("element_size", app.element_size.is_some())?;
+            positive(&key("elements"), app.elements.unwrap_or(0) as u64)?;
+            positive(&key("element_size"), app.element_size.map_or(0, |b| b.0))?;
+        }
+    }
+    if app.bytes_per_call().checked_mul(app.requests as u64).and_then(|b| b.checked_mul(app.processes as u64)).map_or(true, |b| b > 1 << 50) {
+        return Err(ConfigError::at(at, "moves more than 1 PiB; reduce requests or sizes"));
+    }
+    match (rule, app.app_id) {
+        (AppIdRule::Explicit, None) => Err(ConfigError::at(key("app_id"), "required when app_ids.rule = \"explicit\"")),
+        (AppIdRule::Explicit, Some(id)) if id as u64 + app.instances as u64 > u32::MAX as u64 => {
+            Err(ConfigError::at(key("app_id"), "too large for the number of instances"))
+        }
+        (AppIdRule::Random { .. } | AppIdRule::Sequential { .. }, Some(_)) => {
+            Err(ConfigError::at(key("app_id"), "only used when app_ids.rule = \"explicit\""))
+        }
+        _ => Ok(()),
+    }
+}

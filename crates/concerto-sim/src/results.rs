@@ -1,0 +1,250 @@
+//! What a run produces: per-application, per-server and summary figures
+//! (JSON), and optionally one CSV row per request piece.
+//!
+//! Times are in seconds (`_s`), bandwidths in bytes per second (`_Bps`).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde::Serialize;
+
+use concerto_core::metrics::{bandwidth, mean_sd, Distribution};
+use concerto_core::{PolicyConfig, Time};
+
+use crate::config::Scenario;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AppResult {
+    pub name: String,
+    pub workload: String,
+    pub instance: u32,
+    pub app_id: u32,
+    pub processes: u32,
+    /// Synchronized operations (with a barrier) or calls (without).
+    pub operations: u64,
+    /// Completion time of each operation, from issue to the last reply.
+    pub completion_s: Distribution,
+    /// Mean over operations of (last / first) per-server finish time.
+    pub finish_spread: Option<f64>,
+    pub bytes: u64,
+    pub requests: u64,
+    #[serde(rename = "bandwidth_Bps")]
+    pub bandwidth_bps: f64,
+    pub start_s: f64,
+    pub end_s: f64,
+}
+
+impl AppResult {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        name: String,
+        workload: &str,
+        instance: u32,
+        app_id: u32,
+        processes: u32,
+        mut completions: Vec<f64>,
+        spreads: &[f64],
+        bytes: u64,
+        requests: u64,
+        start: Time,
+        end: Time,
+    ) -> AppResult {
+        let operations = completions.len() as u64;
+        AppResult {
+            name,
+            workload: workload.to_string(),
+            instance,
+            app_id,
+            processes,
+            operations,
+            completion_s: Distribution::from_samples(&mut completions),
+            finish_spread: (!spreads.is_empty()).then(|| mean_sd(spreads).0),
+            bytes,
+            requests,
+            bandwidth_bps: bandwidth(bytes, (end - start).as_secs_f64()),
+            start_s: start.as_secs_f64(),
+            end_s: end.as_secs_f64(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerAppResult {
+    /// Index into `apps`.
+    pub app: u32,
+    pub first_finish_s: f64,
+    pub last_finish_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerResult {
+    pub index: u32,
+    pub requests: u64,
+    pub bytes: u64,
+    pub busy_s: f64,
+    pub utilization: f64,
+    pub max_queue: u64,
+    pub apps: Vec<ServerAppResult>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// Mean over applications of their mean operation completion time.
+    pub avg_completion_s: f64,
+    /// 95th percentile over all operations of all applications.
+    pub p95_completion_s: f64,
+    /// All bytes moved divided by the makespan.
+    #[serde(rename = "aggregate_bandwidth_Bps")]
+    pub aggregate_bandwidth_bps: f64,
+    pub makespan_s: f64,
+    /// Mean over applications of their finish spread (1 = all servers finish together).
+    pub finish_spread: Option<f64>,
+    pub operations: u64,
+    pub requests: u64,
+    pub bytes: u64,
+    pub events: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    pub concerto_version: &'static str,
+    pub scenario: String,
+    pub seed: u64,
+    pub policy: PolicyConfig,
+    pub summary: Summary,
+    pub apps: Vec<AppResult>,
+    pub servers: Vec<ServerResult>,
+    #[serde(skip)]
+    pub detail: Option<Vec<PieceRecord>>,
+}
+
+impl RunResult {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        sc: &Scenario,
+        seed: u64,
+        policy: PolicyConfig,
+        apps: Vec<AppResult>,
+        servers: Vec<ServerResult>,
+        makespan: Time,
+        events: u64,
+        mut all_completions: Vec<f64>,
+        detail: Option<Vec<PieceRecord>>,
+    ) -> RunResult {
+        let means: Vec<f64> = apps.iter().filter(|a| a.operations > 0).map(|a| a.completion_s.mean).collect();
+        let spreads: Vec<f64> = apps.iter().filter_map(|a| a.finish_spread).collect();
+        let bytes: u64 = apps.iter().map(|a| a.bytes).sum();
+        let start = apps.iter().map(|a| a.start_s).fold(f64::INFINITY, f64::min);
+        let span = makespan.as_secs_f64() - if start.is_finite() { start } else { 0.0 };
+        let summary = Summary {
+            avg_completion_s: mean_sd(&means).0,
+            p95_completion_s: Distribution::from_samples(&mut all_completions).p95,
+            aggregate_bandwidth_bps: bandwidth(bytes, span),
+            makespan_s: makespan.as_secs_f64(),
+            finish_spread: (!spreads.is_empty()).then(|| mean_sd(&spreads).0),
+            operations: apps.iter().map(|a| a.operations).sum(),
+            requests: apps.iter().map(|a| a.requests).sum(),
+            bytes,
+            events,
+        };
+        RunResult { concerto_version: VERSION, scenario: sc.name.clone(), seed, policy, summary, apps, servers, detail }
+    }
+
+    /// Writes one CSV row per request piece (needs `output.detail = true`).
+    pub fn write_detail_csv(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        writeln!(out, "app,app_name,instance,rank,call,server,bytes,issue_ns,arrive_ns,start_ns,done_ns,response_ns")?;
+        for r in self.detail.iter().flatten() {
+            let a = &self.apps[r.app as usize];
+            writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{},{}",
+                r.app,
+                a.name,
+                a.instance,
+                r.rank,
+                r.call,
+                r.server,
+                r.bytes,
+                r.issue.as_nanos(),
+                r.arrive.as_nanos(),
+                r.start.as_nanos(),
+                r.done.as_nanos(),
+                r.response.as_nanos()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// One request piece's timeline.
+#[derive(Clone, Debug)]
+pub struct PieceRecord {
+    pub app: u32,
+    pub rank: u32,
+    pub call: u32,
+    pub server: u32,
+    pub bytes: u64,
+    pub issue: Time,
+    pub arrive: Time,
+    pub start: Time,
+    pub done: Time,
+    pub response: Time,
+}
+
+/// Mean, sample standard deviation, min and max of one summary figure over repetitions.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stat {
+    pub mean: f64,
+    pub sd: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Stat {
+    pub fn of(xs: &[f64]) -> Stat {
+        let (mean, sd) = mean_sd(xs);
+        Stat {
+            mean,
+            sd,
+            min: xs.iter().copied().fold(f64::INFINITY, f64::min),
+            max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+}
+
+/// Several repetitions of one scenario (seeds `seed`, `seed + 1`, ...).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSet {
+    pub concerto_version: &'static str,
+    pub config: Scenario,
+    pub policy: PolicyConfig,
+    pub seeds: Vec<u64>,
+    pub aggregate: BTreeMap<&'static str, Stat>,
+    pub runs: Vec<RunResult>,
+}
+
+impl RunSet {
+    pub fn new(config: Scenario, runs: Vec<RunResult>) -> RunSet {
+        let pick = |f: fn(&Summary) -> Option<f64>| -> Vec<f64> { runs.iter().filter_map(|r| f(&r.summary)).collect() };
+        let mut aggregate = BTreeMap::new();
+        aggregate.insert("avg_completion_s", Stat::of(&pick(|s| Some(s.avg_completion_s))));
+        aggregate.insert("p95_completion_s", Stat::of(&pick(|s| Some(s.p95_completion_s))));
+        aggregate.insert("aggregate_bandwidth_Bps", Stat::of(&pick(|s| Some(s.aggregate_bandwidth_bps))));
+        aggregate.insert("makespan_s", Stat::of(&pick(|s| Some(s.makespan_s))));
+        let spreads = pick(|s| s.finish_spread);
+        if !spreads.is_empty() {
+            aggregate.insert("finish_spread", Stat::of(&spreads));
+        }
+        let policy = config.resolved_policy();
+        RunSet {
+            concerto_version: VERSION,
+            seeds: runs.iter().map(|r| r.seed).collect(),
+            config,
+            policy,
+            aggregate,
+            runs,
+        }
+    }
+}

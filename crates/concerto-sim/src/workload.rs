@@ -1,0 +1,116 @@
+//! Access patterns: which file byte ranges process `rank` touches in its
+//! `call`-th I/O call, for each workload kind.
+
+use concerto_core::Extent;
+
+use crate::config::{AppSpec, FileMode, Pattern, WorkloadKind};
+
+/// What one call of one process accesses: a file of the application (an
+/// index into its files) and the file extents, ascending.
+pub struct Access {
+    pub file: u32,
+    pub extents: Vec<Extent>,
+}
+
+/// Number of files an application instance uses.
+pub fn files_per_instance(app: &AppSpec) -> u32 {
+    match (app.workload, app.file.unwrap_or_default()) {
+        (WorkloadKind::Ior | WorkloadKind::PioBench, FileMode::PerProcess) => app.processes,
+        _ => 1,
+    }
+}
+
+/// The access of process `rank` (of `app.processes`) in call `call`.
+pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
+    let procs = app.processes as u64;
+    let (r, k) = (rank as u64, call as u64);
+    match app.workload {
+        WorkloadKind::Ior | WorkloadKind::PioBench => {
+            let size = app.request_size.map_or(0, |b| b.0);
+            let calls = app.requests as u64;
+            match app.file.unwrap_or_default() {
+                FileMode::PerProcess => Access { file: rank, extents: vec![Extent::new(k * size, size)] },
+                FileMode::Shared => {
+                    let offset = match app.pattern.unwrap_or_default() {
+                        Pattern::Contiguous => (r * calls + k) * size,
+                        Pattern::Strided => (k * procs + r) * size,
+                    };
+                    Access { file: 0, extents: vec![Extent::new(offset, size)] }
+                }
+            }
+        }
+        WorkloadKind::MpiTileIo => {
+            // A dataset of (px·tx) × (py·ty) elements, row-major; process r
+            // holds tile (r mod px, r div px); call k works on the k-th
+            // dataset stored after the previous ones.
+            let [px, py] = app.grid.unwrap_or([1, 1]).map(u64::from);
+            let [tx, ty] = app.tile.unwrap_or([1, 1]).map(u64::from);
+            let esz = app.element_size.map_or(1, |b| b.0);
+            let row_elems = px * tx;
+            let dataset = row_elems * py * ty * esz;
+            let (col, row) = (r % px, r / px);
+            let extents = (0..ty)
+                .map(|y| {
+                    let elem = (row * ty + y) * row_elems + col * tx;
+                    Extent::new(k * dataset + elem * esz, tx * esz)
+                })
+                .collect();
+            Access { file: 0, extents }
+        }
+        WorkloadKind::Noncontig => {
+            // The noncontig benchmark's vector type: element i of process r
+            // sits at (i · processes + r) · element_size; call k continues
+            // with the next `elements` elements.
+            let n = app.elements.unwrap_or(1) as u64;
+            let esz = app.element_size.map_or(1, |b| b.0);
+            let extents = (0..n).map(|i| Extent::new(((k * n + i) * procs + r) * esz, esz)).collect();
+            Access { file: 0, extents }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Scenario;
+
+    fn app(extra: &str) -> AppSpec {
+        let text = format!("[cluster]\nservers = 4\n[cluster.device]\nkind = \"ssd\"\n[[apps]]\n{extra}\n");
+        Scenario::from_toml(&text, &[]).unwrap().apps.remove(0)
+    }
+
+    #[test]
+    fn ior_patterns() {
+        let seg = app("workload = \"ior\"\nprocesses = 4\nrequests = 3\nrequest_size = 100");
+        assert_eq!(access(&seg, 1, 2).extents, vec![Extent::new(500, 100)]);
+        let strided = app("workload = \"ior\"\nprocesses = 4\nrequests = 3\nrequest_size = 100\npattern = \"strided\"");
+        assert_eq!(access(&strided, 1, 2).extents, vec![Extent::new(900, 100)]);
+        let fpp = app("workload = \"ior\"\nprocesses = 4\nrequest_size = 100\nfile = \"per-process\"");
+        let a = access(&fpp, 3, 0);
+        assert_eq!((a.file, a.extents), (3, vec![Extent::new(0, 100)]));
+        assert_eq!(files_per_instance(&fpp), 4);
+    }
+
+    #[test]
+    fn tiles_cover_the_dataset_exactly_once() {
+        let t = app("workload = \"mpi-tile-io\"\nprocesses = 6\ngrid = [3, 2]\ntile = [4, 5]\nelement_size = 8\nrequests = 2");
+        for call in 0..2 {
+            let mut all: Vec<Extent> = (0..6).flat_map(|r| access(&t, r, call).extents).collect();
+            all.sort();
+            let dataset = 3 * 4 * 2 * 5 * 8;
+            let mut next = call as u64 * dataset;
+            for e in all {
+                assert_eq!(e.offset, next);
+                next = e.end();
+            }
+            assert_eq!(next, (call as u64 + 1) * dataset);
+        }
+    }
+
+    #[test]
+    fn noncontig_interleaves_processes() {
+        let n = app("workload = \"noncontig\"\nprocesses = 4\nelements = 3\nelement_size = 8");
+        assert_eq!(access(&n, 1, 0).extents, vec![Extent::new(8, 8), Extent::new(40, 8), Extent::new(72, 8)]);
+        assert_eq!(access(&n, 0, 1).extents[0], Extent::new(96, 8));
+    }
+}

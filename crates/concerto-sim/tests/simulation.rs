@@ -1,0 +1,169 @@
+//! End-to-end checks of the simulator: determinism, conservation, the
+//! analytical model, and configuration errors that name their key.
+
+use concerto_core::analysis::{coordinated_expected_completion, fifo_expected_completion};
+use concerto_sim::{simulate, simulate_reps, Scenario};
+
+const IOR: &str = r#"
+name = "ior-test"
+[cluster]
+servers = 8
+stripe_unit = "4KiB"
+[cluster.device]
+kind = "hdd"
+[policy]
+kind = "fifo"
+[[apps]]
+workload = "ior"
+instances = 4
+processes = 8
+requests = 6
+request_size = "128KiB"
+"#;
+
+fn scenario(text: &str, sets: &[&str]) -> Scenario {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    Scenario::from_toml(text, &sets).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn same_seed_gives_identical_results() {
+    for policy in ["fifo", "per-object", "coordinated"] {
+        let sc = scenario(IOR, &[&format!("policy.kind={policy}"), "output.detail=true"]);
+        let a = simulate(&sc, 42, None);
+        let b = simulate(&sc, 42, None);
+        assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+        let (mut ca, mut cb) = (Vec::new(), Vec::new());
+        a.write_detail_csv(&mut ca).unwrap();
+        b.write_detail_csv(&mut cb).unwrap();
+        assert_eq!(ca, cb);
+        let c = simulate(&sc, 43, None);
+        assert_ne!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&c).unwrap());
+    }
+}
+
+#[test]
+fn repetitions_are_independent_of_thread_timing() {
+    let sc = scenario(IOR, &[]);
+    let set = simulate_reps(&sc, 7, 4, None);
+    assert_eq!(set.seeds, vec![7, 8, 9, 10]);
+    for (i, run) in set.runs.iter().enumerate() {
+        let alone = simulate(&sc, 7 + i as u64, None);
+        assert_eq!(serde_json::to_string(run).unwrap(), serde_json::to_string(&alone).unwrap());
+    }
+}
+
+#[test]
+fn every_byte_is_served_once() {
+    for policy in ["fifo", "per-object", "coordinated"] {
+        for workload in [
+            "workload = \"ior\"\nrequest_size = \"100KiB\"\npattern = \"strided\"",
+            "workload = \"pio-bench\"\nrequest_size = \"96KiB\"\nfile = \"per-process\"\nop = \"write\"",
+            "workload = \"mpi-tile-io\"\ngrid = [2, 2]\ntile = [64, 32]\nelement_size = 8",
+            "workload = \"noncontig\"\nelements = 40\nelement_size = 16\nbarrier = false",
+        ] {
+            let text = format!(
+                "[cluster]\nservers = 5\nstripe_unit = \"4KiB\"\n[cluster.device]\nkind = \"ssd\"\n[policy]\nkind = \"{policy}\"\n[[apps]]\ninstances = 3\nprocesses = 4\nrequests = 5\n{workload}\n"
+            );
+            let sc = scenario(&text, &[]);
+            let r = simulate(&sc, 1, None);
+            let expected: u64 = sc.apps.iter().map(|a| a.bytes_per_call() * a.requests as u64 * a.processes as u64 * a.instances as u64).sum();
+            assert_eq!(r.summary.bytes, expected, "{policy}: {workload}");
+            let served: u64 = r.servers.iter().map(|s| s.bytes).sum();
+            assert_eq!(served, expected);
+            let ops = if sc.apps[0].barrier { 5 } else { 5 * 4 };
+            assert!(r.apps.iter().all(|a| a.operations == ops), "{policy}: {workload}");
+        }
+    }
+}
+
+/// Formula (1) and (2) of the coordination paper, with the analytical
+/// model's assumptions: a fixed service time, all pieces arriving at once, in
+/// an independent random order on each server.
+fn formula_scenario(m: u32, n: u32, policy: &str) -> Scenario {
+    let text = format!(
+        r#"
+[cluster]
+servers = {n}
+stripe_unit = "1MiB"
+[cluster.device]
+kind = "fixed"
+service_time = "10ms"
+[cluster.network]
+latency = "0ns"
+jitter = "0ns"
+header_bytes = 0
+client_bandwidth = "1000000000TB/s"
+server_bandwidth = "1000000000TB/s"
+[app_ids]
+rule = "sequential"
+[policy]
+kind = "{policy}"
+[[apps]]
+workload = "ior"
+instances = {m}
+request_size = "{n}MiB"
+"#
+    );
+    scenario(&text, &[])
+}
+
+#[test]
+fn analytical_model_holds() {
+    for (m, n) in [(4u32, 1u32), (4, 4), (8, 8), (3, 16)] {
+        let t = 0.010;
+        let fifo = simulate_reps(&formula_scenario(m, n, "fifo"), 1, 400, None);
+        let coord = simulate_reps(&formula_scenario(m, n, "coordinated"), 1, 50, None);
+        let f = fifo.aggregate["avg_completion_s"].mean;
+        let c = coord.aggregate["avg_completion_s"].mean;
+        let f_expected = fifo_expected_completion(m, n, t);
+        let c_expected = coordinated_expected_completion(m, t);
+        assert!((f - f_expected).abs() / f_expected < 0.03, "m={m} n={n}: fifo {f} vs {f_expected}");
+        assert!((c - c_expected).abs() / c_expected < 1e-6, "m={m} n={n}: coordinated {c} vs {c_expected}");
+    }
+}
+
+#[test]
+fn coordination_shortens_completion_under_contention() {
+    let fifo = simulate_reps(&scenario(IOR, &["policy.kind=fifo"]), 1, 3, None);
+    let coord = simulate_reps(&scenario(IOR, &["policy.kind=coordinated"]), 1, 3, None);
+    let (f, c) = (fifo.aggregate["avg_completion_s"].mean, coord.aggregate["avg_completion_s"].mean);
+    assert!(c < 0.95 * f, "coordinated {c} vs fifo {f}");
+}
+
+fn error_of(text: &str, sets: &[&str]) -> String {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    match Scenario::from_toml(text, &sets) {
+        Ok(_) => panic!("accepted: {sets:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn configuration_errors_name_their_key() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["apps[0].request_size=0"], "apps[0].request_size: must be > 0"),
+        (&["cluster.servers=0"], "cluster.servers: must be > 0"),
+        (&["cluster.stripe_count=9"], "cluster.stripe_count: 9 is larger than cluster.servers (8)"),
+        (&["policy.kind=lottery"], "policy.kind: unknown variant `lottery`"),
+        (&["apps[0].processes=-3"], "apps[0].processes: invalid value"),
+        (&["apps[0].request_size=\"12 parsecs\""], "apps[0].request_size: unknown size unit"),
+        (&["apps[0].colour=\"red\""], "apps[0].colour: unknown field `colour`"),
+        (&["cluster.device.rmp=5400"], "cluster.device: unknown field `rmp`"),
+        (&["apps[0].tile=[2, 2]"], "apps[0].tile: does not apply to workload \"ior\""),
+        (&["apps[0].workload=\"mpi-tile-io\"", "apps[0].request_size=1"], "apps[0].request_size: does not apply"),
+        (&["apps[0].workload=\"noncontig\""], "apps[0].request_size: does not apply"),
+        (&["policy.kind=coordinated", "policy.window=\"0ms\""], "policy.window: must be > 0"),
+        (&["app_ids.rule=\"explicit\""], "apps[0].app_id: required when app_ids.rule = \"explicit\""),
+        (&["app_ids.rule=random", "app_ids.max=2"], "app_ids: [0, 2] holds fewer distinct ids than the 4 application instances"),
+        (&["cluster.depth=0"], "cluster.depth: must be > 0"),
+        (&["apps[3].processes=1"], "apps[3].processes: index 3 is out of range"),
+        (&["apps[0].instances=1000000", "apps[0].processes=1000"], "apps: 1000000000 processes in all"),
+    ];
+    for (sets, expected) in cases {
+        let e = error_of(IOR, sets);
+        assert!(e.starts_with(expected), "{sets:?}: got \"{e}\", expected \"{expected}...\"");
+    }
+    assert!(error_of("[cluster\nservers=1", &[]).starts_with("invalid TOML"));
+    assert!(error_of("name = \"x\"", &[]).contains("missing field `cluster`"));
+}
