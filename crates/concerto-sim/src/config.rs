@@ -67,6 +67,12 @@ pub struct ClusterConfig {
     /// Requests in service at once on each server's device (D).
     #[serde(default = "default_depth")]
     pub depth: u32,
+    /// An idle server takes up arriving requests in batches: the first
+    /// arrival is dispatched this long after it came, together with all that
+    /// arrived meanwhile (a server loop polling its network). Zero dispatches
+    /// at once.
+    #[serde(default)]
+    pub poll_interval: Time,
     pub device: DeviceConfig,
     #[serde(default)]
     pub network: NetworkConfig,

@@ -3,9 +3,9 @@
 //! `RequestQueue` from concerto-core in front of one device.
 //!
 //! The life of one piece of one call (one process's part on one server):
-//! `issue` → network → `Arrive` (enqueue) → `Kick` (the queue dispatches
-//! into free device slots) → `DeviceDone` (complete; reply sent) →
-//! `Response` at the client. A call is done when all its pieces have
+//! `issue` → wire → `ReachServer` (received, then enqueued) → `Kick` (the
+//! queue dispatches into free device slots) → `DeviceDone` (complete; reply
+//! sent) → `ReachClient` (received: the piece is done). A call is done when all its pieces have
 //! replied; with a barrier, an operation is done when every process's call
 //! is, and the next one is released after the compute time.
 
@@ -32,10 +32,16 @@ enum Event {
     Release { app: u32 },
     /// One process issues its next call (applications without a barrier).
     Call { rank: u32 },
-    Arrive { piece: u32 },
+    /// A request reaches its server's NIC (uncontended arrival time).
+    ReachServer { piece: u32 },
+    /// A reply reaches its client's NIC.
+    ReachClient { piece: u32 },
     /// The server decides what to start; runs after all other events at its instant.
     Kick { server: u32 },
     DeviceDone { piece: u32 },
+    /// A request has fully arrived after waiting for the server's NIC.
+    Arrive { piece: u32 },
+    /// A reply has fully arrived after waiting for the client's NIC.
     Response { piece: u32 },
 }
 
@@ -248,9 +254,11 @@ impl<'a> Simulation<'a> {
             match event {
                 Event::Release { app } => self.release(app, now),
                 Event::Call { rank } => self.issue_call(rank, now),
+                Event::ReachServer { piece } => self.reach_server(piece, now),
                 Event::Arrive { piece } => self.arrive(piece, now),
                 Event::Kick { server } => self.dispatch(server, now),
                 Event::DeviceDone { piece } => self.device_done(piece, now),
+                Event::ReachClient { piece } => self.reach_client(piece, now),
                 Event::Response { piece } => self.response(piece, now),
             }
         }
@@ -312,18 +320,11 @@ impl<'a> Simulation<'a> {
                 req: Some(req),
             });
             let wire = header + if op == Op::Write { p.bytes } else { 0 };
-            let server = &mut self.servers[p.server as usize];
-            let arrival = self.net.send(
-                now,
-                wire,
-                &mut self.clients[rank as usize],
-                self.net.client_bandwidth(),
-                &mut server.nic,
-                self.net.server_bandwidth(),
-                &mut self.rng_net,
-            );
+            let arrival =
+                self.net.transmit(now, wire, &mut self.clients[rank as usize], self.net.client_bandwidth(), &mut self.rng_net);
+            // Simultaneous arrivals at a server are taken in random order.
             let tie = self.rng_tie.gen::<u32>();
-            self.events.schedule(arrival, Class::Normal, tie, Event::Arrive { piece });
+            self.events.schedule(arrival, Class::Normal, tie, Event::ReachServer { piece });
         }
     }
 
@@ -340,6 +341,19 @@ impl<'a> Simulation<'a> {
         }
     }
 
+    fn reach_server(&mut self, piece: u32, now: Time) {
+        let p = &self.pieces[piece as usize];
+        let op_is_write = p.req.as_ref().is_some_and(|r| r.op == Op::Write);
+        let wire = self.net.header_bytes() + if op_is_write { p.bytes } else { 0 };
+        let server = &mut self.servers[p.server as usize];
+        let done = self.net.receive(now, wire, &mut server.nic, self.net.server_bandwidth());
+        if done == now {
+            self.arrive(piece, now);
+        } else {
+            self.events.schedule(done, Class::Normal, 0, Event::Arrive { piece });
+        }
+    }
+
     fn arrive(&mut self, piece: u32, now: Time) {
         let p = &mut self.pieces[piece as usize];
         p.arrive = now;
@@ -349,7 +363,14 @@ impl<'a> Simulation<'a> {
         let s = &mut self.servers[server as usize];
         s.queue.enqueue(req, now);
         s.max_queue = s.max_queue.max(s.queue.len());
-        self.kick(server, now);
+        let poll = self.sc.cluster.poll_interval;
+        if !poll.is_zero() && s.slots_used == 0 && s.queue.len() == 1 && !s.kick_pending {
+            // Idle: pick this request up with whatever else arrives within the poll interval.
+            s.kick_pending = true;
+            self.events.schedule(now + poll, Class::Late, 0, Event::Kick { server });
+        } else {
+            self.kick(server, now);
+        }
     }
 
     /// Asks the server to dispatch once everything at this instant has happened.
@@ -418,17 +439,21 @@ impl<'a> Simulation<'a> {
         }
         let op_is_read = self.sc.apps[a.spec].op == DataOp::Read;
         let wire = self.net.header_bytes() + if op_is_read { bytes } else { 0 };
-        let arrival = self.net.send(
-            now,
-            wire,
-            &mut s.nic,
-            self.net.server_bandwidth(),
-            &mut self.clients[rank as usize],
-            self.net.client_bandwidth(),
-            &mut self.rng_net,
-        );
-        self.events.schedule(arrival, Class::Normal, 0, Event::Response { piece });
+        let arrival = self.net.transmit(now, wire, &mut s.nic, self.net.server_bandwidth(), &mut self.rng_net);
+        self.events.schedule(arrival, Class::Normal, 0, Event::ReachClient { piece });
         self.kick(server, now);
+    }
+
+    fn reach_client(&mut self, piece: u32, now: Time) {
+        let p = &self.pieces[piece as usize];
+        let is_read = self.sc.apps[self.apps[self.ranks[p.rank as usize].app as usize].spec].op == DataOp::Read;
+        let wire = self.net.header_bytes() + if is_read { p.bytes } else { 0 };
+        let done = self.net.receive(now, wire, &mut self.clients[p.rank as usize], self.net.client_bandwidth());
+        if done == now {
+            self.response(piece, now);
+        } else {
+            self.events.schedule(done, Class::Normal, 0, Event::Response { piece });
+        }
     }
 
     fn response(&mut self, piece: u32, now: Time) {

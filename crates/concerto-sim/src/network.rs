@@ -39,27 +39,25 @@ impl Network {
         self.cfg.server_bandwidth
     }
 
-    /// Sends `bytes` from `src` (at `src_bw`) to `dst` (at `dst_bw`) starting
-    /// no earlier than `now`; returns when the last byte has arrived.
-    pub fn send(
-        &self,
-        now: Time,
-        bytes: u64,
-        src: &mut Nic,
-        src_bw: Bandwidth,
-        dst: &mut Nic,
-        dst_bw: Bandwidth,
-        rng: &mut ChaCha8Rng,
-    ) -> Time {
+    /// Puts `bytes` on the wire from `src` (at `src_bw`) no earlier than
+    /// `now`; returns when they would reach the receiver if it were idle.
+    pub fn transmit(&self, now: Time, bytes: u64, src: &mut Nic, src_bw: Bandwidth, rng: &mut ChaCha8Rng) -> Time {
         let tx_end = now.max(src.tx_free) + src_bw.transfer_time(bytes);
         src.tx_free = tx_end;
         let jitter = match self.cfg.jitter.as_nanos() {
             0 => Time::ZERO,
             j => Time::from_nanos(rng.gen_range(0..=j)),
         };
-        let arrival = (tx_end + self.cfg.latency + jitter).max(dst.rx_free + dst_bw.transfer_time(bytes));
-        dst.rx_free = arrival;
-        arrival
+        tx_end + self.cfg.latency + jitter
+    }
+
+    /// The receiving side, called at the uncontended arrival time `now` in
+    /// arrival order: returns when the message has fully arrived, after the
+    /// ones the receiver is still taking in.
+    pub fn receive(&self, now: Time, bytes: u64, dst: &mut Nic, dst_bw: Bandwidth) -> Time {
+        let done = now.max(dst.rx_free + dst_bw.transfer_time(bytes));
+        dst.rx_free = done;
+        done
     }
 }
 
@@ -81,10 +79,13 @@ mod tests {
         let (mut a, mut b, mut c) = (Nic::default(), Nic::default(), Nic::default());
         let bw = Bandwidth(1e9);
         // 1 MB takes 1 ms on the wire plus 10 us latency.
-        let t1 = net.send(Time::ZERO, 1_000_000, &mut a, bw, &mut c, bw, &mut rng);
-        assert_eq!(t1, Time::from_micros(1010));
-        // A second sender to the same receiver queues behind the first.
-        let t2 = net.send(Time::ZERO, 1_000_000, &mut b, bw, &mut c, bw, &mut rng);
-        assert_eq!(t2, Time::from_micros(2010));
+        let w1 = net.transmit(Time::ZERO, 1_000_000, &mut a, bw, &mut rng);
+        let w2 = net.transmit(Time::ZERO, 1_000_000, &mut b, bw, &mut rng);
+        assert_eq!((w1, w2), (Time::from_micros(1010), Time::from_micros(1010)));
+        assert_eq!(net.receive(w1, 1_000_000, &mut c, bw), Time::from_micros(1010));
+        // The second message reaches a busy receiver and queues behind the first.
+        assert_eq!(net.receive(w2, 1_000_000, &mut c, bw), Time::from_micros(2010));
+        // A sender serializes its own messages.
+        assert_eq!(net.transmit(Time::ZERO, 1_000_000, &mut a, bw, &mut rng), Time::from_micros(2010));
     }
 }

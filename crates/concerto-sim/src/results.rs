@@ -153,13 +153,16 @@ impl RunResult {
     }
 
     /// Writes one CSV row per request piece (needs `output.detail = true`).
-    pub fn write_detail_csv(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        writeln!(out, "app,app_name,instance,rank,call,server,bytes,issue_ns,arrive_ns,start_ns,done_ns,response_ns")?;
+    pub fn write_detail_csv(&self, out: &mut dyn Write, header: bool) -> std::io::Result<()> {
+        if header {
+            writeln!(out, "seed,app,app_name,instance,rank,call,server,bytes,issue_ns,arrive_ns,start_ns,done_ns,response_ns")?;
+        }
         for r in self.detail.iter().flatten() {
             let a = &self.apps[r.app as usize];
             writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                self.seed,
                 r.app,
                 a.name,
                 a.instance,

@@ -34,9 +34,10 @@ fn same_seed_gives_identical_results() {
         let b = simulate(&sc, 42, None);
         assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
         let (mut ca, mut cb) = (Vec::new(), Vec::new());
-        a.write_detail_csv(&mut ca).unwrap();
-        b.write_detail_csv(&mut cb).unwrap();
+        a.write_detail_csv(&mut ca, true).unwrap();
+        b.write_detail_csv(&mut cb, true).unwrap();
         assert_eq!(ca, cb);
+        assert!(ca.len() > 1000);
         let c = simulate(&sc, 43, None);
         assert_ne!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&c).unwrap());
     }

@@ -1,0 +1,131 @@
+//! `concerto._native`: the Rust engine as seen from Python.
+//!
+//! Thin on purpose: it parses nothing and decides nothing itself, it hands
+//! text to the Rust crates and returns JSON. Long calls release the GIL.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::Arc;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+
+use concerto_core::analysis;
+use concerto_sim::{simulate_reps, ConfigError, Scenario};
+
+create_exception!(_native, ConcertoConfigError, PyValueError, "A scenario or option is invalid; the message names the key.");
+
+fn config_err(e: ConfigError) -> PyErr {
+    ConcertoConfigError::new_err(e.to_string())
+}
+
+/// Operations completed by a running simulation; poll it from another thread.
+#[pyclass(frozen)]
+struct Progress {
+    inner: Arc<concerto_sim::Progress>,
+}
+
+#[pymethods]
+impl Progress {
+    #[new]
+    fn new() -> Progress {
+        Progress { inner: Arc::new(concerto_sim::Progress::new()) }
+    }
+    #[getter]
+    fn done(&self) -> u64 {
+        self.inner.done()
+    }
+    #[getter]
+    fn total(&self) -> u64 {
+        self.inner.total()
+    }
+}
+
+fn load(text: &str, table: Option<&str>, overrides: Vec<String>) -> PyResult<Scenario> {
+    Scenario::from_toml_table(text, table, &overrides).map_err(config_err)
+}
+
+/// Parses and validates a scenario; returns it as JSON with defaults filled in.
+#[pyfunction]
+#[pyo3(signature = (text, table=None, overrides=Vec::new()))]
+fn load_scenario(text: &str, table: Option<&str>, overrides: Vec<String>) -> PyResult<String> {
+    let sc = load(text, table, overrides)?;
+    serde_json::to_string(&sc).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Runs a scenario `reps` times (seeds `seed`, `seed + 1`, ...; the
+/// scenario's own seed when `seed` is None) and returns the results as JSON.
+/// With `detail_csv`, writes one row per request piece to that path.
+#[pyfunction]
+#[pyo3(signature = (text, table=None, overrides=Vec::new(), seed=None, reps=1, progress=None, detail_csv=None))]
+#[allow(clippy::too_many_arguments)]
+fn simulate(
+    py: Python<'_>,
+    text: &str,
+    table: Option<&str>,
+    overrides: Vec<String>,
+    seed: Option<u64>,
+    reps: u32,
+    progress: Option<PyRef<'_, Progress>>,
+    detail_csv: Option<std::path::PathBuf>,
+) -> PyResult<String> {
+    let mut sc = load(text, table, overrides)?;
+    if reps == 0 {
+        return Err(ConcertoConfigError::new_err("reps: must be > 0"));
+    }
+    if detail_csv.is_some() {
+        sc.output.detail = true;
+    }
+    let seed = seed.unwrap_or(sc.seed);
+    let progress = progress.map(|p| p.inner.clone());
+    let (json, write_result) = py.allow_threads(|| {
+        let set = simulate_reps(&sc, seed, reps, progress.as_deref());
+        let write_result = match &detail_csv {
+            Some(path) => (|| -> std::io::Result<()> {
+                let mut out = BufWriter::new(File::create(path)?);
+                for (i, run) in set.runs.iter().enumerate() {
+                    run.write_detail_csv(&mut out, i == 0)?;
+                }
+                out.flush()
+            })()
+            .map_err(|e| format!("{}: {e}", path.display())),
+            None => Ok(()),
+        };
+        (serde_json::to_string(&set), write_result)
+    });
+    write_result.map_err(PyOSError::new_err)?;
+    json.map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Formula (1) of the coordination paper: expected average completion time
+/// without coordination for m applications on n servers, service time t.
+#[pyfunction]
+fn fifo_expected_completion(m: u32, n: u32, t: f64) -> f64 {
+    analysis::fifo_expected_completion(m, n, t)
+}
+
+/// Formula (2): the same with coordination, (m + 1) / 2 · t.
+#[pyfunction]
+fn coordinated_expected_completion(m: u32, t: f64) -> f64 {
+    analysis::coordinated_expected_completion(m, t)
+}
+
+/// Policy names accepted in scenarios.
+#[pyfunction]
+fn policy_names() -> Vec<&'static str> {
+    concerto_core::PolicyConfig::NAMES.to_vec()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", concerto_sim::VERSION)?;
+    m.add("ConfigError", m.py().get_type::<ConcertoConfigError>())?;
+    m.add_class::<Progress>()?;
+    m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(fifo_expected_completion, m)?)?;
+    m.add_function(wrap_pyfunction!(coordinated_expected_completion, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_names, m)?)?;
+    Ok(())
+}

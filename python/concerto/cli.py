@@ -1,0 +1,172 @@
+"""The ``concerto`` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from concerto import __version__, _native
+from concerto.report import compare_plot, compare_table, runset_table, write_json
+from concerto.sim import ScenarioSource, simulate
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class UsageProblem(click.ClickException):
+    """Bad input: printed as `error: ...` with exit code 2, never a traceback."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:  # noqa: ARG002 - click's signature
+        err_console.print(f"[bold red]error:[/] {self.message}", highlight=False)
+
+
+def guarded(fn):
+    """Turns configuration and file errors into UsageProblem."""
+
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except _native.ConfigError as e:
+            raise UsageProblem(str(e)) from e
+        except OSError as e:
+            raise UsageProblem(f"{e.filename or ''}: {e.strerror or e}") from e
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+def run_with_progress(source: ScenarioSource, *, seed, reps, detail_csv=None, label="simulating") -> dict:
+    """Runs a simulation, drawing a progress bar when it takes more than a moment."""
+    with Progress(TextColumn(f"[cyan]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total or None)
+
+        return simulate(source, seed=seed, reps=reps, detail_csv=detail_csv, on_progress=update)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="concerto")
+def main() -> None:
+    """Concerto: I/O scheduling on shared parallel file systems."""
+
+
+@main.group()
+def sim() -> None:
+    """Run the parallel file system simulator."""
+
+
+scenario_arg = click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
+set_opt = click.option("--set", "sets", multiple=True, metavar="KEY.PATH=VALUE",
+                       help="Override a scenario key, e.g. --set apps[0].processes=32 (repeatable).")
+seed_opt = click.option("--seed", type=click.IntRange(min=0, max=2**64 - 1), default=None,
+                        help="Seed of the first repetition (default: the scenario's).")
+reps_opt = click.option("--reps", type=click.IntRange(min=1, max=100_000), default=1, show_default=True,
+                        help="Repetitions with seeds seed, seed+1, ...")
+out_opt = click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+                       help="Folder for results (JSON, CSV, plots).")
+
+
+@sim.command("run")
+@scenario_arg
+@out_opt
+@seed_opt
+@reps_opt
+@set_opt
+@click.option("--detail", is_flag=True, help="Also write requests.csv: one row per request piece (needs --out).")
+@guarded
+def sim_run(scenario: Path, out: Path | None, seed: int | None, reps: int, sets: tuple[str, ...], detail: bool) -> None:
+    """Simulate SCENARIO (a TOML file) and print per-application results."""
+    if detail and out is None:
+        raise UsageProblem("--detail needs --out DIR")
+    source = ScenarioSource.from_path(scenario).with_overrides(*sets)
+    detail_csv = out / "requests.csv" if detail and out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    result = run_with_progress(source, seed=seed, reps=reps, detail_csv=detail_csv)
+    console.print(runset_table(result, f"{result['config']['name']} ({scenario})"))
+    if out:
+        write_json(out / "results.json", result)
+        console.print(f"wrote {out / 'results.json'}" + (f" and {detail_csv}" if detail_csv else ""))
+
+
+@sim.command("compare")
+@scenario_arg
+@click.option("--policies", default="fifo,per-object,coordinated", show_default=True,
+              help="Comma-separated policies to run the same workload and seed under.")
+@out_opt
+@seed_opt
+@reps_opt
+@set_opt
+@guarded
+def sim_compare(scenario: Path, policies: str, out: Path | None, seed: int | None, reps: int, sets: tuple[str, ...]) -> None:
+    """Run SCENARIO under several policies side by side."""
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    known = _native.policy_names()
+    for p in names:
+        if p not in known:
+            raise UsageProblem(f"--policies: unknown policy {p!r} (known: {', '.join(known)})")
+    if not names:
+        raise UsageProblem("--policies: name at least one policy")
+    base = ScenarioSource.from_path(scenario).with_overrides(*sets)
+    own = base.config()["policy"]["kind"]
+    results = {}
+    for p in names:
+        # The scenario's own policy keeps its parameters; the others run with their defaults.
+        source = base if p == own else base.with_overrides(f"policy={{kind = \"{p}\"}}")
+        results[p] = run_with_progress(source, seed=seed, reps=reps, label=p)
+    console.print(compare_table(results, f"{scenario}: policies compared (same workload and seeds)"))
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "compare.json", results)
+        compare_plot(results, out / "compare", f"{scenario.name}: per-application completion time")
+        console.print(f"wrote {out / 'compare.json'} and {out / 'compare.png'}")
+
+
+@main.group()
+def reproduce() -> None:
+    """Reproduce a paper's claims in simulation."""
+
+
+@reproduce.command("coordination")
+@click.option("--quick", is_flag=True, help="Fewer repetitions and sweep points (about ten seconds).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/coordination"),
+              show_default=True)
+@seed_opt
+@guarded
+def reproduce_coordination(quick: bool, out: Path, seed: int | None) -> None:
+    """Server-side I/O coordination: Figures 3, 5, 6, 7, 8 and formulas (1)-(2)."""
+    from concerto.reproduce import coordination
+
+    claims = coordination.run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{s}[/]"))
+    for c in claims:
+        mark = "[green]PASS[/]" if c.passed else ("[yellow]DEVIATION[/]" if c.deviation else "[red]FAIL[/]")
+        console.print(f"{mark} {c.id}: {c.claim}\n     expected: {c.expected}\n     measured: {c.measured}", highlight=False)
+    console.print(f"report: {out / 'report.md'}, claims: {out / 'claims.json'}")
+    failed = [c for c in claims if c.blocking_failure]
+    if failed:
+        err_console.print(f"[bold red]{len(failed)} claim(s) failed[/]")
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/demo"), show_default=True)
+@guarded
+def demo(out: Path) -> None:
+    """A short simulated comparison of FIFO and coordinated scheduling."""
+    from concerto.demo import run_demo
+
+    run_demo(out, console)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Reports: terminal tables (rich), plots (matplotlib), Markdown and JSON files."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def fmt_bw(bps: float) -> str:
+    return f"{bps / 1e6:.1f} MB/s"
+
+
+def runset_table(runset: dict, title: str) -> Table:
+    """Per-application figures of the first run, with the run set's aggregate in the caption."""
+    run = runset["runs"][0]
+    t = Table(title=title, title_justify="left")
+    for col in ["app", "app id", "procs", "ops", "avg completion", "p95", "bandwidth", "finish spread"]:
+        t.add_column(col, justify="right" if col != "app" else "left")
+    for a in run["apps"]:
+        spread = a.get("finish_spread")
+        t.add_row(
+            f"{a['name']}#{a['instance']}",
+            str(a["app_id"]),
+            str(a["processes"]),
+            str(a["operations"]),
+            fmt_time(a["completion_s"]["mean"]),
+            fmt_time(a["completion_s"]["p95"]),
+            fmt_bw(a["bandwidth_Bps"]),
+            f"{spread:.2f}" if spread is not None else "-",
+        )
+    agg = runset["aggregate"]
+    n = len(runset["runs"])
+    t.caption = (
+        f"policy {run['policy']['kind']}, seed{'s' if n > 1 else ''} {runset['seeds'][0]}"
+        + (f"..{runset['seeds'][-1]}" if n > 1 else "")
+        + f": average completion {fmt_time(agg['avg_completion_s']['mean'])}"
+        + (f" ± {fmt_time(agg['avg_completion_s']['sd'])}" if n > 1 else "")
+        + f", aggregate bandwidth {fmt_bw(agg['aggregate_bandwidth_Bps']['mean'])}"
+        + f", makespan {fmt_time(agg['makespan_s']['mean'])}"
+    )
+    return t
+
+
+def compare_table(results: dict[str, dict], title: str) -> Table:
+    """Policies side by side (one run set each)."""
+    t = Table(title=title, title_justify="left")
+    for col in ["policy", "avg completion", "vs first", "p95 completion", "bandwidth", "makespan", "finish spread"]:
+        t.add_column(col, justify="left" if col == "policy" else "right")
+    base = None
+    for policy, rs in results.items():
+        agg = rs["aggregate"]
+        avg = agg["avg_completion_s"]["mean"]
+        base = base or avg
+        spread = agg.get("finish_spread", {}).get("mean")
+        t.add_row(
+            policy,
+            fmt_time(avg),
+            f"{(avg / base - 1) * 100:+.1f}%",
+            fmt_time(agg["p95_completion_s"]["mean"]),
+            fmt_bw(agg["aggregate_bandwidth_Bps"]["mean"]),
+            fmt_time(agg["makespan_s"]["mean"]),
+            f"{spread:.2f}" if spread is not None else "-",
+        )
+    return t
+
+
+def compare_plot(results: dict[str, dict], path: Path, title: str) -> None:
+    """Per-application average completion time under each policy."""
+    policies = list(results)
+    apps = [f"{a['name']}#{a['instance']}" for a in results[policies[0]]["runs"][0]["apps"]]
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(apps) * len(policies)), 4))
+    width = 0.8 / len(policies)
+    for i, p in enumerate(policies):
+        ys = [a["completion_s"]["mean"] * 1e3 for a in results[p]["runs"][0]["apps"]]
+        ax.bar([x + i * width for x in range(len(apps))], ys, width, label=p)
+    ax.set_xticks([x + width * (len(policies) - 1) / 2 for x in range(len(apps))], apps, rotation=45, ha="right")
+    ax.set_ylabel("average completion time (ms)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    save(fig, path)
+
+
+def save(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path.with_suffix(".png"), dpi=110)
+    fig.savefig(path.with_suffix(".svg"))
+    plt.close(fig)
+
+
+def line_plot(
+    rows: Iterable[dict[str, Any]],
+    *,
+    x: str,
+    y: str,
+    series: list[str],
+    facet: str | None,
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    scale: float = 1.0,
+    logx: bool = False,
+) -> None:
+    """y against params[x], one line per (series values), one panel per params[facet]."""
+    rows = list(rows)
+    facets = sorted({r["params"].get(facet) if facet else None for r in rows}, key=str)
+    fig, axes = plt.subplots(1, len(facets), figsize=(5.5 * len(facets), 4), squeeze=False)
+    for ax, fv in zip(axes[0], facets):
+        lines: dict[str, list[tuple[Any, float]]] = defaultdict(list)
+        for r in rows:
+            if facet and r["params"].get(facet) != fv:
+                continue
+            label = " ".join(str(r["params"].get(s, r.get(s))) for s in series)
+            lines[label].append((r["params"][x], r[y] * scale))
+        for label, pts in sorted(lines.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        if logx:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title} ({fv})" if facet else title)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    save(fig, path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)

@@ -1,0 +1,276 @@
+"""``concerto reproduce coordination``: the server-side I/O coordination paper.
+
+Runs the scenarios in ``experiments/coordination/`` under FIFO (the paper's
+"original" PVFS2 order) and coordinated scheduling, checks the paper's
+claims with stated tolerances, and writes ``report.md``, plots,
+``results.json`` and ``claims.json``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+from concerto import _native
+from concerto.report import line_plot, markdown_table, write_json
+from concerto.reproduce import Claim, experiments_dir
+from concerto.sweep import Experiment, Point, load_experiment, run_experiment
+
+PAPER_RANGE = (0.08, 0.46)  # reported reductions of average completion time
+FORMULA_TOLERANCE = 0.02
+BANDWIDTH_TOLERANCE = 0.05  # "comparable": at most 5% below FIFO
+
+
+def _pairs(rows: list[dict]) -> list[tuple[dict, dict, dict]]:
+    """(params, fifo row, coordinated row) per point."""
+    by_point: dict[str, dict[str, dict]] = defaultdict(dict)
+    for r in rows:
+        key = repr(sorted((k, repr(v)) for k, v in r["params"].items() if not k.startswith("policy.")))
+        if r["policy"] == "coordinated" and "policy.window" in r["params"]:
+            key += r["params"]["policy.window"]
+        by_point[key][r["policy"]] = r
+    out = []
+    fifo_by_base: dict[str, dict] = {}
+    for key, d in by_point.items():
+        if "fifo" in d:
+            fifo_by_base[key] = d["fifo"]
+    for key, d in by_point.items():
+        if "coordinated" in d:
+            base = key[: -len(d["coordinated"]["params"]["policy.window"])] if "policy.window" in d["coordinated"]["params"] else key
+            fifo = fifo_by_base.get(base)
+            if fifo:
+                out.append((d["coordinated"]["params"], fifo, d["coordinated"]))
+    return out
+
+
+def reduction(fifo: dict, coord: dict) -> float:
+    return 1.0 - coord["avg_completion_s"] / fifo["avg_completion_s"]
+
+
+def _formula_rows(exp: Experiment, seed: int | None, on_point) -> list[dict]:
+    """The analytical experiment: one point per (m, n), compared with formulas (1) and (2)."""
+    rows = []
+    cases = exp.extra.get("cases_mn", [])
+    for i, (m, n) in enumerate(cases):
+        point = Point({"apps[0].instances": m, "cluster.servers": n, "apps[0].request_size": f"{n}MiB"})
+        sub = Experiment(exp.id, exp.title, exp.policies, exp.reps, [point], exp.source)
+        for r in run_experiment(sub, seed=seed):
+            t = 0.010
+            r["formula_s"] = (
+                _native.fifo_expected_completion(m, n, t) if r["policy"] == "fifo" else _native.coordinated_expected_completion(m, t)
+            )
+            r["m"], r["n"] = m, n
+            rows.append(r)
+        if on_point:
+            on_point(i + 1, len(cases))
+    return rows
+
+
+def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str], None] = print) -> list[Claim]:
+    folder = experiments_dir() / "coordination"
+    if not folder.is_dir():
+        raise _native.ConfigError(f"{folder}: experiment folder not found (set CONCERTO_EXPERIMENTS)")
+    exps = {e.id: e for e in (load_experiment(p, quick) for p in sorted(folder.glob("*.toml")))}
+    for needed in ["fig3_5", "fig6", "fig7", "fig8", "formula"]:
+        if needed not in exps:
+            raise _native.ConfigError(f"{folder}: no experiment with id {needed!r}")
+    results: dict[str, list[dict]] = {}
+    for eid, exp in exps.items():
+        status(f"running {eid}: {exp.title} ({len(exp.points)} points x {len(exp.policies)} policies x {exp.reps} reps)")
+        if eid == "formula":
+            results[eid] = _formula_rows(exp, seed, None)
+        else:
+            results[eid] = run_experiment(exp, seed=seed)
+    claims = evaluate(results)
+    write_outputs(out, exps, results, claims, quick)
+    return claims
+
+
+def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
+    claims: list[Claim] = []
+
+    # 1. Lower average completion time in every Figure 6 and 7 configuration.
+    reds = [(p, reduction(f, c)) for eid in ("fig6", "fig7") for p, f, c in _pairs(results[eid])]
+    lo, hi = min(r for _, r in reds), max(r for _, r in reds)
+    worst = min(reds, key=lambda x: x[1])
+    overlaps = lo <= PAPER_RANGE[1] and hi >= PAPER_RANGE[0]
+    claims.append(Claim(
+        "c1-lower-completion",
+        "Coordination lowers the average completion time against FIFO in every Figure 6 and 7 configuration, "
+        "by a range overlapping the paper's 8-46%",
+        "reduction > 0 everywhere; [min, max] overlaps [8%, 46%]",
+        f"{len(reds)} configurations, reductions {lo:.1%} to {hi:.1%} (smallest at {worst[0]})",
+        lo > 0 and overlaps,
+    ))
+
+    # 2. The reduction grows with concurrent applications and with servers.
+    def growth(eid: str, x: str) -> tuple[bool, list[str]]:
+        groups: dict[tuple, list[tuple[Any, float]]] = defaultdict(list)
+        for p, f, c in _pairs(results[eid]):
+            g = tuple(sorted((k, repr(v)) for k, v in p.items() if k != x and not k.endswith("request_size")))
+            groups[g].append((p[x], reduction(f, c)))
+        ok, notes = True, []
+        for g, pts in sorted(groups.items()):
+            pts.sort()
+            label = ", ".join(f"{k.split('.')[-1]}={v.strip(chr(39))}" for k, v in g)
+            notes.append(f"{label}: {pts[0][1]:.1%} at {pts[0][0]} -> {pts[-1][1]:.1%} at {pts[-1][0]}")
+            ok &= pts[-1][1] > pts[0][1]
+        return ok, notes
+
+    ok_apps, notes_apps = growth("fig6", "apps[0].instances")
+    claims.append(Claim(
+        "c2a-grows-with-applications",
+        "The reduction grows with the number of concurrent applications (Figure 6)",
+        "for every device and process count: reduction at 16 applications > at 2",
+        "; ".join(notes_apps),
+        ok_apps,
+    ))
+    ok_srv, notes_srv = growth("fig7", "cluster.servers")
+    claims.append(Claim(
+        "c2b-grows-with-servers",
+        "The reduction grows with the number of servers (Figure 7)",
+        "for every device and process count: reduction at the most servers > at 2",
+        "; ".join(notes_srv),
+        ok_srv,
+        deviation=None if ok_srv else (
+            "Known deviation: in the simulator FIFO's completion time barely grows with the server count, because "
+            "the pieces of one call reach all servers within the network jitter while different applications' calls "
+            "arrive far apart, so FIFO order is already nearly the same on every server; the gain that remains is "
+            "coordination serving one application at a time, which does not depend on the server count. Open work."
+        ),
+    ))
+
+    # 3. Finish-time spread across servers drops sharply.
+    spread_notes, spread_ok = [], True
+    paper = {"hdd": "4.4 -> 1.3", "ssd": "3.1 -> 1.2"}
+    for p, f, c in _pairs(results["fig3_5"]):
+        dev = p["cluster.device.kind"]
+        fs, cs = f["finish_spread"], c["finish_spread"]
+        spread_notes.append(f"{dev}: {fs:.2f} -> {cs:.2f} (paper {paper.get(dev, '?')})")
+        spread_ok &= cs <= 1.6 and fs >= 2.0 * cs
+    claims.append(Claim(
+        "c3-finish-spread",
+        "The max/min ratio of an application's per-server finish times drops sharply under coordination (Figures 3 and 5)",
+        "coordinated ratio <= 1.6 and FIFO ratio >= 2x the coordinated one, on HDD and SSD",
+        "; ".join(spread_notes),
+        spread_ok,
+    ))
+
+    # 4. Formulas (1) and (2).
+    f_notes, f_ok = [], True
+    for r in results["formula"]:
+        err = abs(r["avg_completion_s"] - r["formula_s"]) / r["formula_s"]
+        f_ok &= err <= FORMULA_TOLERANCE
+        if r["policy"] == "fifo" or r["m"] == results["formula"][0]["m"]:
+            pass
+        f_notes.append(f"{r['policy']} m={r['m']} n={r['n']}: {r['avg_completion_s'] * 1e3:.2f} ms vs {r['formula_s'] * 1e3:.2f} ms ({err:.2%})")
+    reps = results["formula"][0]["reps"]
+    claims.append(Claim(
+        "c4-analytical-model",
+        "With a fixed service time and all pieces arriving at once in independent random orders, the simulated average "
+        "completion time matches formula (1) for FIFO and formula (2) for coordination",
+        f"within {FORMULA_TOLERANCE:.0%} for every (m, n), {reps} repetitions each",
+        "; ".join(f_notes),
+        f_ok,
+    ))
+
+    # 5. Bandwidth comparable at heavy load.
+    bw_notes, bw_ok = [], True
+    for eid in ("fig6", "fig8"):
+        pairs = _pairs(results[eid])
+        heaviest_procs = max(p.get("apps[0].processes", 0) for p, _, _ in pairs)
+        heavy = [(p, f, c) for p, f, c in pairs if p.get("apps[0].processes") == heaviest_procs]
+        if eid == "fig6":
+            most = max(p["apps[0].instances"] for p, _, _ in heavy)
+            heavy = [(p, f, c) for p, f, c in heavy if p["apps[0].instances"] == most]
+        for p, f, c in heavy:
+            ratio = c["bandwidth_MBps"] / f["bandwidth_MBps"]
+            bw_ok &= ratio >= 1 - BANDWIDTH_TOLERANCE
+            w = p.get("policy.window", "")
+            bw_notes.append(f"{eid} {p['cluster.device.kind']} {w}: {c['bandwidth_MBps']:.1f} vs {f['bandwidth_MBps']:.1f} MB/s ({ratio - 1:+.1%})")
+    claims.append(Claim(
+        "c5-bandwidth-comparable",
+        "At heavy load (most processes and applications) aggregate bandwidth under coordination is comparable to or "
+        "higher than FIFO's",
+        f"coordinated >= {1 - BANDWIDTH_TOLERANCE:.0%} of FIFO at 32 processes per application",
+        "; ".join(bw_notes),
+        bw_ok,
+    ))
+
+    # 6. Every window beats FIFO (Figure 8).
+    w_notes, w_ok = [], True
+    for p, f, c in _pairs(results["fig8"]):
+        red = reduction(f, c)
+        w_ok &= red > 0
+        w_notes.append(f"{p['cluster.device.kind']} P={p['apps[0].processes']} {p['policy.window']}: {red:+.1%}")
+    claims.append(Claim(
+        "c6-every-window",
+        "For every time window (250-2000 ms), coordination gives a lower average completion time than FIFO on the "
+        "mixed workload (Figure 8)",
+        "reduction > 0 for every window, device and process count",
+        "; ".join(w_notes),
+        w_ok,
+    ))
+    return claims
+
+
+def write_outputs(out: Path, exps: dict[str, Experiment], results: dict[str, list[dict]], claims: list[Claim], quick: bool) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "claims.json", [c.as_json() for c in claims])
+    write_json(out / "results.json", results)
+
+    def with_reduction(eid: str) -> list[dict]:
+        rows = []
+        for p, f, c in _pairs(results[eid]):
+            rows.append({"params": p, "reduction": reduction(f, c)})
+        return rows
+
+    for eid, x, facet, xlabel in [("fig6", "apps[0].instances", "cluster.device.kind", "concurrent applications"),
+                                  ("fig7", "cluster.servers", "cluster.device.kind", "servers")]:
+        line_plot(results[eid], x=x, y="avg_completion_s", series=["apps[0].processes", "policy"], facet=facet,
+                  path=out / f"{eid}_completion", title=exps[eid].title.split(" (")[0], xlabel=xlabel,
+                  ylabel="average completion time (ms)", scale=1e3, logx=eid == "fig7")
+        line_plot(with_reduction(eid), x=x, y="reduction", series=["apps[0].processes"], facet=facet,
+                  path=out / f"{eid}_reduction", title="reduction vs FIFO", xlabel=xlabel, ylabel="reduction (%)",
+                  scale=100, logx=eid == "fig7")
+    fig8 = [dict(r, params={**r["params"], "window_ms": int(r["params"]["policy.window"][:-2])}) for r in results["fig8"] if r["policy"] == "coordinated"]
+    line_plot(fig8, x="window_ms", y="avg_completion_s", series=["apps[0].processes"], facet="cluster.device.kind",
+              path=out / "fig8_completion", title="coordinated, by window", xlabel="window (ms)",
+              ylabel="average completion time (ms)", scale=1e3)
+    line_plot(fig8, x="window_ms", y="bandwidth_MBps", series=["apps[0].processes"], facet="cluster.device.kind",
+              path=out / "fig8_bandwidth", title="coordinated, by window", xlabel="window (ms)", ylabel="bandwidth (MB/s)")
+
+    lines = [
+        "# Reproduction: server-side I/O coordination",
+        "",
+        f"Mode: {'quick' if quick else 'full'}. Produced by `concerto reproduce coordination{' --quick' if quick else ''}`.",
+        "FIFO stands for the paper's \"original\" PVFS2 order; times are simulated.",
+        "",
+        "## Claims",
+        "",
+        markdown_table(["", "claim", "expected", "measured"],
+                       [["PASS" if c.passed else ("DEVIATION" if c.deviation else "FAIL"), c.claim, c.expected, c.measured]
+                        for c in claims]),
+        "",
+    ]
+    for c in claims:
+        if c.deviation and not c.passed:
+            lines += [f"**{c.id}**: {c.deviation}", ""]
+    for eid in ("fig3_5", "fig6", "fig7", "fig8"):
+        lines += [f"## {exps[eid].title}", ""]
+        table = []
+        for p, f, c in _pairs(results[eid]):
+            label = ", ".join(f"{k}={v}" for k, v in p.items() if not k.startswith("apps[") or k.startswith("apps[0]"))
+            spread = f" / {f.get('finish_spread', 0):.2f} -> {c.get('finish_spread', 0):.2f}" if "finish_spread" in f else ""
+            table.append([label, f"{f['avg_completion_s'] * 1e3:.2f}", f"{c['avg_completion_s'] * 1e3:.2f}",
+                          f"{reduction(f, c):.1%}", f"{f['bandwidth_MBps']:.1f}", f"{c['bandwidth_MBps']:.1f}" + spread])
+        lines += [markdown_table(["configuration", "FIFO avg (ms)", "coordinated avg (ms)", "reduction",
+                                  "FIFO MB/s", "coordinated MB/s" + (" / spread" if eid == "fig3_5" else "")], table), ""]
+        for plot in sorted(out.glob(f"{eid}_*.png")):
+            lines += [f"![{plot.stem}]({plot.name})", ""]
+    lines += ["## Analytical model (formulas 1 and 2)", "",
+              markdown_table(["policy", "m", "n", "simulated (ms)", "formula (ms)"],
+                             [[r["policy"], r["m"], r["n"], f"{r['avg_completion_s'] * 1e3:.3f}", f"{r['formula_s'] * 1e3:.3f}"]
+                              for r in results["formula"]]), ""]
+    (out / "report.md").write_text("\n".join(lines))

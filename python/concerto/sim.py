@@ -1,0 +1,78 @@
+"""Running simulations from Python: a thin layer over ``concerto._native``."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from concerto import _native
+
+
+@dataclass
+class ScenarioSource:
+    """Scenario TOML text, optionally a sub-table of a larger file, plus overrides."""
+
+    text: str
+    label: str
+    table: str | None = None
+    overrides: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_path(cls, path: str | Path, table: str | None = None) -> "ScenarioSource":
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as e:
+            raise _native.ConfigError(f"{p}: cannot read scenario ({e.strerror})") from e
+        return cls(text=text, label=str(p), table=table)
+
+    def with_overrides(self, *sets: str) -> "ScenarioSource":
+        return ScenarioSource(self.text, self.label, self.table, [*self.overrides, *sets])
+
+    def config(self) -> dict:
+        """The validated scenario with defaults filled in."""
+        return json.loads(_native.load_scenario(self.text, self.table, self.overrides))
+
+
+def simulate(
+    source: ScenarioSource,
+    *,
+    seed: int | None = None,
+    reps: int = 1,
+    detail_csv: str | Path | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """Runs the scenario ``reps`` times; returns the run set as a dict.
+
+    The simulation runs in a worker thread with the GIL released, so
+    ``on_progress(done, total)`` can be called from this thread meanwhile.
+    """
+    progress = _native.Progress()
+    outcome: dict = {}
+
+    def work() -> None:
+        try:
+            outcome["json"] = _native.simulate(
+                source.text,
+                source.table,
+                source.overrides,
+                seed,
+                reps,
+                progress,
+                str(detail_csv) if detail_csv else None,
+            )
+        except BaseException as e:  # re-raised in the caller's thread
+            outcome["error"] = e
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+        if on_progress is not None:
+            on_progress(progress.done, progress.total)
+    if "error" in outcome:
+        raise outcome["error"]
+    return json.loads(outcome["json"])
