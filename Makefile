@@ -1,0 +1,41 @@
+# Concerto's entry points. Each target installs what it needs first.
+#   make demo   - build, then run Concerto's demo
+#   make test   - build once, then run every test (Rust, Python, quick reproduction)
+#   make bench  - criterion benchmarks (see docs/performance.md)
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.deps-installed
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: demo test bench build toolchain clean
+
+toolchain:
+	@bash .ci/toolchain
+
+$(PY):
+	python3 -m venv $(VENV)
+
+$(STAMP): requirements.txt | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+# The one build of the Rust code per run: the release extension module.
+build: toolchain $(STAMP)
+	$(VENV)/bin/maturin develop --release --quiet
+
+demo: build
+	$(VENV)/bin/concerto demo
+
+test: build
+	cargo test --workspace --release --exclude concerto-python --exclude concerto-bench
+	$(VENV)/bin/pytest -q tests
+
+bench: toolchain
+	cargo bench -p concerto-bench
+
+clean:
+	rm -rf target $(VENV) results
