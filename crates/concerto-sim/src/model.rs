@@ -99,7 +99,8 @@ struct ServerState {
     nic: Nic,
     slots_used: u32,
     kick_pending: bool,
-    wakeups: HashSet<Time>,
+    /// The earliest wakeup the queue asked for that is still scheduled.
+    wakeup: Option<Time>,
     requests: u64,
     bytes: u64,
     busy: Time,
@@ -158,7 +159,7 @@ impl<'a> Simulation<'a> {
                 nic: Nic::default(),
                 slots_used: 0,
                 kick_pending: false,
-                wakeups: HashSet::new(),
+                wakeup: None,
                 requests: 0,
                 bytes: 0,
                 busy: Time::ZERO,
@@ -386,7 +387,9 @@ impl<'a> Simulation<'a> {
         let depth = self.sc.cluster.depth;
         let s = &mut self.servers[server as usize];
         s.kick_pending = false;
-        s.wakeups.remove(&now);
+        if s.wakeup == Some(now) {
+            s.wakeup = None;
+        }
         let free = depth.saturating_sub(s.slots_used);
         if free > 0 && !s.queue.is_empty() {
             self.dispatched.clear();
@@ -405,7 +408,9 @@ impl<'a> Simulation<'a> {
             }
         }
         if let Some(at) = s.queue.next_wakeup(now) {
-            if at > now && s.wakeups.insert(at) {
+            // One pending wakeup suffices: when it fires the queue is asked again.
+            if at > now && s.wakeup.map_or(true, |w| at < w) {
+                s.wakeup = Some(at);
                 self.events.schedule(at, Class::Late, 0, Event::Kick { server });
             }
         }
