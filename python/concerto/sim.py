@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -27,6 +28,10 @@ class ScenarioSource:
             text = p.read_text()
         except OSError as e:
             raise _native.ConfigError(f"{p}: cannot read scenario ({e.strerror})") from e
+        if table is None and _is_experiment(text):
+            # An experiment file carries its base scenario in [scenario]; running
+            # it as a plain scenario means running that base.
+            table = "scenario"
         return cls(text=text, label=str(p), table=table)
 
     def with_overrides(self, *sets: str) -> "ScenarioSource":
@@ -35,6 +40,14 @@ class ScenarioSource:
     def config(self) -> dict:
         """The validated scenario with defaults filled in."""
         return json.loads(_native.load_scenario(self.text, self.table, self.overrides))
+
+
+def _is_experiment(text: str) -> bool:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False  # the native loader reports the syntax error with its position
+    return isinstance(doc.get("experiment"), dict) and isinstance(doc.get("scenario"), dict)
 
 
 def simulate(

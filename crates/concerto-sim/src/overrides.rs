@@ -62,6 +62,9 @@ pub fn apply(doc: &mut toml::Table, assignment: &str) -> Result<(), ConfigError>
             doc.insert(first.to_string(), value);
             return Ok(());
         }
+        if !doc.contains_key(*first) && matches!(segments[1], Segment::Index(_)) {
+            return Err(bad(format!("there is no array \"{first}\" to index")));
+        }
         doc.entry(first.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()))
     };
     for (i, seg) in segments.iter().enumerate().skip(1) {
@@ -71,6 +74,9 @@ pub fn apply(doc: &mut toml::Table, assignment: &str) -> Result<(), ConfigError>
                 if last {
                     t.insert(k.to_string(), value);
                     return Ok(());
+                }
+                if !t.contains_key(*k) && matches!(segments[i + 1], Segment::Index(_)) {
+                    return Err(bad(format!("there is no array \"{k}\" to index")));
                 }
                 t.entry(k.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()))
             }
@@ -117,6 +123,8 @@ mod tests {
         let e = apply(&mut d, "apps[5].processes=1").unwrap_err().to_string();
         assert!(e.starts_with("apps[5].processes: index 5 is out of range"), "{e}");
         assert!(apply(&mut d, "name.x=1").unwrap_err().to_string().contains("not a table"));
+        let e = apply(&mut d, "files[0].x=1").unwrap_err().to_string();
+        assert!(e.contains("no array \"files\""), "{e}");
         assert!(apply(&mut d, "noequals").unwrap_err().to_string().contains("expected key.path=value"));
         assert!(apply(&mut d, "apps[x].y=1").unwrap_err().to_string().contains("not an array index"));
         assert!(apply(&mut d, "a..b=1").unwrap_err().to_string().contains("empty key"));
