@@ -118,6 +118,16 @@ impl DeviceConfig {
             DeviceConfig::Fixed(_) | DeviceConfig::Hdd(_) => default_window::HDD,
         }
     }
+
+    /// The streaming bandwidth the device is rated at: what `capped` shares
+    /// out when the scenario does not say. A fixed-time device has none.
+    pub fn nominal_bandwidth(&self) -> Option<Bandwidth> {
+        match self {
+            DeviceConfig::Fixed(_) => None,
+            DeviceConfig::Hdd(h) => Some(h.transfer_rate),
+            DeviceConfig::Ssd(s) => Some(s.bandwidth),
+        }
+    }
 }
 
 /// Every request takes the same time, one at a time: the analytical model's device.
@@ -316,6 +326,19 @@ pub struct AppSpec {
     pub start: Time,
     #[serde(default)]
     pub app_id: Option<u32>,
+    /// Proportional-share weight carried by every request (SFQ family).
+    #[serde(default = "unit_weight")]
+    pub weight: f64,
+    /// Servers each of this application's files is striped over (default: cluster.stripe_count).
+    #[serde(default)]
+    pub stripe_count: Option<u32>,
+    /// Server holding the first stripe of this application's files (default: cluster.placement).
+    #[serde(default)]
+    pub first_server: Option<u32>,
+}
+
+fn unit_weight() -> f64 {
+    1.0
 }
 
 fn one() -> u32 {
@@ -358,6 +381,10 @@ pub struct OutputConfig {
     /// Keep a record of every request for CSV output.
     #[serde(default)]
     pub detail: bool,
+    /// Width of the bins of each application's service timeline (bytes and
+    /// requests served per bin); no timeline when absent.
+    #[serde(default)]
+    pub timeline: Option<Time>,
 }
 
 /// Upper bound on simulated processes, so a typo cannot exhaust memory.
@@ -427,9 +454,39 @@ impl Scenario {
                 positive("cluster.device.parallelism", s.parallelism as u64)?;
             }
         }
+        if let Some(t) = self.output.timeline {
+            positive("output.timeline", t.as_nanos())?;
+        }
         positive_f("cluster.network.client_bandwidth", c.network.client_bandwidth.0)?;
         positive_f("cluster.network.server_bandwidth", c.network.server_bandwidth.0)?;
         self.policy.validate().map_err(|(field, msg)| ConfigError::at(format!("policy.{field}"), msg))?;
+        if let PolicyConfig::Capped { capacity: None, .. } = self.policy {
+            if self.cluster.device.nominal_bandwidth().is_none() {
+                return Err(ConfigError::at("policy.capacity", "required with the fixed device, which has no rated bandwidth"));
+            }
+        }
+        for (i, app) in self.apps.iter().enumerate() {
+            if !(app.weight.is_finite() && app.weight > 0.0) {
+                return Err(ConfigError::at(format!("apps[{i}].weight"), "must be a number > 0"));
+            }
+            if let Some(count) = app.stripe_count {
+                positive(&format!("apps[{i}].stripe_count"), count as u64)?;
+                if count > c.servers {
+                    return Err(ConfigError::at(
+                        format!("apps[{i}].stripe_count"),
+                        format!("{count} is larger than cluster.servers ({})", c.servers),
+                    ));
+                }
+            }
+            if let Some(first) = app.first_server {
+                if first >= c.servers {
+                    return Err(ConfigError::at(
+                        format!("apps[{i}].first_server"),
+                        format!("server {first} does not exist (cluster.servers is {})", c.servers),
+                    ));
+                }
+            }
+        }
 
         if self.apps.is_empty() {
             return Err(ConfigError::at("apps", "at least one [[apps]] entry is needed"));
@@ -466,7 +523,9 @@ impl Scenario {
     /// The policy with device-dependent defaults filled in.
     pub fn resolved_policy(&self) -> PolicyConfig {
         let mut p = self.policy.clone();
-        p.resolve(self.cluster.device.default_window());
+        // Validation guarantees a capacity where it is needed; the fallback is never used then.
+        let capacity = self.cluster.device.nominal_bandwidth().unwrap_or(Bandwidth(100e6));
+        p.resolve(self.cluster.device.default_window(), capacity);
         p
     }
 

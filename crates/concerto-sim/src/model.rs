@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use concerto_core::metrics::finish_spread;
-use concerto_core::server::RequestQueue;
+use concerto_core::server::{RequestQueue, ServiceReport};
 use concerto_core::{AppId, ObjectId, Op, Request, RequestId, StripeLayout, Time};
 
 use crate::config::{AppIdRule, DataOp, DeviceConfig, Placement, Scenario};
@@ -43,6 +43,8 @@ enum Event {
     Arrive { piece: u32 },
     /// A reply has fully arrived after waiting for the client's NIC.
     Response { piece: u32 },
+    /// Another server's service report (total-service sharing) arrives.
+    ServiceReport { server: u32, report: u32 },
 }
 
 // RNG streams: separate so that, for one seed, application ids and file
@@ -77,6 +79,8 @@ struct AppState {
     pieces: u64,
     start: Time,
     end: Time,
+    /// Bytes and requests served per timeline bin (when the output asks for one).
+    timeline: Vec<(u64, u64)>,
 }
 
 struct RankState {
@@ -108,6 +112,7 @@ struct ServerState {
     max_queue: usize,
     /// Per application: first and last finish time of a piece here.
     finish: Vec<(Time, Time)>,
+    reports_sent: u64,
 }
 
 struct Piece {
@@ -141,6 +146,8 @@ pub struct Simulation<'a> {
     dispatched: Vec<Request>,
     detail: Option<Vec<PieceRecord>>,
     progress: Option<&'a Progress>,
+    /// Service reports in flight between servers, by index.
+    reports: Vec<ServiceReport>,
 }
 
 impl<'a> Simulation<'a> {
@@ -166,6 +173,7 @@ impl<'a> Simulation<'a> {
                 device_free: Time::ZERO,
                 max_queue: 0,
                 finish: vec![(Time::MAX, Time::ZERO); n_instances],
+                reports_sent: 0,
             })
             .collect();
 
@@ -184,11 +192,13 @@ impl<'a> Simulation<'a> {
                 let mut app_files = Vec::new();
                 for _ in 0..workload::files_per_instance(spec) {
                     let idx = files.len() as u32;
-                    let first = match cl.placement {
+                    let placed = match cl.placement {
                         Placement::RoundRobin => idx % cl.servers,
                         Placement::Random => setup.gen_range(0..cl.servers),
                     };
-                    let layout = StripeLayout::round_robin(cl.stripe_unit.0, cl.stripe_count(), first, cl.servers)
+                    let first = spec.first_server.unwrap_or(placed);
+                    let count = spec.stripe_count.unwrap_or(cl.stripe_count());
+                    let layout = StripeLayout::round_robin(cl.stripe_unit.0, count, first, cl.servers)
                         .expect("validated: stripe unit > 0 and stripe count within the servers");
                     files.push(FileState { layout, base: (idx as u64).wrapping_mul(spacing) % capacity });
                     app_files.push(idx);
@@ -213,6 +223,7 @@ impl<'a> Simulation<'a> {
                     bytes: 0,
                     pieces: 0,
                     start: spec.start,
+                    timeline: Vec::new(),
                     end: spec.start,
                 });
             }
@@ -236,6 +247,7 @@ impl<'a> Simulation<'a> {
             dispatched: Vec::new(),
             detail: sc.output.detail.then(Vec::new),
             progress,
+            reports: Vec::new(),
         }
     }
 
@@ -261,6 +273,9 @@ impl<'a> Simulation<'a> {
                 Event::DeviceDone { piece } => self.device_done(piece, now),
                 Event::ReachClient { piece } => self.reach_client(piece, now),
                 Event::Response { piece } => self.response(piece, now),
+                Event::ServiceReport { server, report } => {
+                    self.servers[server as usize].queue.absorb_service(&self.reports[report as usize]);
+                }
             }
         }
         self.results()
@@ -306,7 +321,7 @@ impl<'a> Simulation<'a> {
                 offset: first.offset,
                 len: p.bytes,
                 segments: if p.extents.len() > 1 { p.extents } else { Vec::new() },
-                weight: None,
+                weight: Some(spec.weight),
             };
             let piece = self.alloc_piece(Piece {
                 rank,
@@ -384,8 +399,8 @@ impl<'a> Simulation<'a> {
     }
 
     fn dispatch(&mut self, server: u32, now: Time) {
-        let depth = self.sc.cluster.depth;
         let s = &mut self.servers[server as usize];
+        let depth = s.queue.depth().unwrap_or(self.sc.cluster.depth);
         s.kick_pending = false;
         if s.wakeup == Some(now) {
             s.wakeup = None;
@@ -426,6 +441,11 @@ impl<'a> Simulation<'a> {
             s.slots_used = s.slots_used.saturating_sub(s.queue.slot_cost(&req));
             s.queue.complete(&req, now);
         }
+        if let Some(report) = s.queue.service_report(now) {
+            s.reports_sent += 1;
+            self.send_report(server, report, now);
+        }
+        let s = &mut self.servers[server as usize];
         s.requests += 1;
         s.bytes += bytes;
         let app = self.ranks[rank as usize].app;
@@ -433,6 +453,14 @@ impl<'a> Simulation<'a> {
         f.0 = f.0.min(now);
         f.1 = f.1.max(now);
         let a = &mut self.apps[app as usize];
+        if let Some(width) = self.sc.output.timeline {
+            let bin = (now.as_nanos() / width.as_nanos()) as usize;
+            if a.timeline.len() <= bin {
+                a.timeline.resize(bin + 1, (0, 0));
+            }
+            a.timeline[bin].0 += bytes;
+            a.timeline[bin].1 += 1;
+        }
         if self.sc.apps[a.spec].barrier {
             if a.op_finish.is_empty() {
                 a.op_finish = vec![Time::MAX; self.sc.cluster.servers as usize];
@@ -538,6 +566,17 @@ impl<'a> Simulation<'a> {
         }
     }
 
+    /// Sends a service report to every other server (one message each,
+    /// taking the network latency; reports are small).
+    fn send_report(&mut self, from: u32, report: ServiceReport, now: Time) {
+        let idx = self.reports.len() as u32;
+        self.reports.push(report);
+        let at = now + self.sc.cluster.network.latency;
+        for server in (0..self.sc.cluster.servers).filter(|&s| s != from) {
+            self.events.schedule(at, Class::Normal, 0, Event::ServiceReport { server, report: idx });
+        }
+    }
+
     fn results(self) -> RunResult {
         let makespan = self.apps.iter().map(|a| a.end).max().unwrap_or(Time::ZERO);
         let apps: Vec<AppResult> = self
@@ -558,6 +597,7 @@ impl<'a> Simulation<'a> {
                     a.start,
                     a.end,
                 )
+                .with_timeline(self.sc.output.timeline, &a.timeline)
             })
             .collect();
         let servers: Vec<ServerResult> = self
@@ -571,6 +611,7 @@ impl<'a> Simulation<'a> {
                 busy_s: s.busy.as_secs_f64(),
                 utilization: if makespan.is_zero() { 0.0 } else { s.busy.as_secs_f64() / makespan.as_secs_f64() },
                 max_queue: s.max_queue as u64,
+                service_reports: s.reports_sent,
                 apps: s
                     .finish
                     .iter()

@@ -34,9 +34,30 @@ pub struct AppResult {
     pub bandwidth_bps: f64,
     pub start_s: f64,
     pub end_s: f64,
+    /// Service over time, when `output.timeline` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Timeline>,
+}
+
+/// Bytes and requests an application was served in consecutive bins of
+/// `bin_s` seconds, counted when its requests finished on the servers.
+#[derive(Clone, Debug, Serialize)]
+pub struct Timeline {
+    pub bin_s: f64,
+    pub bytes: Vec<u64>,
+    pub requests: Vec<u64>,
 }
 
 impl AppResult {
+    pub(crate) fn with_timeline(mut self, width: Option<Time>, bins: &[(u64, u64)]) -> AppResult {
+        self.timeline = width.map(|w| Timeline {
+            bin_s: w.as_secs_f64(),
+            bytes: bins.iter().map(|b| b.0).collect(),
+            requests: bins.iter().map(|b| b.1).collect(),
+        });
+        self
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         name: String,
@@ -66,6 +87,7 @@ impl AppResult {
             bandwidth_bps: bandwidth(bytes, (end - start).as_secs_f64()),
             start_s: start.as_secs_f64(),
             end_s: end.as_secs_f64(),
+            timeline: None,
         }
     }
 }
@@ -86,6 +108,8 @@ pub struct ServerResult {
     pub busy_s: f64,
     pub utilization: f64,
     pub max_queue: u64,
+    /// Service reports this server sent to the others (service-sync).
+    pub service_reports: u64,
     pub apps: Vec<ServerAppResult>,
 }
 

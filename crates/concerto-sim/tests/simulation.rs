@@ -28,7 +28,7 @@ fn scenario(text: &str, sets: &[&str]) -> Scenario {
 
 #[test]
 fn same_seed_gives_identical_results() {
-    for policy in ["fifo", "per-object", "coordinated"] {
+    for policy in ["fifo", "per-object", "coordinated", "sfq-d-plus", "service-sync", "capped"] {
         let sc = scenario(IOR, &[&format!("policy.kind={policy}"), "output.detail=true"]);
         let a = simulate(&sc, 42, None);
         let b = simulate(&sc, 42, None);
@@ -56,7 +56,7 @@ fn repetitions_are_independent_of_thread_timing() {
 
 #[test]
 fn every_byte_is_served_once() {
-    for policy in ["fifo", "per-object", "coordinated"] {
+    for policy in concerto_core::PolicyConfig::NAMES {
         for workload in [
             "workload = \"ior\"\nrequest_size = \"100KiB\"\npattern = \"strided\"",
             "workload = \"pio-bench\"\nrequest_size = \"96KiB\"\nfile = \"per-process\"\nop = \"write\"",
@@ -160,6 +160,13 @@ fn configuration_errors_name_their_key() {
         (&["cluster.depth=0"], "cluster.depth: must be > 0"),
         (&["apps[3].processes=1"], "apps[3].processes: index 3 is out of range"),
         (&["apps[0].instances=1000000", "apps[0].processes=1000"], "apps: 1000000000 processes in all"),
+        (&["apps[0].weight=0"], "apps[0].weight: must be a number > 0"),
+        (&["apps[0].stripe_count=9"], "apps[0].stripe_count: 9 is larger than cluster.servers (8)"),
+        (&["apps[0].first_server=8"], "apps[0].first_server: server 8 does not exist"),
+        (&["policy.kind=sfq-d-plus", "policy.large_slots=0"], "policy.large_slots: must be > 0"),
+        (&["policy.kind=sfq-d", "policy.small_threshold=1"], "policy: unknown field `small_threshold`"),
+        (&["policy.kind=service-sync", "policy.threshold=0"], "policy.threshold: must be > 0"),
+        (&["output.timeline=\"0s\""], "output.timeline: must be > 0"),
     ];
     for (sets, expected) in cases {
         let e = error_of(IOR, sets);
@@ -167,4 +174,80 @@ fn configuration_errors_name_their_key() {
     }
     assert!(error_of("[cluster\nservers=1", &[]).starts_with("invalid TOML"));
     assert!(error_of("name = \"x\"", &[]).contains("missing field `cluster`"));
+}
+
+const UNEVEN: &str = r#"
+name = "uneven"
+[cluster]
+servers = 2
+stripe_unit = "64KiB"
+[cluster.device]
+kind = "ssd"
+latency = "4ms"
+bandwidth = "120MB/s"
+parallelism = 14
+[policy]
+kind = "sfq-d-plus"
+[output]
+timeline = "50ms"
+[[apps]]
+name = "narrow"
+workload = "ior"
+processes = 16
+requests = 100
+request_size = "64KiB"
+barrier = false
+op = "write"
+stripe_count = 1
+first_server = 0
+[[apps]]
+name = "wide"
+workload = "ior"
+processes = 16
+requests = 100
+request_size = "128KiB"
+barrier = false
+op = "write"
+stripe_count = 2
+first_server = 0
+"#;
+
+/// Bytes each application was served while both were still running.
+fn shared_service(r: &concerto_sim::RunResult) -> (f64, f64) {
+    let end = r.apps.iter().map(|a| a.end_s).fold(f64::INFINITY, f64::min);
+    let t = |i: usize| {
+        let tl = r.apps[i].timeline.as_ref().expect("timeline requested");
+        tl.bytes.iter().take((end / tl.bin_s) as usize).sum::<u64>() as f64
+    };
+    (t(0), t(1))
+}
+
+#[test]
+fn service_sync_shares_total_service_across_servers() {
+    // "wide" uses both servers, "narrow" only server 0. Per-server SFQ gives
+    // wide about twice narrow's service; exchanging service evens it out.
+    let alone = simulate(&scenario(UNEVEN, &[]), 1, None);
+    let (n, w) = shared_service(&alone);
+    assert!(w / n > 1.6, "per-server SFQ: wide/narrow = {}", w / n);
+    let mut last_gap = f64::INFINITY;
+    for threshold in ["4MiB", "512KiB"] {
+        let sc = scenario(UNEVEN, &["policy.kind=service-sync", &format!("policy.threshold=\"{threshold}\"")]);
+        let r = simulate(&sc, 1, None);
+        let (n, w) = shared_service(&r);
+        let gap = (w / n - 1.0).abs();
+        assert!(gap < 0.05, "threshold {threshold}: wide/narrow = {}", w / n);
+        assert!(gap <= last_gap, "a smaller threshold must not be less fair");
+        assert!(r.servers.iter().all(|s| s.service_reports > 0));
+        last_gap = gap;
+    }
+}
+
+#[test]
+fn weights_split_a_server_in_proportion() {
+    // Both on one server, each with enough processes to stay backlogged past D.
+    let sets = ["apps[1].stripe_count=1", "apps[1].request_size=\"64KiB\"", "apps[0].weight=2", "apps[0].processes=32", "apps[1].processes=32"];
+    let sc = scenario(UNEVEN, &sets);
+    let r = simulate(&sc, 1, None);
+    let (heavy, light) = shared_service(&r);
+    assert!((heavy / light - 2.0).abs() < 0.1, "2:1 weights gave {}", heavy / light);
 }

@@ -6,22 +6,25 @@ use std::collections::{HashMap, HashSet};
 use proptest::prelude::*;
 
 use super::*;
-use crate::request::{ObjectId, Op};
+use crate::request::{MetaOp, ObjectId, Op};
 
 fn all_policies() -> Vec<PolicyConfig> {
     PolicyConfig::NAMES.iter().map(|n| PolicyConfig::from_name(n).unwrap()).collect()
 }
 
+const SIZES: [u64; 5] = [320, 4096, 65536, 1 << 20, 4 << 20];
+
 #[derive(Clone, Debug)]
 enum Step {
-    Arrive { app: u32, object: u64, issue_ms: u64 },
+    Arrive { app: u32, object: u64, issue_ms: u64, size: usize, meta: bool },
     Dispatch { slots: u32 },
     CompleteOldest,
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        4 => (0u32..6, 0u64..4, 0u64..5_000).prop_map(|(app, object, issue_ms)| Step::Arrive { app, object, issue_ms }),
+        4 => (0u32..6, 0u64..4, 0u64..5_000, 0..SIZES.len(), prop::bool::weighted(0.1))
+            .prop_map(|(app, object, issue_ms, size, meta)| Step::Arrive { app, object, issue_ms, size, meta }),
         2 => (0u32..5).prop_map(|slots| Step::Dispatch { slots }),
         2 => Just(Step::CompleteOldest),
     ]
@@ -42,8 +45,14 @@ proptest! {
             for s in &steps {
                 now += Time::from_micros(100);
                 match *s {
-                    Step::Arrive { app, object, issue_ms } => {
-                        q.enqueue(Request::data(next_id, app, 0, Time::from_millis(issue_ms), Op::Write, object, 0, 4096), now);
+                    Step::Arrive { app, object, issue_ms, size, meta } => {
+                        let mut r = Request::data(next_id, app, 0, Time::from_millis(issue_ms), Op::Write, object, 0, SIZES[size]);
+                        if meta {
+                            r.op = Op::Meta(MetaOp::Getattr);
+                            r.len = 0;
+                        }
+                        r.weight = Some(1.0 + (app % 3) as f64);
+                        q.enqueue(r, now);
                         next_id += 1;
                     }
                     Step::Dispatch { slots } => {
@@ -66,12 +75,19 @@ proptest! {
                 prop_assert_eq!(q.len() as u64, next_id - seen.len() as u64);
             }
             // Drain: complete everything in flight and dispatch until empty.
+            // With every slot free, a work-conserving policy always starts
+            // something; one that holds requests back names a wakeup time.
             let mut rounds = 0;
             while !q.is_empty() {
                 for r in in_flight.drain(..) { q.complete(&r, now); }
                 out.clear();
-                q.dispatch(now, 4, &mut out);
-                prop_assert!(!out.is_empty(), "{} holds requests but dispatches none", q.name());
+                q.dispatch(now, q.depth().unwrap_or(4), &mut out);
+                if out.is_empty() {
+                    let wake = q.next_wakeup(now);
+                    prop_assert!(wake.is_some_and(|w| w > now), "{} holds requests but dispatches none", q.name());
+                    prop_assert_eq!(q.name(), "capped", "only capped may idle with work queued");
+                    now = wake.unwrap();
+                }
                 for r in out.drain(..) {
                     prop_assert!(seen.insert(r.id.0));
                     in_flight.push(r);
@@ -197,4 +213,162 @@ fn policy_names_round_trip() {
         assert_eq!(p.build(Time::from_millis(1)).name(), *name);
     }
     assert!(PolicyConfig::from_name("lottery").is_none());
+}
+
+fn sfq_family() -> Vec<PolicyConfig> {
+    ["sfq", "sfq-d", "sfq-d-plus", "service-sync"].iter().map(|n| PolicyConfig::from_name(n).unwrap()).collect()
+}
+
+/// Runs `arrivals` (app, size, weight) through a queue with `depth` slots,
+/// completing the oldest request whenever no slot is free; returns the
+/// dispatch order as (app, size) and the highest slot occupancy seen.
+fn run_backlogged(q: &mut dyn RequestQueue, arrivals: &[(u32, u64, f64)], depth: u32) -> (Vec<(u32, u64)>, u32) {
+    for (i, &(app, size, w)) in arrivals.iter().enumerate() {
+        let mut r = Request::data(i as u64, app, 0, Time::ZERO, Op::Write, app as u64, 0, size);
+        r.weight = Some(w);
+        q.enqueue(r, Time::ZERO);
+    }
+    let (mut order, mut in_flight, mut used, mut peak) = (Vec::new(), Vec::<Request>::new(), 0u32, 0u32);
+    let mut out = Vec::new();
+    while !q.is_empty() || !in_flight.is_empty() {
+        out.clear();
+        q.dispatch(Time::ZERO, depth - used, &mut out);
+        for r in out.drain(..) {
+            used += q.slot_cost(&r);
+            order.push((r.app.0, r.len));
+            in_flight.push(r);
+        }
+        peak = peak.max(used);
+        if !in_flight.is_empty() {
+            let r = in_flight.remove(0);
+            used -= q.slot_cost(&r);
+            q.complete(&r, Time::ZERO);
+        }
+    }
+    (order, peak)
+}
+
+proptest! {
+    /// SFQ's fairness bound: for two continuously backlogged applications,
+    /// over any prefix of the schedule, the difference of their service
+    /// divided by weight is at most max_i/w_i + max_j/w_j (Goyal et al.).
+    #[test]
+    fn sfq_shares_follow_the_weights_within_the_bound(
+        weights in prop::collection::vec(1u32..5, 2..5),
+        sizes in prop::collection::vec(prop::collection::vec(1u64..65_536, 40..60), 5),
+    ) {
+        let arrivals: Vec<(u32, u64, f64)> = (0..60)
+            .flat_map(|k| weights.iter().enumerate().filter_map(move |(a, &w)| Some((a as u32, k, w as f64))))
+            .filter_map(|(a, k, w)| sizes[a as usize].get(k).map(|&s| (a, s, w)))
+            .collect();
+        let mut q = Sfq::new("sfq", SfqParams::sfq());
+        let (order, _) = run_backlogged(&mut q, &arrivals, 1);
+        let n = weights.len();
+        let max_size: Vec<f64> = (0..n).map(|a| *sizes[a].iter().max().unwrap() as f64).collect();
+        let total: Vec<usize> = (0..n).map(|a| sizes[a].len().min(60)).collect();
+        let (mut served, mut count) = (vec![0f64; n], vec![0usize; n]);
+        for &(app, size) in &order {
+            let a = app as usize;
+            served[a] += size as f64;
+            count[a] += 1;
+            // Only while every application still has requests waiting.
+            if (0..n).any(|i| count[i] >= total[i]) { break; }
+            for i in 0..n {
+                for j in 0..n {
+                    let (wi, wj) = (weights[i] as f64, weights[j] as f64);
+                    let gap = served[i] / wi - served[j] / wj;
+                    prop_assert!(gap <= max_size[i] / wi + max_size[j] / wj + 1e-6,
+                        "apps {i},{j}: normalized service gap {gap} exceeds the bound");
+                }
+            }
+        }
+    }
+
+    /// SFQ(D)+ never has more than D slots in service, and its backfill
+    /// promotes at most the blocked head's cost (plus one request) past it.
+    #[test]
+    fn sfq_d_plus_respects_depth_and_the_backfill_bound(
+        arrivals in prop::collection::vec((0u32..4, 0..SIZES.len()), 1..150),
+        depth in 5u32..20,
+        large in 2u32..6,
+    ) {
+        let costs = SlotCosts::two_class(128 * 1024, large);
+        let mut q = Sfq::new("sfq-d-plus", SfqParams::sfq_d_plus(depth, costs.clone(), true));
+        let reqs: Vec<(u32, u64, f64)> = arrivals.iter().map(|&(a, s)| (a, SIZES[s], 1.0)).collect();
+        for (i, &(app, size, _)) in reqs.iter().enumerate() {
+            q.enqueue(Request::data(i as u64, app, 0, Time::ZERO, Op::Write, 0, 0, size), Time::ZERO);
+        }
+        let (mut used, mut in_flight, mut out) = (0u32, Vec::<Request>::new(), Vec::new());
+        let mut promoted_past: HashMap<u64, u32> = HashMap::new();
+        while !q.is_empty() || !in_flight.is_empty() {
+            let head = q.head();
+            out.clear();
+            q.dispatch(Time::ZERO, depth - used, &mut out);
+            // Requests started while the head stays waiting were promoted past it.
+            let head_waits = head.is_some_and(|h| out.iter().all(|r| r.id != h));
+            for r in out.drain(..) {
+                used += q.slot_cost(&r);
+                prop_assert!(used <= depth, "{used} slots in service, depth {depth}");
+                if let (Some(h), true) = (head, head_waits) {
+                    *promoted_past.entry(h.0).or_default() += q.slot_cost(&r);
+                }
+                in_flight.push(r);
+            }
+            if let Some(h) = head {
+                let head_cost = costs.slots(reqs[h.0 as usize].1).min(depth);
+                let p = promoted_past.get(&h.0).copied().unwrap_or(0);
+                prop_assert!(p < head_cost + large.min(depth), "{p} slots promoted past a head costing {head_cost}");
+            }
+            if !in_flight.is_empty() {
+                let r = in_flight.remove(0);
+                used -= q.slot_cost(&r);
+                q.complete(&r, Time::ZERO);
+            }
+        }
+    }
+
+    /// Same requests, same order: the SFQ family is deterministic.
+    #[test]
+    fn sfq_family_is_deterministic(arrivals in prop::collection::vec((0u32..5, 0..SIZES.len(), 1u32..4), 1..100)) {
+        let reqs: Vec<(u32, u64, f64)> = arrivals.iter().map(|&(a, s, w)| (a, SIZES[s], w as f64)).collect();
+        for p in sfq_family() {
+            let depth = p.build(Time::ZERO).depth().unwrap_or(1);
+            let (a, _) = run_backlogged(p.build(Time::ZERO).as_mut(), &reqs, depth);
+            let (b, _) = run_backlogged(p.build(Time::ZERO).as_mut(), &reqs, depth);
+            prop_assert_eq!(a, b);
+        }
+    }
+}
+
+#[test]
+fn sfq_d_plus_lets_small_requests_through_a_wall_of_large_ones() {
+    // One application floods 1 MiB writes; another sends 4 KiB requests.
+    // Under SFQ(D) with D = 14 the large ones take all slots; under SFQ(D)+
+    // with L = 5 at most two large requests fit, leaving slots for small ones.
+    let mut arrivals: Vec<(u32, u64, f64)> = (0..200).map(|_| (0, 1 << 20, 1.0)).collect();
+    arrivals.extend((0..20).map(|_| (1, 4096, 1.0)));
+    let mut plus = PolicyConfig::from_name("sfq-d-plus").unwrap().build(Time::ZERO);
+    let (order_plus, peak) = run_backlogged(plus.as_mut(), &arrivals, 14);
+    assert!(peak <= 14);
+    let pos_plus = order_plus.iter().position(|&(a, _)| a == 1).unwrap();
+    let mut d = PolicyConfig::from_name("sfq-d").unwrap().build(Time::ZERO);
+    let (order_d, _) = run_backlogged(d.as_mut(), &arrivals, 14);
+    let pos_d = order_d.iter().position(|&(a, _)| a == 1).unwrap();
+    assert!(pos_plus <= 3, "first small request at {pos_plus} under SFQ(D)+");
+    assert!(pos_d >= pos_plus, "SFQ(D) {pos_d} vs SFQ(D)+ {pos_plus}");
+}
+
+#[test]
+fn policy_parameters_are_validated() {
+    let bad = |toml: &str| -> String {
+        let p: PolicyConfig = toml::from_str(toml).unwrap();
+        let (field, msg) = p.validate().unwrap_err();
+        format!("{field}: {msg}")
+    };
+    assert_eq!(bad("kind = \"sfq-d\"\ndepth = 0"), "depth: must be > 0");
+    assert_eq!(bad("kind = \"sfq-d-plus\"\nlarge_slots = 0"), "large_slots: must be > 0");
+    assert!(bad("kind = \"sfq-d-plus\"\ncost_table = [{ size = \"4KiB\", slots = 0 }]").starts_with("cost_table:"));
+    assert_eq!(bad("kind = \"service-sync\"\nthreshold = 0"), "threshold: must be > 0");
+    assert_eq!(bad("kind = \"capped\"\ncapacity = 0"), "capacity: must be > 0");
+    assert!(toml::from_str::<PolicyConfig>("kind = \"sfq-d\"\ndepht = 3").is_err(), "unknown keys are rejected");
 }

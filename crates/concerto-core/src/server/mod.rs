@@ -5,18 +5,33 @@
 //! asks for requests to start whenever slots are free, reports completions,
 //! and wakes the queue up at `next_wakeup` for policies that wait.
 
+mod capped;
 mod coordinated;
 mod fifo;
 mod per_object;
+mod service_sync;
+mod sfq;
 
+pub use capped::Capped;
 pub use coordinated::{Coordinated, TimeSource};
 pub use fifo::Fifo;
 pub use per_object::PerObjectFcfs;
+pub use service_sync::ServiceSync;
+pub use sfq::{Sfq, SfqParams, SlotCosts};
 
 use serde::{Deserialize, Serialize};
 
-use crate::request::Request;
+use crate::request::{AppId, Request};
 use crate::time::Time;
+use crate::units::{Bandwidth, Bytes};
+
+/// Service one server gave each application since its previous report:
+/// `(application, bytes, weight)`, ordered by application. Servers running
+/// [`ServiceSync`] exchange these to share total service across servers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServiceReport {
+    pub served: Vec<(AppId, u64, f64)>,
+}
 
 /// A per-server scheduler.
 ///
@@ -52,6 +67,21 @@ pub trait RequestQueue: Send {
         None
     }
 
+    /// The slot capacity (D) the policy is configured for; the owner then
+    /// offers this many slots instead of its own default depth.
+    fn depth(&self) -> Option<u32> {
+        None
+    }
+
+    /// For policies that share service across servers: the report to send
+    /// to every other server now, if one is due. Owners ask after completions.
+    fn service_report(&mut self, _now: Time) -> Option<ServiceReport> {
+        None
+    }
+
+    /// Another server's report arrived.
+    fn absorb_service(&mut self, _report: &ServiceReport) {}
+
     /// Requests waiting (enqueued, not yet dispatched).
     fn len(&self) -> usize;
 
@@ -77,17 +107,124 @@ pub enum PolicyConfig {
         #[serde(default)]
         time_source: TimeSource,
     },
+    /// Start-time fair queuing, one request in service at a time.
+    Sfq {
+        #[serde(default = "default_metadata_cost")]
+        metadata_cost: Bytes,
+    },
+    /// SFQ(D): SFQ order, up to `depth` requests in service.
+    SfqD {
+        #[serde(default = "default_depth")]
+        depth: u32,
+        #[serde(default = "default_metadata_cost")]
+        metadata_cost: Bytes,
+    },
+    /// SFQ(D)+: size-aware slot costs and backfill.
+    SfqDPlus {
+        #[serde(default = "default_depth")]
+        depth: u32,
+        /// Requests of at least this size are large.
+        #[serde(default = "default_small_threshold")]
+        small_threshold: Bytes,
+        /// Slots a large request holds (L).
+        #[serde(default = "default_large_slots")]
+        large_slots: u32,
+        /// Overrides the two above: rows of `{ size, slots }`.
+        #[serde(default)]
+        cost_table: Option<Vec<CostRow>>,
+        #[serde(default = "default_true")]
+        backfill: bool,
+        #[serde(default = "default_metadata_cost")]
+        metadata_cost: Bytes,
+    },
+    /// Non-work-conserving SFQ(D): applications are held to their share of `capacity`.
+    Capped {
+        #[serde(default = "default_depth")]
+        depth: u32,
+        capacity: Option<Bandwidth>,
+        #[serde(default = "default_metadata_cost")]
+        metadata_cost: Bytes,
+    },
+    /// SFQ(D)+ on every server plus exchanges of per-application service,
+    /// so that total service across servers follows the weights.
+    ServiceSync {
+        #[serde(default = "default_depth")]
+        depth: u32,
+        /// Requests of at least this size are large.
+        #[serde(default = "default_small_threshold")]
+        small_threshold: Bytes,
+        /// Slots a large request holds (L).
+        #[serde(default = "default_large_slots")]
+        large_slots: u32,
+        /// Overrides the two above: rows of `{ size, slots }`.
+        #[serde(default)]
+        cost_table: Option<Vec<CostRow>>,
+        #[serde(default = "default_true")]
+        backfill: bool,
+        #[serde(default = "default_metadata_cost")]
+        metadata_cost: Bytes,
+        /// Report after serving this many bytes since the last report.
+        #[serde(default = "default_sync_threshold")]
+        threshold: Bytes,
+        /// Also report at least this often (when there is news).
+        #[serde(default)]
+        interval: Option<Time>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostRow {
+    pub size: Bytes,
+    pub slots: u32,
+}
+
+/// SFQ(D)+'s slot costs from its configuration: an explicit table when
+/// given, else one slot below `small_threshold` and `large_slots` from it.
+fn slot_costs(small_threshold: Bytes, large_slots: u32, table: &Option<Vec<CostRow>>) -> Result<SlotCosts, String> {
+    match table {
+        Some(rows) => SlotCosts::table(rows.iter().map(|r| (r.size.0, r.slots)).collect()),
+        None => Ok(SlotCosts::two_class(small_threshold.0, large_slots)),
+    }
+}
+
+/// D from the vPFS+ profiling (Section III-B).
+pub const DEFAULT_DEPTH: u32 = 14;
+
+fn default_depth() -> u32 {
+    DEFAULT_DEPTH
+}
+fn default_true() -> bool {
+    true
+}
+fn default_metadata_cost() -> Bytes {
+    SfqParams::DEFAULT_METADATA_COST
+}
+fn default_small_threshold() -> Bytes {
+    SfqParams::DEFAULT_SMALL_THRESHOLD
+}
+fn default_large_slots() -> u32 {
+    SfqParams::DEFAULT_LARGE_SLOTS
+}
+fn default_sync_threshold() -> Bytes {
+    Bytes(4 << 20)
 }
 
 impl PolicyConfig {
     /// Every policy name accepted in configuration.
-    pub const NAMES: &'static [&'static str] = &["fifo", "per-object", "coordinated"];
+    pub const NAMES: &'static [&'static str] =
+        &["fifo", "per-object", "coordinated", "sfq", "sfq-d", "sfq-d-plus", "capped", "service-sync"];
 
     pub fn name(&self) -> &'static str {
         match self {
             PolicyConfig::Fifo => "fifo",
             PolicyConfig::PerObject => "per-object",
             PolicyConfig::Coordinated { .. } => "coordinated",
+            PolicyConfig::Sfq { .. } => "sfq",
+            PolicyConfig::SfqD { .. } => "sfq-d",
+            PolicyConfig::SfqDPlus { .. } => "sfq-d-plus",
+            PolicyConfig::Capped { .. } => "capped",
+            PolicyConfig::ServiceSync { .. } => "service-sync",
         }
     }
 
@@ -97,36 +234,138 @@ impl PolicyConfig {
             "fifo" => PolicyConfig::Fifo,
             "per-object" => PolicyConfig::PerObject,
             "coordinated" => PolicyConfig::Coordinated { window: None, time_source: TimeSource::default() },
+            "sfq" => PolicyConfig::Sfq { metadata_cost: default_metadata_cost() },
+            "sfq-d" => PolicyConfig::SfqD { depth: DEFAULT_DEPTH, metadata_cost: default_metadata_cost() },
+            "sfq-d-plus" => PolicyConfig::SfqDPlus {
+                depth: DEFAULT_DEPTH,
+                small_threshold: default_small_threshold(),
+                large_slots: default_large_slots(),
+                cost_table: None,
+                backfill: true,
+                metadata_cost: default_metadata_cost(),
+            },
+            "capped" => PolicyConfig::Capped { depth: DEFAULT_DEPTH, capacity: None, metadata_cost: default_metadata_cost() },
+            "service-sync" => PolicyConfig::ServiceSync {
+                depth: DEFAULT_DEPTH,
+                small_threshold: default_small_threshold(),
+                large_slots: default_large_slots(),
+                cost_table: None,
+                backfill: true,
+                metadata_cost: default_metadata_cost(),
+                threshold: default_sync_threshold(),
+                interval: None,
+            },
             _ => return None,
         })
     }
 
-    /// Fills in defaults that depend on the device class.
-    pub fn resolve(&mut self, default_window: Time) {
-        if let PolicyConfig::Coordinated { window, .. } = self {
-            window.get_or_insert(default_window);
+    /// Fills in defaults that depend on the device: the coordination window
+    /// for its class and, for `capped`, the capacity it shares out.
+    pub fn resolve(&mut self, default_window: Time, device_capacity: Bandwidth) {
+        match self {
+            PolicyConfig::Coordinated { window, .. } => {
+                window.get_or_insert(default_window);
+            }
+            PolicyConfig::Capped { capacity, .. } => {
+                capacity.get_or_insert(device_capacity);
+            }
+            _ => {}
         }
     }
 
-    /// Builds the queue. Unresolved windows take `default_window`.
+    /// Builds the queue. Call [`validate`](Self::validate) first; unresolved
+    /// defaults take `default_window`, and an invalid cost table falls back
+    /// to unit costs rather than panicking.
     pub fn build(&self, default_window: Time) -> Box<dyn RequestQueue> {
+        let costs = |t: &Bytes, l: &u32, table: &Option<Vec<CostRow>>| {
+            slot_costs(*t, *l, table).unwrap_or_else(|_| SlotCosts::unit())
+        };
         match self {
             PolicyConfig::Fifo => Box::new(Fifo::new()),
             PolicyConfig::PerObject => Box::new(PerObjectFcfs::new()),
             PolicyConfig::Coordinated { window, time_source } => {
                 Box::new(Coordinated::new(window.unwrap_or(default_window), *time_source))
             }
+            PolicyConfig::Sfq { metadata_cost } => {
+                Box::new(Sfq::new("sfq", SfqParams { metadata_cost: metadata_cost.0, ..SfqParams::sfq() }))
+            }
+            PolicyConfig::SfqD { depth, metadata_cost } => {
+                Box::new(Sfq::new("sfq-d", SfqParams { metadata_cost: metadata_cost.0, ..SfqParams::sfq_d(*depth) }))
+            }
+            PolicyConfig::SfqDPlus { depth, small_threshold, large_slots, cost_table, backfill, metadata_cost } => {
+                let c = costs(small_threshold, large_slots, cost_table);
+                Box::new(Sfq::new(
+                    "sfq-d-plus",
+                    SfqParams { metadata_cost: metadata_cost.0, ..SfqParams::sfq_d_plus(*depth, c, *backfill) },
+                ))
+            }
+            PolicyConfig::Capped { depth, capacity, metadata_cost } => {
+                Box::new(Capped::new(capacity.unwrap_or(Bandwidth(100e6)), *depth, metadata_cost.0))
+            }
+            PolicyConfig::ServiceSync {
+                depth,
+                small_threshold,
+                large_slots,
+                cost_table,
+                backfill,
+                metadata_cost,
+                threshold,
+                interval,
+            } => {
+                let c = costs(small_threshold, large_slots, cost_table);
+                Box::new(ServiceSync::new(
+                    SfqParams { metadata_cost: metadata_cost.0, ..SfqParams::sfq_d_plus(*depth, c, *backfill) },
+                    threshold.0,
+                    *interval,
+                ))
+            }
         }
     }
 
     /// Checks parameter values; returns (field, problem) on error.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        if let PolicyConfig::Coordinated { window: Some(w), .. } = self {
-            if w.is_zero() {
-                return Err(("window", "must be > 0".into()));
+        let positive = |field: &'static str, v: u64| if v == 0 { Err((field, "must be > 0".to_string())) } else { Ok(()) };
+        let check_costs = |t: &Bytes, l: &u32, table: &Option<Vec<CostRow>>| -> Result<(), (&'static str, String)> {
+            positive("small_threshold", t.0)?;
+            positive("large_slots", *l as u64)?;
+            slot_costs(*t, *l, table).map(|_| ()).map_err(|m| ("cost_table", m))
+        };
+        match self {
+            PolicyConfig::Fifo | PolicyConfig::PerObject => Ok(()),
+            PolicyConfig::Coordinated { window, .. } => match window {
+                Some(w) if w.is_zero() => Err(("window", "must be > 0".into())),
+                _ => Ok(()),
+            },
+            PolicyConfig::Sfq { metadata_cost } => positive("metadata_cost", metadata_cost.0),
+            PolicyConfig::SfqD { depth, metadata_cost } => {
+                positive("depth", *depth as u64)?;
+                positive("metadata_cost", metadata_cost.0)
+            }
+            PolicyConfig::SfqDPlus { depth, small_threshold, large_slots, cost_table, metadata_cost, .. } => {
+                positive("depth", *depth as u64)?;
+                positive("metadata_cost", metadata_cost.0)?;
+                check_costs(small_threshold, large_slots, cost_table)
+            }
+            PolicyConfig::Capped { depth, capacity, metadata_cost } => {
+                positive("depth", *depth as u64)?;
+                positive("metadata_cost", metadata_cost.0)?;
+                match capacity {
+                    Some(c) if !(c.0.is_finite() && c.0 > 0.0) => Err(("capacity", "must be > 0".into())),
+                    _ => Ok(()),
+                }
+            }
+            PolicyConfig::ServiceSync {
+                depth, small_threshold, large_slots, cost_table, metadata_cost, threshold, interval, ..
+            } => {
+                positive("depth", *depth as u64)?;
+                positive("metadata_cost", metadata_cost.0)?;
+                positive("threshold", threshold.0)?;
+                if interval.is_some_and(|i| i.is_zero()) {
+                    return Err(("interval", "must be > 0".into()));
+                }
+                check_costs(small_threshold, large_slots, cost_table)
             }
         }
-        Ok(())
     }
 }
 

@@ -1,0 +1,158 @@
+//! Total-service proportional sharing across servers (vPFS / DSFQ style).
+//!
+//! Per-server SFQ shares each server fairly, but an application that uses
+//! more servers than another then receives more in total. Here each server
+//! runs SFQ(D)+ and tells the others how much service it gave each
+//! application; a server charges service received elsewhere to the
+//! application's next start tag (delay = bytes / weight), so every
+//! application's total service follows the weights.
+//!
+//! A server reports when the service it gave since its last report reaches
+//! `threshold` bytes, and optionally once `interval` has passed: the
+//! threshold bounds the unfairness, and is the knob between that and the
+//! number of exchanges. The owner (simulator or real server) carries the
+//! reports between servers.
+
+use std::collections::BTreeMap;
+
+use super::sfq::{cost_bytes, weight_of, Sfq, SfqParams};
+use super::{RequestQueue, ServiceReport};
+use crate::request::{AppId, Request};
+use crate::time::Time;
+
+pub struct ServiceSync {
+    sfq: Sfq,
+    threshold: u64,
+    interval: Option<Time>,
+    /// Bytes served per application since the last report, with its weight.
+    unreported: BTreeMap<AppId, (u64, f64)>,
+    unreported_total: u64,
+    last_report: Time,
+    reports: u64,
+}
+
+impl ServiceSync {
+    pub fn new(params: SfqParams, threshold: u64, interval: Option<Time>) -> ServiceSync {
+        ServiceSync {
+            sfq: Sfq::new("service-sync", params),
+            threshold: threshold.max(1),
+            interval,
+            unreported: BTreeMap::new(),
+            unreported_total: 0,
+            last_report: Time::ZERO,
+            reports: 0,
+        }
+    }
+
+    /// Reports this server has sent.
+    pub fn reports_sent(&self) -> u64 {
+        self.reports
+    }
+}
+
+impl RequestQueue for ServiceSync {
+    fn name(&self) -> &'static str {
+        "service-sync"
+    }
+
+    fn enqueue(&mut self, req: Request, now: Time) {
+        self.sfq.enqueue(req, now);
+    }
+
+    fn dispatch(&mut self, now: Time, free_slots: u32, out: &mut Vec<Request>) {
+        self.sfq.dispatch(now, free_slots, out);
+    }
+
+    fn complete(&mut self, req: &Request, now: Time) {
+        self.sfq.complete(req, now);
+        let bytes = cost_bytes(req, self.sfq.params().metadata_cost);
+        let entry = self.unreported.entry(req.app).or_insert((0, 1.0));
+        entry.0 += bytes;
+        entry.1 = weight_of(req);
+        self.unreported_total += bytes;
+    }
+
+    fn slot_cost(&self, req: &Request) -> u32 {
+        self.sfq.slot_cost(req)
+    }
+
+    fn depth(&self) -> Option<u32> {
+        self.sfq.depth()
+    }
+
+    fn len(&self) -> usize {
+        self.sfq.len()
+    }
+
+    fn service_report(&mut self, now: Time) -> Option<ServiceReport> {
+        let due_by_time = self.interval.is_some_and(|i| now >= self.last_report + i);
+        if self.unreported_total == 0 || (self.unreported_total < self.threshold && !due_by_time) {
+            return None;
+        }
+        self.last_report = now;
+        self.unreported_total = 0;
+        self.reports += 1;
+        let served = std::mem::take(&mut self.unreported).into_iter().map(|(app, (bytes, weight))| (app, bytes, weight)).collect();
+        Some(ServiceReport { served })
+    }
+
+    fn absorb_service(&mut self, report: &ServiceReport) {
+        for &(app, bytes, weight) in &report.served {
+            self.sfq.charge_remote(app, bytes, weight);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Op;
+    use crate::server::SlotCosts;
+
+    fn params() -> SfqParams {
+        SfqParams::sfq_d_plus(1, SlotCosts::unit(), false)
+    }
+
+    #[test]
+    fn reports_when_the_threshold_is_reached() {
+        let mut q = ServiceSync::new(params(), 10_000, None);
+        let r = Request::data(0, 3, 0, Time::ZERO, Op::Write, 0, 0, 6_000);
+        q.complete(&r, Time::ZERO);
+        assert!(q.service_report(Time::ZERO).is_none());
+        q.complete(&r, Time::ZERO);
+        let rep = q.service_report(Time::ZERO).expect("12 KB served, threshold 10 KB");
+        assert_eq!(rep.served, vec![(AppId(3), 12_000, 1.0)]);
+        assert!(q.service_report(Time::ZERO).is_none(), "nothing new to report");
+        assert_eq!(q.reports_sent(), 1);
+    }
+
+    #[test]
+    fn interval_reports_below_the_threshold() {
+        let mut q = ServiceSync::new(params(), 1 << 30, Some(Time::from_millis(100)));
+        q.complete(&Request::data(0, 1, 0, Time::ZERO, Op::Read, 0, 0, 10), Time::from_millis(50));
+        assert!(q.service_report(Time::from_millis(50)).is_none());
+        assert!(q.service_report(Time::from_millis(100)).is_some());
+    }
+
+    #[test]
+    fn remote_service_delays_an_application_here() {
+        // Apps 0 and 1 backlogged here with equal weights; app 0 already got
+        // 4 requests' worth elsewhere, so app 1 goes first four times.
+        let mut q = ServiceSync::new(params(), 1, None);
+        q.absorb_service(&ServiceReport { served: vec![(AppId(0), 4_000, 1.0)] });
+        for i in 0..6u64 {
+            q.enqueue(Request::data(i, 0, 0, Time::ZERO, Op::Write, 0, 0, 1_000), Time::ZERO);
+            q.enqueue(Request::data(100 + i, 1, 0, Time::ZERO, Op::Write, 1, 0, 1_000), Time::ZERO);
+        }
+        let mut out = Vec::new();
+        let mut order = Vec::new();
+        while !q.is_empty() {
+            q.dispatch(Time::ZERO, 1, &mut out);
+            for r in out.drain(..) {
+                order.push(r.app.0);
+                q.complete(&r, Time::ZERO);
+            }
+        }
+        assert_eq!(&order[..5], &[1, 1, 1, 1, 0]);
+    }
+}
