@@ -88,3 +88,28 @@ def test_reproduce_coordination_quick(tmp_path: Path) -> None:
     report = (tmp_path / "report.md").read_text()
     assert "## Claims" in report and "formula" in report
     assert (tmp_path / "fig6_completion.png").exists() and (tmp_path / "fig8_bandwidth.svg").exists()
+
+
+def test_reproduce_vpfs_quick(tmp_path: Path) -> None:
+    r = concerto("reproduce", "vpfs", "--quick", "--out", str(tmp_path), cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    claims = {c["id"]: c for c in json.loads((tmp_path / "claims.json").read_text())}
+    assert set(claims) >= {"v1-btio-a-isolation", "v2-work-conserving-pays", "v3-btio-c-same", "v5-l-sweep",
+                           "v7-total-service"}
+    for c in claims.values():
+        assert c["pass"] or c.get("deviation"), c
+    # The isolation and total-service claims are never excused.
+    assert claims["v1-btio-a-isolation"]["pass"] and claims["v7-total-service"]["pass"]
+    assert (tmp_path / "btio_runtime.png").exists() and (tmp_path / "l_sweep.svg").exists()
+
+
+def test_policy_parameter_errors_name_the_key(small_scenario: Path) -> None:
+    cases = [
+        (["--set", "policy.kind=sfq-d-plus", "--set", "policy.large_slots=0"], "policy.large_slots: must be > 0"),
+        (["--set", "policy.kind=service-sync", "--set", "policy.threshold=0"], "policy.threshold: must be > 0"),
+        (["--set", "apps[0].weight=-1"], "apps[0].weight: must be a number > 0"),
+    ]
+    for sets, expected in cases:
+        r = concerto("sim", "run", str(small_scenario), *sets)
+        assert r.returncode == 2 and expected in r.stderr, (sets, r.stderr)
+        assert "Traceback" not in r.stderr

@@ -137,6 +137,17 @@ def reproduce() -> None:
     """Reproduce a paper's claims in simulation."""
 
 
+def _report_claims(claims: list, out: Path) -> None:
+    for c in claims:
+        mark = "[green]PASS[/]" if c.passed else ("[yellow]DEVIATION[/]" if c.deviation else "[red]FAIL[/]")
+        console.print(f"{mark} {c.id}: {c.claim}\n     expected: {c.expected}\n     measured: {c.measured}", highlight=False)
+    console.print(f"report: {out / 'report.md'}, claims: {out / 'claims.json'}")
+    failed = [c for c in claims if c.blocking_failure]
+    if failed:
+        err_console.print(f"[bold red]{len(failed)} claim(s) failed[/]")
+        sys.exit(1)
+
+
 @reproduce.command("coordination")
 @click.option("--quick", is_flag=True, help="Fewer repetitions and sweep points (about ten seconds).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/coordination"),
@@ -147,15 +158,20 @@ def reproduce_coordination(quick: bool, out: Path, seed: int | None) -> None:
     """Server-side I/O coordination: Figures 3, 5, 6, 7, 8 and formulas (1)-(2)."""
     from concerto.reproduce import coordination
 
-    claims = coordination.run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{s}[/]"))
-    for c in claims:
-        mark = "[green]PASS[/]" if c.passed else ("[yellow]DEVIATION[/]" if c.deviation else "[red]FAIL[/]")
-        console.print(f"{mark} {c.id}: {c.claim}\n     expected: {c.expected}\n     measured: {c.measured}", highlight=False)
-    console.print(f"report: {out / 'report.md'}, claims: {out / 'claims.json'}")
-    failed = [c for c in claims if c.blocking_failure]
-    if failed:
-        err_console.print(f"[bold red]{len(failed)} claim(s) failed[/]")
-        sys.exit(1)
+    _report_claims(coordination.run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{s}[/]")), out)
+
+
+@reproduce.command("vpfs")
+@click.option("--quick", is_flag=True, help="Shorter runs.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/vpfs"),
+              show_default=True)
+@seed_opt
+@guarded
+def reproduce_vpfs(quick: bool, out: Path, seed: int | None) -> None:
+    """vPFS+: SFQ(D)+ against SFQ(D), native and Capped; slot-cost sweep; total-service sharing."""
+    from concerto.reproduce import vpfs
+
+    _report_claims(vpfs.run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{s}[/]")), out)
 
 
 @main.command()

@@ -8,8 +8,10 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use concerto_core::{Op, PolicyConfig, Request, Time};
 
 fn request(i: u64) -> Request {
-    // 16 applications, 64 objects, issue times spread over 8 s.
-    Request::data(i, (i % 16) as u32, (i % 32) as u32, Time::from_micros((i * 7919) % 8_000_000), Op::Read, i % 64, i * 4096, 4096)
+    // 16 applications, 64 objects, issue times spread over 8 s; one request
+    // in eight is large (1 MiB), so size-aware policies see both classes.
+    let len = if i % 8 == 0 { 1 << 20 } else { 4096 };
+    Request::data(i, (i % 16) as u32, (i % 32) as u32, Time::from_micros((i * 7919) % 8_000_000), Op::Read, i % 64, i * 4096, len)
 }
 
 fn steady_state(c: &mut Criterion) {
@@ -41,5 +43,26 @@ fn steady_state(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, steady_state);
+/// One service-sync exchange: a server builds its report (16 applications)
+/// and another absorbs it.
+fn service_sync_exchange(c: &mut Criterion) {
+    let policy = PolicyConfig::from_name("service-sync").expect("known policy");
+    let mut sender = policy.build(Time::ZERO);
+    let mut receiver = policy.build(Time::ZERO);
+    let mut i = 0u64;
+    c.bench_function("service_sync_exchange_16_apps", |b| {
+        b.iter(|| {
+            // 16 completions of 1 MiB pass the default 4 MiB threshold.
+            for _ in 0..16 {
+                let served = Request::data(i, (i % 16) as u32, 0, Time::ZERO, Op::Write, 0, 0, 1 << 20);
+                sender.complete(&served, Time::from_micros(i));
+                i += 1;
+            }
+            let report = sender.service_report(Time::from_micros(i)).expect("threshold passed");
+            receiver.absorb_service(black_box(&report));
+        })
+    });
+}
+
+criterion_group!(benches, steady_state, service_sync_exchange);
 criterion_main!(benches);
