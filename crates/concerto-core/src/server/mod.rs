@@ -188,6 +188,11 @@ fn slot_costs(small_threshold: Bytes, large_slots: u32, table: &Option<Vec<CostR
     }
 }
 
+/// SFQ(D)+'s queue parameters, shared by `sfq-d-plus` and `service-sync`.
+fn sfq_d_plus_params(depth: u32, costs: SlotCosts, backfill: bool, metadata_cost: Bytes) -> SfqParams {
+    SfqParams { metadata_cost: metadata_cost.0, ..SfqParams::sfq_d_plus(depth, costs, backfill) }
+}
+
 /// D from the vPFS+ profiling (Section III-B).
 pub const DEFAULT_DEPTH: u32 = 14;
 
@@ -294,10 +299,7 @@ impl PolicyConfig {
             }
             PolicyConfig::SfqDPlus { depth, small_threshold, large_slots, cost_table, backfill, metadata_cost } => {
                 let c = costs(small_threshold, large_slots, cost_table);
-                Box::new(Sfq::new(
-                    "sfq-d-plus",
-                    SfqParams { metadata_cost: metadata_cost.0, ..SfqParams::sfq_d_plus(*depth, c, *backfill) },
-                ))
+                Box::new(Sfq::new("sfq-d-plus", sfq_d_plus_params(*depth, c, *backfill, *metadata_cost)))
             }
             PolicyConfig::Capped { depth, capacity, metadata_cost } => {
                 Box::new(Capped::new(capacity.unwrap_or(Bandwidth(100e6)), *depth, metadata_cost.0))
@@ -314,7 +316,7 @@ impl PolicyConfig {
             } => {
                 let c = costs(small_threshold, large_slots, cost_table);
                 Box::new(ServiceSync::new(
-                    SfqParams { metadata_cost: metadata_cost.0, ..SfqParams::sfq_d_plus(*depth, c, *backfill) },
+                    sfq_d_plus_params(*depth, c, *backfill, *metadata_cost),
                     threshold.0,
                     *interval,
                 ))

@@ -196,10 +196,6 @@ impl Sfq {
         self.slab[*idx].as_ref().map(|w| w.req.id)
     }
 
-    pub fn virtual_time(&self) -> f64 {
-        self.virtual_time
-    }
-
     /// Bytes `app` was served elsewhere: its next request here starts that
     /// much (divided by its weight) later than it otherwise would.
     pub fn charge_remote(&mut self, app: AppId, bytes: u64, weight: f64) {
