@@ -94,13 +94,15 @@ def test_reproduce_vpfs_quick(tmp_path: Path) -> None:
     r = concerto("reproduce", "vpfs", "--quick", "--out", str(tmp_path), cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
     claims = {c["id"]: c for c in json.loads((tmp_path / "claims.json").read_text())}
-    assert set(claims) >= {"v1-btio-a-isolation", "v2-work-conserving-pays", "v3-btio-c-same", "v5-l-sweep",
-                           "v7-total-service"}
+    assert set(claims) == {"v1-btio-a-isolation", "v2-work-conserving-pays", "v3-btio-c-same", "v4-wrf-isolation",
+                           "v5-l-sweep", "v6-metadata-shares", "v7-total-service"}
     for c in claims.values():
         assert c["pass"] or c.get("deviation"), c
-    # The isolation and total-service claims are never excused.
-    assert claims["v1-btio-a-isolation"]["pass"] and claims["v7-total-service"]["pass"]
-    assert (tmp_path / "btio_runtime.png").exists() and (tmp_path / "l_sweep.svg").exists()
+    # The isolation, metadata-sharing and total-service claims are never excused.
+    for must in ("v1-btio-a-isolation", "v4-wrf-isolation", "v6-metadata-shares", "v7-total-service"):
+        assert claims[must]["pass"], claims[must]
+    for plot in ("runtime.png", "l_sweep.svg", "mdtest.png"):
+        assert (tmp_path / plot).exists(), plot
 
 
 def test_policy_parameter_errors_name_the_key(small_scenario: Path) -> None:

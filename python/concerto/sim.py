@@ -47,7 +47,9 @@ def _is_experiment(text: str) -> bool:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return False  # the native loader reports the syntax error with its position
-    return isinstance(doc.get("experiment"), dict) and isinstance(doc.get("scenario"), dict)
+    # Experiment files (sweeps, reproductions) embed their scenario as a
+    # table; a plain scenario has its cluster at the top level.
+    return isinstance(doc.get("scenario"), dict) and "cluster" not in doc
 
 
 def simulate(

@@ -51,6 +51,28 @@ impl Op {
     pub fn is_data(self) -> bool {
         matches!(self, Op::Read | Op::Write)
     }
+
+    /// The operation's name as configuration and results spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Meta(m) => m.name(),
+        }
+    }
+}
+
+impl MetaOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            MetaOp::Mkdir => "mkdir",
+            MetaOp::Create => "create",
+            MetaOp::Getattr => "getattr",
+            MetaOp::Readdir => "readdir",
+            MetaOp::Remove => "remove",
+            MetaOp::Rmdir => "rmdir",
+        }
+    }
 }
 
 /// A contiguous byte range.

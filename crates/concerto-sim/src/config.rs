@@ -8,7 +8,7 @@ use thiserror::Error;
 
 use concerto_core::server::default_window;
 use concerto_core::units::{Bandwidth, Bytes};
-use concerto_core::{PolicyConfig, Time};
+use concerto_core::{MetaOp, PolicyConfig, Time};
 
 /// A configuration problem, with the key path it concerns.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -76,6 +76,8 @@ pub struct ClusterConfig {
     pub device: DeviceConfig,
     #[serde(default)]
     pub network: NetworkConfig,
+    #[serde(default)]
+    pub metadata: MetadataConfig,
 }
 
 fn default_stripe_unit() -> Bytes {
@@ -88,6 +90,98 @@ fn default_depth() -> u32 {
 impl ClusterConfig {
     pub fn stripe_count(&self) -> u32 {
         self.stripe_count.unwrap_or(self.servers)
+    }
+
+    /// Number of metadata servers.
+    pub fn metadata_servers(&self) -> u32 {
+        match self.metadata.placement {
+            MetadataPlacement::CoLocated => self.metadata.servers.unwrap_or(self.servers),
+            MetadataPlacement::Dedicated => self.metadata.servers.unwrap_or(1),
+        }
+    }
+}
+
+/// Where the metadata service runs and what its operations cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetadataConfig {
+    pub placement: MetadataPlacement,
+    /// Metadata servers: with `co-located`, how many of the data servers
+    /// (spread evenly) also serve metadata (default: all); with `dedicated`,
+    /// how many extra servers there are (default 1).
+    pub servers: Option<u32>,
+    /// Dedicated servers only: operations in service at once (default: cluster.depth).
+    pub depth: Option<u32>,
+    /// Dedicated servers only: their storage (default: cluster.device).
+    pub device: Option<DeviceConfig>,
+    /// Every data read is preceded by a getattr to the file's metadata
+    /// server, as the PVFS2 client protocol does.
+    pub getattr_before_read: bool,
+    /// Time each operation keeps the metadata server's storage busy.
+    pub costs: MetaCosts,
+}
+
+impl Default for MetadataConfig {
+    fn default() -> MetadataConfig {
+        MetadataConfig {
+            placement: MetadataPlacement::CoLocated,
+            servers: None,
+            depth: None,
+            device: None,
+            getattr_before_read: false,
+            costs: MetaCosts::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MetadataPlacement {
+    /// Metadata servers run on data servers and share their queue and
+    /// storage (the vPFS+ setup): metadata and data compete under one policy.
+    #[default]
+    CoLocated,
+    /// Separate servers, each with its own queue and storage.
+    Dedicated,
+}
+
+/// Service time of each metadata operation on the metadata server's storage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetaCosts {
+    pub mkdir: Time,
+    pub create: Time,
+    pub getattr: Time,
+    pub readdir: Time,
+    pub remove: Time,
+    pub rmdir: Time,
+}
+
+impl Default for MetaCosts {
+    fn default() -> MetaCosts {
+        // The order of a small database transaction on flash: lookups are
+        // cheap, operations that add or drop a directory entry cost more.
+        MetaCosts {
+            mkdir: Time::from_micros(600),
+            create: Time::from_micros(500),
+            getattr: Time::from_micros(100),
+            readdir: Time::from_micros(300),
+            remove: Time::from_micros(500),
+            rmdir: Time::from_micros(600),
+        }
+    }
+}
+
+impl MetaCosts {
+    pub fn of(&self, op: MetaOp) -> Time {
+        match op {
+            MetaOp::Mkdir => self.mkdir,
+            MetaOp::Create => self.create,
+            MetaOp::Getattr => self.getattr,
+            MetaOp::Readdir => self.readdir,
+            MetaOp::Remove => self.remove,
+            MetaOp::Rmdir => self.rmdir,
+        }
     }
 }
 
@@ -247,6 +341,18 @@ pub enum WorkloadKind {
     MpiTileIo,
     /// noncontig: a vector of small elements interleaved across processes.
     Noncontig,
+    /// NPB BTIO: `requests` output steps writing the solution, then as many
+    /// verification steps reading it back; each step moves `elements` cells
+    /// of `element_size` per process, as tiny I/Os one at a time (subtype
+    /// "simple") or aggregated by collective buffering into one I/O ("full").
+    Btio,
+    /// WRF-like: each call is `getattrs` getattr requests then one small
+    /// I/O of `request_size` to the process's own (checkpoint) file.
+    Wrf,
+    /// md-test: phases mktestdir, create, write, readdir, read, close, rm,
+    /// rmtestdir over `items` files per process in a directory per process;
+    /// each phase is one call (a barrier between phases when `barrier`).
+    MdTest,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -267,6 +373,16 @@ pub enum Pattern {
     /// Call `k` of process `r` lands at `(k * processes + r) * request_size`
     /// (IOR strided, PIO-bench "simple strided").
     Strided,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BtioSubtype {
+    /// Independent I/O: every cell is its own small request.
+    #[default]
+    Simple,
+    /// Collective buffering: a step's cells go out as one request.
+    Full,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -311,9 +427,18 @@ pub struct AppSpec {
     /// Element size (mpi-tile-io, noncontig).
     #[serde(default)]
     pub element_size: Option<Bytes>,
-    /// Elements per call (noncontig).
+    /// Elements per call (noncontig; btio simple: I/Os per step).
     #[serde(default)]
     pub elements: Option<u32>,
+    /// Getattr requests before each I/O (wrf).
+    #[serde(default)]
+    pub getattrs: Option<u32>,
+    /// Files per process (md-test).
+    #[serde(default)]
+    pub items: Option<u32>,
+    /// BTIO subtype (btio).
+    #[serde(default)]
+    pub subtype: Option<BtioSubtype>,
     /// A barrier across the application's processes after every call, so
     /// each call is one synchronized operation.
     #[serde(default = "yes")]
@@ -359,18 +484,33 @@ impl AppSpec {
             WorkloadKind::PioBench => "pio-bench",
             WorkloadKind::MpiTileIo => "mpi-tile-io",
             WorkloadKind::Noncontig => "noncontig",
+            WorkloadKind::Btio => "btio",
+            WorkloadKind::Wrf => "wrf",
+            WorkloadKind::MdTest => "md-test",
         }
     }
 
-    /// Bytes one process moves per call.
-    pub fn bytes_per_call(&self) -> u64 {
+    /// Calls each process makes (md-test: one per phase; btio: output then verification).
+    pub fn calls(&self) -> u32 {
         match self.workload {
-            WorkloadKind::Ior | WorkloadKind::PioBench => self.request_size.map_or(0, |b| b.0),
+            WorkloadKind::MdTest => crate::workload::MDTEST_PHASES.len() as u32,
+            WorkloadKind::Btio => self.requests.saturating_mul(2),
+            _ => self.requests,
+        }
+    }
+
+    /// Bytes one process moves per call (md-test: in its write phase).
+    pub fn bytes_per_call(&self) -> u64 {
+        let elements = || self.elements.unwrap_or(0) as u64 * self.element_size.map_or(0, |b| b.0);
+        match self.workload {
+            WorkloadKind::Ior | WorkloadKind::PioBench | WorkloadKind::Wrf => self.request_size.map_or(0, |b| b.0),
+            WorkloadKind::Btio => elements(),
+            WorkloadKind::MdTest => self.request_size.map_or(0, |b| b.0) * self.items.unwrap_or(0) as u64,
             WorkloadKind::MpiTileIo => {
                 let [x, y] = self.tile.unwrap_or([0, 0]);
                 x as u64 * y as u64 * self.element_size.map_or(0, |b| b.0)
             }
-            WorkloadKind::Noncontig => self.elements.unwrap_or(0) as u64 * self.element_size.map_or(0, |b| b.0),
+            WorkloadKind::Noncontig => elements(),
         }
     }
 }
@@ -385,10 +525,16 @@ pub struct OutputConfig {
     /// requests served per bin); no timeline when absent.
     #[serde(default)]
     pub timeline: Option<Time>,
+    /// Also keep, on every server, each application's timeline there with
+    /// the time it had requests waiting (needs `timeline`).
+    #[serde(default)]
+    pub server_timeline: bool,
 }
 
 /// Upper bound on simulated processes, so a typo cannot exhaust memory.
 pub const MAX_PROCESSES: u64 = 1_000_000;
+/// Upper bound on one md-test instance's files, for the same reason.
+pub const MAX_FILES: u64 = 10_000_000;
 
 impl Scenario {
     /// Parses TOML text, applies `--set key.path=value` overrides, and validates.
@@ -439,23 +585,15 @@ impl Scenario {
                 ));
             }
         }
-        match &c.device {
-            DeviceConfig::Fixed(f) => positive("cluster.device.service_time", f.service_time.as_nanos())?,
-            DeviceConfig::Hdd(h) => {
-                positive_f("cluster.device.rpm", h.rpm)?;
-                positive_f("cluster.device.transfer_rate", h.transfer_rate.0)?;
-                positive("cluster.device.capacity", h.capacity.0)?;
-                if h.full_stroke < h.track_to_track {
-                    return Err(ConfigError::at("cluster.device.full_stroke", "must be >= track_to_track"));
-                }
-            }
-            DeviceConfig::Ssd(s) => {
-                positive_f("cluster.device.bandwidth", s.bandwidth.0)?;
-                positive("cluster.device.parallelism", s.parallelism as u64)?;
+        validate_device("cluster.device", &c.device)?;
+        validate_metadata(c)?;
+        if let Some(t) = self.output.timeline {
+            if t < Time::from_millis(1) {
+                return Err(ConfigError::at("output.timeline", "bins must be at least 1 ms wide"));
             }
         }
-        if let Some(t) = self.output.timeline {
-            positive("output.timeline", t.as_nanos())?;
+        if self.output.server_timeline && self.output.timeline.is_none() {
+            return Err(ConfigError::at("output.server_timeline", "needs output.timeline (the bin width)"));
         }
         positive_f("cluster.network.client_bandwidth", c.network.client_bandwidth.0)?;
         positive_f("cluster.network.server_bandwidth", c.network.server_bandwidth.0)?;
@@ -535,11 +673,73 @@ impl Scenario {
         self.apps
             .iter()
             .map(|a| {
-                let per_instance = if a.barrier { a.requests as u64 } else { a.requests as u64 * a.processes as u64 };
+                let per_instance = if a.barrier { a.calls() as u64 } else { a.calls() as u64 * a.processes as u64 };
                 per_instance * a.instances as u64
             })
             .sum()
     }
+}
+
+fn validate_device(at: &str, device: &DeviceConfig) -> Result<(), ConfigError> {
+    let key = |k: &str| format!("{at}.{k}");
+    match device {
+        DeviceConfig::Fixed(f) => positive(&key("service_time"), f.service_time.as_nanos())?,
+        DeviceConfig::Hdd(h) => {
+            positive_f(&key("rpm"), h.rpm)?;
+            positive_f(&key("transfer_rate"), h.transfer_rate.0)?;
+            positive(&key("capacity"), h.capacity.0)?;
+            if h.full_stroke < h.track_to_track {
+                return Err(ConfigError::at(key("full_stroke"), "must be >= track_to_track"));
+            }
+        }
+        DeviceConfig::Ssd(s) => {
+            positive_f(&key("bandwidth"), s.bandwidth.0)?;
+            positive(&key("parallelism"), s.parallelism as u64)?;
+        }
+    }
+    Ok(())
+}
+
+fn validate_metadata(c: &ClusterConfig) -> Result<(), ConfigError> {
+    let m = &c.metadata;
+    if let Some(n) = m.servers {
+        positive("cluster.metadata.servers", n as u64)?;
+        if m.placement == MetadataPlacement::CoLocated && n > c.servers {
+            return Err(ConfigError::at(
+                "cluster.metadata.servers",
+                format!("{n} co-located metadata servers but only {} data servers", c.servers),
+            ));
+        }
+        if n > 4096 {
+            return Err(ConfigError::at("cluster.metadata.servers", "at most 4096"));
+        }
+    }
+    if m.placement == MetadataPlacement::CoLocated {
+        if m.depth.is_some() {
+            return Err(ConfigError::at("cluster.metadata.depth", "only for placement = \"dedicated\" (co-located metadata shares cluster.depth)"));
+        }
+        if m.device.is_some() {
+            return Err(ConfigError::at("cluster.metadata.device", "only for placement = \"dedicated\" (co-located metadata shares cluster.device)"));
+        }
+    }
+    if let Some(d) = m.depth {
+        positive("cluster.metadata.depth", d as u64)?;
+    }
+    if let Some(device) = &m.device {
+        validate_device("cluster.metadata.device", device)?;
+    }
+    let costs = &m.costs;
+    for (name, t) in [
+        ("mkdir", costs.mkdir),
+        ("create", costs.create),
+        ("getattr", costs.getattr),
+        ("readdir", costs.readdir),
+        ("remove", costs.remove),
+        ("rmdir", costs.rmdir),
+    ] {
+        positive(&format!("cluster.metadata.costs.{name}"), t.as_nanos())?;
+    }
+    Ok(())
 }
 
 fn positive(path: &str, v: u64) -> Result<(), ConfigError> {
@@ -574,13 +774,16 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
         Ok(())
     };
     use WorkloadKind::*;
-    not_for("request_size", app.request_size.is_some(), &[Ior, PioBench])?;
+    not_for("request_size", app.request_size.is_some(), &[Ior, PioBench, Wrf, MdTest])?;
     not_for("pattern", app.pattern.is_some(), &[Ior, PioBench])?;
     not_for("file", app.file.is_some(), &[Ior, PioBench])?;
     not_for("grid", app.grid.is_some(), &[MpiTileIo])?;
     not_for("tile", app.tile.is_some(), &[MpiTileIo])?;
-    not_for("element_size", app.element_size.is_some(), &[MpiTileIo, Noncontig])?;
-    not_for("elements", app.elements.is_some(), &[Noncontig])?;
+    not_for("element_size", app.element_size.is_some(), &[MpiTileIo, Noncontig, Btio])?;
+    not_for("elements", app.elements.is_some(), &[Noncontig, Btio])?;
+    not_for("getattrs", app.getattrs.is_some(), &[Wrf])?;
+    not_for("items", app.items.is_some(), &[MdTest])?;
+    not_for("subtype", app.subtype.is_some(), &[Btio])?;
     let required = |field: &str, present: bool| -> Result<(), ConfigError> {
         if !present {
             return Err(ConfigError::at(key(field), format!("required for workload \"{kind}\"")));
@@ -609,14 +812,31 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
                 ));
             }
         }
-        Noncontig => {
+        Noncontig | Btio => {
             required("elements", app.elements.is_some())?;
             required("element_size", app.element_size.is_some())?;
             positive(&key("elements"), app.elements.unwrap_or(0) as u64)?;
             positive(&key("element_size"), app.element_size.map_or(0, |b| b.0))?;
         }
+        Wrf => {
+            required("request_size", app.request_size.is_some())?;
+            positive(&key("request_size"), app.request_size.map_or(0, |b| b.0))?;
+        }
+        MdTest => {
+            required("items", app.items.is_some())?;
+            positive(&key("items"), app.items.unwrap_or(0) as u64)?;
+            if app.items.unwrap_or(0) as u64 * app.processes as u64 > MAX_FILES {
+                return Err(ConfigError::at(key("items"), format!("processes x items is over {MAX_FILES} files")));
+            }
+            if let Some(size) = app.request_size {
+                positive(&key("request_size"), size.0)?;
+            }
+        }
     }
-    if app.bytes_per_call().checked_mul(app.requests as u64).and_then(|b| b.checked_mul(app.processes as u64)).map_or(true, |b| b > 1 << 50) {
+    if app.workload == MdTest && app.requests != 1 {
+        return Err(ConfigError::at(key("requests"), "does not apply to workload \"md-test\" (its calls are its eight phases; set items)"));
+    }
+    if app.bytes_per_call().checked_mul(app.calls() as u64).and_then(|b| b.checked_mul(app.processes as u64)).map_or(true, |b| b > 1 << 50) {
         return Err(ConfigError::at(at, "moves more than 1 PiB; reduce requests or sizes"));
     }
     match (rule, app.app_id) {

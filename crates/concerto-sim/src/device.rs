@@ -34,6 +34,28 @@ impl Device {
             Device::Ssd(d) => d.start(now, req.len),
         }
     }
+
+    /// Starts a metadata operation that keeps the storage busy for
+    /// `service` (a small database transaction); returns its completion.
+    pub fn start_metadata(&mut self, now: Time, service: Time) -> Time {
+        match self {
+            Device::Fixed(d) => {
+                let done = now.max(d.busy_until) + service;
+                d.busy_until = done;
+                done
+            }
+            Device::Hdd(d) => {
+                let done = now.max(d.busy_until) + service;
+                d.busy_until = done;
+                // The metadata database sits away from the data objects:
+                // the next data access has to seek back.
+                d.head = d.cfg.capacity.0 / 2;
+                done
+            }
+            // Latency-bound: it takes an internal unit, not the data bus.
+            Device::Ssd(d) => d.occupy_channel(now, service),
+        }
+    }
 }
 
 /// Constant service time, one request at a time.
@@ -129,8 +151,21 @@ impl Ssd {
         Ssd { cfg, channels, bus_free: Time::ZERO }
     }
 
+    fn occupy_channel(&mut self, now: Time, service: Time) -> Time {
+        let (i, free) = self.earliest_channel();
+        let done = now.max(free) + service;
+        if let Some(c) = self.channels.get_mut(i) {
+            *c = done;
+        }
+        done
+    }
+
+    fn earliest_channel(&self) -> (usize, Time) {
+        self.channels.iter().copied().enumerate().min_by_key(|&(_, t)| t).unwrap_or((0, Time::ZERO))
+    }
+
     fn start(&mut self, now: Time, bytes: u64) -> Time {
-        let (i, free) = self.channels.iter().copied().enumerate().min_by_key(|&(_, t)| t).unwrap_or((0, Time::ZERO));
+        let (i, free) = self.earliest_channel();
         let begin = now.max(free);
         let data_start = (begin + self.cfg.latency).max(self.bus_free);
         let done = data_start + self.cfg.bandwidth.transfer_time(bytes);

@@ -15,6 +15,7 @@ pub mod model;
 pub mod network;
 pub mod overrides;
 pub mod results;
+pub mod timeline;
 pub mod workload;
 
 use std::sync::atomic::{AtomicU64, Ordering};

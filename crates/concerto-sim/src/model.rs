@@ -1,13 +1,18 @@
 //! The simulated parallel file system: applications whose processes issue
 //! striped I/O calls, a network, and data servers each running one
-//! `RequestQueue` from concerto-core in front of one device.
+//! `RequestQueue` from concerto-core in front of one device, and metadata
+//! servers (co-located on data servers, or dedicated) whose operations go
+//! through the same kind of queue.
 //!
 //! The life of one piece of one call (one process's part on one server):
 //! `issue` → wire → `ReachServer` (received, then enqueued) → `Kick` (the
 //! queue dispatches into free device slots) → `DeviceDone` (complete; reply
-//! sent) → `ReachClient` (received: the piece is done). A call is done when all its pieces have
-//! replied; with a barrier, an operation is done when every process's call
-//! is, and the next one is released after the compute time.
+//! sent) → `ReachClient` (received: the piece is done). A call is a sequence
+//! of steps (a data access split over the servers, or one metadata
+//! operation); the next step is issued when all pieces of the previous one
+//! have replied, and the call is done after its last step. With a barrier,
+//! an operation is done when every process's call is, and the next one is
+//! released after the compute time.
 
 use std::collections::HashSet;
 
@@ -18,12 +23,13 @@ use concerto_core::metrics::finish_spread;
 use concerto_core::server::{RequestQueue, ServiceReport};
 use concerto_core::{AppId, ObjectId, Op, Request, RequestId, StripeLayout, Time};
 
-use crate::config::{AppIdRule, DataOp, DeviceConfig, Placement, Scenario};
+use crate::config::{AppIdRule, DataOp, DeviceConfig, MetadataPlacement, Placement, Scenario};
 use crate::device::Device;
 use crate::engine::{Class, EventQueue};
 use crate::network::{Network, Nic};
 use crate::results::{AppResult, PieceRecord, RunResult, ServerAppResult, ServerResult};
-use crate::workload;
+use crate::timeline::Bins;
+use crate::workload::{self, MetaTarget, Step};
 use crate::Progress;
 
 #[derive(Clone, Copy, Debug)]
@@ -32,6 +38,8 @@ enum Event {
     Release { app: u32 },
     /// One process issues its next call (applications without a barrier).
     Call { rank: u32 },
+    /// A call with no server traffic (md-test's close) completes.
+    CallDone { rank: u32 },
     /// A request reaches its server's NIC (uncontended arrival time).
     ReachServer { piece: u32 },
     /// A reply reaches its client's NIC.
@@ -77,10 +85,11 @@ struct AppState {
     op_servers: Vec<u32>,
     bytes: u64,
     pieces: u64,
+    metadata_ops: u64,
     start: Time,
     end: Time,
-    /// Bytes and requests served per timeline bin (when the output asks for one).
-    timeline: Vec<(u64, u64)>,
+    /// Service over time (when the output asks for it).
+    timeline: Option<Bins>,
 }
 
 struct RankState {
@@ -89,16 +98,25 @@ struct RankState {
     pending: u32,
     call: u32,
     issue: Time,
+    /// The current call's steps still to issue, last first.
+    steps: Vec<Step>,
+    /// Metadata server of the process's own directory.
+    dir_server: u32,
 }
 
 struct FileState {
     layout: StripeLayout,
     /// Where this file's object starts on each server's device.
     base: u64,
+    /// The server holding the file's metadata.
+    meta_server: u32,
 }
 
 struct ServerState {
+    role: ServerRole,
     queue: Box<dyn RequestQueue>,
+    /// Slots in service at once when the policy does not set its own depth.
+    depth: u32,
     device: Device,
     nic: Nic,
     slots_used: u32,
@@ -106,19 +124,42 @@ struct ServerState {
     /// The earliest wakeup the queue asked for that is still scheduled.
     wakeup: Option<Time>,
     requests: u64,
+    metadata_ops: u64,
     bytes: u64,
     busy: Time,
     device_free: Time,
     max_queue: usize,
     /// Per application: first and last finish time of a piece here.
     finish: Vec<(Time, Time)>,
+    /// Per application: requests queued here and not yet dispatched, and since when.
+    waiting: Vec<(u32, Time)>,
+    /// Per application: service and waiting over time (`output.server_timeline`).
+    timeline: Option<Vec<Bins>>,
     reports_sent: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ServerRole {
+    Data,
+    Metadata,
+    DataAndMetadata,
+}
+
+impl ServerRole {
+    fn name(self) -> &'static str {
+        match self {
+            ServerRole::Data => "data",
+            ServerRole::Metadata => "metadata",
+            ServerRole::DataAndMetadata => "data+metadata",
+        }
+    }
 }
 
 struct Piece {
     rank: u32,
     server: u32,
     file: u32,
+    op: Op,
     call: u32,
     bytes: u64,
     issue: Time,
@@ -159,20 +200,48 @@ impl<'a> Simulation<'a> {
         let default_window = cl.device.default_window();
         let n_instances: usize = sc.apps.iter().map(|a| a.instances as usize).sum();
 
-        let servers = (0..cl.servers)
-            .map(|_| ServerState {
+        let md = &cl.metadata;
+        let n_meta = cl.metadata_servers();
+        let meta_servers: Vec<u32> = match md.placement {
+            // Spread evenly over the data servers.
+            MetadataPlacement::CoLocated => (0..n_meta).map(|i| (i as u64 * cl.servers as u64 / n_meta as u64) as u32).collect(),
+            MetadataPlacement::Dedicated => (cl.servers..cl.servers + n_meta).collect(),
+        };
+        let roles: Vec<ServerRole> = match md.placement {
+            MetadataPlacement::CoLocated => (0..cl.servers)
+                .map(|i| if meta_servers.contains(&i) { ServerRole::DataAndMetadata } else { ServerRole::Data })
+                .collect(),
+            MetadataPlacement::Dedicated => {
+                (0..cl.servers).map(|_| ServerRole::Data).chain((0..n_meta).map(|_| ServerRole::Metadata)).collect()
+            }
+        };
+        let servers = roles
+            .iter()
+            .map(|&role| ServerState {
+                role,
                 queue: policy.build(default_window),
-                device: Device::new(&cl.device),
+                depth: if role == ServerRole::Metadata { md.depth.unwrap_or(cl.depth) } else { cl.depth },
+                device: Device::new(match (role, &md.device) {
+                    (ServerRole::Metadata, Some(d)) => d,
+                    _ => &cl.device,
+                }),
                 nic: Nic::default(),
                 slots_used: 0,
                 kick_pending: false,
                 wakeup: None,
                 requests: 0,
+                metadata_ops: 0,
                 bytes: 0,
                 busy: Time::ZERO,
                 device_free: Time::ZERO,
                 max_queue: 0,
                 finish: vec![(Time::MAX, Time::ZERO); n_instances],
+                waiting: vec![(0, Time::ZERO); n_instances],
+                timeline: sc
+                    .output
+                    .timeline
+                    .filter(|_| sc.output.server_timeline)
+                    .map(|w| (0..n_instances).map(|_| Bins::new(w)).collect()),
                 reports_sent: 0,
             })
             .collect();
@@ -200,11 +269,16 @@ impl<'a> Simulation<'a> {
                     let count = spec.stripe_count.unwrap_or(cl.stripe_count());
                     let layout = StripeLayout::round_robin(cl.stripe_unit.0, count, first, cl.servers)
                         .expect("validated: stripe unit > 0 and stripe count within the servers");
-                    files.push(FileState { layout, base: (idx as u64).wrapping_mul(spacing) % capacity });
+                    files.push(FileState {
+                        layout,
+                        base: (idx as u64).wrapping_mul(spacing) % capacity,
+                        meta_server: meta_servers[idx as usize % meta_servers.len()],
+                    });
                     app_files.push(idx);
                 }
                 for rank in 0..spec.processes {
-                    ranks.push(RankState { app: app_idx, rank, pending: 0, call: 0, issue: Time::ZERO });
+                    let dir_server = meta_servers[ranks.len() % meta_servers.len()];
+                    ranks.push(RankState { app: app_idx, rank, pending: 0, call: 0, issue: Time::ZERO, steps: Vec::new(), dir_server });
                 }
                 apps.push(AppState {
                     spec: spec_idx,
@@ -222,8 +296,9 @@ impl<'a> Simulation<'a> {
                     op_servers: Vec::new(),
                     bytes: 0,
                     pieces: 0,
+                    metadata_ops: 0,
                     start: spec.start,
-                    timeline: Vec::new(),
+                    timeline: sc.output.timeline.map(Bins::new),
                     end: spec.start,
                 });
             }
@@ -267,6 +342,7 @@ impl<'a> Simulation<'a> {
             match event {
                 Event::Release { app } => self.release(app, now),
                 Event::Call { rank } => self.issue_call(rank, now),
+                Event::CallDone { rank } => self.call_done(rank, now),
                 Event::ReachServer { piece } => self.reach_server(piece, now),
                 Event::Arrive { piece } => self.arrive(piece, now),
                 Event::Kick { server } => self.dispatch(server, now),
@@ -293,49 +369,91 @@ impl<'a> Simulation<'a> {
     }
 
     fn issue_call(&mut self, rank: u32, now: Time) {
-        let rs = &self.ranks[rank as usize];
+        let rs = &mut self.ranks[rank as usize];
         let a = &self.apps[rs.app as usize];
         let spec = &self.sc.apps[a.spec];
         let call = if spec.barrier { a.next_call } else { rs.call };
-        let access = workload::access(spec, rs.rank, call);
-        let file = a.files[access.file as usize];
-        let op = match spec.op {
-            DataOp::Read => Op::Read,
-            DataOp::Write => Op::Write,
-        };
-        let (app_id, local_rank) = (a.app_id, rs.rank);
-        let pieces = self.files[file as usize].layout.split_extents(&access.extents);
-        let rs = &mut self.ranks[rank as usize];
-        rs.pending = pieces.len() as u32;
+        rs.call = call;
         rs.issue = now;
+        rs.steps.clear();
+        workload::call_steps(spec, rs.rank, call, self.sc.cluster.metadata.getattr_before_read, &mut rs.steps);
+        rs.steps.reverse();
+        if rs.steps.is_empty() {
+            // Nothing to send: the call completes once this instant's other events have run.
+            self.events.schedule(now, Class::Normal, 0, Event::CallDone { rank });
+        } else {
+            self.issue_step(rank, now);
+        }
+    }
+
+    /// Sends the next step of the rank's current call.
+    fn issue_step(&mut self, rank: u32, now: Time) {
+        let rs = &mut self.ranks[rank as usize];
+        let Some(step) = rs.steps.pop() else { return };
+        let a = &self.apps[rs.app as usize];
+        let spec = &self.sc.apps[a.spec];
+        let (app_id, local_rank, call, dir_server) = (a.app_id, rs.rank, rs.call, rs.dir_server);
+        let template = |op: Op, object: u64| Request {
+            id: RequestId(0),
+            app: AppId(app_id),
+            rank: local_rank,
+            issue_time: now,
+            op,
+            object: ObjectId(object),
+            offset: 0,
+            len: 0,
+            segments: Vec::new(),
+            weight: Some(spec.weight),
+        };
+        // (server, file, bytes, request)
+        let mut sends: Vec<(u32, u32, u64, Request)> = Vec::new();
+        match step {
+            Step::Data { op, access } => {
+                let op = match op {
+                    DataOp::Read => Op::Read,
+                    DataOp::Write => Op::Write,
+                };
+                let file = a.files[access.file as usize];
+                for p in self.files[file as usize].layout.split_extents(&access.extents) {
+                    let mut req = template(op, file as u64);
+                    req.offset = p.extents[0].offset;
+                    req.len = p.bytes;
+                    if p.extents.len() > 1 {
+                        req.segments = p.extents;
+                    }
+                    sends.push((p.server, file, p.bytes, req));
+                }
+            }
+            Step::Meta { op, target } => {
+                let (server, file, object) = match target {
+                    MetaTarget::File(f) => {
+                        let file = a.files[f as usize];
+                        (self.files[file as usize].meta_server, file, file as u64)
+                    }
+                    // Directories are named apart from files: the high bit marks them.
+                    MetaTarget::Dir => (dir_server, a.files[0], (1 << 63) | rank as u64),
+                };
+                sends.push((server, file, 0, template(Op::Meta(op), object)));
+            }
+        }
+        self.ranks[rank as usize].pending = sends.len() as u32;
         let header = self.net.header_bytes();
-        for p in pieces {
-            let first = p.extents[0];
-            let req = Request {
-                id: RequestId(0),
-                app: AppId(app_id),
-                rank: local_rank,
-                issue_time: now,
-                op,
-                object: ObjectId(file as u64),
-                offset: first.offset,
-                len: p.bytes,
-                segments: if p.extents.len() > 1 { p.extents } else { Vec::new() },
-                weight: Some(spec.weight),
-            };
+        for (server, file, bytes, req) in sends {
+            let op = req.op;
             let piece = self.alloc_piece(Piece {
                 rank,
-                server: p.server,
+                server,
                 file,
+                op,
                 call,
-                bytes: p.bytes,
+                bytes,
                 issue: now,
                 arrive: Time::ZERO,
                 start: Time::ZERO,
                 done: Time::ZERO,
                 req: Some(req),
             });
-            let wire = header + if op == Op::Write { p.bytes } else { 0 };
+            let wire = header + if op == Op::Write { bytes } else { 0 };
             let arrival =
                 self.net.transmit(now, wire, &mut self.clients[rank as usize], self.net.client_bandwidth(), &mut self.rng_net);
             // Simultaneous arrivals at a server are taken in random order.
@@ -359,8 +477,7 @@ impl<'a> Simulation<'a> {
 
     fn reach_server(&mut self, piece: u32, now: Time) {
         let p = &self.pieces[piece as usize];
-        let op_is_write = p.req.as_ref().is_some_and(|r| r.op == Op::Write);
-        let wire = self.net.header_bytes() + if op_is_write { p.bytes } else { 0 };
+        let wire = self.net.header_bytes() + if p.op == Op::Write { p.bytes } else { 0 };
         let server = &mut self.servers[p.server as usize];
         let done = self.net.receive(now, wire, &mut server.nic, self.net.server_bandwidth());
         if done == now {
@@ -376,8 +493,14 @@ impl<'a> Simulation<'a> {
         let Some(mut req) = p.req.take() else { return };
         req.id = RequestId(piece as u64);
         let server = p.server;
+        let app = self.ranks[p.rank as usize].app;
         let s = &mut self.servers[server as usize];
         s.queue.enqueue(req, now);
+        let w = &mut s.waiting[app as usize];
+        if w.0 == 0 {
+            w.1 = now;
+        }
+        w.0 += 1;
         s.max_queue = s.max_queue.max(s.queue.len());
         let poll = self.sc.cluster.poll_interval;
         if !poll.is_zero() && s.slots_used == 0 && s.queue.len() == 1 && !s.kick_pending {
@@ -400,7 +523,7 @@ impl<'a> Simulation<'a> {
 
     fn dispatch(&mut self, server: u32, now: Time) {
         let s = &mut self.servers[server as usize];
-        let depth = s.queue.depth().unwrap_or(self.sc.cluster.depth);
+        let depth = s.queue.depth().unwrap_or(s.depth);
         s.kick_pending = false;
         if s.wakeup == Some(now) {
             s.wakeup = None;
@@ -413,8 +536,18 @@ impl<'a> Simulation<'a> {
                 s.slots_used += s.queue.slot_cost(&req);
                 let piece = req.id.0 as u32;
                 let p = &mut self.pieces[piece as usize];
-                let base = self.files[p.file as usize].base;
-                let done = s.device.start(now, base, &req, &mut self.rng_dev);
+                let app = self.ranks[p.rank as usize].app as usize;
+                let w = &mut s.waiting[app];
+                w.0 -= 1;
+                if w.0 == 0 {
+                    if let Some(t) = s.timeline.as_mut() {
+                        t[app].waited(w.1, now);
+                    }
+                }
+                let done = match req.op {
+                    Op::Meta(op) => s.device.start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
+                    Op::Read | Op::Write => s.device.start(now, self.files[p.file as usize].base, &req, &mut self.rng_dev),
+                };
                 s.busy += done - now.max(s.device_free);
                 s.device_free = s.device_free.max(done);
                 p.start = now;
@@ -434,7 +567,9 @@ impl<'a> Simulation<'a> {
     fn device_done(&mut self, piece: u32, now: Time) {
         let p = &mut self.pieces[piece as usize];
         p.done = now;
-        let (server, rank, bytes) = (p.server, p.rank, p.bytes);
+        let (server, rank, bytes, op) = (p.server, p.rank, p.bytes, p.op);
+        let is_meta = !op.is_data();
+        let n_servers = self.servers.len();
         let req = p.req.take();
         let s = &mut self.servers[server as usize];
         if let Some(req) = req {
@@ -447,31 +582,29 @@ impl<'a> Simulation<'a> {
         }
         let s = &mut self.servers[server as usize];
         s.requests += 1;
+        s.metadata_ops += is_meta as u64;
         s.bytes += bytes;
         let app = self.ranks[rank as usize].app;
         let f = &mut s.finish[app as usize];
         f.0 = f.0.min(now);
         f.1 = f.1.max(now);
         let a = &mut self.apps[app as usize];
-        if let Some(width) = self.sc.output.timeline {
-            let bin = (now.as_nanos() / width.as_nanos()) as usize;
-            if a.timeline.len() <= bin {
-                a.timeline.resize(bin + 1, (0, 0));
-            }
-            a.timeline[bin].0 += bytes;
-            a.timeline[bin].1 += 1;
+        if let Some(t) = a.timeline.as_mut() {
+            t.served(now, bytes, is_meta);
+        }
+        if let Some(t) = s.timeline.as_mut() {
+            t[app as usize].served(now, bytes, is_meta);
         }
         if self.sc.apps[a.spec].barrier {
             if a.op_finish.is_empty() {
-                a.op_finish = vec![Time::MAX; self.sc.cluster.servers as usize];
+                a.op_finish = vec![Time::MAX; n_servers];
             }
             if a.op_finish[server as usize] == Time::MAX {
                 a.op_servers.push(server);
             }
             a.op_finish[server as usize] = now;
         }
-        let op_is_read = self.sc.apps[a.spec].op == DataOp::Read;
-        let wire = self.net.header_bytes() + if op_is_read { bytes } else { 0 };
+        let wire = self.net.header_bytes() + if op == Op::Read { bytes } else { 0 };
         let arrival = self.net.transmit(now, wire, &mut s.nic, self.net.server_bandwidth(), &mut self.rng_net);
         self.events.schedule(arrival, Class::Normal, 0, Event::ReachClient { piece });
         self.kick(server, now);
@@ -479,8 +612,7 @@ impl<'a> Simulation<'a> {
 
     fn reach_client(&mut self, piece: u32, now: Time) {
         let p = &self.pieces[piece as usize];
-        let is_read = self.sc.apps[self.apps[self.ranks[p.rank as usize].app as usize].spec].op == DataOp::Read;
-        let wire = self.net.header_bytes() + if is_read { p.bytes } else { 0 };
+        let wire = self.net.header_bytes() + if p.op == Op::Read { p.bytes } else { 0 };
         let done = self.net.receive(now, wire, &mut self.clients[p.rank as usize], self.net.client_bandwidth());
         if done == now {
             self.response(piece, now);
@@ -491,13 +623,14 @@ impl<'a> Simulation<'a> {
 
     fn response(&mut self, piece: u32, now: Time) {
         let p = &self.pieces[piece as usize];
-        let (rank, bytes) = (p.rank, p.bytes);
+        let (rank, bytes, is_meta) = (p.rank, p.bytes, !p.op.is_data());
         if let Some(detail) = self.detail.as_mut() {
             detail.push(PieceRecord {
                 app: self.ranks[rank as usize].app,
                 rank: self.ranks[rank as usize].rank,
                 call: p.call,
                 server: p.server,
+                op: p.op,
                 bytes,
                 issue: p.issue,
                 arrive: p.arrive,
@@ -508,14 +641,26 @@ impl<'a> Simulation<'a> {
         }
         self.free_pieces.push(piece);
         let rs = &mut self.ranks[rank as usize];
-        let app = rs.app;
-        let a = &mut self.apps[app as usize];
+        let a = &mut self.apps[rs.app as usize];
         a.bytes += bytes;
         a.pieces += 1;
+        a.metadata_ops += is_meta as u64;
         rs.pending -= 1;
         if rs.pending > 0 {
             return;
         }
+        if rs.steps.is_empty() {
+            self.call_done(rank, now);
+        } else {
+            self.issue_step(rank, now);
+        }
+    }
+
+    /// The rank's current call has finished all its steps.
+    fn call_done(&mut self, rank: u32, now: Time) {
+        let rs = &mut self.ranks[rank as usize];
+        let app = rs.app;
+        let a = &mut self.apps[app as usize];
         let spec = &self.sc.apps[a.spec];
         if spec.barrier {
             a.ranks_pending -= 1;
@@ -528,7 +673,7 @@ impl<'a> Simulation<'a> {
             if let Some(p) = self.progress {
                 p.add(1);
             }
-            if rs.call < spec.requests {
+            if rs.call < spec.calls() {
                 self.events.schedule(now + spec.compute_time, Class::Normal, 0, Event::Call { rank });
             } else {
                 a.ranks_finished += 1;
@@ -552,7 +697,7 @@ impl<'a> Simulation<'a> {
             a.op_finish[s as usize] = Time::MAX;
         }
         a.next_call += 1;
-        if a.next_call < spec.requests {
+        if a.next_call < spec.calls() {
             self.events.schedule(now + spec.compute_time, Class::Normal, 0, Event::Release { app });
         } else {
             a.end = now;
@@ -572,7 +717,7 @@ impl<'a> Simulation<'a> {
         let idx = self.reports.len() as u32;
         self.reports.push(report);
         let at = now + self.sc.cluster.network.latency;
-        for server in (0..self.sc.cluster.servers).filter(|&s| s != from) {
+        for server in (0..self.servers.len() as u32).filter(|&s| s != from) {
             self.events.schedule(at, Class::Normal, 0, Event::ServiceReport { server, report: idx });
         }
     }
@@ -594,10 +739,11 @@ impl<'a> Simulation<'a> {
                     &a.spreads,
                     a.bytes,
                     a.pieces,
+                    a.metadata_ops,
                     a.start,
                     a.end,
                 )
-                .with_timeline(self.sc.output.timeline, &a.timeline)
+                .with_timeline(a.timeline.as_ref().map(|t| t.to_timeline(false)))
             })
             .collect();
         let servers: Vec<ServerResult> = self
@@ -606,12 +752,15 @@ impl<'a> Simulation<'a> {
             .enumerate()
             .map(|(i, s)| ServerResult {
                 index: i as u32,
+                role: s.role.name(),
                 requests: s.requests,
+                metadata_ops: s.metadata_ops,
                 bytes: s.bytes,
                 busy_s: s.busy.as_secs_f64(),
                 utilization: if makespan.is_zero() { 0.0 } else { s.busy.as_secs_f64() / makespan.as_secs_f64() },
                 max_queue: s.max_queue as u64,
                 service_reports: s.reports_sent,
+                timeline: s.timeline.as_ref().map(|per_app| per_app.iter().map(|t| t.to_timeline(true)).collect()),
                 apps: s
                     .finish
                     .iter()

@@ -9,9 +9,10 @@ use std::io::Write;
 use serde::Serialize;
 
 use concerto_core::metrics::{bandwidth, mean_sd, Distribution};
-use concerto_core::{PolicyConfig, Time};
+use concerto_core::{Op, PolicyConfig, Time};
 
 use crate::config::Scenario;
+pub use crate::timeline::Timeline;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -29,7 +30,10 @@ pub struct AppResult {
     /// Mean over operations of (last / first) per-server finish time.
     pub finish_spread: Option<f64>,
     pub bytes: u64,
+    /// Request pieces served, data and metadata.
     pub requests: u64,
+    /// Metadata operations among `requests`.
+    pub metadata_ops: u64,
     #[serde(rename = "bandwidth_Bps")]
     pub bandwidth_bps: f64,
     pub start_s: f64,
@@ -39,22 +43,9 @@ pub struct AppResult {
     pub timeline: Option<Timeline>,
 }
 
-/// Bytes and requests an application was served in consecutive bins of
-/// `bin_s` seconds, counted when its requests finished on the servers.
-#[derive(Clone, Debug, Serialize)]
-pub struct Timeline {
-    pub bin_s: f64,
-    pub bytes: Vec<u64>,
-    pub requests: Vec<u64>,
-}
-
 impl AppResult {
-    pub(crate) fn with_timeline(mut self, width: Option<Time>, bins: &[(u64, u64)]) -> AppResult {
-        self.timeline = width.map(|w| Timeline {
-            bin_s: w.as_secs_f64(),
-            bytes: bins.iter().map(|b| b.0).collect(),
-            requests: bins.iter().map(|b| b.1).collect(),
-        });
+    pub(crate) fn with_timeline(mut self, timeline: Option<Timeline>) -> AppResult {
+        self.timeline = timeline;
         self
     }
 
@@ -69,6 +60,7 @@ impl AppResult {
         spreads: &[f64],
         bytes: u64,
         requests: u64,
+        metadata_ops: u64,
         start: Time,
         end: Time,
     ) -> AppResult {
@@ -84,6 +76,7 @@ impl AppResult {
             finish_spread: (!spreads.is_empty()).then(|| mean_sd(spreads).0),
             bytes,
             requests,
+            metadata_ops,
             bandwidth_bps: bandwidth(bytes, (end - start).as_secs_f64()),
             start_s: start.as_secs_f64(),
             end_s: end.as_secs_f64(),
@@ -103,7 +96,11 @@ pub struct ServerAppResult {
 #[derive(Clone, Debug, Serialize)]
 pub struct ServerResult {
     pub index: u32,
+    /// "data", "metadata" (a dedicated metadata server) or "data+metadata".
+    pub role: &'static str,
     pub requests: u64,
+    /// Metadata operations among `requests`.
+    pub metadata_ops: u64,
     pub bytes: u64,
     pub busy_s: f64,
     pub utilization: f64,
@@ -111,6 +108,10 @@ pub struct ServerResult {
     /// Service reports this server sent to the others (service-sync).
     pub service_reports: u64,
     pub apps: Vec<ServerAppResult>,
+    /// Per application (by index), its service and waiting time on this
+    /// server over time, when `output.server_timeline` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Vec<Timeline>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -179,13 +180,13 @@ impl RunResult {
     /// Writes one CSV row per request piece (needs `output.detail = true`).
     pub fn write_detail_csv(&self, out: &mut dyn Write, header: bool) -> std::io::Result<()> {
         if header {
-            writeln!(out, "seed,app,app_name,instance,rank,call,server,bytes,issue_ns,arrive_ns,start_ns,done_ns,response_ns")?;
+            writeln!(out, "seed,app,app_name,instance,rank,call,server,op,bytes,issue_ns,arrive_ns,start_ns,done_ns,response_ns")?;
         }
         for r in self.detail.iter().flatten() {
             let a = &self.apps[r.app as usize];
             writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 self.seed,
                 r.app,
                 a.name,
@@ -193,6 +194,7 @@ impl RunResult {
                 r.rank,
                 r.call,
                 r.server,
+                r.op.name(),
                 r.bytes,
                 r.issue.as_nanos(),
                 r.arrive.as_nanos(),
@@ -212,6 +214,7 @@ pub struct PieceRecord {
     pub rank: u32,
     pub call: u32,
     pub server: u32,
+    pub op: Op,
     pub bytes: u64,
     pub issue: Time,
     pub arrive: Time,

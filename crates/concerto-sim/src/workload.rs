@@ -1,44 +1,131 @@
-//! Access patterns: which file byte ranges process `rank` touches in its
-//! `call`-th I/O call, for each workload kind.
+//! Access patterns: what process `rank` does in its `call`-th call, for
+//! each workload kind. A call is a sequence of steps; each step is issued
+//! when the previous one's replies are all in (one data access split over
+//! the servers, or one metadata operation).
 
-use concerto_core::Extent;
+use concerto_core::{Extent, MetaOp};
 
-use crate::config::{AppSpec, FileMode, Pattern, WorkloadKind};
+use crate::config::{AppSpec, BtioSubtype, DataOp, FileMode, Pattern, WorkloadKind};
 
-/// What one call of one process accesses: a file of the application (an
-/// index into its files) and the file extents, ascending.
+/// What one data step of one process accesses: a file of the application
+/// (an index into its files) and the file extents, ascending.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Access {
     pub file: u32,
     pub extents: Vec<Extent>,
 }
 
+/// What a metadata operation names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaTarget {
+    /// A file of the application (an index into its files).
+    File(u32),
+    /// The process's own directory (md-test's unique test directory).
+    Dir,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    Data { op: DataOp, access: Access },
+    Meta { op: MetaOp, target: MetaTarget },
+}
+
+/// md-test's phases, one call each, in order.
+pub const MDTEST_PHASES: [&str; 8] = ["mktestdir", "create", "write", "readdir", "read", "close", "rm", "rmtestdir"];
+
 /// Number of files an application instance uses.
 pub fn files_per_instance(app: &AppSpec) -> u32 {
     match (app.workload, app.file.unwrap_or_default()) {
         (WorkloadKind::Ior | WorkloadKind::PioBench, FileMode::PerProcess) => app.processes,
+        (WorkloadKind::Wrf, _) => app.processes,
+        // Validation bounds processes x items.
+        (WorkloadKind::MdTest, _) => app.processes.saturating_mul(app.items.unwrap_or(1)),
         _ => 1,
     }
 }
 
-/// The access of process `rank` (of `app.processes`) in call `call`.
+/// Appends to `out` the steps of call `call` of process `rank`, in order.
+/// With `getattr_before_read`, every data read is preceded by a getattr of
+/// its file (the PVFS2 client protocol).
+pub fn call_steps(app: &AppSpec, rank: u32, call: u32, getattr_before_read: bool, out: &mut Vec<Step>) {
+    let data = |op: DataOp, access: Access, out: &mut Vec<Step>| {
+        if getattr_before_read && op == DataOp::Read {
+            out.push(Step::Meta { op: MetaOp::Getattr, target: MetaTarget::File(access.file) });
+        }
+        out.push(Step::Data { op, access });
+    };
+    let (r, k) = (rank as u64, call as u64);
+    let procs = app.processes as u64;
+    let size = app.request_size.map_or(0, |b| b.0);
+    match app.workload {
+        WorkloadKind::Ior | WorkloadKind::PioBench | WorkloadKind::MpiTileIo | WorkloadKind::Noncontig => {
+            data(app.op, access(app, rank, call), out)
+        }
+        WorkloadKind::Btio => {
+            // Output steps write the solution; verification steps read it back in the same places.
+            let steps = app.requests as u64;
+            let (op, k) = if k < steps { (DataOp::Write, k) } else { (DataOp::Read, k - steps) };
+            let n = app.elements.unwrap_or(1) as u64;
+            let esz = app.element_size.map_or(1, |b| b.0);
+            match app.subtype.unwrap_or_default() {
+                BtioSubtype::Full => {
+                    // Collective buffering hands each process one aggregated, contiguous piece.
+                    let chunk = n * esz;
+                    data(op, Access { file: 0, extents: vec![Extent::new((k * procs + r) * chunk, chunk)] }, out);
+                }
+                BtioSubtype::Simple => {
+                    // Each cell is its own tiny I/O, one outstanding, interleaved across processes.
+                    for i in 0..n {
+                        let offset = ((k * n + i) * procs + r) * esz;
+                        data(op, Access { file: 0, extents: vec![Extent::new(offset, esz)] }, out);
+                    }
+                }
+            }
+        }
+        WorkloadKind::Wrf => {
+            for _ in 0..app.getattrs.unwrap_or(0) {
+                out.push(Step::Meta { op: MetaOp::Getattr, target: MetaTarget::File(rank) });
+            }
+            data(app.op, Access { file: rank, extents: vec![Extent::new(k * size, size)] }, out);
+        }
+        WorkloadKind::MdTest => {
+            let items = app.items.unwrap_or(1);
+            let file = |i: u32| rank * items + i;
+            let meta = |op: MetaOp, target: MetaTarget| Step::Meta { op, target };
+            match MDTEST_PHASES.get(call as usize).copied() {
+                Some("mktestdir") => out.push(meta(MetaOp::Mkdir, MetaTarget::Dir)),
+                Some("create") => out.extend((0..items).map(|i| meta(MetaOp::Create, MetaTarget::File(file(i))))),
+                Some("write") if size > 0 => {
+                    for i in 0..items {
+                        data(DataOp::Write, Access { file: file(i), extents: vec![Extent::new(0, size)] }, out);
+                    }
+                }
+                Some("readdir") => out.push(meta(MetaOp::Readdir, MetaTarget::Dir)),
+                Some("read") => {
+                    for i in 0..items {
+                        if size > 0 {
+                            data(DataOp::Read, Access { file: file(i), extents: vec![Extent::new(0, size)] }, out);
+                        } else {
+                            out.push(meta(MetaOp::Getattr, MetaTarget::File(file(i))));
+                        }
+                    }
+                }
+                // PVFS2 has no close request: the phase only synchronizes.
+                Some("close") => {}
+                Some("rm") => out.extend((0..items).map(|i| meta(MetaOp::Remove, MetaTarget::File(file(i))))),
+                Some("rmtestdir") => out.push(meta(MetaOp::Rmdir, MetaTarget::Dir)),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The access of process `rank` (of `app.processes`) in call `call`, for
+/// the workloads whose call is a single data access.
 pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
     let procs = app.processes as u64;
     let (r, k) = (rank as u64, call as u64);
     match app.workload {
-        WorkloadKind::Ior | WorkloadKind::PioBench => {
-            let size = app.request_size.map_or(0, |b| b.0);
-            let calls = app.requests as u64;
-            match app.file.unwrap_or_default() {
-                FileMode::PerProcess => Access { file: rank, extents: vec![Extent::new(k * size, size)] },
-                FileMode::Shared => {
-                    let offset = match app.pattern.unwrap_or_default() {
-                        Pattern::Contiguous => (r * calls + k) * size,
-                        Pattern::Strided => (k * procs + r) * size,
-                    };
-                    Access { file: 0, extents: vec![Extent::new(offset, size)] }
-                }
-            }
-        }
         WorkloadKind::MpiTileIo => {
             // A dataset of (px·tx) × (py·ty) elements, row-major; process r
             // holds tile (r mod px, r div px); call k works on the k-th
@@ -65,6 +152,21 @@ pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
             let esz = app.element_size.map_or(1, |b| b.0);
             let extents = (0..n).map(|i| Extent::new(((k * n + i) * procs + r) * esz, esz)).collect();
             Access { file: 0, extents }
+        }
+        _ => {
+            // IOR and PIO-bench.
+            let size = app.request_size.map_or(0, |b| b.0);
+            let calls = app.requests as u64;
+            match app.file.unwrap_or_default() {
+                FileMode::PerProcess => Access { file: rank, extents: vec![Extent::new(k * size, size)] },
+                FileMode::Shared => {
+                    let offset = match app.pattern.unwrap_or_default() {
+                        Pattern::Contiguous => (r * calls + k) * size,
+                        Pattern::Strided => (k * procs + r) * size,
+                    };
+                    Access { file: 0, extents: vec![Extent::new(offset, size)] }
+                }
+            }
         }
     }
 }

@@ -166,7 +166,18 @@ fn configuration_errors_name_their_key() {
         (&["policy.kind=sfq-d-plus", "policy.large_slots=0"], "policy.large_slots: must be > 0"),
         (&["policy.kind=sfq-d", "policy.small_threshold=1"], "policy: unknown field `small_threshold`"),
         (&["policy.kind=service-sync", "policy.threshold=0"], "policy.threshold: must be > 0"),
-        (&["output.timeline=\"0s\""], "output.timeline: must be > 0"),
+        (&["output.timeline=\"0s\""], "output.timeline: bins must be at least 1 ms wide"),
+        (&["output.server_timeline=true"], "output.server_timeline: needs output.timeline"),
+        (&["cluster.metadata.depth=4"], "cluster.metadata.depth: only for placement = \"dedicated\""),
+        (&["cluster.metadata.servers=9"], "cluster.metadata.servers: 9 co-located metadata servers but only 8 data servers"),
+        (&["cluster.metadata.placement=\"dedicated\"", "cluster.metadata.device={ kind = \"ssd\", parallelism = 0 }"], "cluster.metadata.device.parallelism: must be > 0"),
+        (&["cluster.metadata.costs.getattr=\"0s\""], "cluster.metadata.costs.getattr: must be > 0"),
+        (&["cluster.metadata.placement=\"nearby\""], "cluster.metadata.placement: unknown variant `nearby`"),
+        (&["apps[0].workload=\"md-test\"", "apps[0].items=3"], "apps[0].requests: does not apply to workload \"md-test\""),
+        (&["apps[0].workload=\"md-test\"", "apps[0].requests=1"], "apps[0].items: required for workload \"md-test\""),
+        (&["apps[0].workload=\"btio\""], "apps[0].request_size: does not apply to workload \"btio\""),
+        (&["apps[0].getattrs=2"], "apps[0].getattrs: does not apply to workload \"ior\""),
+        (&["apps[0].subtype=\"full\""], "apps[0].subtype: does not apply to workload \"ior\""),
     ];
     for (sets, expected) in cases {
         let e = error_of(IOR, sets);
@@ -250,4 +261,112 @@ fn weights_split_a_server_in_proportion() {
     let r = simulate(&sc, 1, None);
     let (heavy, light) = shared_service(&r);
     assert!((heavy / light - 2.0).abs() < 0.1, "2:1 weights gave {}", heavy / light);
+}
+
+const META: &str = r#"
+name = "meta"
+[cluster]
+servers = 4
+stripe_unit = "4KiB"
+depth = 4
+[cluster.device]
+kind = "ssd"
+[cluster.metadata]
+getattr_before_read = true
+[policy]
+kind = "sfq-d-plus"
+[[apps]]
+workload = "md-test"
+processes = 6
+items = 7
+request_size = "6KiB"
+"#;
+
+#[test]
+fn md_test_runs_its_phases_as_metadata_and_data_requests() {
+    let (procs, items) = (6u64, 7u64);
+    for placement in ["co-located", "dedicated"] {
+        let sc = scenario(META, &[&format!("cluster.metadata.placement=\"{placement}\""), "output.detail=true"]);
+        let r = simulate(&sc, 3, None);
+        let again = simulate(&sc, 3, None);
+        assert_eq!(serde_json::to_string(&r).unwrap(), serde_json::to_string(&again).unwrap(), "deterministic");
+        let a = &r.apps[0];
+        // mkdir, items creates, readdir, items getattrs before reads, items removes, rmdir.
+        assert_eq!(a.metadata_ops, procs * (3 * items + 3), "{placement}");
+        // Each 6 KiB file spans two 4 KiB stripes: two pieces per write and per read.
+        assert_eq!(a.requests - a.metadata_ops, procs * items * 2 * 2, "{placement}");
+        assert_eq!(a.bytes, procs * items * 6 * 1024 * 2);
+        assert_eq!(a.operations, 8, "one operation per phase");
+        let meta_servers: Vec<_> = r.servers.iter().filter(|s| s.metadata_ops > 0).collect();
+        let served: u64 = meta_servers.iter().map(|s| s.metadata_ops).sum();
+        assert_eq!(served, a.metadata_ops);
+        let mut csv = Vec::new();
+        r.write_detail_csv(&mut csv, true).unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        assert_eq!(csv.lines().filter(|l| l.contains(",create,")).count() as u64, procs * items);
+        if placement == "dedicated" {
+            assert_eq!(r.servers.len(), 5);
+            assert_eq!(r.servers[4].role, "metadata");
+            assert_eq!(r.servers[4].bytes, 0);
+            assert!(r.servers[..4].iter().all(|s| s.role == "data" && s.metadata_ops == 0));
+        } else {
+            assert!(r.servers.iter().all(|s| s.role == "data+metadata"));
+            assert_eq!(meta_servers.len(), 4, "files and directories spread over all metadata servers");
+        }
+    }
+}
+
+#[test]
+fn wrf_and_btio_issue_their_steps() {
+    let wrf = scenario(META, &[
+        "apps[0]={ workload = \"wrf\", processes = 5, requests = 3, request_size = \"8KiB\", getattrs = 4, op = \"write\", barrier = false }",
+    ]);
+    let r = simulate(&wrf, 1, None);
+    assert_eq!(r.apps[0].metadata_ops, 5 * 3 * 4);
+    assert_eq!(r.apps[0].bytes, 5 * 3 * 8192);
+    assert_eq!(r.apps[0].operations, 15);
+    // 8 cells of 512 B: one 4 KiB stripe per process and step once aggregated.
+    for (subtype, data_pieces) in [("simple", 4 * 3 * 8 * 2), ("full", 4 * 3 * 2)] {
+        let btio = scenario(META, &[&format!(
+            "apps[0]={{ workload = \"btio\", subtype = \"{subtype}\", processes = 4, requests = 3, elements = 8, element_size = \"512B\" }}"
+        )]);
+        let r = simulate(&btio, 1, None);
+        let a = &r.apps[0];
+        // Output steps write, verification steps read the same bytes back.
+        assert_eq!(a.bytes, 2 * 4 * 3 * 8 * 512, "{subtype}");
+        assert_eq!(a.operations, 6, "{subtype}");
+        // Reads are preceded by a getattr (cluster.metadata.getattr_before_read).
+        let getattrs = if subtype == "simple" { 4 * 3 * 8 } else { 4 * 3 };
+        assert_eq!(a.metadata_ops, getattrs, "{subtype}");
+        assert_eq!(a.requests - a.metadata_ops, data_pieces, "{subtype}");
+    }
+}
+
+#[test]
+fn metadata_weights_hold_on_a_backlogged_metadata_server() {
+    let two = format!("{META}[[apps]]\nworkload = \"md-test\"\nprocesses = 32\nitems = 200\nrequest_size = \"6KiB\"\n");
+    let sc = scenario(&two, &[
+        "cluster.metadata={ placement = \"dedicated\", servers = 1, getattr_before_read = true }",
+        "apps[0].processes=32",
+        "apps[0].items=200",
+        "apps[0].weight=2",
+        "output.timeline=\"20ms\"",
+        "output.server_timeline=true",
+    ]);
+    let r = simulate(&sc, 1, None);
+    let md = &r.servers[4];
+    let tl = md.timeline.as_ref().expect("server timeline");
+    let (a, b) = (&tl[0], &tl[1]);
+    let wait = |t: &concerto_sim::results::Timeline, i: usize| t.waiting_s.as_ref().unwrap().get(i).copied().unwrap_or(0.0);
+    let (mut ops_a, mut ops_b, mut bins) = (0u64, 0u64, 0);
+    for i in 0..a.metadata_ops.len().min(b.metadata_ops.len()) {
+        if wait(a, i) >= 0.9 * a.bin_s && wait(b, i) >= 0.9 * b.bin_s {
+            ops_a += a.metadata_ops[i];
+            ops_b += b.metadata_ops[i];
+            bins += 1;
+        }
+    }
+    assert!(bins >= 5, "only {bins} bins with both backlogged");
+    let ratio = ops_a as f64 / ops_b as f64;
+    assert!((ratio - 2.0).abs() < 0.1, "2:1 weights gave {ratio} over {bins} bins");
 }

@@ -1,10 +1,11 @@
 """``concerto reproduce vpfs``: proportional sharing with SFQ(D)+ (vPFS+).
 
-Runs the scenarios in ``experiments/vpfs/``: BTIO Class A and Class C
-against IOR under native (FIFO), SFQ(D), SFQ(D)+ and the non-work-conserving
-Capped scheduler, the slot-cost sweep, and total-service sharing across
-servers with ``service-sync``. Writes ``report.md``, plots, ``results.json``
-and ``claims.json``.
+Runs the scenarios in ``experiments/vpfs/``: BTIO Class A, BTIO Class C and
+WRF against IOR under native (FIFO), SFQ(D), SFQ(D)+ and the
+non-work-conserving Capped scheduler, the slot-cost sweep (WRF with IOR),
+two md-test instances weighted 2:1 on shared metadata servers, and
+total-service sharing across servers with ``service-sync``. Writes
+``report.md``, plots, ``results.json`` and ``claims.json``.
 """
 
 from __future__ import annotations
@@ -18,12 +19,18 @@ from concerto.reproduce import Claim, experiments_dir
 from concerto.sim import ScenarioSource, simulate
 
 POLICIES = ["fifo", "sfq-d", "sfq-d-plus", "capped"]
+CASES = {"btio_a": "BTIO Class A with IOR", "btio_c": "BTIO Class C with IOR", "wrf": "WRF with IOR"}
 PAPER_BTIO_A = {"sfq-d-plus": 1.20, "sfq-d": 2.53, "fifo": 3.29}
 L_SWEEP = [1, 2, 3, 5, 7, 10, 14]
 PROFILED_L = 5
 SHARE_TOLERANCE = 0.05  # claim 7: total service within 5% of the weight ratio
 CLOSE = 0.05  # claim 3: "within a few percent"
 PEAK_TOLERANCE = 0.05  # claim 5: "at its peak"
+MD_WEIGHTS = 2.0  # claim 6: app1 : app2
+MD_RATIO_TOLERANCE = 0.05  # claim 6: metadata throughput within 5% of 2:1
+MD_JAIN = 0.95  # claim 6: Jain's fairness index over backlogged periods
+BACKLOGGED = 0.9  # a bin counts when both applications had requests waiting for 90% of it
+MIN_BACKLOGGED_BINS = 5
 
 
 def _load(name: str) -> tuple[ScenarioSource, dict]:
@@ -51,46 +58,59 @@ def _served_until(app: dict, end_s: float) -> int:
     return sum(tl["bytes"][: int(end_s / tl["bin_s"])])
 
 
-def _btio_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
+def _pair_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
+    """One run of an application (``apps[0]``) against IOR (``apps[1]``),
+    measured while the application runs."""
     run = simulate(src.with_overrides(*sets), seed=seed)["runs"][0]
-    btio, ior = run["apps"]
-    end = btio["end_s"]
+    app, ior = run["apps"]
+    end = app["end_s"]
     ior_bytes = _served_until(ior, end)
     return {
-        "btio_runtime_s": end,
-        "btio_latency_ms": btio["completion_s"]["mean"] * 1e3,
-        "btio_MBps": btio["bytes"] / end / 1e6,
-        # IOR's throughput while BTIO ran, and the two together.
+        "runtime_s": end,
+        "latency_ms": app["completion_s"]["mean"] * 1e3,
+        "app_MBps": app["bytes"] / end / 1e6,
+        # IOR's throughput while the application ran, and the two together.
         "ior_MBps": ior_bytes / end / 1e6,
-        "total_MBps": (btio["bytes"] + ior_bytes) / end / 1e6,
+        "total_MBps": (app["bytes"] + ior_bytes) / end / 1e6,
     }
 
 
-def _btio_case(src: ScenarioSource, doc: dict, variant: list[str], seed: int | None) -> dict[str, dict]:
+def _contention_case(src: ScenarioSource, doc: dict, variant: list[str], seed: int | None) -> dict[str, dict]:
+    """Standalone, then with IOR under each policy; runtimes relative to standalone."""
     alone_sets = [*variant, "apps[1].processes=1", "apps[1].requests=1"]
-    rows = {"standalone": _btio_run(src, alone_sets, seed)}
+    rows = {"standalone": _pair_run(src, alone_sets, seed)}
     for p in POLICIES:
         extra = doc.get("capped", {}) if p == "capped" else None
-        rows[p] = _btio_run(src, [*variant, _policy(p, extra)], seed)
-    base = rows["standalone"]["btio_runtime_s"]
+        rows[p] = _pair_run(src, [*variant, _policy(p, extra)], seed)
+    base = rows["standalone"]["runtime_s"]
     for r in rows.values():
-        r["relative_runtime"] = r["btio_runtime_s"] / base
+        r["relative_runtime"] = r["runtime_s"] / base
     return rows
 
 
 def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str], None] = print) -> list[Claim]:
+    def quick_sets(doc: dict) -> list[str]:
+        return _sets(doc.get("quick", {})) if quick else []
+
     btio_src, btio_doc = _load("btio_ior.toml")
-    quick_sets = _sets(btio_doc.get("quick", {})) if quick else []
+    bq = quick_sets(btio_doc)
     status("BTIO Class A vs IOR")
-    results: dict = {"btio_a": _btio_case(btio_src, btio_doc, quick_sets, seed)}
+    results: dict = {"btio_a": _contention_case(btio_src, btio_doc, bq, seed)}
     status("BTIO Class C vs IOR")
-    results["btio_c"] = _btio_case(btio_src, btio_doc, [*quick_sets, *_sets(btio_doc["variants"]["btio-c"])], seed)
-    status("slot-cost sweep (L)")
+    results["btio_c"] = _contention_case(btio_src, btio_doc, [*bq, *_sets(btio_doc["variants"]["btio-c"])], seed)
+    wrf_src, wrf_doc = _load("wrf_ior.toml")
+    wq = quick_sets(wrf_doc)
+    status("WRF vs IOR")
+    results["wrf"] = _contention_case(wrf_src, wrf_doc, wq, seed)
+    status("slot-cost sweep (L), WRF vs IOR")
     results["l_sweep"] = {
-        L: _btio_run(btio_src, [*quick_sets, _policy("sfq-d-plus", {"large_slots": L})], seed) for L in L_SWEEP
+        L: _pair_run(wrf_src, [*wq, _policy("sfq-d-plus", {"large_slots": L})], seed) for L in L_SWEEP
     }
+    md_src, md_doc = _load("mdtest_pair.toml")
+    status("two md-test instances, weights 2:1")
+    results["mdtest"] = _mdtest_run(md_src, quick_sets(md_doc), seed)
     uneven_src, uneven_doc = _load("uneven.toml")
-    uq = _sets(uneven_doc.get("quick", {})) if quick else []
+    uq = quick_sets(uneven_doc)
     status("total-service sharing across servers")
     results["uneven"] = {"sfq-d-plus": _uneven_run(uneven_src, uq, seed)}
     for t in uneven_doc["sweep"]["thresholds"]:
@@ -98,6 +118,41 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     claims = evaluate(results, uneven_doc["sweep"]["thresholds"])
     write_outputs(out, results, claims, quick)
     return claims
+
+
+def jain(throughputs: list[float], weights: list[float]) -> float:
+    """Jain's fairness index of weight-normalized throughputs (1 = exactly proportional)."""
+    x = [t / w for t, w in zip(throughputs, weights)]
+    sq = sum(v * v for v in x)
+    return sum(x) ** 2 / (len(x) * sq) if sq > 0 else 1.0
+
+
+def _mdtest_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
+    """Metadata throughput of the two instances on the first metadata server,
+    per bin, and which bins had both backlogged there."""
+    run = simulate(src.with_overrides(*sets), seed=seed)["runs"][0]
+    server = next(s for s in run["servers"] if s["role"] in ("metadata", "data+metadata"))
+    t1, t2 = server["timeline"]
+    width = t1["bin_s"]
+    n = max(len(t1["metadata_ops"]), len(t2["metadata_ops"]))
+
+    def col(t: dict, key: str) -> list[float]:
+        return [*t[key], *[0] * (n - len(t[key]))]
+
+    ops1, ops2 = col(t1, "metadata_ops"), col(t2, "metadata_ops")
+    wait1, wait2 = col(t1, "waiting_s"), col(t2, "waiting_s")
+    backlogged = [w1 >= BACKLOGGED * width and w2 >= BACKLOGGED * width for w1, w2 in zip(wait1, wait2)]
+    weights = [MD_WEIGHTS, 1.0]
+    return {
+        "server": server["index"],
+        "bin_s": width,
+        "app1_iops": [o / width for o in ops1],
+        "app2_iops": [o / width for o in ops2],
+        "backlogged": backlogged,
+        "jain": [jain([a, b], weights) if a + b > 0 else None for a, b in zip(ops1, ops2)],
+        "app1_ops": sum(ops1),
+        "app2_ops": sum(ops2),
+    }
 
 
 def _uneven_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
@@ -131,13 +186,22 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
         f"BTIO runtime {slower:.2f}x Capped's",
         ratio >= 5 and slower <= 1.3,
     ))
+    w = results["wrf"]
+    wrel = {p: w[p]["relative_runtime"] for p in POLICIES}
+    claims.append(Claim(
+        "v4-wrf-isolation",
+        "Under IOR contention, WRF (small I/Os and many getattrs) runs faster with SFQ(D)+ than with SFQ(D) and native",
+        "WRF runtime: SFQ(D)+ < SFQ(D) and SFQ(D)+ < native (paper: 1.79x, 2.80x at best, 6.82x standalone)",
+        ", ".join(f"{p} {wrel[p]:.2f}x" for p in ("sfq-d-plus", "sfq-d", "fifo")) + " standalone",
+        wrel["sfq-d-plus"] < wrel["sfq-d"] and wrel["sfq-d-plus"] < wrel["fifo"],
+    ))
     c = results["btio_c"]
-    diff = abs(c["sfq-d-plus"]["btio_runtime_s"] / c["sfq-d"]["btio_runtime_s"] - 1)
+    diff = abs(c["sfq-d-plus"]["runtime_s"] / c["sfq-d"]["runtime_s"] - 1)
     claims.append(Claim(
         "v3-btio-c-same",
         "For BTIO Class C, whose I/Os are as large as IOR's, SFQ(D)+ and SFQ(D) perform within a few percent",
         f"BTIO-C runtimes within {CLOSE:.0%}",
-        f"SFQ(D)+ {c['sfq-d-plus']['btio_runtime_s']:.2f} s, SFQ(D) {c['sfq-d']['btio_runtime_s']:.2f} s ({diff:.1%})",
+        f"SFQ(D)+ {c['sfq-d-plus']['runtime_s']:.2f} s, SFQ(D) {c['sfq-d']['runtime_s']:.2f} s ({diff:.1%})",
         diff <= CLOSE,
         deviation=None if diff <= CLOSE else (
             "Known deviation: with every request large, SFQ(D)+ admits floor(D/L) = 2 of them at once where SFQ(D) "
@@ -145,12 +209,12 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
             "under SFQ(D)+. The paper measured no difference. Open work (issue 3)."
         ),
     ))
-    # The paper's Figure 8 shows combined throughput peaking at the profiled
-    # L. In the model a small L keeps the device just as busy (IOR saturates
-    # it either way), so the curve is flat up to L and falls after it; the
-    # claim is checked in that form: the profiled L is the largest L that
-    # keeps combined throughput within PEAK_TOLERANCE of the peak, and it
-    # serves the small-I/O application better than L = 1 (SFQ(D)).
+    # The paper's Figure 8 (WRF with IOR) shows combined throughput peaking
+    # at the profiled L. In the model a small L keeps the device just as busy
+    # (IOR saturates it either way), so the curve is flat up to L and falls
+    # after it; the claim is checked in that form: the profiled L is the
+    # largest L that keeps combined throughput within PEAK_TOLERANCE of the
+    # peak, and it serves the small-I/O application better than L = 1 (SFQ(D)).
     sweep = results["l_sweep"]
     peak = max(r["total_MBps"] for r in sweep.values())
     near_peak = [L for L in sweep if sweep[L]["total_MBps"] >= (1 - PEAK_TOLERANCE) * peak]
@@ -160,12 +224,32 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
         "Over the slot-cost sweep, the L chosen by profiling gives the best trade-off: the largest L (most protection "
         "for small I/Os) that keeps combined throughput at its peak",
         f"largest L within {PEAK_TOLERANCE:.0%} of peak throughput within one sweep step of {PROFILED_L} (L values "
-        "with the same floor(D/L) admit the same large I/Os), and BTIO's throughput at L=5 above L=1's",
-        ", ".join(f"L={L}: {sweep[L]['total_MBps']:.1f} MB/s (BTIO {sweep[L]['btio_MBps']:.3f})" for L in sweep)
+        "with the same floor(D/L) admit the same large I/Os), and WRF's throughput at L=5 above L=1's",
+        ", ".join(f"L={L}: {sweep[L]['total_MBps']:.1f} MB/s (WRF {sweep[L]['app_MBps']:.1f})" for L in sweep)
         + f"; largest L near the peak: {largest}",
         abs(L_SWEEP.index(largest) - L_SWEEP.index(PROFILED_L)) <= 1
-        and sweep[PROFILED_L]["btio_MBps"] > sweep[1]["btio_MBps"],
+        and sweep[PROFILED_L]["app_MBps"] > sweep[1]["app_MBps"],
     ))
+    md = results["mdtest"]
+    both = [i for i, b in enumerate(md["backlogged"]) if b]
+    ops1 = sum(md["app1_iops"][i] for i in both)
+    ops2 = sum(md["app2_iops"][i] for i in both)
+    md_ratio = ops1 / ops2 if ops2 else float("inf")
+    jains = [md["jain"][i] for i in both]
+    mean_jain = sum(jains) / len(jains) if jains else 0.0
+    claims.append(Claim(
+        "v6-metadata-shares",
+        "Two md-test instances weighted 2:1 get metadata throughput within 5% of 2:1 on a shared metadata server while "
+        "both are backlogged, with Jain's fairness index >= 0.95 over those periods",
+        f"ratio within {MD_RATIO_TOLERANCE:.0%} of {MD_WEIGHTS:.0f} and mean Jain >= {MD_JAIN} over the bins where both "
+        f"had requests waiting {BACKLOGGED:.0%} of the time (at least {MIN_BACKLOGGED_BINS} such bins)",
+        f"server {md['server']}: {len(both)} backlogged bins of {md['bin_s'] * 1e3:.0f} ms, ratio {md_ratio:.3f}, "
+        f"Jain mean {mean_jain:.4f} (min {min(jains, default=0):.4f})",
+        len(both) >= MIN_BACKLOGGED_BINS
+        and abs(md_ratio / MD_WEIGHTS - 1) <= MD_RATIO_TOLERANCE
+        and mean_jain >= MD_JAIN,
+    ))
+    claims.sort(key=lambda c: c.id)
     u = results["uneven"]
     gaps = [abs(u[t]["ratio"] - 1) for t in thresholds]
     claims.append(Claim(
@@ -193,16 +277,34 @@ def write_outputs(out: Path, results: dict, claims: list[Claim], quick: bool) ->
     write_json(out / "claims.json", [c.as_json() for c in claims])
     write_json(out / "results.json", {k: {str(kk): vv for kk, vv in v.items()} for k, v in results.items()})
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, case in zip(axes, ("btio_a", "btio_c")):
+    fig, axes = plt.subplots(1, len(CASES), figsize=(5 * len(CASES), 4))
+    for ax, (case, title) in zip(axes, CASES.items()):
         names = ["standalone", *POLICIES]
         vals = [results[case][n]["relative_runtime"] for n in names]
         ax.bar(names, vals, color=["#888", "#c44", "#e93", "#3a7", "#57b"])
         for i, v in enumerate(vals):
             ax.text(i, v, f"{v:.2f}", ha="center", va="bottom")
-        ax.set_title(f"BTIO {'Class A' if case == 'btio_a' else 'Class C'} with IOR")
+        ax.set_title(title)
         ax.set_ylabel("runtime relative to standalone")
-    save(fig, out / "btio_runtime")
+        ax.tick_params(axis="x", labelsize=8)
+    save(fig, out / "runtime")
+    plt.close(fig)
+
+    md = results["mdtest"]
+    t = [i * md["bin_s"] for i in range(len(md["app1_iops"]))]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(t, md["app1_iops"], label="app1 (weight 2)")
+    ax.plot(t, md["app2_iops"], label="app2 (weight 1)")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel(f"metadata ops/s on server {md['server']}")
+    right = ax.twinx()
+    right.plot(t, [j if j is not None else float("nan") for j in md["jain"]], color="#888", linewidth=0.8,
+               label="Jain's index")
+    right.set_ylim(0, 1.05)
+    right.set_ylabel("Jain's fairness index")
+    ax.legend(loc="upper left")
+    ax.set_title("md-test pair, weights 2:1")
+    save(fig, out / "mdtest")
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -210,7 +312,7 @@ def write_outputs(out: Path, results: dict, claims: list[Claim], quick: bool) ->
     ax.plot(list(sweep), [sweep[L]["total_MBps"] for L in sweep], marker="o", label="combined")
     ax.plot(list(sweep), [sweep[L]["ior_MBps"] for L in sweep], marker="s", label="IOR")
     ax.set_xlabel("slot cost of large I/Os (L)")
-    ax.set_ylabel("throughput while BTIO runs (MB/s)")
+    ax.set_ylabel("throughput while WRF runs (MB/s)")
     ax.legend()
     ax.set_title("SFQ(D)+ slot-cost sweep")
     save(fig, out / "l_sweep")
@@ -230,17 +332,20 @@ def write_outputs(out: Path, results: dict, claims: list[Claim], quick: bool) ->
         "",
     ]
     lines += [f"**{c.id}**: {c.deviation}\n" for c in claims if c.deviation and not c.passed]
-    for case, title in (("btio_a", "BTIO Class A with IOR"), ("btio_c", "BTIO Class C with IOR")):
-        rows = [[n, f"{r['btio_runtime_s']:.2f}", f"{r['relative_runtime']:.2f}", f"{r['btio_latency_ms']:.2f}",
+    for case, title in CASES.items():
+        rows = [[n, f"{r['runtime_s']:.2f}", f"{r['relative_runtime']:.2f}", f"{r['latency_ms']:.2f}",
                  f"{r['ior_MBps']:.1f}", f"{r['total_MBps']:.1f}"] for n, r in results[case].items()]
         lines += [f"## {title}", "", markdown_table(
-            ["run", "BTIO runtime (s)", "vs standalone", "BTIO mean I/O time (ms)", "IOR MB/s while BTIO runs",
-             "total MB/s"], rows), ""]
-    lines += ["![btio runtime](btio_runtime.png)", "", "## Slot-cost sweep", "",
-              markdown_table(["L", "BTIO runtime (s)", "IOR MB/s", "total MB/s"],
-                             [[L, f"{r['btio_runtime_s']:.2f}", f"{r['ior_MBps']:.1f}", f"{r['total_MBps']:.1f}"]
-                              for L, r in results["l_sweep"].items()]),
-              "", "![L sweep](l_sweep.png)", "", "## Uneven placement", "",
+            ["run", "runtime (s)", "vs standalone", "mean call time (ms)", "IOR MB/s meanwhile", "total MB/s"],
+            rows), ""]
+    lines += ["![runtime](runtime.png)", "", "## Slot-cost sweep (WRF with IOR)", "",
+              markdown_table(["L", "WRF runtime (s)", "WRF MB/s", "IOR MB/s", "total MB/s"],
+                             [[L, f"{r['runtime_s']:.2f}", f"{r['app_MBps']:.1f}", f"{r['ior_MBps']:.1f}",
+                               f"{r['total_MBps']:.1f}"] for L, r in results["l_sweep"].items()]),
+              "", "![L sweep](l_sweep.png)", "", "## md-test pair (weights 2:1)", "",
+              f"Metadata operations on metadata server {md['server']}: app1 {md['app1_ops']}, app2 {md['app2_ops']}; "
+              f"{sum(md['backlogged'])} bins of {md['bin_s'] * 1e3:.0f} ms had both backlogged.", "",
+              "![md-test](mdtest.png)", "", "## Uneven placement", "",
               markdown_table(["policy / threshold", "narrow MB", "wide MB", "wide / narrow", "reports"],
                              [[k, f"{r['narrow_MB']:.1f}", f"{r['wide_MB']:.1f}", f"{r['ratio']:.3f}", r["reports"]]
                               for k, r in results["uneven"].items()]), ""]
