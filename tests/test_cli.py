@@ -115,3 +115,35 @@ def test_policy_parameter_errors_name_the_key(small_scenario: Path) -> None:
         r = concerto("sim", "run", str(small_scenario), *sets)
         assert r.returncode == 2 and expected in r.stderr, (sets, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+def test_profile_recommends_sfq_d_plus_parameters(tmp_path: Path) -> None:
+    device = "kind=ssd,latency=2ms,bandwidth=120MB/s,parallelism=14"
+    r = concerto("profile", "--device", device, "--count", "300", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    p = json.loads((tmp_path / "profile.json").read_text())
+    rec = p["recommendation"]
+    # 14 units of 2 ms: small I/Os need all 14; 256 KiB pieces fill the channel at 2.
+    assert (rec["depth"], rec["small_threshold"], rec["large_slots"]) == (14, 128 * 1024, 7)
+    assert (tmp_path / "profile.png").exists()
+    # The same device from a scenario file gives the same profile.
+    r2 = concerto("profile", "--device", str(ROOT / "experiments/vpfs/wrf_ior.toml"), "--count", "300",
+                  "--out", str(tmp_path / "again"))
+    assert r2.returncode == 0, r2.stderr
+    assert json.loads((tmp_path / "again" / "profile.json").read_text()) == p
+
+
+def test_profile_bad_input_names_the_problem(tmp_path: Path) -> None:
+    cases = [
+        (["--device", "kind=tape"], "device.kind: unknown variant `tape`"),
+        (["--device", "latency=2ms"], "--device: say which kind of device"),
+        (["--device", "kind=ssd,parallelism=0"], "device.parallelism: must be > 0"),
+        (["--device", "kind=ssd", "--sizes", "4KiB,1KiB"], "profile.sizes: must be strictly ascending"),
+        (["--device", "kind=ssd", "--large-size", "3KiB"], "profile.large_size: 3072 bytes is not one of"),
+        (["--device", "kind=ssd", "--depths", "1,x"], "--depths: '1,x' is not a list of whole numbers"),
+        (["--device", str(tmp_path / "missing.toml")], "cannot read"),
+    ]
+    for args, expected in cases:
+        r = concerto("profile", *args, "--out", str(tmp_path / "p"))
+        assert r.returncode == 2 and expected in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr

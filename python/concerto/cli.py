@@ -174,6 +174,44 @@ def reproduce_vpfs(quick: bool, out: Path, seed: int | None) -> None:
     _report_claims(vpfs.run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{s}[/]")), out)
 
 
+@main.command("profile")
+@click.option("--device", "device", required=True, metavar="SPEC",
+              help="The device: a TOML file (a scenario's [cluster.device], a [device] table, or the keys alone) "
+                   "or key=value pairs, e.g. kind=ssd,latency=2ms,bandwidth=120MB/s,parallelism=14.")
+@click.option("--sizes", default=None, metavar="LIST", help="I/O sizes, ascending (default 4KiB,...,4MiB).")
+@click.option("--depths", default=None, metavar="LIST", help="Outstanding I/Os to try, ascending (default 1..32).")
+@click.option("--count", type=click.IntRange(min=1, max=10_000_000), default=None,
+              help="I/Os per measurement point (default 2000).")
+@click.option("--large-size", default=None, metavar="SIZE",
+              help="The typical large I/O the servers see, one of --sizes (default 256KiB); L is its slot cost.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/profile"),
+              show_default=True)
+@seed_opt
+@guarded
+def profile_cmd(device: str, sizes: str | None, depths: str | None, count: int | None, large_size: str | None,
+                out: Path, seed: int | None) -> None:
+    """Profile a simulated device: throughput against outstanding I/Os per size, latency by size, and the
+    SFQ(D)+ depth D, small/large threshold and slot cost L it suggests."""
+    from concerto import profile
+
+    spec: dict = {}
+    if sizes:
+        spec["sizes"] = [s.strip() for s in sizes.split(",") if s.strip()]
+    if depths:
+        try:
+            spec["depths"] = [int(d) for d in depths.split(",") if d.strip()]
+        except ValueError as e:
+            raise UsageProblem(f"--depths: {depths!r} is not a list of whole numbers") from e
+    if count:
+        spec["count"] = count
+    if large_size:
+        spec["large_size"] = large_size
+    p = profile.profile(device, spec, seed=1 if seed is None else seed)
+    console.print(profile.table(p))
+    profile.write(p, out)
+    console.print(f"wrote {out / 'profile.json'} and {out / 'profile.png'}")
+
+
 @main.command()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/demo"), show_default=True)
 @guarded

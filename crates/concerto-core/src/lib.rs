@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod layout;
 pub mod metrics;
+pub mod profile;
 pub mod request;
 pub mod server;
 pub mod time;

@@ -12,6 +12,8 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
 use concerto_core::analysis;
+use concerto_core::profile::{self, ProfileSpec};
+use concerto_sim::profile::DeviceProbe;
 use concerto_sim::{simulate_reps, ConfigError, Scenario};
 
 create_exception!(_native, ConcertoConfigError, PyValueError, "A scenario or option is invalid; the message names the key.");
@@ -111,6 +113,26 @@ fn coordinated_expected_completion(m: u32, t: f64) -> f64 {
     analysis::coordinated_expected_completion(m, t)
 }
 
+/// Profiles a modelled device (`device`: the TOML keys of a
+/// `[cluster.device]` table) with the sweep in `spec` (JSON object of
+/// `ProfileSpec` fields; defaults for the rest). Returns the profile as JSON.
+#[pyfunction]
+#[pyo3(signature = (device, spec="{}", seed=1))]
+fn profile_device(py: Python<'_>, device: &str, spec: &str, seed: u64) -> PyResult<String> {
+    let mut probe = DeviceProbe::from_toml(device, seed).map_err(config_err)?;
+    let mut de = serde_json::Deserializer::from_str(spec);
+    let spec: ProfileSpec = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| {
+            // serde_json appends the position in the JSON we built; the field path says more.
+            let message = e.inner().to_string();
+            let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+            ConcertoConfigError::new_err(format!("profile.{}: {message}", e.path()))
+        })?;
+    spec.validate().map_err(|(field, msg)| ConcertoConfigError::new_err(format!("profile.{field}: {msg}")))?;
+    let profile = py.allow_threads(|| profile::run(&mut probe, &spec));
+    serde_json::to_string(&profile).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// Policy names accepted in scenarios.
 #[pyfunction]
 fn policy_names() -> Vec<&'static str> {
@@ -127,5 +149,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fifo_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(coordinated_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_device, m)?)?;
     Ok(())
 }

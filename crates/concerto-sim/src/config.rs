@@ -680,7 +680,7 @@ impl Scenario {
     }
 }
 
-fn validate_device(at: &str, device: &DeviceConfig) -> Result<(), ConfigError> {
+pub(crate) fn validate_device(at: &str, device: &DeviceConfig) -> Result<(), ConfigError> {
     let key = |k: &str| format!("{at}.{k}");
     match device {
         DeviceConfig::Fixed(f) => positive(&key("service_time"), f.service_time.as_nanos())?,

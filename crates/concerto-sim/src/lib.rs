@@ -14,6 +14,7 @@ pub mod engine;
 pub mod model;
 pub mod network;
 pub mod overrides;
+pub mod profile;
 pub mod results;
 pub mod timeline;
 pub mod workload;

@@ -1,0 +1,122 @@
+"""``concerto profile``: profile a storage device for SFQ(D)+'s parameters.
+
+The sweep and the recommendation are concerto-core's (``profile::run``);
+here a modelled device is described, driven through the simulator's probe,
+and the result is shown as a table, a plot and ``profile.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+from rich.table import Table
+
+from concerto import _native
+from concerto.report import fmt_bw, fmt_time, save, write_json
+
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def device_toml(spec: str) -> str:
+    """The device description as TOML keys of a ``[cluster.device]`` table.
+
+    ``spec`` is a TOML file (a scenario, whose ``[cluster.device]`` is used,
+    a file with a ``[device]`` table, or the device keys themselves), or
+    ``key=value`` pairs separated by commas: ``kind=ssd,latency=2ms``.
+    """
+    path = Path(spec)
+    if path.suffix == ".toml" or path.is_file():
+        try:
+            doc = tomllib.loads(path.read_text())
+        except OSError as e:
+            raise _native.ConfigError(f"--device: {path}: cannot read ({e.strerror})") from e
+        except tomllib.TOMLDecodeError as e:
+            raise _native.ConfigError(f"--device: {path}: invalid TOML: {e}") from e
+        for table in (doc.get("scenario", {}).get("cluster", {}).get("device"), doc.get("cluster", {}).get("device"),
+                      doc.get("device"), doc):
+            if isinstance(table, dict) and "kind" in table:
+                return _dump(table)
+        raise _native.ConfigError(f"--device: {path}: no device table (with a kind) found")
+    pairs = {}
+    for item in filter(None, (p.strip() for p in spec.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise _native.ConfigError(f"--device: {item!r} is not key=value")
+        pairs[key.strip()] = value.strip()
+    if "kind" not in pairs:
+        raise _native.ConfigError("--device: say which kind of device (kind=ssd, kind=hdd or kind=fixed)")
+    return "\n".join(f"{k} = {v if _NUMBER.match(v) else json.dumps(v)}" for k, v in pairs.items())
+
+
+def _dump(table: dict) -> str:
+    lines = []
+    for k, v in table.items():
+        if isinstance(v, bool):
+            lines.append(f"{k} = {'true' if v else 'false'}")
+        elif isinstance(v, (int, float)):
+            lines.append(f"{k} = {v}")
+        else:
+            lines.append(f"{k} = {json.dumps(str(v))}")
+    return "\n".join(lines)
+
+
+def profile(device: str, spec: dict | None = None, seed: int = 1) -> dict:
+    return json.loads(_native.profile_device(device_toml(device), json.dumps(spec or {}), seed))
+
+
+def _size(n: int) -> str:
+    for unit, factor in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor and n % factor == 0:
+            return f"{n // factor} {unit}"
+    return f"{n} B"
+
+
+def table(p: dict) -> Table:
+    t = Table(title="device profile: throughput against outstanding I/Os, latency by size", title_justify="left")
+    for col in ["size", "saturates at depth", "peak throughput", "latency at depth 1", "latency at saturation"]:
+        t.add_column(col, justify="right")
+    for s in p["sizes"]:
+        sat = next(x for x in s["samples"] if x["depth"] == s["saturation_depth"])
+        t.add_row(_size(s["size"]), str(s["saturation_depth"]), fmt_bw(s["peak_throughput_Bps"]),
+                  fmt_time(s["latency_s"]), fmt_time(sat["mean_latency_s"]))
+    r = p["recommendation"]
+    t.caption = (f"recommended: depth (D) = {r['depth']}, small_threshold = {_size(r['small_threshold'])}, "
+                 f"large_slots (L) = {r['large_slots']} for {_size(r['large_size'])} I/Os; latency slope "
+                 f"{r['latency_slope_s_per_byte'] * 1e6 * 1024:.2f} us per KiB")
+    return t
+
+
+def plot(p: dict, base: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for s in p["sizes"]:
+        left.plot([x["depth"] for x in s["samples"]], [x["throughput_Bps"] / 1e6 for x in s["samples"]],
+                  marker=".", label=_size(s["size"]))
+    r = p["recommendation"]
+    left.axvline(r["depth"], color="#888", linestyle="--", linewidth=0.8)
+    left.set_xlabel("outstanding I/Os")
+    left.set_ylabel("throughput (MB/s)")
+    left.set_title(f"throughput (D = {r['depth']})")
+    left.legend(fontsize=7)
+    sizes = [s["size"] for s in p["sizes"]]
+    right.plot([x / 1024 for x in sizes], [s["latency_s"] * 1e3 for s in p["sizes"]], marker="o", label="measured")
+    fit = [(r["latency_intercept_s"] + r["latency_slope_s_per_byte"] * x) * 1e3 for x in sizes]
+    right.plot([x / 1024 for x in sizes], fit, linestyle=":", label="least squares")
+    right.axvline(r["small_threshold"] / 1024, color="#888", linestyle="--", linewidth=0.8)
+    right.set_xscale("log", base=2)
+    right.set_xlabel("I/O size (KiB)")
+    right.set_ylabel("latency at depth 1 (ms)")
+    right.set_title(f"latency (small below {_size(r['small_threshold'])})")
+    right.legend(fontsize=7)
+    save(fig, base)
+    plt.close(fig)
+
+
+def write(p: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "profile.json", p)
+    plot(p, out / "profile")
