@@ -56,5 +56,49 @@ fn events_per_second(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, events_per_second);
+const SHARED_16: &str = r#"
+name = "shared-16"
+[cluster]
+servers = 16
+stripe_unit = "64KiB"
+depth = 14
+[cluster.device]
+kind = "ssd"
+latency = "2ms"
+bandwidth = "120MB/s"
+parallelism = 14
+[policy]
+kind = "sfq-d-plus"
+[[apps]]
+workload = "ior"
+instances = 8
+processes = 16
+requests = 40
+request_size = "256KiB"
+barrier = false
+stripe_count = 4
+"#;
+
+/// What total-service sharing costs the simulator: the same run under
+/// per-server SFQ(D)+ and under service-sync at two thresholds. Throughput
+/// is in request pieces served, the same for all three, so the figures
+/// compare directly.
+fn service_sync_effect(c: &mut Criterion) {
+    let mut group = c.benchmark_group("simulator_service_sync");
+    group.sample_size(10);
+    let cases = [
+        ("sfq-d-plus", "policy={kind = \"sfq-d-plus\"}"),
+        ("service-sync_4MiB", "policy={kind = \"service-sync\", threshold = \"4MiB\"}"),
+        ("service-sync_256KiB", "policy={kind = \"service-sync\", threshold = \"256KiB\"}"),
+    ];
+    for (name, set) in cases {
+        let sc = Scenario::from_toml(SHARED_16, &[set.to_string()]).expect("valid benchmark scenario");
+        let pieces = simulate(&sc, 1, None).summary.requests;
+        group.throughput(Throughput::Elements(pieces));
+        group.bench_function(name, |b| b.iter(|| simulate(&sc, 1, None)));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, events_per_second, service_sync_effect);
 criterion_main!(benches);

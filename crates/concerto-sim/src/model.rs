@@ -189,6 +189,8 @@ pub struct Simulation<'a> {
     progress: Option<&'a Progress>,
     /// Service reports in flight between servers, by index.
     reports: Vec<ServiceReport>,
+    /// Scratch space for the requests of the step being issued.
+    sends: Vec<(u32, u32, u64, Request)>,
 }
 
 impl<'a> Simulation<'a> {
@@ -323,6 +325,7 @@ impl<'a> Simulation<'a> {
             detail: sc.output.detail.then(Vec::new),
             progress,
             reports: Vec::new(),
+            sends: Vec::new(),
         }
     }
 
@@ -405,8 +408,8 @@ impl<'a> Simulation<'a> {
             segments: Vec::new(),
             weight: Some(spec.weight),
         };
-        // (server, file, bytes, request)
-        let mut sends: Vec<(u32, u32, u64, Request)> = Vec::new();
+        // (server, file, bytes, request); the buffer is reused across steps.
+        let mut sends = std::mem::take(&mut self.sends);
         match step {
             Step::Data { op, access } => {
                 let op = match op {
@@ -438,7 +441,7 @@ impl<'a> Simulation<'a> {
         }
         self.ranks[rank as usize].pending = sends.len() as u32;
         let header = self.net.header_bytes();
-        for (server, file, bytes, req) in sends {
+        for (server, file, bytes, req) in sends.drain(..) {
             let op = req.op;
             let piece = self.alloc_piece(Piece {
                 rank,
@@ -460,6 +463,7 @@ impl<'a> Simulation<'a> {
             let tie = self.rng_tie.gen::<u32>();
             self.events.schedule(arrival, Class::Normal, tie, Event::ReachServer { piece });
         }
+        self.sends = sends;
     }
 
     fn alloc_piece(&mut self, p: Piece) -> u32 {
