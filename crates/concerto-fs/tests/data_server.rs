@@ -1,0 +1,156 @@
+//! A real data server on loopback: bytes written come back exact under
+//! every kind of policy, a live policy switch loses nothing, malformed
+//! frames are answered and cut off without disturbing other clients, and a
+//! silent server gives a timeout that names it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use concerto_core::units::Bandwidth;
+use concerto_fs::client::{ClientError, Identity, ServerConnection};
+use concerto_fs::protocol::{Envelope, ErrorKind, Message, MAX_FRAME};
+use concerto_fs::server::{self, parse_policy, ServerConfig, ServerHandle};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn start(dir: &std::path::Path, policy: &str) -> ServerHandle {
+    let cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.to_path_buf(),
+        policy: parse_policy(policy).unwrap(),
+        depth: 4,
+        capacity: Bandwidth(1e9),
+    };
+    server::start(cfg).await.unwrap()
+}
+
+fn who(app: u32) -> Identity {
+    Identity { app, rank: 0, weight: None }
+}
+
+/// Several applications write random ranges of their own objects at once,
+/// then read everything back and compare with what they wrote.
+async fn random_ranges_round_trip(addr: SocketAddr, seed: u64) {
+    let mut tasks = Vec::new();
+    for app in 0..4u32 {
+        tasks.push(tokio::spawn(async move {
+            let conn = ServerConnection::connect(addr, TIMEOUT).await.unwrap();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed + app as u64);
+            let object = 100 + app as u64;
+            let mut model = vec![0u8; 1 << 20];
+            let mut end = 0usize;
+            for _ in 0..40 {
+                let offset = rng.gen_range(0..(1 << 20) - 70_000);
+                let len = rng.gen_range(1..70_000);
+                let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                model[offset..offset + len].copy_from_slice(&data);
+                end = end.max(offset + len);
+                conn.write(&who(app), object, offset as u64, data).await.unwrap();
+            }
+            conn.fsync(&who(app), object).await.unwrap();
+            let back = conn.read(&who(app), object, 0, 1 << 20).await.unwrap();
+            assert_eq!(back.len(), end, "the object ends at the last byte written");
+            assert!(back == model[..end], "app {app}: bytes differ");
+            // Reading past the end gives a short (here empty) reply.
+            assert!(conn.read(&who(app), object, end as u64 + 10, 100).await.unwrap().is_empty());
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_round_trip_under_every_policy() {
+    for (i, policy) in ["kind = \"fifo\"", "kind = \"coordinated\"\nwindow = \"5ms\"", "kind = \"sfq-d-plus\"\ndepth = 4", "kind = \"service-sync\""]
+        .into_iter()
+        .enumerate()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let s = start(dir.path(), policy).await;
+        random_ranges_round_trip(s.addr, i as u64 * 10).await;
+        s.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_policy_switch_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), "kind = \"fifo\"").await;
+    let addr = s.addr;
+    let writers = tokio::spawn(random_ranges_round_trip(addr, 99));
+    let admin = ServerConnection::connect(addr, TIMEOUT).await.unwrap();
+    for policy in ["kind = \"sfq-d-plus\"", "kind = \"coordinated\"", "kind = \"fifo\""] {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        admin.set_policy(policy).await.unwrap();
+        assert_eq!(admin.ping().await.unwrap(), parse_policy(policy).unwrap().name());
+    }
+    writers.await.unwrap();
+    match admin.set_policy("kind = \"sfq-d-plus\"\nlarge_slots = 0").await {
+        Err(ClientError::Server { kind: ErrorKind::Invalid, message, .. }) => {
+            assert!(message.contains("policy.large_slots: must be > 0"), "{message}")
+        }
+        other => panic!("a bad policy was accepted: {other:?}"),
+    }
+    s.shutdown().await;
+}
+
+/// Reads one reply frame from a raw socket.
+async fn read_frame(sock: &mut tokio::net::TcpStream) -> Option<Envelope> {
+    let mut len = [0u8; 4];
+    sock.read_exact(&mut len).await.ok()?;
+    let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
+    sock.read_exact(&mut buf).await.ok()?;
+    Envelope::decode(&buf).ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frames_are_answered_and_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), "kind = \"fifo\"").await;
+    let good = Arc::new(ServerConnection::connect(s.addr, TIMEOUT).await.unwrap());
+    good.write(&who(1), 1, 0, b"kept".to_vec()).await.unwrap();
+    let garbage: Vec<Vec<u8>> = vec![
+        [&5u32.to_be_bytes()[..], b"hello"].concat(),
+        // A length prefix over the limit: refused before the body is read.
+        ((MAX_FRAME as u32) + 1).to_be_bytes().to_vec(),
+        // A valid envelope of a reply where a request belongs.
+        {
+            let body = Envelope::new(3, Message::Done).encode();
+            [&(body.len() as u32).to_be_bytes()[..], &body].concat()
+        },
+    ];
+    for bytes in garbage {
+        let mut sock = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        sock.write_all(&bytes).await.unwrap();
+        let reply = tokio::time::timeout(TIMEOUT, read_frame(&mut sock)).await.unwrap().expect("an error reply");
+        assert!(matches!(reply.message, Message::Error { kind: ErrorKind::Protocol, .. }), "{reply:?}");
+        // Then the server closes this connection.
+        let mut rest = [0u8; 1];
+        let n = tokio::time::timeout(TIMEOUT, sock.read(&mut rest)).await.unwrap().unwrap_or(0);
+        assert_eq!(n, 0, "connection closed");
+        // Everyone else is still served.
+        assert_eq!(good.read(&who(1), 1, 0, 4).await.unwrap(), b"kept");
+    }
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_silent_server_times_out_with_its_address() {
+    // A socket that accepts connections but never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    let conn = ServerConnection::connect(addr, Duration::from_millis(200)).await.unwrap();
+    let e = conn.ping().await.unwrap_err();
+    assert!(matches!(e, ClientError::Timeout { .. }));
+    assert!(e.to_string().contains(&addr.to_string()), "{e}");
+    drop(silent);
+    // Nobody listening: the error names the server too.
+    let e = ServerConnection::connect(addr, Duration::from_millis(200)).await.err().unwrap();
+    assert!(e.to_string().contains(&addr.to_string()), "{e}");
+}
