@@ -148,6 +148,14 @@ def _report_claims(claims: list, out: Path) -> None:
         sys.exit(1)
 
 
+def _reproduce(module: str, out: Path, quick: bool, seed: int | None) -> None:
+    """Runs ``concerto.reproduce.<module>`` and reports its claims."""
+    import importlib
+
+    run = importlib.import_module(f"concerto.reproduce.{module}").run
+    _report_claims(run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{s}[/]")), out)
+
+
 @reproduce.command("coordination")
 @click.option("--quick", is_flag=True, help="Fewer repetitions and sweep points (about ten seconds).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/coordination"),
@@ -156,9 +164,7 @@ def _report_claims(claims: list, out: Path) -> None:
 @guarded
 def reproduce_coordination(quick: bool, out: Path, seed: int | None) -> None:
     """Server-side I/O coordination: Figures 3, 5, 6, 7, 8 and formulas (1)-(2)."""
-    from concerto.reproduce import coordination
-
-    _report_claims(coordination.run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{s}[/]")), out)
+    _reproduce("coordination", out, quick, seed)
 
 
 @reproduce.command("vpfs")
@@ -168,10 +174,9 @@ def reproduce_coordination(quick: bool, out: Path, seed: int | None) -> None:
 @seed_opt
 @guarded
 def reproduce_vpfs(quick: bool, out: Path, seed: int | None) -> None:
-    """vPFS+: SFQ(D)+ against SFQ(D), native and Capped; slot-cost sweep; total-service sharing."""
-    from concerto.reproduce import vpfs
-
-    _report_claims(vpfs.run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{s}[/]")), out)
+    """vPFS+: BTIO, WRF and md-test under SFQ(D)+, SFQ(D), native and Capped; slot-cost sweep; total-service
+    sharing."""
+    _reproduce("vpfs", out, quick, seed)
 
 
 @main.command("profile")

@@ -90,11 +90,29 @@ enum Command {
     Ping { reply: oneshot::Sender<Message> },
 }
 
-/// A request with what the storage needs to serve it and where the answer goes.
+/// A request as the policy sees it, what the storage does for it, and where the answer goes.
 struct Job {
     req: Request,
-    data: Option<Vec<u8>>,
+    action: Action,
     reply: oneshot::Sender<Message>,
+}
+
+/// The storage executor's side of a request.
+enum Action {
+    Write(Vec<u8>),
+    Read,
+    Fsync,
+}
+
+impl Action {
+    fn run(self, store: &ObjectStore, object: u64, offset: u64, len: u64) -> Message {
+        let result = match self {
+            Action::Write(data) => store.write(object, offset, &data).map(|_| Message::Done),
+            Action::Read => store.read(object, offset, len).map(|data| Message::Data { data }),
+            Action::Fsync => store.fsync(object).map(|_| Message::Done),
+        };
+        result.unwrap_or_else(|e| Message::Error { kind: ErrorKind::Io, message: e.to_string() })
+    }
 }
 
 /// One connection: frames in, replies out (in completion order, matched by id).
@@ -127,13 +145,15 @@ async fn connection(stream: TcpStream, sched: mpsc::Sender<Command>, mut stopped
         let cmd = match env.message {
             Message::Write { tags, object, offset, data } => {
                 let req = request(tags, Op::Write, object, offset, data.len() as u64);
-                Command::Submit(Job { req, data: Some(data), reply })
+                Command::Submit(Job { req, action: Action::Write(data), reply })
             }
-            Message::Read { tags, object, offset, len } => Command::Submit(Job { req: request(tags, Op::Read, object, offset, len), data: None, reply }),
+            Message::Read { tags, object, offset, len } => {
+                Command::Submit(Job { req: request(tags, Op::Read, object, offset, len), action: Action::Read, reply })
+            }
             Message::Fsync { tags, object } => {
-                // Scheduled like a metadata operation: it costs the policy's metadata cost.
-                let req = request(tags, Op::Meta(concerto_core::MetaOp::Getattr), object, 0, 0);
-                Command::Submit(Job { req, data: None, reply })
+                // The policy sees a zero-length write: it moves no bytes but
+                // takes its turn (and, in the SFQ kinds, a small request's cost).
+                Command::Submit(Job { req: request(tags, Op::Write, object, 0, 0), action: Action::Fsync, reply })
             }
             Message::Ping => Command::Ping { reply },
             Message::SetPolicy { policy } => Command::SetPolicy { policy, reply },
@@ -214,7 +234,7 @@ async fn schedule(cfg: ServerConfig, store: ObjectStore, mut rx: mpsc::Receiver<
     };
     let mut generations: Vec<Generation> = vec![build(&cfg.policy)];
     let mut policy_name = cfg.policy.name().to_string();
-    let mut waiting: HashMap<u64, (Option<Vec<u8>>, oneshot::Sender<Message>)> = HashMap::new();
+    let mut waiting: HashMap<u64, (Action, oneshot::Sender<Message>)> = HashMap::new();
     let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(u64, Message)>();
     let mut next_id = 0u64;
@@ -232,18 +252,12 @@ async fn schedule(cfg: ServerConfig, store: ObjectStore, mut rx: mpsc::Receiver<
                     g.slots_used += g.queue.slot_cost(&req);
                     g.in_flight += 1;
                     let id = req.id.0;
-                    let Some((data, reply)) = waiting.remove(&id) else { continue };
+                    let Some((action, reply)) = waiting.remove(&id) else { continue };
                     let (store, done) = (store.clone(), done_tx.clone());
-                    let (op, object, offset, len) = (req.op, req.object.0, req.offset, req.len);
+                    let (object, offset, len) = (req.object.0, req.offset, req.len);
                     in_flight.insert(id, InFlight { generation: gi, reply, req });
                     tokio::task::spawn_blocking(move || {
-                        let result = match op {
-                            Op::Write => store.write(object, offset, data.as_deref().unwrap_or(&[])).map(|_| Message::Done),
-                            Op::Read => store.read(object, offset, len).map(|data| Message::Data { data }),
-                            Op::Meta(_) => store.fsync(object).map(|_| Message::Done),
-                        };
-                        let message = result.unwrap_or_else(|e| Message::Error { kind: ErrorKind::Io, message: e.to_string() });
-                        let _ = done.send((id, message));
+                        let _ = done.send((id, action.run(&store, object, offset, len)));
                     });
                 }
             }
@@ -265,7 +279,7 @@ async fn schedule(cfg: ServerConfig, store: ObjectStore, mut rx: mpsc::Receiver<
                 Some(Command::Submit(mut job)) => {
                     next_id += 1;
                     job.req.id = RequestId(next_id);
-                    waiting.insert(next_id, (job.data, job.reply));
+                    waiting.insert(next_id, (job.action, job.reply));
                     let current = generations.len() - 1;
                     generations[current].queue.enqueue(job.req, clock.now());
                 }

@@ -28,7 +28,7 @@ use crate::device::Device;
 use crate::engine::{Class, EventQueue};
 use crate::network::{Network, Nic};
 use crate::results::{AppResult, PieceRecord, RunResult, ServerAppResult, ServerResult};
-use crate::timeline::Bins;
+use crate::timeline::{Backlog, Bins};
 use crate::workload::{self, MetaTarget, Step};
 use crate::Progress;
 
@@ -131,10 +131,8 @@ struct ServerState {
     max_queue: usize,
     /// Per application: first and last finish time of a piece here.
     finish: Vec<(Time, Time)>,
-    /// Per application: requests queued here and not yet dispatched, and since when.
-    waiting: Vec<(u32, Time)>,
-    /// Per application: service and waiting over time (`output.server_timeline`).
-    timeline: Option<Vec<Bins>>,
+    /// Per application: service and backlog over time (`output.server_timeline`).
+    timeline: Option<Vec<Backlog>>,
     reports_sent: u64,
 }
 
@@ -238,12 +236,11 @@ impl<'a> Simulation<'a> {
                 device_free: Time::ZERO,
                 max_queue: 0,
                 finish: vec![(Time::MAX, Time::ZERO); n_instances],
-                waiting: vec![(0, Time::ZERO); n_instances],
                 timeline: sc
                     .output
                     .timeline
                     .filter(|_| sc.output.server_timeline)
-                    .map(|w| (0..n_instances).map(|_| Bins::new(w)).collect()),
+                    .map(|w| (0..n_instances).map(|_| Backlog::new(w)).collect()),
                 reports_sent: 0,
             })
             .collect();
@@ -497,14 +494,11 @@ impl<'a> Simulation<'a> {
         let Some(mut req) = p.req.take() else { return };
         req.id = RequestId(piece as u64);
         let server = p.server;
-        let app = self.ranks[p.rank as usize].app;
         let s = &mut self.servers[server as usize];
         s.queue.enqueue(req, now);
-        let w = &mut s.waiting[app as usize];
-        if w.0 == 0 {
-            w.1 = now;
+        if let Some(t) = s.timeline.as_mut() {
+            t[self.ranks[p.rank as usize].app as usize].enqueued(now);
         }
-        w.0 += 1;
         s.max_queue = s.max_queue.max(s.queue.len());
         let poll = self.sc.cluster.poll_interval;
         if !poll.is_zero() && s.slots_used == 0 && s.queue.len() == 1 && !s.kick_pending {
@@ -540,13 +534,8 @@ impl<'a> Simulation<'a> {
                 s.slots_used += s.queue.slot_cost(&req);
                 let piece = req.id.0 as u32;
                 let p = &mut self.pieces[piece as usize];
-                let app = self.ranks[p.rank as usize].app as usize;
-                let w = &mut s.waiting[app];
-                w.0 -= 1;
-                if w.0 == 0 {
-                    if let Some(t) = s.timeline.as_mut() {
-                        t[app].waited(w.1, now);
-                    }
+                if let Some(t) = s.timeline.as_mut() {
+                    t[self.ranks[p.rank as usize].app as usize].dispatched(now);
                 }
                 let done = match req.op {
                     Op::Meta(op) => s.device.start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
@@ -597,7 +586,7 @@ impl<'a> Simulation<'a> {
             t.served(now, bytes, is_meta);
         }
         if let Some(t) = s.timeline.as_mut() {
-            t[app as usize].served(now, bytes, is_meta);
+            t[app as usize].bins.served(now, bytes, is_meta);
         }
         if self.sc.apps[a.spec].barrier {
             if a.op_finish.is_empty() {
@@ -764,7 +753,7 @@ impl<'a> Simulation<'a> {
                 utilization: if makespan.is_zero() { 0.0 } else { s.busy.as_secs_f64() / makespan.as_secs_f64() },
                 max_queue: s.max_queue as u64,
                 service_reports: s.reports_sent,
-                timeline: s.timeline.as_ref().map(|per_app| per_app.iter().map(|t| t.to_timeline(true)).collect()),
+                timeline: s.timeline.as_ref().map(|per_app| per_app.iter().map(|t| t.bins.to_timeline(true)).collect()),
                 apps: s
                     .finish
                     .iter()

@@ -60,6 +60,35 @@ impl Bins {
     }
 }
 
+/// One application on one server: its service there over time, and how
+/// long it had requests queued (enqueued, not yet dispatched).
+#[derive(Clone, Debug)]
+pub(crate) struct Backlog {
+    pub(crate) bins: Bins,
+    queued: u32,
+    since: Time,
+}
+
+impl Backlog {
+    pub(crate) fn new(width: Time) -> Backlog {
+        Backlog { bins: Bins::new(width), queued: 0, since: Time::ZERO }
+    }
+
+    pub(crate) fn enqueued(&mut self, now: Time) {
+        if self.queued == 0 {
+            self.since = now;
+        }
+        self.queued += 1;
+    }
+
+    pub(crate) fn dispatched(&mut self, now: Time) {
+        self.queued = self.queued.saturating_sub(1);
+        if self.queued == 0 {
+            self.bins.waited(self.since, now);
+        }
+    }
+}
+
 /// Bytes, requests and metadata operations served in consecutive bins of
 /// `bin_s` seconds, counted when requests finished on the servers.
 #[derive(Clone, Debug, Serialize)]
@@ -88,5 +117,18 @@ mod tests {
         assert_eq!(w.len(), 3);
         assert!((w[0] - 0.005).abs() < 1e-12 && (w[1] - 0.010).abs() < 1e-12 && (w[2] - 0.007).abs() < 1e-12);
         assert_eq!((t.bytes[1], t.requests[1], t.metadata_ops[1]), (100, 1, 1));
+    }
+
+    #[test]
+    fn backlog_counts_only_while_something_is_queued() {
+        let mut b = Backlog::new(Time::from_millis(10));
+        b.enqueued(Time::from_millis(1));
+        b.enqueued(Time::from_millis(2));
+        b.dispatched(Time::from_millis(4));
+        b.dispatched(Time::from_millis(6));
+        b.enqueued(Time::from_millis(8));
+        b.dispatched(Time::from_millis(9));
+        let w = b.bins.to_timeline(true).waiting_s.unwrap();
+        assert!((w[0] - 0.006).abs() < 1e-12, "{w:?}");
     }
 }
