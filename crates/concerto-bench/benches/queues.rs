@@ -11,7 +11,16 @@ fn request(i: u64) -> Request {
     // 16 applications, 64 objects, issue times spread over 8 s. All requests
     // are small (one slot), so that with one free slot per round every policy
     // takes one request in and one out and the queue stays at its size.
-    Request::data(i, (i % 16) as u32, (i % 32) as u32, Time::from_micros((i * 7919) % 8_000_000), Op::Read, i % 64, i * 4096, 4096)
+    Request::data(
+        i,
+        (i % 16) as u32,
+        (i % 32) as u32,
+        Time::from_micros((i * 7919) % 8_000_000),
+        Op::Read,
+        i % 64,
+        i * 4096,
+        4096,
+    )
 }
 
 fn steady_state(c: &mut Criterion) {
@@ -54,11 +63,14 @@ fn service_sync_exchange(c: &mut Criterion) {
         b.iter(|| {
             // 16 completions of 1 MiB pass the default 4 MiB threshold.
             for _ in 0..16 {
-                let served = Request::data(i, (i % 16) as u32, 0, Time::ZERO, Op::Write, 0, 0, 1 << 20);
+                let served =
+                    Request::data(i, (i % 16) as u32, 0, Time::ZERO, Op::Write, 0, 0, 1 << 20);
                 sender.complete(&served, Time::from_micros(i));
                 i += 1;
             }
-            let report = sender.service_report(Time::from_micros(i)).expect("threshold passed");
+            let report = sender
+                .service_report(Time::from_micros(i))
+                .expect("threshold passed");
             receiver.absorb_service(black_box(&report));
         })
     });

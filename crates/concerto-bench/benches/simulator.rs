@@ -45,12 +45,18 @@ request_size = "512KiB"
 fn events_per_second(c: &mut Criterion) {
     let mut group = c.benchmark_group("simulator_events");
     group.sample_size(10);
-    for (name, text) in [("fig6_largest", FIG6_LARGEST), ("scale_1000_servers_6400_procs", SCALE)] {
+    for (name, text) in [
+        ("fig6_largest", FIG6_LARGEST),
+        ("scale_1000_servers_6400_procs", SCALE),
+    ] {
         for policy in ["fifo", "coordinated"] {
-            let sc = Scenario::from_toml(text, &[format!("policy={{kind = \"{policy}\"}}")]).expect("valid benchmark scenario");
+            let sc = Scenario::from_toml(text, &[format!("policy={{kind = \"{policy}\"}}")])
+                .expect("valid benchmark scenario");
             let events = simulate(&sc, 1, None).summary.events;
             group.throughput(Throughput::Elements(events));
-            group.bench_function(format!("{name}/{policy}"), |b| b.iter(|| simulate(&sc, 1, None)));
+            group.bench_function(format!("{name}/{policy}"), |b| {
+                b.iter(|| simulate(&sc, 1, None))
+            });
         }
     }
     group.finish();
@@ -88,11 +94,18 @@ fn service_sync_effect(c: &mut Criterion) {
     group.sample_size(10);
     let cases = [
         ("sfq-d-plus", "policy={kind = \"sfq-d-plus\"}"),
-        ("service-sync_4MiB", "policy={kind = \"service-sync\", threshold = \"4MiB\"}"),
-        ("service-sync_256KiB", "policy={kind = \"service-sync\", threshold = \"256KiB\"}"),
+        (
+            "service-sync_4MiB",
+            "policy={kind = \"service-sync\", threshold = \"4MiB\"}",
+        ),
+        (
+            "service-sync_256KiB",
+            "policy={kind = \"service-sync\", threshold = \"256KiB\"}",
+        ),
     ];
     for (name, set) in cases {
-        let sc = Scenario::from_toml(SHARED_16, &[set.to_string()]).expect("valid benchmark scenario");
+        let sc =
+            Scenario::from_toml(SHARED_16, &[set.to_string()]).expect("valid benchmark scenario");
         let pieces = simulate(&sc, 1, None).summary.requests;
         group.throughput(Throughput::Elements(pieces));
         group.bench_function(name, |b| b.iter(|| simulate(&sc, 1, None)));

@@ -34,7 +34,11 @@ mod tests {
     #[test]
     fn one_server_needs_no_coordination() {
         for m in 1..20 {
-            assert!((fifo_expected_completion(m, 1, 1.0) - coordinated_expected_completion(m, 1.0)).abs() < 1e-12);
+            assert!(
+                (fifo_expected_completion(m, 1, 1.0) - coordinated_expected_completion(m, 1.0))
+                    .abs()
+                    < 1e-12
+            );
         }
     }
 
@@ -51,7 +55,9 @@ mod tests {
     fn matches_the_papers_summation_form() {
         // m t − t/mⁿ Σ kⁿ computed directly for small values.
         for (m, n) in [(2u32, 2u32), (3, 4), (5, 3)] {
-            let direct = m as f64 - (1..m).map(|k| (k as f64).powi(n as i32)).sum::<f64>() / (m as f64).powi(n as i32);
+            let direct = m as f64
+                - (1..m).map(|k| (k as f64).powi(n as i32)).sum::<f64>()
+                    / (m as f64).powi(n as i32);
             assert!((fifo_expected_completion(m, n, 1.0) - direct).abs() < 1e-12);
         }
         // The paper's worked example in Figure 2 (m = 3, n = 4 but orders chosen by hand) is an

@@ -73,7 +73,12 @@ impl StripeLayout {
 
     /// `count` consecutive servers out of `total`, starting at `first` and
     /// wrapping around (PVFS2's and Lustre's default placement).
-    pub fn round_robin(unit: u64, count: u32, first: u32, total: u32) -> Result<StripeLayout, LayoutError> {
+    pub fn round_robin(
+        unit: u64,
+        count: u32,
+        first: u32,
+        total: u32,
+    ) -> Result<StripeLayout, LayoutError> {
         if total == 0 || count == 0 {
             return Err(LayoutError::NoServers);
         }
@@ -114,7 +119,11 @@ impl StripeLayout {
 
     /// The stripe-unit chunks of `[offset, offset + len)`, in file order.
     pub fn chunks(&self, offset: u64, len: u64) -> Chunks<'_> {
-        Chunks { layout: self, next: offset, end: offset.saturating_add(len) }
+        Chunks {
+            layout: self,
+            next: offset,
+            end: offset.saturating_add(len),
+        }
     }
 
     /// Per-server pieces of one contiguous file range, ordered by slot.
@@ -125,7 +134,10 @@ impl StripeLayout {
     /// Per-server pieces of a list of file extents (list I/O), ordered by
     /// slot, each with its object extents ascending and coalesced.
     pub fn split_extents(&self, extents: &[Extent]) -> Vec<ServerPiece> {
-        let mut chunks: Vec<Chunk> = extents.iter().flat_map(|e| self.chunks(e.offset, e.len)).collect();
+        let mut chunks: Vec<Chunk> = extents
+            .iter()
+            .flat_map(|e| self.chunks(e.offset, e.len))
+            .collect();
         chunks.sort_unstable_by_key(|c| (c.slot, c.object_offset));
         let mut pieces: Vec<ServerPiece> = Vec::new();
         for c in chunks {
@@ -196,7 +208,13 @@ impl Iterator for Chunks<'_> {
         let unit_end = (self.next / unit).saturating_add(1).saturating_mul(unit);
         let len = unit_end.min(self.end) - self.next;
         let (slot, object_offset) = self.layout.locate(self.next);
-        let chunk = Chunk { slot, server: self.layout.servers[slot as usize], object_offset, len, file_offset: self.next };
+        let chunk = Chunk {
+            slot,
+            server: self.layout.servers[slot as usize],
+            object_offset,
+            len,
+            file_offset: self.next,
+        };
         self.next += len;
         Some(chunk)
     }
@@ -224,23 +242,46 @@ mod tests {
         assert_eq!(l.servers(), &[1, 2, 3]);
         let chunks: Vec<_> = l.chunks(150, 200).collect();
         assert_eq!(chunks.len(), 3);
-        assert_eq!((chunks[0].server, chunks[0].object_offset, chunks[0].len), (2, 50, 50));
-        assert_eq!((chunks[1].server, chunks[1].object_offset, chunks[1].len), (3, 0, 100));
-        assert_eq!((chunks[2].server, chunks[2].object_offset, chunks[2].len), (1, 100, 50));
+        assert_eq!(
+            (chunks[0].server, chunks[0].object_offset, chunks[0].len),
+            (2, 50, 50)
+        );
+        assert_eq!(
+            (chunks[1].server, chunks[1].object_offset, chunks[1].len),
+            (3, 0, 100)
+        );
+        assert_eq!(
+            (chunks[2].server, chunks[2].object_offset, chunks[2].len),
+            (1, 100, 50)
+        );
     }
 
     #[test]
     fn invalid_layouts_are_rejected() {
-        assert_eq!(StripeLayout::round_robin(0, 1, 0, 1), Err(LayoutError::ZeroUnit));
-        assert_eq!(StripeLayout::round_robin(1, 5, 0, 4), Err(LayoutError::CountTooLarge { count: 5, total: 4 }));
-        assert_eq!(StripeLayout::round_robin(1, 1, 4, 4), Err(LayoutError::FirstOutOfRange { first: 4, total: 4 }));
-        assert_eq!(StripeLayout::new(1, vec![0, 1, 0]), Err(LayoutError::DuplicateServer(0)));
+        assert_eq!(
+            StripeLayout::round_robin(0, 1, 0, 1),
+            Err(LayoutError::ZeroUnit)
+        );
+        assert_eq!(
+            StripeLayout::round_robin(1, 5, 0, 4),
+            Err(LayoutError::CountTooLarge { count: 5, total: 4 })
+        );
+        assert_eq!(
+            StripeLayout::round_robin(1, 1, 4, 4),
+            Err(LayoutError::FirstOutOfRange { first: 4, total: 4 })
+        );
+        assert_eq!(
+            StripeLayout::new(1, vec![0, 1, 0]),
+            Err(LayoutError::DuplicateServer(0))
+        );
         assert_eq!(StripeLayout::new(1, vec![]), Err(LayoutError::NoServers));
     }
 
     fn layout_strategy() -> impl Strategy<Value = StripeLayout> {
         (1u64..=70_000, 1u32..=12, 0u32..12).prop_flat_map(|(unit, count, first)| {
-            (count..=16).prop_map(move |total| StripeLayout::round_robin(unit, count, first % total, total).unwrap())
+            (count..=16).prop_map(move |total| {
+                StripeLayout::round_robin(unit, count, first % total, total).unwrap()
+            })
         })
     }
 

@@ -95,8 +95,16 @@ pub fn bandwidth(bytes: u64, seconds: f64) -> f64 {
 /// time (the coordination paper's MAX/MIN, Figures 3 and 5). `finishes` holds
 /// each server's finish time measured from the application's issue time.
 pub fn finish_spread(finishes: &[f64]) -> Option<f64> {
-    let min = finishes.iter().copied().filter(|x| !x.is_nan()).fold(f64::INFINITY, f64::min);
-    let max = finishes.iter().copied().filter(|x| !x.is_nan()).fold(f64::NEG_INFINITY, f64::max);
+    let min = finishes
+        .iter()
+        .copied()
+        .filter(|x| !x.is_nan())
+        .fold(f64::INFINITY, f64::min);
+    let max = finishes
+        .iter()
+        .copied()
+        .filter(|x| !x.is_nan())
+        .fold(f64::NEG_INFINITY, f64::max);
     (min.is_finite() && min > 0.0).then(|| max / min)
 }
 
@@ -110,8 +118,14 @@ mod tests {
         let d = Distribution::from_samples(&mut xs);
         assert_eq!(d.count, 101);
         assert_eq!(d.mean, 51.0);
-        assert_eq!((d.min, d.p50, d.p95, d.p99, d.max), (1.0, 51.0, 96.0, 100.0, 101.0));
-        assert_eq!(Distribution::from_samples(&mut vec![]), Distribution::default());
+        assert_eq!(
+            (d.min, d.p50, d.p95, d.p99, d.max),
+            (1.0, 51.0, 96.0, 100.0, 101.0)
+        );
+        assert_eq!(
+            Distribution::from_samples(&mut vec![]),
+            Distribution::default()
+        );
     }
 
     #[test]

@@ -50,7 +50,10 @@ pub struct ProfileSpec {
 impl Default for ProfileSpec {
     fn default() -> ProfileSpec {
         ProfileSpec {
-            sizes: [4u64, 16, 64, 128, 256, 512, 1024, 4096].iter().map(|k| Bytes(k * 1024)).collect(),
+            sizes: [4u64, 16, 64, 128, 256, 512, 1024, 4096]
+                .iter()
+                .map(|k| Bytes(k * 1024))
+                .collect(),
             depths: (1..=32).collect(),
             count: 2000,
             saturation: 0.95,
@@ -81,7 +84,13 @@ impl ProfileSpec {
             return Err(("saturation", "must be in (0, 1]".into()));
         }
         if !self.sizes.contains(&self.large_size) {
-            return Err(("large_size", format!("{} bytes is not one of the profiled sizes", self.large_size.0)));
+            return Err((
+                "large_size",
+                format!(
+                    "{} bytes is not one of the profiled sizes",
+                    self.large_size.0
+                ),
+            ));
         }
         Ok(())
     }
@@ -133,40 +142,67 @@ pub fn run(probe: &mut dyn Probe, spec: &ProfileSpec) -> Profile {
         .sizes
         .iter()
         .map(|&Bytes(size)| {
-            let samples: Vec<Sample> = spec.depths.iter().map(|&d| probe.measure(size, d, spec.count)).collect();
+            let samples: Vec<Sample> = spec
+                .depths
+                .iter()
+                .map(|&d| probe.measure(size, d, spec.count))
+                .collect();
             let peak = samples.iter().map(|s| s.throughput_bps).fold(0.0, f64::max);
             let saturation_depth = samples
                 .iter()
                 .find(|s| s.throughput_bps >= spec.saturation * peak)
                 .map_or(spec.depths[spec.depths.len() - 1], |s| s.depth);
             let latency_s = samples[0].mean_latency_s;
-            SizeProfile { size, samples, saturation_depth, peak_throughput_bps: peak, latency_s }
+            SizeProfile {
+                size,
+                samples,
+                saturation_depth,
+                peak_throughput_bps: peak,
+                latency_s,
+            }
         })
         .collect();
     let recommendation = recommend(&sizes, spec.large_size.0);
-    Profile { spec: spec.clone(), sizes, recommendation }
+    Profile {
+        spec: spec.clone(),
+        sizes,
+        recommendation,
+    }
 }
 
 fn recommend(sizes: &[SizeProfile], large_size: u64) -> Recommendation {
     let smallest = &sizes[0];
     // Validation guarantees large_size is profiled; the fallback is never used then.
-    let large = sizes.iter().find(|s| s.size == large_size).unwrap_or(&sizes[sizes.len() - 1]);
+    let large = sizes
+        .iter()
+        .find(|s| s.size == large_size)
+        .unwrap_or(&sizes[sizes.len() - 1]);
     let depth = smallest.saturation_depth;
     let small_threshold = sizes
         .iter()
         .take_while(|s| s.latency_s <= 2.0 * smallest.latency_s)
         .last()
         .map_or(smallest.size, |s| s.size);
-    let large_slots = ((depth as f64 / large.saturation_depth as f64).round() as u32).clamp(1, depth.max(1));
+    let large_slots =
+        ((depth as f64 / large.saturation_depth as f64).round() as u32).clamp(1, depth.max(1));
     let (slope, intercept) = least_squares(sizes.iter().map(|s| (s.size as f64, s.latency_s)));
-    Recommendation { depth, small_threshold, large_slots, large_size: large.size, latency_slope_s_per_byte: slope, latency_intercept_s: intercept }
+    Recommendation {
+        depth,
+        small_threshold,
+        large_slots,
+        large_size: large.size,
+        latency_slope_s_per_byte: slope,
+        latency_intercept_s: intercept,
+    }
 }
 
 /// Slope and intercept of the least-squares line through the points.
 fn least_squares(points: impl Iterator<Item = (f64, f64)>) -> (f64, f64) {
     let pts: Vec<(f64, f64)> = points.collect();
     let n = pts.len() as f64;
-    let (sx, sy) = pts.iter().fold((0.0, 0.0), |(a, b), &(x, y)| (a + x, b + y));
+    let (sx, sy) = pts
+        .iter()
+        .fold((0.0, 0.0), |(a, b), &(x, y)| (a + x, b + y));
     let (mx, my) = (sx / n, sy / n);
     let sxx: f64 = pts.iter().map(|&(x, _)| (x - mx) * (x - mx)).sum();
     let sxy: f64 = pts.iter().map(|&(x, y)| (x - mx) * (y - my)).sum();
@@ -192,32 +228,87 @@ mod tests {
             let per_io = self.access + transfer;
             let overlap = depth.min(self.units) as f64;
             let throughput = (overlap * size as f64 / per_io).min(self.bw);
-            Sample { size, depth, throughput_bps: throughput, mean_latency_s: depth as f64 * size as f64 / throughput }
+            Sample {
+                size,
+                depth,
+                throughput_bps: throughput,
+                mean_latency_s: depth as f64 * size as f64 / throughput,
+            }
         }
     }
 
     #[test]
     fn recommends_the_papers_shape_for_a_flash_like_device() {
-        let mut dev = Analytic { access: 0.002, bw: 120e6, units: 14 };
+        let mut dev = Analytic {
+            access: 0.002,
+            bw: 120e6,
+            units: 14,
+        };
         let p = run(&mut dev, &ProfileSpec::default());
         let r = &p.recommendation;
-        assert_eq!(r.depth, 14, "small I/Os saturate only when all units are busy");
-        assert!(r.small_threshold >= 64 * 1024 && r.small_threshold <= 256 * 1024, "{}", r.small_threshold);
+        assert_eq!(
+            r.depth, 14,
+            "small I/Os saturate only when all units are busy"
+        );
+        assert!(
+            r.small_threshold >= 64 * 1024 && r.small_threshold <= 256 * 1024,
+            "{}",
+            r.small_threshold
+        );
         assert!((3..=7).contains(&r.large_slots), "L = {}", r.large_slots);
         assert!((r.latency_slope_s_per_byte - 1.0 / 120e6).abs() < 1e-9);
         // Larger I/Os saturate at no greater depth.
-        assert!(p.sizes.windows(2).all(|w| w[1].saturation_depth <= w[0].saturation_depth));
+        assert!(p
+            .sizes
+            .windows(2)
+            .all(|w| w[1].saturation_depth <= w[0].saturation_depth));
     }
 
     #[test]
     fn bad_specs_name_the_field() {
         let bad = [
-            (ProfileSpec { sizes: vec![], ..Default::default() }, "sizes"),
-            (ProfileSpec { sizes: vec![Bytes(8), Bytes(4)], ..Default::default() }, "sizes"),
-            (ProfileSpec { depths: vec![0, 1], ..Default::default() }, "depths"),
-            (ProfileSpec { count: 0, ..Default::default() }, "count"),
-            (ProfileSpec { saturation: 1.5, ..Default::default() }, "saturation"),
-            (ProfileSpec { large_size: Bytes(3000), ..Default::default() }, "large_size"),
+            (
+                ProfileSpec {
+                    sizes: vec![],
+                    ..Default::default()
+                },
+                "sizes",
+            ),
+            (
+                ProfileSpec {
+                    sizes: vec![Bytes(8), Bytes(4)],
+                    ..Default::default()
+                },
+                "sizes",
+            ),
+            (
+                ProfileSpec {
+                    depths: vec![0, 1],
+                    ..Default::default()
+                },
+                "depths",
+            ),
+            (
+                ProfileSpec {
+                    count: 0,
+                    ..Default::default()
+                },
+                "count",
+            ),
+            (
+                ProfileSpec {
+                    saturation: 1.5,
+                    ..Default::default()
+                },
+                "saturation",
+            ),
+            (
+                ProfileSpec {
+                    large_size: Bytes(3000),
+                    ..Default::default()
+                },
+                "large_size",
+            ),
         ];
         for (spec, field) in bad {
             assert_eq!(spec.validate().unwrap_err().0, field);

@@ -11,18 +11,24 @@ use crate::time::Time;
 
 /// The application a request belongs to. All processes of one application
 /// share it. The coordination paper draws it at random in `[0, 32767]`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct AppId(pub u32);
 
 /// An object (a file's part on one server) in that server's namespace.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct ObjectId(pub u64);
 
 /// Identifies a request to whoever owns the queue (the simulator, a server).
 /// Queues never interpret it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct RequestId(pub u64);
 
@@ -37,6 +43,10 @@ pub enum MetaOp {
     Readdir,
     Remove,
     Rmdir,
+    /// Moves a name; one transaction on the metadata store.
+    Rename,
+    /// Changes attributes: truncate, a directory's default layout.
+    Setattr,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -71,12 +81,16 @@ impl MetaOp {
             MetaOp::Readdir => "readdir",
             MetaOp::Remove => "remove",
             MetaOp::Rmdir => "rmdir",
+            MetaOp::Rename => "rename",
+            MetaOp::Setattr => "setattr",
         }
     }
 }
 
 /// A contiguous byte range.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Extent {
     pub offset: u64,
     pub len: u64,
@@ -115,7 +129,16 @@ pub struct Request {
 
 impl Request {
     /// A contiguous data request with no weight hint.
-    pub fn data(id: u64, app: u32, rank: u32, issue_time: Time, op: Op, object: u64, offset: u64, len: u64) -> Request {
+    pub fn data(
+        id: u64,
+        app: u32,
+        rank: u32,
+        issue_time: Time,
+        op: Op,
+        object: u64,
+        offset: u64,
+        len: u64,
+    ) -> Request {
         Request {
             id: RequestId(id),
             app: AppId(app),

@@ -98,7 +98,11 @@ impl fmt::Display for Time {
 /// such as `"250ms"`, `"1.5s"` or `"50us"`.
 impl<'de> Deserialize<'de> for Time {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Time, D::Error> {
-        crate::units::deserialize_quantity(d, crate::units::parse_duration, "a duration such as \"250ms\" or an integer number of nanoseconds")
+        crate::units::deserialize_quantity(
+            d,
+            crate::units::parse_duration,
+            "a duration such as \"250ms\" or an integer number of nanoseconds",
+        )
     }
 }
 

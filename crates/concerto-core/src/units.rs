@@ -82,8 +82,11 @@ fn size_multiplier(unit: &str) -> Option<f64> {
 /// Parses a size such as `"64KiB"`, `"4M"`, `"1.5GB"` or `"4096"`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let (value, unit) = split_number(s)?;
-    let mult = size_multiplier(unit)
-        .ok_or_else(|| format!("unknown size unit \"{unit}\" in \"{s}\" (use B, KiB, MiB, GiB, KB, MB, GB, K, M, G)"))?;
+    let mult = size_multiplier(unit).ok_or_else(|| {
+        format!(
+            "unknown size unit \"{unit}\" in \"{s}\" (use B, KiB, MiB, GiB, KB, MB, GB, K, M, G)"
+        )
+    })?;
     to_integer(value * mult, "size", s)
 }
 
@@ -98,7 +101,11 @@ pub fn parse_duration(s: &str) -> Result<Time, String> {
         "min" => 60e9,
         "h" => 3600e9,
         "" => return Err(format!("\"{s}\" has no unit (use ns, us, ms, s, min, h)")),
-        _ => return Err(format!("unknown time unit \"{unit}\" in \"{s}\" (use ns, us, ms, s, min, h)")),
+        _ => {
+            return Err(format!(
+                "unknown time unit \"{unit}\" in \"{s}\" (use ns, us, ms, s, min, h)"
+            ))
+        }
     };
     to_integer(value * ns_per_unit, "duration", s).map(Time::from_nanos)
 }
@@ -107,10 +114,13 @@ pub fn parse_duration(s: &str) -> Result<Time, String> {
 pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
     let trimmed = s.trim();
     let Some(size) = trimmed.strip_suffix("/s") else {
-        return Err(format!("\"{s}\" is not a bandwidth (write it like \"100MB/s\")"));
+        return Err(format!(
+            "\"{s}\" is not a bandwidth (write it like \"100MB/s\")"
+        ));
     };
     let (value, unit) = split_number(size)?;
-    let mult = size_multiplier(unit).ok_or_else(|| format!("unknown size unit \"{unit}\" in \"{s}\""))?;
+    let mult =
+        size_multiplier(unit).ok_or_else(|| format!("unknown size unit \"{unit}\" in \"{s}\""))?;
     let bps = value * mult;
     if !bps.is_finite() || bps < 0.0 {
         return Err(format!("\"{s}\" is not a valid bandwidth"));
@@ -120,7 +130,11 @@ pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
 
 /// Deserializes a quantity given either as a string with a unit (parsed by
 /// `parse`) or as a plain non-negative integer in the base unit.
-pub(crate) fn deserialize_quantity<'de, D, T, F>(d: D, parse: F, expecting: &'static str) -> Result<T, D::Error>
+pub(crate) fn deserialize_quantity<'de, D, T, F>(
+    d: D,
+    parse: F,
+    expecting: &'static str,
+) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     F: Fn(&str) -> Result<T, String>,
@@ -152,10 +166,15 @@ where
             if !v.is_finite() || v < 0.0 {
                 return Err(E::custom(format!("{v} is not a valid quantity")));
             }
-            T::from_float(v).ok_or_else(|| E::custom(format!("{v} must be a whole number in this unit")))
+            T::from_float(v)
+                .ok_or_else(|| E::custom(format!("{v} must be a whole number in this unit")))
         }
     }
-    d.deserialize_any(V { parse, expecting, _t: std::marker::PhantomData })
+    d.deserialize_any(V {
+        parse,
+        expecting,
+        _t: std::marker::PhantomData,
+    })
 }
 
 /// Builds a quantity from a number in its base unit.
@@ -194,13 +213,21 @@ impl FromBase for Bandwidth {
 
 impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-        deserialize_quantity(d, |s| parse_size(s).map(Bytes), "a size such as \"64KiB\" or an integer number of bytes")
+        deserialize_quantity(
+            d,
+            |s| parse_size(s).map(Bytes),
+            "a size such as \"64KiB\" or an integer number of bytes",
+        )
     }
 }
 
 impl<'de> Deserialize<'de> for Bandwidth {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Bandwidth, D::Error> {
-        deserialize_quantity(d, |s| parse_bandwidth(s).map(Bandwidth), "a bandwidth such as \"100MB/s\" or a number of bytes per second")
+        deserialize_quantity(
+            d,
+            |s| parse_bandwidth(s).map(Bandwidth),
+            "a bandwidth such as \"100MB/s\" or a number of bytes per second",
+        )
     }
 }
 
@@ -214,8 +241,12 @@ mod tests {
         assert_eq!(parse_size("4K"), Ok(4096));
         assert_eq!(parse_size("1.5MB"), Ok(1_500_000));
         assert_eq!(parse_size(" 4096 "), Ok(4096));
-        assert!(parse_size("12 parsecs").unwrap_err().contains("unknown size unit"));
-        assert!(parse_size("KiB").unwrap_err().contains("does not start with a number"));
+        assert!(parse_size("12 parsecs")
+            .unwrap_err()
+            .contains("unknown size unit"));
+        assert!(parse_size("KiB")
+            .unwrap_err()
+            .contains("does not start with a number"));
         assert!(parse_size("1.2.3K").unwrap_err().contains("not a number"));
     }
 
@@ -225,7 +256,9 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Ok(Time::from_millis(1500)));
         assert_eq!(parse_duration("50us"), Ok(Time::from_micros(50)));
         assert!(parse_duration("10").unwrap_err().contains("no unit"));
-        assert!(parse_duration("10 fortnights").unwrap_err().contains("unknown time unit"));
+        assert!(parse_duration("10 fortnights")
+            .unwrap_err()
+            .contains("unknown time unit"));
     }
 
     #[test]

@@ -13,6 +13,12 @@
 //! on them.
 
 pub mod client;
+pub mod config;
+pub mod metadata;
+mod metrics;
+pub mod namespace;
 pub mod protocol;
 pub mod server;
+pub mod stats;
 pub mod storage;
+pub mod throttle;

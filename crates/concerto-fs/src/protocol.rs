@@ -17,8 +17,13 @@ use bincode::Options;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use concerto_core::{Extent, MetaOp};
+
+use crate::namespace;
+use crate::stats::ServerStats;
+
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -27,6 +32,10 @@ pub const MAX_FRAME: usize = MAX_IO as usize + 64 * 1024;
 pub const MAX_SEGMENTS: usize = 4096;
 /// Longest string field (policy text, error messages).
 pub const MAX_TEXT: usize = 64 * 1024;
+/// Most entries one readdir reply carries; larger directories are read in pages.
+pub const MAX_ENTRIES: usize = 1024;
+/// Largest stripe unit a layout may ask for.
+pub const MAX_STRIPE_UNIT: u64 = 1 << 30;
 
 /// Who sent a request and when: PVFS2's hints made first-class.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -41,21 +50,221 @@ pub struct Tags {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Message {
-    /// Write `data` at `offset` of `object`.
-    Write { tags: Tags, object: u64, offset: u64, data: Vec<u8> },
-    /// Read `len` bytes at `offset` of `object`; a short reply means end of object.
-    Read { tags: Tags, object: u64, offset: u64, len: u64 },
+    /// Write `data` to the object's `extents` (ascending, disjoint; list I/O when more than one).
+    Write {
+        tags: Tags,
+        object: u64,
+        extents: Vec<Extent>,
+        data: Vec<u8>,
+    },
+    /// Read the object's `extents`; the reply is their bytes concatenated,
+    /// short when the object ends before the last extent does.
+    Read {
+        tags: Tags,
+        object: u64,
+        extents: Vec<Extent>,
+    },
     /// Make everything written to `object` durable.
-    Fsync { tags: Tags, object: u64 },
-    /// Liveness check; the reply names the server's policy.
+    Fsync {
+        tags: Tags,
+        object: u64,
+    },
+    /// The object's length and modification time (0 and 0 for an object never written).
+    ObjectSize {
+        tags: Tags,
+        object: u64,
+    },
+    /// Cut or extend the object to `size` bytes.
+    Truncate {
+        tags: Tags,
+        object: u64,
+        size: u64,
+    },
+    /// Delete the object.
+    Remove {
+        tags: Tags,
+        object: u64,
+    },
+    /// A metadata operation, for a server with the metadata role.
+    Meta {
+        tags: Tags,
+        op: MetaRequest,
+    },
+    /// Liveness check; the reply names the server's policy and roles.
     Ping,
     /// Replace the scheduling policy, given as TOML (`kind = "sfq-d-plus"` ...), without a restart.
-    SetPolicy { policy: String },
+    SetPolicy {
+        policy: String,
+    },
+    /// The server's statistics.
+    Stats,
     /// Replies.
     Done,
-    Data { data: Vec<u8> },
-    Pong { policy: String },
-    Error { kind: ErrorKind, message: String },
+    Data {
+        data: Vec<u8>,
+    },
+    Size {
+        size: u64,
+        mtime_ns: u64,
+    },
+    MetaReply(MetaReply),
+    Pong {
+        policy: String,
+        roles: Vec<Role>,
+    },
+    StatsReply(Box<ServerStats>),
+    Error {
+        kind: ErrorKind,
+        message: String,
+    },
+}
+
+/// What a server instance does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    Data,
+    Metadata,
+}
+
+/// A stripe layout as the client asks for it; unset fields come from the directory's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayoutRequest {
+    pub unit: Option<u64>,
+    pub count: Option<u32>,
+}
+
+/// Metadata operations; paths are absolute (`/a/b`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum MetaRequest {
+    Mkdir {
+        path: String,
+    },
+    /// Creates a file with its layout fixed from `layout` or the directory's default.
+    Create {
+        path: String,
+        layout: LayoutRequest,
+        exclusive: bool,
+    },
+    /// A file's or directory's attributes (stat, open).
+    Lookup {
+        path: String,
+    },
+    /// Up to [`MAX_ENTRIES`] entries whose names sort after `after`.
+    Readdir {
+        path: String,
+        after: Option<String>,
+    },
+    /// Removes a file's name; the reply is its attributes so the client can remove its objects.
+    Unlink {
+        path: String,
+    },
+    Rmdir {
+        path: String,
+    },
+    /// Moves `from` to `to`, replacing a file at `to` (whose attributes come back to be cleaned up).
+    Rename {
+        from: String,
+        to: String,
+    },
+    /// Records a truncate (the client resizes the objects) and returns the file's attributes.
+    Truncate {
+        path: String,
+    },
+    /// Sets a directory's default layout for files created in it from now on.
+    SetStripe {
+        path: String,
+        layout: LayoutRequest,
+    },
+    Statfs,
+}
+
+impl MetaRequest {
+    /// The operation kind a policy's cost model sees.
+    pub fn kind(&self) -> MetaOp {
+        match self {
+            MetaRequest::Mkdir { .. } => MetaOp::Mkdir,
+            MetaRequest::Create { .. } => MetaOp::Create,
+            MetaRequest::Lookup { .. } | MetaRequest::Statfs => MetaOp::Getattr,
+            MetaRequest::Readdir { .. } => MetaOp::Readdir,
+            MetaRequest::Unlink { .. } => MetaOp::Remove,
+            MetaRequest::Rmdir { .. } => MetaOp::Rmdir,
+            MetaRequest::Rename { .. } => MetaOp::Rename,
+            MetaRequest::Truncate { .. } | MetaRequest::SetStripe { .. } => MetaOp::Setattr,
+        }
+    }
+
+    fn paths(&self) -> Vec<&str> {
+        match self {
+            MetaRequest::Mkdir { path }
+            | MetaRequest::Create { path, .. }
+            | MetaRequest::Lookup { path }
+            | MetaRequest::Readdir { path, .. }
+            | MetaRequest::Unlink { path }
+            | MetaRequest::Rmdir { path }
+            | MetaRequest::Truncate { path }
+            | MetaRequest::SetStripe { path, .. } => vec![path],
+            MetaRequest::Rename { from, to } => vec![from, to],
+            MetaRequest::Statfs => vec![],
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileKind {
+    File,
+    Directory,
+}
+
+/// How a file is striped: `unit` bytes dealt round-robin over `servers` (server ids).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireLayout {
+    pub unit: u64,
+    pub servers: Vec<u32>,
+}
+
+/// What the metadata service knows of a file or directory. A file's size
+/// is not here: it lives in its objects (see the client's `stat`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetaAttr {
+    pub inode: u64,
+    pub kind: FileKind,
+    pub ctime_ns: u64,
+    pub mtime_ns: u64,
+    /// A file's layout.
+    pub layout: Option<WireLayout>,
+    /// A directory's default layout for new files (unit, count).
+    pub default_layout: Option<(u64, u32)>,
+    /// Entries in a directory.
+    pub entries: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DirEntry {
+    pub name: String,
+    pub inode: u64,
+    pub kind: FileKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FsCounts {
+    pub files: u64,
+    pub directories: u64,
+    pub data_servers: Vec<u32>,
+    pub default_layout: (u64, u32),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum MetaReply {
+    Attr(MetaAttr),
+    /// A rename's reply: the file it replaced, if any.
+    Replaced(Option<MetaAttr>),
+    Entries {
+        entries: Vec<DirEntry>,
+        more: bool,
+    },
+    Statfs(FsCounts),
 }
 
 /// What went wrong, for the client to turn into the right exception.
@@ -67,6 +276,16 @@ pub enum ErrorKind {
     Invalid,
     /// The storage failed.
     Io,
+    /// No such file or directory (ENOENT).
+    NotFound,
+    /// The name exists already (EEXIST).
+    Exists,
+    /// The directory is not empty (ENOTEMPTY).
+    NotEmpty,
+    /// A path component is a file (ENOTDIR).
+    NotADirectory,
+    /// The operation wants a file and found a directory (EISDIR).
+    IsADirectory,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -84,16 +303,102 @@ pub enum ProtocolError {
     #[error("protocol version {got} is not supported (this server speaks {VERSION})")]
     Version { got: u16 },
     #[error("{field}: {message}")]
-    Field { field: &'static str, message: String },
+    Field {
+        field: &'static str,
+        message: String,
+    },
 }
 
 fn codec() -> impl Options {
-    bincode::DefaultOptions::new().with_limit(MAX_FRAME as u64).with_fixint_encoding().reject_trailing_bytes()
+    bincode::DefaultOptions::new()
+        .with_limit(MAX_FRAME as u64)
+        .with_fixint_encoding()
+        .reject_trailing_bytes()
+}
+
+fn field<T>(field: &'static str, message: String) -> Result<T, ProtocolError> {
+    Err(ProtocolError::Field { field, message })
+}
+
+fn check_tags(t: &Tags) -> Result<(), ProtocolError> {
+    match t.weight {
+        Some(w) if !(w.is_finite() && w > 0.0) => {
+            field("tags.weight", format!("{w} is not a number > 0"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Extents of one request: at least one, at most [`MAX_SEGMENTS`], ascending
+/// and disjoint, at most [`MAX_IO`] bytes in all, none overflowing. Returns the total.
+pub fn check_extents(extents: &[Extent]) -> Result<u64, ProtocolError> {
+    if extents.is_empty() {
+        return field("extents", "a request needs at least one extent".into());
+    }
+    if extents.len() > MAX_SEGMENTS {
+        return field(
+            "extents",
+            format!(
+                "{} extents is over the limit of {MAX_SEGMENTS}",
+                extents.len()
+            ),
+        );
+    }
+    let mut total = 0u64;
+    let mut end = 0u64;
+    for (i, e) in extents.iter().enumerate() {
+        if e.offset.checked_add(e.len).is_none() {
+            return field("offset", format!("{} + {} overflows", e.offset, e.len));
+        }
+        if i > 0 && e.offset < end {
+            return field(
+                "extents",
+                "extents must be ascending and must not overlap".into(),
+            );
+        }
+        end = e.offset + e.len;
+        total += e.len;
+        if total > MAX_IO {
+            return field(
+                "len",
+                format!("{total} bytes is over the {MAX_IO}-byte limit per request"),
+            );
+        }
+    }
+    Ok(total)
+}
+
+fn check_layout(l: &LayoutRequest) -> Result<(), ProtocolError> {
+    match (l.unit, l.count) {
+        (Some(u), _) if u == 0 || u > MAX_STRIPE_UNIT => field(
+            "layout.unit",
+            format!("stripe unit {u} must be between 1 byte and {MAX_STRIPE_UNIT}"),
+        ),
+        (_, Some(0)) => field("layout.count", "stripe count must be > 0".into()),
+        _ => Ok(()),
+    }
+}
+
+fn check_text(name: &'static str, text: &str) -> Result<(), ProtocolError> {
+    if text.len() > MAX_TEXT {
+        return field(
+            name,
+            format!(
+                "text of {} bytes is over the {MAX_TEXT}-byte limit",
+                text.len()
+            ),
+        );
+    }
+    Ok(())
 }
 
 impl Envelope {
     pub fn new(id: u64, message: Message) -> Envelope {
-        Envelope { version: VERSION, id, message }
+        Envelope {
+            version: VERSION,
+            id,
+            message,
+        }
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -105,9 +410,14 @@ impl Envelope {
     /// Decodes and validates one frame's bytes.
     pub fn decode(bytes: &[u8]) -> Result<Envelope, ProtocolError> {
         if bytes.len() > MAX_FRAME {
-            return Err(ProtocolError::Decode(format!("frame of {} bytes is over the {MAX_FRAME}-byte limit", bytes.len())));
+            return Err(ProtocolError::Decode(format!(
+                "frame of {} bytes is over the {MAX_FRAME}-byte limit",
+                bytes.len()
+            )));
         }
-        let env: Envelope = codec().deserialize(bytes).map_err(|e| ProtocolError::Decode(e.to_string()))?;
+        let env: Envelope = codec()
+            .deserialize(bytes)
+            .map_err(|e| ProtocolError::Decode(e.to_string()))?;
         env.validate()?;
         Ok(env)
     }
@@ -117,33 +427,60 @@ impl Envelope {
         if self.version != VERSION {
             return Err(ProtocolError::Version { got: self.version });
         }
-        let field = |field: &'static str, message: String| Err(ProtocolError::Field { field, message });
-        let check_tags = |t: &Tags| match t.weight {
-            Some(w) if !(w.is_finite() && w > 0.0) => field("tags.weight", format!("{w} is not a number > 0")),
-            _ => Ok(()),
-        };
-        let check_range = |offset: u64, len: u64| {
-            if len > MAX_IO {
-                return field("len", format!("{len} bytes is over the {MAX_IO}-byte limit per request"));
-            }
-            if offset.checked_add(len).is_none() {
-                return field("offset", format!("{offset} + {len} overflows"));
-            }
-            Ok(())
-        };
         match &self.message {
-            Message::Write { tags, offset, data, .. } => {
+            Message::Write {
+                tags,
+                extents,
+                data,
+                ..
+            } => {
                 check_tags(tags)?;
-                check_range(*offset, data.len() as u64)
+                let total = check_extents(extents)?;
+                if total != data.len() as u64 {
+                    return field(
+                        "data",
+                        format!("{} bytes of data for extents of {total} bytes", data.len()),
+                    );
+                }
+                Ok(())
             }
-            Message::Read { tags, offset, len, .. } => {
+            Message::Read { tags, extents, .. } => {
                 check_tags(tags)?;
-                check_range(*offset, *len)
+                check_extents(extents).map(|_| ())
             }
-            Message::Fsync { tags, .. } => check_tags(tags),
-            Message::SetPolicy { policy } if policy.len() > MAX_TEXT => field("policy", "text is too long".into()),
-            Message::Error { message, .. } if message.len() > MAX_TEXT => field("message", "text is too long".into()),
-            Message::Data { data } if data.len() as u64 > MAX_IO => field("data", "over the size limit".into()),
+            Message::Fsync { tags, .. }
+            | Message::ObjectSize { tags, .. }
+            | Message::Remove { tags, .. } => check_tags(tags),
+            Message::Truncate { tags, size, .. } => {
+                check_tags(tags)?;
+                if *size > i64::MAX as u64 {
+                    return field("size", format!("{size} is larger than a file can be"));
+                }
+                Ok(())
+            }
+            Message::Meta { tags, op } => {
+                check_tags(tags)?;
+                for path in op.paths() {
+                    namespace::components(path).map_err(|message| ProtocolError::Field {
+                        field: "path",
+                        message,
+                    })?;
+                }
+                match op {
+                    MetaRequest::Create { layout, .. } | MetaRequest::SetStripe { layout, .. } => {
+                        check_layout(layout)
+                    }
+                    MetaRequest::Readdir {
+                        after: Some(name), ..
+                    } => check_text("after", name),
+                    _ => Ok(()),
+                }
+            }
+            Message::SetPolicy { policy } => check_text("policy", policy),
+            Message::Error { message, .. } => check_text("message", message),
+            Message::Data { data } if data.len() as u64 > MAX_IO => {
+                field("data", "over the size limit".into())
+            }
             _ => Ok(()),
         }
     }
@@ -155,18 +492,99 @@ mod tests {
     use proptest::prelude::*;
 
     fn tags() -> impl Strategy<Value = Tags> {
-        (any::<u32>(), any::<u32>(), any::<u64>(), proptest::option::of(0.01f64..100.0))
-            .prop_map(|(app, rank, issue_ns, weight)| Tags { app, rank, issue_ns, weight })
+        (
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>(),
+            proptest::option::of(0.01f64..100.0),
+        )
+            .prop_map(|(app, rank, issue_ns, weight)| Tags {
+                app,
+                rank,
+                issue_ns,
+                weight,
+            })
+    }
+
+    /// Ascending, disjoint extents within the per-request limit.
+    fn extents() -> impl Strategy<Value = Vec<Extent>> {
+        proptest::collection::vec((0u64..1 << 20, 1u64..64 << 10), 1..8).prop_map(|gaps| {
+            let mut at = 0;
+            gaps.into_iter()
+                .map(|(gap, len)| {
+                    at += gap;
+                    let e = Extent::new(at, len);
+                    at += len;
+                    e
+                })
+                .collect()
+        })
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        proptest::collection::vec("[a-z0-9_.-]{1,12}", 0..4).prop_map(|parts| {
+            format!(
+                "/{}",
+                parts
+                    .into_iter()
+                    .filter(|p| p != "." && p != "..")
+                    .collect::<Vec<_>>()
+                    .join("/")
+            )
+        })
+    }
+
+    fn meta() -> impl Strategy<Value = MetaRequest> {
+        let layout = (
+            proptest::option::of(1u64..1 << 24),
+            proptest::option::of(1u32..64),
+        )
+            .prop_map(|(unit, count)| LayoutRequest { unit, count });
+        prop_oneof![
+            path().prop_map(|path| MetaRequest::Mkdir { path }),
+            (path(), layout, any::<bool>()).prop_map(|(path, layout, exclusive)| {
+                MetaRequest::Create {
+                    path,
+                    layout,
+                    exclusive,
+                }
+            }),
+            path().prop_map(|path| MetaRequest::Lookup { path }),
+            (path(), proptest::option::of("[a-z]{1,8}"))
+                .prop_map(|(path, after)| MetaRequest::Readdir { path, after }),
+            (path(), path()).prop_map(|(from, to)| MetaRequest::Rename { from, to }),
+            Just(MetaRequest::Statfs),
+        ]
     }
 
     fn message() -> impl Strategy<Value = Message> {
         prop_oneof![
-            (tags(), any::<u64>(), 0u64..1 << 40, proptest::collection::vec(any::<u8>(), 0..512))
-                .prop_map(|(tags, object, offset, data)| Message::Write { tags, object, offset, data }),
-            (tags(), any::<u64>(), 0u64..1 << 40, 0..MAX_IO)
-                .prop_map(|(tags, object, offset, len)| Message::Read { tags, object, offset, len }),
+            (
+                tags(),
+                any::<u64>(),
+                0u64..1 << 40,
+                proptest::collection::vec(any::<u8>(), 0..512)
+            )
+                .prop_map(|(tags, object, offset, data)| {
+                    let extents = vec![Extent::new(offset, data.len() as u64)];
+                    Message::Write {
+                        tags,
+                        object,
+                        extents,
+                        data,
+                    }
+                }),
+            (tags(), any::<u64>(), extents()).prop_map(|(tags, object, extents)| Message::Read {
+                tags,
+                object,
+                extents
+            }),
             (tags(), any::<u64>()).prop_map(|(tags, object)| Message::Fsync { tags, object }),
+            (tags(), any::<u64>(), 0u64..1 << 50)
+                .prop_map(|(tags, object, size)| Message::Truncate { tags, object, size }),
+            (tags(), meta()).prop_map(|(tags, op)| Message::Meta { tags, op }),
             Just(Message::Ping),
+            Just(Message::Stats),
             ".{0,40}".prop_map(|policy| Message::SetPolicy { policy }),
         ]
     }
@@ -201,19 +619,138 @@ mod tests {
 
     #[test]
     fn out_of_bounds_fields_are_named() {
-        let t = Tags { app: 1, rank: 0, issue_ns: 0, weight: None };
-        let read = |offset, len| Envelope::new(1, Message::Read { tags: t, object: 0, offset, len });
-        assert!(matches!(read(0, MAX_IO + 1).validate(), Err(ProtocolError::Field { field: "len", .. })));
-        assert!(matches!(read(u64::MAX, 2).validate(), Err(ProtocolError::Field { field: "offset", .. })));
-        let bad_weight = Envelope::new(1, Message::Fsync { tags: Tags { weight: Some(-1.0), ..t }, object: 0 });
-        assert!(matches!(bad_weight.validate(), Err(ProtocolError::Field { field: "tags.weight", .. })));
+        let t = Tags {
+            app: 1,
+            rank: 0,
+            issue_ns: 0,
+            weight: None,
+        };
+        let read = |offset, len| {
+            Envelope::new(
+                1,
+                Message::Read {
+                    tags: t,
+                    object: 0,
+                    extents: vec![Extent::new(offset, len)],
+                },
+            )
+        };
+        assert!(matches!(
+            read(0, MAX_IO + 1).validate(),
+            Err(ProtocolError::Field { field: "len", .. })
+        ));
+        assert!(matches!(
+            read(u64::MAX, 2).validate(),
+            Err(ProtocolError::Field {
+                field: "offset",
+                ..
+            })
+        ));
+        let list = |extents: Vec<Extent>| {
+            Envelope::new(
+                1,
+                Message::Read {
+                    tags: t,
+                    object: 0,
+                    extents,
+                },
+            )
+        };
+        let overlapping = list(vec![Extent::new(0, 10), Extent::new(5, 10)]);
+        assert!(matches!(
+            overlapping.validate(),
+            Err(ProtocolError::Field {
+                field: "extents",
+                ..
+            })
+        ));
+        assert!(matches!(
+            list(vec![]).validate(),
+            Err(ProtocolError::Field {
+                field: "extents",
+                ..
+            })
+        ));
+        let short_data = Message::Write {
+            tags: t,
+            object: 0,
+            extents: vec![Extent::new(0, 10)],
+            data: vec![0; 9],
+        };
+        assert!(matches!(
+            Envelope::new(1, short_data).validate(),
+            Err(ProtocolError::Field { field: "data", .. })
+        ));
+        let meta = |path: &str| {
+            Envelope::new(
+                1,
+                Message::Meta {
+                    tags: t,
+                    op: MetaRequest::Lookup { path: path.into() },
+                },
+            )
+        };
+        for bad in ["relative", "/a/../b", "/a/./b", "/a\0b", ""] {
+            assert!(
+                matches!(
+                    meta(&bad).validate(),
+                    Err(ProtocolError::Field { field: "path", .. })
+                ),
+                "{bad:?}"
+            );
+        }
+        let zero_unit = MetaRequest::Create {
+            path: "/f".into(),
+            layout: LayoutRequest {
+                unit: Some(0),
+                count: None,
+            },
+            exclusive: true,
+        };
+        assert!(matches!(
+            Envelope::new(
+                1,
+                Message::Meta {
+                    tags: t,
+                    op: zero_unit
+                }
+            )
+            .validate(),
+            Err(ProtocolError::Field {
+                field: "layout.unit",
+                ..
+            })
+        ));
+        let bad_weight = Envelope::new(
+            1,
+            Message::Fsync {
+                tags: Tags {
+                    weight: Some(-1.0),
+                    ..t
+                },
+                object: 0,
+            },
+        );
+        assert!(matches!(
+            bad_weight.validate(),
+            Err(ProtocolError::Field {
+                field: "tags.weight",
+                ..
+            })
+        ));
         let mut old = Envelope::new(1, Message::Ping);
         old.version = 0;
-        assert_eq!(Envelope::decode(&old.encode()), Err(ProtocolError::Version { got: 0 }));
+        assert_eq!(
+            Envelope::decode(&old.encode()),
+            Err(ProtocolError::Version { got: 0 })
+        );
         // A length field claiming more than the limit is refused before allocating.
         let mut huge = Envelope::new(1, Message::Data { data: vec![] }).encode();
         let n = huge.len();
         huge[n - 8..].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(matches!(Envelope::decode(&huge), Err(ProtocolError::Decode(_))));
+        assert!(matches!(
+            Envelope::decode(&huge),
+            Err(ProtocolError::Decode(_))
+        ));
     }
 }

@@ -1,7 +1,8 @@
-//! A data server: connection tasks decode frames and hand requests to one
+//! A server: connection tasks decode frames and hand requests to one
 //! scheduling loop, which owns the `RequestQueue` and keeps up to D requests
-//! in flight on the storage executor (blocking positioned I/O on tokio's
-//! blocking pool).
+//! in flight on the storage executor (blocking positioned I/O and metadata
+//! transactions on tokio's blocking pool). Data and metadata requests go
+//! through the same queue, so a policy's metadata cost model applies.
 //!
 //! Time for the policy is the Unix-epoch clock the clients stamp their
 //! issue times with, advanced monotonically from the server's start, so
@@ -21,12 +22,20 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
+use concerto_core::emulation::EmulationConfig;
 use concerto_core::server::default_window;
 use concerto_core::units::Bandwidth;
-use concerto_core::{AppId, ObjectId, Op, PolicyConfig, Request, RequestId, RequestQueue, Time};
+use concerto_core::{
+    AppId, Extent, MetaOp, ObjectId, Op, PolicyConfig, Request, RequestId, RequestQueue, Time,
+};
 
-use crate::protocol::{Envelope, ErrorKind, Message, ProtocolError, Tags, MAX_FRAME};
+use crate::metadata::{MetadataConfig, MetadataStore};
+use crate::protocol::{
+    Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Role, Tags, MAX_FRAME,
+};
+use crate::stats::{Recorder, ServerStats};
 use crate::storage::ObjectStore;
+use crate::throttle::Throttle;
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -37,16 +46,45 @@ pub struct ServerConfig {
     pub depth: u32,
     /// What `capped` shares out when its policy does not say.
     pub capacity: Bandwidth,
+    /// Data objects are served when this holds [`Role::Data`]; the namespace when it holds [`Role::Metadata`].
+    pub roles: Vec<Role>,
+    /// Required with the metadata role.
+    pub metadata: Option<MetadataConfig>,
+    /// Emulate a slower device class.
+    pub throttle: Option<EmulationConfig>,
+    /// Where to serve Prometheus metrics over HTTP.
+    pub metrics: Option<SocketAddr>,
+}
+
+impl ServerConfig {
+    /// A data server on loopback with the given policy, for tests and tools.
+    pub fn data(data_dir: PathBuf, policy: PolicyConfig) -> ServerConfig {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir,
+            policy,
+            depth: 8,
+            capacity: Bandwidth(100e6),
+            roles: vec![Role::Data],
+            metadata: None,
+            throttle: None,
+            metrics: None,
+        }
+    }
 }
 
 /// The length-delimited codec both ends use, refusing frames over the limit before reading them.
 pub fn codec() -> LengthDelimitedCodec {
-    LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec()
+    LengthDelimitedCodec::builder()
+        .max_frame_length(MAX_FRAME)
+        .new_codec()
 }
 
 /// A running server; dropping it does not stop it, [`ServerHandle::shutdown`] does.
 pub struct ServerHandle {
     pub addr: SocketAddr,
+    /// Where Prometheus metrics are served, when configured.
+    pub metrics_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -58,14 +96,78 @@ impl ServerHandle {
     }
 }
 
-/// Binds, then serves until shut down.
+/// What the storage executor works on.
+struct Backend {
+    objects: Option<ObjectStore>,
+    metadata: Option<MetadataStore>,
+    throttle: Option<Throttle>,
+}
+
+fn other(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// Opens the stores, binds, then serves until shut down.
 pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
-    let store = ObjectStore::open(&cfg.data_dir)?;
-    let listener = TcpListener::bind(cfg.listen).await?;
+    if cfg.roles.is_empty() {
+        return Err(other(
+            "a server needs the data role, the metadata role, or both".into(),
+        ));
+    }
+    let objects = if cfg.roles.contains(&Role::Data) {
+        Some(ObjectStore::open(&cfg.data_dir)?)
+    } else {
+        None
+    };
+    let metadata = match (cfg.roles.contains(&Role::Metadata), &cfg.metadata) {
+        (false, _) => None,
+        (true, None) => {
+            return Err(other(
+                "the metadata role needs the metadata settings (data servers, default layout)"
+                    .into(),
+            ))
+        }
+        (true, Some(m)) => {
+            Some(MetadataStore::open(&cfg.data_dir, m.clone()).map_err(|e| other(e.to_string()))?)
+        }
+    };
+    if let Some(t) = &cfg.throttle {
+        t.validate()
+            .map_err(|(field, msg)| other(format!("throttle.{field}: {msg}")))?;
+    }
+    let throttle = cfg.throttle.clone().map(Throttle::new);
+    let backend = Backend {
+        objects,
+        metadata,
+        throttle,
+    };
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {}: {e}", cfg.listen)))?;
     let addr = listener.local_addr()?;
+    let metrics_listener =
+        match cfg.metrics {
+            Some(at) => Some(TcpListener::bind(at).await.map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot serve metrics on {at}: {e}"))
+            })?),
+            None => None,
+        };
+    let metrics_addr = metrics_listener
+        .as_ref()
+        .map(|l| l.local_addr())
+        .transpose()?;
     let (stop, mut stopped) = watch::channel(false);
     let (sched_tx, sched_rx) = mpsc::channel(1024);
-    let scheduler = tokio::spawn(schedule(cfg.clone(), store, sched_rx, stop.subscribe()));
+    let scheduler = tokio::spawn(schedule(
+        cfg.clone(),
+        addr,
+        backend,
+        sched_rx,
+        stop.subscribe(),
+    ));
+    if let Some(l) = metrics_listener {
+        tokio::spawn(crate::metrics::serve(l, sched_tx.clone(), stop.subscribe()));
+    }
     let task = tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -80,18 +182,31 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
         }
         let _ = scheduler.await;
     });
-    Ok(ServerHandle { addr, stop, task })
+    Ok(ServerHandle {
+        addr,
+        metrics_addr,
+        stop,
+        task,
+    })
 }
 
 /// What the scheduling loop is asked to do.
-enum Command {
+pub(crate) enum Command {
     Submit(Job),
-    SetPolicy { policy: String, reply: oneshot::Sender<Message> },
-    Ping { reply: oneshot::Sender<Message> },
+    SetPolicy {
+        policy: String,
+        reply: oneshot::Sender<Message>,
+    },
+    Ping {
+        reply: oneshot::Sender<Message>,
+    },
+    Stats {
+        reply: oneshot::Sender<ServerStats>,
+    },
 }
 
 /// A request as the policy sees it, what the storage does for it, and where the answer goes.
-struct Job {
+pub(crate) struct Job {
     req: Request,
     action: Action,
     reply: oneshot::Sender<Message>,
@@ -99,24 +214,77 @@ struct Job {
 
 /// The storage executor's side of a request.
 enum Action {
-    Write(Vec<u8>),
-    Read,
+    Write { extents: Vec<Extent>, data: Vec<u8> },
+    Read { extents: Vec<Extent> },
     Fsync,
+    Size,
+    Truncate(u64),
+    Remove,
+    Meta(MetaRequest),
 }
 
 impl Action {
-    fn run(self, store: &ObjectStore, object: u64, offset: u64, len: u64) -> Message {
-        let result = match self {
-            Action::Write(data) => store.write(object, offset, &data).map(|_| Message::Done),
-            Action::Read => store.read(object, offset, len).map(|data| Message::Data { data }),
-            Action::Fsync => store.fsync(object).map(|_| Message::Done),
+    /// Runs on the storage executor, at the throttle's pace when there is one.
+    fn execute(self, backend: &Backend, req: &Request, now_ns: u64) -> Message {
+        let paced = |data: bool, f: &mut dyn FnMut() -> Message| match (&backend.throttle, data) {
+            (Some(t), true) => t.data(req.object.0, req.offset, req.len, f),
+            (Some(t), false) => t.metadata(f),
+            (None, _) => f(),
         };
-        result.unwrap_or_else(|e| Message::Error { kind: ErrorKind::Io, message: e.to_string() })
+        if let Action::Meta(op) = &self {
+            let Some(store) = &backend.metadata else {
+                return Message::Error {
+                    kind: ErrorKind::Invalid,
+                    message: "this server has no metadata role".into(),
+                };
+            };
+            return paced(false, &mut || match store.apply(op, now_ns) {
+                Ok(reply) => Message::MetaReply(reply),
+                Err(e) => Message::Error {
+                    kind: e.kind(),
+                    message: e.to_string(),
+                },
+            });
+        }
+        let Some(objects) = &backend.objects else {
+            return Message::Error {
+                kind: ErrorKind::Invalid,
+                message: "this server has no data role".into(),
+            };
+        };
+        let object = req.object.0;
+        let is_data = matches!(self, Action::Write { .. } | Action::Read { .. });
+        let result = paced(is_data, &mut || {
+            let done = match &self {
+                Action::Write { extents, data } => {
+                    objects.write(object, extents, data).map(|_| Message::Done)
+                }
+                Action::Read { extents } => objects
+                    .read(object, extents)
+                    .map(|data| Message::Data { data }),
+                Action::Fsync => objects.fsync(object).map(|_| Message::Done),
+                Action::Size => objects
+                    .size(object)
+                    .map(|(size, mtime_ns)| Message::Size { size, mtime_ns }),
+                Action::Truncate(size) => objects.truncate(object, *size).map(|_| Message::Done),
+                Action::Remove => objects.remove(object).map(|_| Message::Done),
+                Action::Meta(_) => unreachable!("handled above"),
+            };
+            done.unwrap_or_else(|e| Message::Error {
+                kind: ErrorKind::Io,
+                message: e.to_string(),
+            })
+        });
+        result
     }
 }
 
 /// One connection: frames in, replies out (in completion order, matched by id).
-async fn connection(stream: TcpStream, sched: mpsc::Sender<Command>, mut stopped: watch::Receiver<bool>) {
+async fn connection(
+    stream: TcpStream,
+    sched: mpsc::Sender<Command>,
+    mut stopped: watch::Receiver<bool>,
+) {
     let (mut sink, mut frames) = Framed::new(stream, codec()).split();
     let (out_tx, mut out_rx) = mpsc::channel::<Envelope>(256);
     let writer = tokio::spawn(async move {
@@ -132,34 +300,97 @@ async fn connection(stream: TcpStream, sched: mpsc::Sender<Command>, mut stopped
             _ = stopped.changed() => break,
         };
         let Some(frame) = frame else { break };
-        let env = match frame.map_err(|e| ProtocolError::Decode(e.to_string())).and_then(|b| Envelope::decode(&b)) {
+        let env = match frame
+            .map_err(|e| ProtocolError::Decode(e.to_string()))
+            .and_then(|b| Envelope::decode(&b))
+        {
             Ok(env) => env,
             Err(e) => {
                 // Answer, then close: the stream may be out of step; other connections carry on.
-                let _ = out_tx.send(Envelope::new(0, Message::Error { kind: ErrorKind::Protocol, message: e.to_string() })).await;
+                let _ = out_tx
+                    .send(Envelope::new(
+                        0,
+                        Message::Error {
+                            kind: ErrorKind::Protocol,
+                            message: e.to_string(),
+                        },
+                    ))
+                    .await;
                 break;
             }
         };
         let id = env.id;
         let (reply, answer) = oneshot::channel();
+        let submit =
+            |req: Request, action: Action, reply| Command::Submit(Job { req, action, reply });
         let cmd = match env.message {
-            Message::Write { tags, object, offset, data } => {
-                let req = request(tags, Op::Write, object, offset, data.len() as u64);
-                Command::Submit(Job { req, action: Action::Write(data), reply })
-            }
-            Message::Read { tags, object, offset, len } => {
-                Command::Submit(Job { req: request(tags, Op::Read, object, offset, len), action: Action::Read, reply })
-            }
+            Message::Write {
+                tags,
+                object,
+                extents,
+                data,
+            } => submit(
+                request(tags, Op::Write, object, &extents),
+                Action::Write { extents, data },
+                reply,
+            ),
+            Message::Read {
+                tags,
+                object,
+                extents,
+            } => submit(
+                request(tags, Op::Read, object, &extents),
+                Action::Read { extents },
+                reply,
+            ),
             Message::Fsync { tags, object } => {
                 // The policy sees a zero-length write: it moves no bytes but
                 // takes its turn (and, in the SFQ kinds, a small request's cost).
-                Command::Submit(Job { req: request(tags, Op::Write, object, 0, 0), action: Action::Fsync, reply })
+                submit(request(tags, Op::Write, object, &[]), Action::Fsync, reply)
             }
+            // Object-level metadata on a data server, as PVFS2's datafile getattr/setattr/remove.
+            Message::ObjectSize { tags, object } => submit(
+                request(tags, Op::Meta(MetaOp::Getattr), object, &[]),
+                Action::Size,
+                reply,
+            ),
+            Message::Truncate { tags, object, size } => submit(
+                request(tags, Op::Meta(MetaOp::Setattr), object, &[]),
+                Action::Truncate(size),
+                reply,
+            ),
+            Message::Remove { tags, object } => submit(
+                request(tags, Op::Meta(MetaOp::Remove), object, &[]),
+                Action::Remove,
+                reply,
+            ),
+            Message::Meta { tags, op } => submit(
+                request(tags, Op::Meta(op.kind()), 0, &[]),
+                Action::Meta(op),
+                reply,
+            ),
             Message::Ping => Command::Ping { reply },
             Message::SetPolicy { policy } => Command::SetPolicy { policy, reply },
+            Message::Stats => {
+                let (tx, rx) = oneshot::channel();
+                tokio::spawn(async move {
+                    if let Ok(stats) = rx.await {
+                        let _ = reply.send(Message::StatsReply(Box::new(stats)));
+                    }
+                });
+                Command::Stats { reply: tx }
+            }
             _ => {
                 let message = "a reply is not a request".to_string();
-                let _ = out_tx.send(Envelope::new(id, Message::Error { kind: ErrorKind::Protocol, message })).await;
+                let _ = out_tx
+                    .send(Envelope::new(
+                        id,
+                        Message::Error {
+                            kind: ErrorKind::Protocol,
+                            message,
+                        },
+                    ))
+                    .await;
                 break;
             }
         };
@@ -168,7 +399,10 @@ async fn connection(stream: TcpStream, sched: mpsc::Sender<Command>, mut stopped
         }
         let out = out_tx.clone();
         tokio::spawn(async move {
-            let message = answer.await.unwrap_or(Message::Error { kind: ErrorKind::Io, message: "server is shutting down".into() });
+            let message = answer.await.unwrap_or(Message::Error {
+                kind: ErrorKind::Io,
+                message: "server is shutting down".into(),
+            });
             let _ = out.send(Envelope::new(id, message)).await;
         });
     }
@@ -176,7 +410,8 @@ async fn connection(stream: TcpStream, sched: mpsc::Sender<Command>, mut stopped
     let _ = writer.await;
 }
 
-fn request(tags: Tags, op: Op, object: u64, offset: u64, len: u64) -> Request {
+/// The request as the policy sees it: its tags, and the object extents it covers.
+fn request(tags: Tags, op: Op, object: u64, extents: &[Extent]) -> Request {
     Request {
         id: RequestId(0),
         app: AppId(tags.app),
@@ -184,9 +419,13 @@ fn request(tags: Tags, op: Op, object: u64, offset: u64, len: u64) -> Request {
         issue_time: Time::from_nanos(tags.issue_ns),
         op,
         object: ObjectId(object),
-        offset,
-        len,
-        segments: Vec::new(),
+        offset: extents.first().map_or(0, |e| e.offset),
+        len: extents.iter().map(|e| e.len).sum(),
+        segments: if extents.len() > 1 {
+            extents.to_vec()
+        } else {
+            Vec::new()
+        },
         weight: tags.weight,
     }
 }
@@ -199,8 +438,13 @@ struct Clock {
 
 impl Clock {
     fn new() -> Clock {
-        let epoch_at_start = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        Clock { epoch_at_start, start: Instant::now() }
+        let epoch_at_start = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Clock {
+            epoch_at_start,
+            start: Instant::now(),
+        }
     }
     fn now(&self) -> Time {
         Time::from_nanos(self.epoch_at_start + self.start.elapsed().as_nanos() as u64)
@@ -216,33 +460,56 @@ struct Generation {
     slots_used: u32,
 }
 
+/// A request on the storage.
 struct InFlight {
     generation: usize,
     reply: oneshot::Sender<Message>,
     req: Request,
+    arrived: Time,
 }
 
-async fn schedule(cfg: ServerConfig, store: ObjectStore, mut rx: mpsc::Receiver<Command>, mut stopped: watch::Receiver<bool>) {
+/// A request in the policy's queue: what to do once dispatched.
+struct Waiting {
+    action: Action,
+    reply: oneshot::Sender<Message>,
+    arrived: Time,
+}
+
+async fn schedule(
+    cfg: ServerConfig,
+    addr: SocketAddr,
+    backend: Backend,
+    mut rx: mpsc::Receiver<Command>,
+    mut stopped: watch::Receiver<bool>,
+) {
     let clock = Clock::new();
-    let store = Arc::new(store);
+    let backend = Arc::new(backend);
     let build = |p: &PolicyConfig| -> Generation {
         let mut p = p.clone();
         p.resolve(default_window::HDD, cfg.capacity);
         let queue = p.build(default_window::HDD);
         let depth = queue.depth().unwrap_or(cfg.depth).max(1);
-        Generation { queue, depth, in_flight: 0, slots_used: 0 }
+        Generation {
+            queue,
+            depth,
+            in_flight: 0,
+            slots_used: 0,
+        }
     };
     let mut generations: Vec<Generation> = vec![build(&cfg.policy)];
     let mut policy_name = cfg.policy.name().to_string();
-    let mut waiting: HashMap<u64, (Action, oneshot::Sender<Message>)> = HashMap::new();
+    let mut waiting: HashMap<u64, Waiting> = HashMap::new();
     let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
+    let mut recorder = Recorder::new(clock.now());
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(u64, Message)>();
     let mut next_id = 0u64;
     let mut out = Vec::new();
     loop {
         // Start whatever fits, oldest generation first so a retiring policy drains.
         let now = clock.now();
+        recorder.advance(now);
         let mut wakeup: Option<Time> = None;
+        let mut free_while_waiting = false;
         for (gi, g) in generations.iter_mut().enumerate() {
             let free = g.depth.saturating_sub(g.slots_used);
             if free > 0 && !g.queue.is_empty() {
@@ -251,40 +518,62 @@ async fn schedule(cfg: ServerConfig, store: ObjectStore, mut rx: mpsc::Receiver<
                 for req in out.drain(..) {
                     g.slots_used += g.queue.slot_cost(&req);
                     g.in_flight += 1;
+                    recorder.dispatched(req.app.0);
                     let id = req.id.0;
-                    let Some((action, reply)) = waiting.remove(&id) else { continue };
-                    let (store, done) = (store.clone(), done_tx.clone());
-                    let (object, offset, len) = (req.object.0, req.offset, req.len);
-                    in_flight.insert(id, InFlight { generation: gi, reply, req });
+                    let Some(w) = waiting.remove(&id) else {
+                        continue;
+                    };
+                    let (backend, done) = (backend.clone(), done_tx.clone());
+                    let job_req = req.clone();
+                    let now_ns = now.as_nanos();
+                    in_flight.insert(
+                        id,
+                        InFlight {
+                            generation: gi,
+                            reply: w.reply,
+                            req,
+                            arrived: w.arrived,
+                        },
+                    );
+                    let action = w.action;
                     tokio::task::spawn_blocking(move || {
-                        let _ = done.send((id, action.run(&store, object, offset, len)));
+                        let _ = done.send((id, action.execute(&backend, &job_req, now_ns)));
                     });
                 }
             }
+            free_while_waiting |= g.slots_used < g.depth && !g.queue.is_empty();
             if let Some(at) = g.queue.next_wakeup(now) {
                 wakeup = Some(wakeup.map_or(at, |w: Time| w.min(at)));
             }
         }
+        recorder.set_free_slots(free_while_waiting);
         // Drop retired generations that have nothing left.
-        while generations.len() > 1 && generations[0].queue.is_empty() && generations[0].in_flight == 0 {
+        while generations.len() > 1
+            && generations[0].queue.is_empty()
+            && generations[0].in_flight == 0
+        {
             generations.remove(0);
             for f in in_flight.values_mut() {
                 f.generation -= 1;
             }
         }
-        let sleep = wakeup.map(|at| std::time::Duration::from_nanos((at - clock.now()).as_nanos()));
+        let sleep = wakeup
+            .map(|at| std::time::Duration::from_nanos((at.saturating_sub(clock.now())).as_nanos()));
         tokio::select! {
             cmd = rx.recv() => match cmd {
                 None => break,
                 Some(Command::Submit(mut job)) => {
                     next_id += 1;
                     job.req.id = RequestId(next_id);
-                    waiting.insert(next_id, (job.action, job.reply));
+                    let arrived = clock.now();
+                    recorder.advance(arrived);
+                    recorder.enqueued(job.req.app.0);
+                    waiting.insert(next_id, Waiting { action: job.action, reply: job.reply, arrived });
                     let current = generations.len() - 1;
-                    generations[current].queue.enqueue(job.req, clock.now());
+                    generations[current].queue.enqueue(job.req, arrived);
                 }
                 Some(Command::Ping { reply }) => {
-                    let _ = reply.send(Message::Pong { policy: policy_name.clone() });
+                    let _ = reply.send(Message::Pong { policy: policy_name.clone(), roles: cfg.roles.clone() });
                 }
                 Some(Command::SetPolicy { policy, reply }) => {
                     let answer = match parse_policy(&policy) {
@@ -297,13 +586,39 @@ async fn schedule(cfg: ServerConfig, store: ObjectStore, mut rx: mpsc::Receiver<
                     };
                     let _ = reply.send(answer);
                 }
+                Some(Command::Stats { reply }) => {
+                    let now = clock.now();
+                    recorder.advance(now);
+                    let (space_total, space_free) = backend.objects.as_ref().and_then(|o| o.space().ok()).unwrap_or((0, 0));
+                    let _ = reply.send(ServerStats {
+                        address: addr.to_string(),
+                        roles: cfg.roles.clone(),
+                        policy: policy_name.clone(),
+                        throttle: backend.throttle.as_ref().map(|t| t.describe()),
+                        uptime_s: recorder.uptime_s(now),
+                        queued: generations.iter().map(|g| g.queue.len() as u64).sum(),
+                        in_flight: in_flight.len() as u64,
+                        apps: recorder.apps(),
+                        latency: recorder.latency(),
+                        space_total,
+                        space_free,
+                    });
+                }
             },
             Some((id, message)) = done_rx.recv() => {
                 if let Some(f) = in_flight.remove(&id) {
+                    let now = clock.now();
                     let g = &mut generations[f.generation];
                     g.slots_used = g.slots_used.saturating_sub(g.queue.slot_cost(&f.req));
                     g.in_flight -= 1;
-                    g.queue.complete(&f.req, clock.now());
+                    g.queue.complete(&f.req, now);
+                    let ok = !matches!(message, Message::Error { .. });
+                    let moved = match &message {
+                        Message::Data { data } => data.len() as u64,
+                        _ if ok && f.req.op == Op::Write => f.req.len,
+                        _ => 0,
+                    };
+                    recorder.completed(f.req.app.0, f.req.op, moved, now.saturating_sub(f.arrived));
                     let _ = f.reply.send(message);
                 }
             }
@@ -315,7 +630,9 @@ async fn schedule(cfg: ServerConfig, store: ObjectStore, mut rx: mpsc::Receiver<
 
 /// A policy from TOML text (`kind = "sfq-d-plus"`, `depth = 8`, ...), validated.
 pub fn parse_policy(text: &str) -> Result<PolicyConfig, String> {
-    let p: PolicyConfig = toml::from_str(text).map_err(|e| format!("policy: {}", e.message().trim()))?;
-    p.validate().map_err(|(field, msg)| format!("policy.{field}: {msg}"))?;
+    let p: PolicyConfig =
+        toml::from_str(text).map_err(|e| format!("policy: {}", e.message().trim()))?;
+    p.validate()
+        .map_err(|(field, msg)| format!("policy.{field}: {msg}"))?;
     Ok(p)
 }

@@ -12,6 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use concerto_core::units::Bandwidth;
+use concerto_core::Extent;
 use concerto_fs::client::{ClientError, Identity, ServerConnection};
 use concerto_fs::protocol::{Envelope, ErrorKind, Message, MAX_FRAME};
 use concerto_fs::server::{self, parse_policy, ServerConfig, ServerHandle};
@@ -20,17 +21,19 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 async fn start(dir: &std::path::Path, policy: &str) -> ServerHandle {
     let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.to_path_buf(),
-        policy: parse_policy(policy).unwrap(),
         depth: 4,
         capacity: Bandwidth(1e9),
+        ..ServerConfig::data(dir.to_path_buf(), parse_policy(policy).unwrap())
     };
     server::start(cfg).await.unwrap()
 }
 
 fn who(app: u32) -> Identity {
-    Identity { app, rank: 0, weight: None }
+    Identity {
+        app,
+        rank: 0,
+        weight: None,
+    }
 }
 
 /// Several applications write random ranges of their own objects at once,
@@ -50,14 +53,28 @@ async fn random_ranges_round_trip(addr: SocketAddr, seed: u64) {
                 let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
                 model[offset..offset + len].copy_from_slice(&data);
                 end = end.max(offset + len);
-                conn.write(&who(app), object, offset as u64, data).await.unwrap();
+                conn.write(
+                    &who(app),
+                    object,
+                    vec![Extent::new(offset as u64, data.len() as u64)],
+                    data,
+                )
+                .await
+                .unwrap();
             }
             conn.fsync(&who(app), object).await.unwrap();
-            let back = conn.read(&who(app), object, 0, 1 << 20).await.unwrap();
+            let back = conn
+                .read(&who(app), object, vec![Extent::new(0, 1 << 20)])
+                .await
+                .unwrap();
             assert_eq!(back.len(), end, "the object ends at the last byte written");
             assert!(back == model[..end], "app {app}: bytes differ");
             // Reading past the end gives a short (here empty) reply.
-            assert!(conn.read(&who(app), object, end as u64 + 10, 100).await.unwrap().is_empty());
+            assert!(conn
+                .read(&who(app), object, vec![Extent::new(end as u64 + 10, 100)])
+                .await
+                .unwrap()
+                .is_empty());
         }));
     }
     for t in tasks {
@@ -67,9 +84,14 @@ async fn random_ranges_round_trip(addr: SocketAddr, seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bytes_round_trip_under_every_policy() {
-    for (i, policy) in ["kind = \"fifo\"", "kind = \"coordinated\"\nwindow = \"5ms\"", "kind = \"sfq-d-plus\"\ndepth = 4", "kind = \"service-sync\""]
-        .into_iter()
-        .enumerate()
+    for (i, policy) in [
+        "kind = \"fifo\"",
+        "kind = \"coordinated\"\nwindow = \"5ms\"",
+        "kind = \"sfq-d-plus\"\ndepth = 4",
+        "kind = \"service-sync\"",
+    ]
+    .into_iter()
+    .enumerate()
     {
         let dir = tempfile::tempdir().unwrap();
         let s = start(dir.path(), policy).await;
@@ -85,15 +107,32 @@ async fn a_live_policy_switch_loses_nothing() {
     let addr = s.addr;
     let writers = tokio::spawn(random_ranges_round_trip(addr, 99));
     let admin = ServerConnection::connect(addr, TIMEOUT).await.unwrap();
-    for policy in ["kind = \"sfq-d-plus\"", "kind = \"coordinated\"", "kind = \"fifo\""] {
+    for policy in [
+        "kind = \"sfq-d-plus\"",
+        "kind = \"coordinated\"",
+        "kind = \"fifo\"",
+    ] {
         tokio::time::sleep(Duration::from_millis(5)).await;
         admin.set_policy(policy).await.unwrap();
-        assert_eq!(admin.ping().await.unwrap(), parse_policy(policy).unwrap().name());
+        assert_eq!(
+            admin.ping().await.unwrap().0,
+            parse_policy(policy).unwrap().name()
+        );
     }
     writers.await.unwrap();
-    match admin.set_policy("kind = \"sfq-d-plus\"\nlarge_slots = 0").await {
-        Err(ClientError::Server { kind: ErrorKind::Invalid, message, .. }) => {
-            assert!(message.contains("policy.large_slots: must be > 0"), "{message}")
+    match admin
+        .set_policy("kind = \"sfq-d-plus\"\nlarge_slots = 0")
+        .await
+    {
+        Err(ClientError::Server {
+            kind: ErrorKind::Invalid,
+            message,
+            ..
+        }) => {
+            assert!(
+                message.contains("policy.large_slots: must be > 0"),
+                "{message}"
+            )
         }
         other => panic!("a bad policy was accepted: {other:?}"),
     }
@@ -114,7 +153,9 @@ async fn malformed_frames_are_answered_and_cut_off() {
     let dir = tempfile::tempdir().unwrap();
     let s = start(dir.path(), "kind = \"fifo\"").await;
     let good = Arc::new(ServerConnection::connect(s.addr, TIMEOUT).await.unwrap());
-    good.write(&who(1), 1, 0, b"kept".to_vec()).await.unwrap();
+    good.write(&who(1), 1, vec![Extent::new(0, 4)], b"kept".to_vec())
+        .await
+        .unwrap();
     let garbage: Vec<Vec<u8>> = vec![
         [&5u32.to_be_bytes()[..], b"hello"].concat(),
         // A length prefix over the limit: refused before the body is read.
@@ -128,14 +169,34 @@ async fn malformed_frames_are_answered_and_cut_off() {
     for bytes in garbage {
         let mut sock = tokio::net::TcpStream::connect(s.addr).await.unwrap();
         sock.write_all(&bytes).await.unwrap();
-        let reply = tokio::time::timeout(TIMEOUT, read_frame(&mut sock)).await.unwrap().expect("an error reply");
-        assert!(matches!(reply.message, Message::Error { kind: ErrorKind::Protocol, .. }), "{reply:?}");
+        let reply = tokio::time::timeout(TIMEOUT, read_frame(&mut sock))
+            .await
+            .unwrap()
+            .expect("an error reply");
+        assert!(
+            matches!(
+                reply.message,
+                Message::Error {
+                    kind: ErrorKind::Protocol,
+                    ..
+                }
+            ),
+            "{reply:?}"
+        );
         // Then the server closes this connection.
         let mut rest = [0u8; 1];
-        let n = tokio::time::timeout(TIMEOUT, sock.read(&mut rest)).await.unwrap().unwrap_or(0);
+        let n = tokio::time::timeout(TIMEOUT, sock.read(&mut rest))
+            .await
+            .unwrap()
+            .unwrap_or(0);
         assert_eq!(n, 0, "connection closed");
         // Everyone else is still served.
-        assert_eq!(good.read(&who(1), 1, 0, 4).await.unwrap(), b"kept");
+        assert_eq!(
+            good.read(&who(1), 1, vec![Extent::new(0, 4)])
+                .await
+                .unwrap(),
+            b"kept"
+        );
     }
     s.shutdown().await;
 }
@@ -145,12 +206,17 @@ async fn a_silent_server_times_out_with_its_address() {
     // A socket that accepts connections but never answers.
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = silent.local_addr().unwrap();
-    let conn = ServerConnection::connect(addr, Duration::from_millis(200)).await.unwrap();
+    let conn = ServerConnection::connect(addr, Duration::from_millis(200))
+        .await
+        .unwrap();
     let e = conn.ping().await.unwrap_err();
     assert!(matches!(e, ClientError::Timeout { .. }));
     assert!(e.to_string().contains(&addr.to_string()), "{e}");
     drop(silent);
     // Nobody listening: the error names the server too.
-    let e = ServerConnection::connect(addr, Duration::from_millis(200)).await.err().unwrap();
+    let e = ServerConnection::connect(addr, Duration::from_millis(200))
+        .await
+        .err()
+        .unwrap();
     assert!(e.to_string().contains(&addr.to_string()), "{e}");
 }

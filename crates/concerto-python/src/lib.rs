@@ -16,7 +16,12 @@ use concerto_core::profile::{self, ProfileSpec};
 use concerto_sim::profile::DeviceProbe;
 use concerto_sim::{simulate_reps, ConfigError, Scenario};
 
-create_exception!(_native, ConcertoConfigError, PyValueError, "A scenario or option is invalid; the message names the key.");
+create_exception!(
+    _native,
+    ConcertoConfigError,
+    PyValueError,
+    "A scenario or option is invalid; the message names the key."
+);
 
 fn config_err(e: ConfigError) -> PyErr {
     ConcertoConfigError::new_err(e.to_string())
@@ -32,7 +37,9 @@ struct Progress {
 impl Progress {
     #[new]
     fn new() -> Progress {
-        Progress { inner: Arc::new(concerto_sim::Progress::new()) }
+        Progress {
+            inner: Arc::new(concerto_sim::Progress::new()),
+        }
     }
     #[getter]
     fn done(&self) -> u64 {
@@ -121,14 +128,18 @@ fn coordinated_expected_completion(m: u32, t: f64) -> f64 {
 fn profile_device(py: Python<'_>, device: &str, spec: &str, seed: u64) -> PyResult<String> {
     let mut probe = DeviceProbe::from_toml(device, seed).map_err(config_err)?;
     let mut de = serde_json::Deserializer::from_str(spec);
-    let spec: ProfileSpec = serde_path_to_error::deserialize(&mut de)
-        .map_err(|e| {
-            // serde_json appends the position in the JSON we built; the field path says more.
-            let message = e.inner().to_string();
-            let message = message.split(" at line ").next().unwrap_or(&message).to_string();
-            ConcertoConfigError::new_err(format!("profile.{}: {message}", e.path()))
-        })?;
-    spec.validate().map_err(|(field, msg)| ConcertoConfigError::new_err(format!("profile.{field}: {msg}")))?;
+    let spec: ProfileSpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        // serde_json appends the position in the JSON we built; the field path says more.
+        let message = e.inner().to_string();
+        let message = message
+            .split(" at line ")
+            .next()
+            .unwrap_or(&message)
+            .to_string();
+        ConcertoConfigError::new_err(format!("profile.{}: {message}", e.path()))
+    })?;
+    spec.validate()
+        .map_err(|(field, msg)| ConcertoConfigError::new_err(format!("profile.{field}: {msg}")))?;
     let profile = py.allow_threads(|| profile::run(&mut probe, &spec));
     serde_json::to_string(&profile).map_err(|e| PyValueError::new_err(e.to_string()))
 }

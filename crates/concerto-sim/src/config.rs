@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use concerto_core::emulation::EmulationConfig;
 use concerto_core::server::default_window;
 use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{MetaOp, PolicyConfig, Time};
@@ -21,7 +22,10 @@ pub enum ConfigError {
 
 impl ConfigError {
     pub fn at(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
-        ConfigError::Invalid { path: path.into(), message: message.into() }
+        ConfigError::Invalid {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -155,6 +159,8 @@ pub struct MetaCosts {
     pub readdir: Time,
     pub remove: Time,
     pub rmdir: Time,
+    pub rename: Time,
+    pub setattr: Time,
 }
 
 impl Default for MetaCosts {
@@ -168,6 +174,8 @@ impl Default for MetaCosts {
             readdir: Time::from_micros(300),
             remove: Time::from_micros(500),
             rmdir: Time::from_micros(600),
+            rename: Time::from_micros(600),
+            setattr: Time::from_micros(300),
         }
     }
 }
@@ -181,6 +189,8 @@ impl MetaCosts {
             MetaOp::Readdir => self.readdir,
             MetaOp::Remove => self.remove,
             MetaOp::Rmdir => self.rmdir,
+            MetaOp::Rename => self.rename,
+            MetaOp::Setattr => self.setattr,
         }
     }
 }
@@ -202,6 +212,10 @@ pub enum DeviceConfig {
     Fixed(FixedConfig),
     Hdd(HddConfig),
     Ssd(SsdConfig),
+    /// The device class the real servers' throttle emulates (bandwidth,
+    /// latency, seek penalty, channels), so a real run can be simulated
+    /// against the same model.
+    Emulated(EmulationConfig),
 }
 
 impl DeviceConfig {
@@ -209,7 +223,10 @@ impl DeviceConfig {
     pub fn default_window(&self) -> Time {
         match self {
             DeviceConfig::Ssd(_) => default_window::SSD,
-            DeviceConfig::Fixed(_) | DeviceConfig::Hdd(_) => default_window::HDD,
+            DeviceConfig::Emulated(e) if e.parallelism > 1 => default_window::SSD,
+            DeviceConfig::Fixed(_) | DeviceConfig::Hdd(_) | DeviceConfig::Emulated(_) => {
+                default_window::HDD
+            }
         }
     }
 
@@ -220,6 +237,7 @@ impl DeviceConfig {
             DeviceConfig::Fixed(_) => None,
             DeviceConfig::Hdd(h) => Some(h.transfer_rate),
             DeviceConfig::Ssd(s) => Some(s.bandwidth),
+            DeviceConfig::Emulated(e) => Some(e.bandwidth),
         }
     }
 }
@@ -272,7 +290,11 @@ pub struct SsdConfig {
 
 impl Default for SsdConfig {
     fn default() -> SsdConfig {
-        SsdConfig { latency: Time::from_micros(60), bandwidth: Bandwidth(500e6), parallelism: 8 }
+        SsdConfig {
+            latency: Time::from_micros(60),
+            bandwidth: Bandwidth(500e6),
+            parallelism: 8,
+        }
     }
 }
 
@@ -326,7 +348,10 @@ fn default_max_app_id() -> u32 {
 
 impl Default for AppIdRule {
     fn default() -> AppIdRule {
-        AppIdRule::Random { min: 0, max: default_max_app_id() }
+        AppIdRule::Random {
+            min: 0,
+            max: default_max_app_id(),
+        }
     }
 }
 
@@ -475,7 +500,9 @@ fn yes() -> bool {
 
 impl AppSpec {
     pub fn label(&self) -> String {
-        self.name.clone().unwrap_or_else(|| self.workload_name().to_string())
+        self.name
+            .clone()
+            .unwrap_or_else(|| self.workload_name().to_string())
     }
 
     pub fn workload_name(&self) -> &'static str {
@@ -503,9 +530,13 @@ impl AppSpec {
     pub fn bytes_per_call(&self) -> u64 {
         let elements = || self.elements.unwrap_or(0) as u64 * self.element_size.map_or(0, |b| b.0);
         match self.workload {
-            WorkloadKind::Ior | WorkloadKind::PioBench | WorkloadKind::Wrf => self.request_size.map_or(0, |b| b.0),
+            WorkloadKind::Ior | WorkloadKind::PioBench | WorkloadKind::Wrf => {
+                self.request_size.map_or(0, |b| b.0)
+            }
             WorkloadKind::Btio => elements(),
-            WorkloadKind::MdTest => self.request_size.map_or(0, |b| b.0) * self.items.unwrap_or(0) as u64,
+            WorkloadKind::MdTest => {
+                self.request_size.map_or(0, |b| b.0) * self.items.unwrap_or(0) as u64
+            }
             WorkloadKind::MpiTileIo => {
                 let [x, y] = self.tile.unwrap_or([0, 0]);
                 x as u64 * y as u64 * self.element_size.map_or(0, |b| b.0)
@@ -544,8 +575,14 @@ impl Scenario {
 
     /// As [`from_toml`](Self::from_toml), reading the scenario from the table
     /// at `table` (for experiment files that embed a scenario).
-    pub fn from_toml_table(text: &str, table: Option<&str>, overrides: &[String]) -> Result<Scenario, ConfigError> {
-        let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax(format!("invalid TOML: {}", e.message().trim())))?;
+    pub fn from_toml_table(
+        text: &str,
+        table: Option<&str>,
+        overrides: &[String],
+    ) -> Result<Scenario, ConfigError> {
+        let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            ConfigError::Syntax(format!("invalid TOML: {}", e.message().trim()))
+        })?;
         if let Some(key) = table {
             doc = match doc.remove(key) {
                 Some(toml::Value::Table(t)) => t,
@@ -589,23 +626,43 @@ impl Scenario {
         validate_metadata(c)?;
         if let Some(t) = self.output.timeline {
             if t < Time::from_millis(1) {
-                return Err(ConfigError::at("output.timeline", "bins must be at least 1 ms wide"));
+                return Err(ConfigError::at(
+                    "output.timeline",
+                    "bins must be at least 1 ms wide",
+                ));
             }
         }
         if self.output.server_timeline && self.output.timeline.is_none() {
-            return Err(ConfigError::at("output.server_timeline", "needs output.timeline (the bin width)"));
+            return Err(ConfigError::at(
+                "output.server_timeline",
+                "needs output.timeline (the bin width)",
+            ));
         }
-        positive_f("cluster.network.client_bandwidth", c.network.client_bandwidth.0)?;
-        positive_f("cluster.network.server_bandwidth", c.network.server_bandwidth.0)?;
-        self.policy.validate().map_err(|(field, msg)| ConfigError::at(format!("policy.{field}"), msg))?;
+        positive_f(
+            "cluster.network.client_bandwidth",
+            c.network.client_bandwidth.0,
+        )?;
+        positive_f(
+            "cluster.network.server_bandwidth",
+            c.network.server_bandwidth.0,
+        )?;
+        self.policy
+            .validate()
+            .map_err(|(field, msg)| ConfigError::at(format!("policy.{field}"), msg))?;
         if let PolicyConfig::Capped { capacity: None, .. } = self.policy {
             if self.cluster.device.nominal_bandwidth().is_none() {
-                return Err(ConfigError::at("policy.capacity", "required with the fixed device, which has no rated bandwidth"));
+                return Err(ConfigError::at(
+                    "policy.capacity",
+                    "required with the fixed device, which has no rated bandwidth",
+                ));
             }
         }
         for (i, app) in self.apps.iter().enumerate() {
             if !(app.weight.is_finite() && app.weight > 0.0) {
-                return Err(ConfigError::at(format!("apps[{i}].weight"), "must be a number > 0"));
+                return Err(ConfigError::at(
+                    format!("apps[{i}].weight"),
+                    "must be a number > 0",
+                ));
             }
             if let Some(count) = app.stripe_count {
                 positive(&format!("apps[{i}].stripe_count"), count as u64)?;
@@ -620,14 +677,20 @@ impl Scenario {
                 if first >= c.servers {
                     return Err(ConfigError::at(
                         format!("apps[{i}].first_server"),
-                        format!("server {first} does not exist (cluster.servers is {})", c.servers),
+                        format!(
+                            "server {first} does not exist (cluster.servers is {})",
+                            c.servers
+                        ),
                     ));
                 }
             }
         }
 
         if self.apps.is_empty() {
-            return Err(ConfigError::at("apps", "at least one [[apps]] entry is needed"));
+            return Err(ConfigError::at(
+                "apps",
+                "at least one [[apps]] entry is needed",
+            ));
         }
         let mut processes = 0u64;
         let mut instances = 0u64;
@@ -637,11 +700,17 @@ impl Scenario {
             processes += app.instances as u64 * app.processes as u64;
         }
         if processes > MAX_PROCESSES {
-            return Err(ConfigError::at("apps", format!("{processes} processes in all; at most {MAX_PROCESSES} are simulated")));
+            return Err(ConfigError::at(
+                "apps",
+                format!("{processes} processes in all; at most {MAX_PROCESSES} are simulated"),
+            ));
         }
         if let AppIdRule::Random { min, max } = self.app_ids {
             if min > max {
-                return Err(ConfigError::at("app_ids.max", format!("must be >= app_ids.min ({min})")));
+                return Err(ConfigError::at(
+                    "app_ids.max",
+                    format!("must be >= app_ids.min ({min})"),
+                ));
             }
             if (max - min) as u64 + 1 < instances {
                 return Err(ConfigError::at(
@@ -652,7 +721,10 @@ impl Scenario {
         }
         if let AppIdRule::Sequential { start } = self.app_ids {
             if start as u64 + instances > u32::MAX as u64 {
-                return Err(ConfigError::at("app_ids.start", "too large for the number of applications"));
+                return Err(ConfigError::at(
+                    "app_ids.start",
+                    "too large for the number of applications",
+                ));
             }
         }
         Ok(())
@@ -662,7 +734,11 @@ impl Scenario {
     pub fn resolved_policy(&self) -> PolicyConfig {
         let mut p = self.policy.clone();
         // Validation guarantees a capacity where it is needed; the fallback is never used then.
-        let capacity = self.cluster.device.nominal_bandwidth().unwrap_or(Bandwidth(100e6));
+        let capacity = self
+            .cluster
+            .device
+            .nominal_bandwidth()
+            .unwrap_or(Bandwidth(100e6));
         p.resolve(self.cluster.device.default_window(), capacity);
         p
     }
@@ -673,7 +749,11 @@ impl Scenario {
         self.apps
             .iter()
             .map(|a| {
-                let per_instance = if a.barrier { a.calls() as u64 } else { a.calls() as u64 * a.processes as u64 };
+                let per_instance = if a.barrier {
+                    a.calls() as u64
+                } else {
+                    a.calls() as u64 * a.processes as u64
+                };
                 per_instance * a.instances as u64
             })
             .sum()
@@ -689,13 +769,19 @@ pub(crate) fn validate_device(at: &str, device: &DeviceConfig) -> Result<(), Con
             positive_f(&key("transfer_rate"), h.transfer_rate.0)?;
             positive(&key("capacity"), h.capacity.0)?;
             if h.full_stroke < h.track_to_track {
-                return Err(ConfigError::at(key("full_stroke"), "must be >= track_to_track"));
+                return Err(ConfigError::at(
+                    key("full_stroke"),
+                    "must be >= track_to_track",
+                ));
             }
         }
         DeviceConfig::Ssd(s) => {
             positive_f(&key("bandwidth"), s.bandwidth.0)?;
             positive(&key("parallelism"), s.parallelism as u64)?;
         }
+        DeviceConfig::Emulated(e) => e
+            .validate()
+            .map_err(|(field, msg)| ConfigError::at(key(field), msg))?,
     }
     Ok(())
 }
@@ -707,7 +793,10 @@ fn validate_metadata(c: &ClusterConfig) -> Result<(), ConfigError> {
         if m.placement == MetadataPlacement::CoLocated && n > c.servers {
             return Err(ConfigError::at(
                 "cluster.metadata.servers",
-                format!("{n} co-located metadata servers but only {} data servers", c.servers),
+                format!(
+                    "{n} co-located metadata servers but only {} data servers",
+                    c.servers
+                ),
             ));
         }
         if n > 4096 {
@@ -716,10 +805,16 @@ fn validate_metadata(c: &ClusterConfig) -> Result<(), ConfigError> {
     }
     if m.placement == MetadataPlacement::CoLocated {
         if m.depth.is_some() {
-            return Err(ConfigError::at("cluster.metadata.depth", "only for placement = \"dedicated\" (co-located metadata shares cluster.depth)"));
+            return Err(ConfigError::at(
+                "cluster.metadata.depth",
+                "only for placement = \"dedicated\" (co-located metadata shares cluster.depth)",
+            ));
         }
         if m.device.is_some() {
-            return Err(ConfigError::at("cluster.metadata.device", "only for placement = \"dedicated\" (co-located metadata shares cluster.device)"));
+            return Err(ConfigError::at(
+                "cluster.metadata.device",
+                "only for placement = \"dedicated\" (co-located metadata shares cluster.device)",
+            ));
         }
     }
     if let Some(d) = m.depth {
@@ -762,31 +857,53 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
     positive(&key("processes"), app.processes as u64)?;
     positive(&key("requests"), app.requests as u64)?;
     if let Some(name) = &app.name {
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-            return Err(ConfigError::at(key("name"), "use letters, digits, '-', '_' or '.'"));
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(ConfigError::at(
+                key("name"),
+                "use letters, digits, '-', '_' or '.'",
+            ));
         }
     }
     let kind = app.workload_name();
-    let not_for = |field: &str, present: bool, allowed: &[WorkloadKind]| -> Result<(), ConfigError> {
-        if present && !allowed.contains(&app.workload) {
-            return Err(ConfigError::at(key(field), format!("does not apply to workload \"{kind}\"")));
-        }
-        Ok(())
-    };
+    let not_for =
+        |field: &str, present: bool, allowed: &[WorkloadKind]| -> Result<(), ConfigError> {
+            if present && !allowed.contains(&app.workload) {
+                return Err(ConfigError::at(
+                    key(field),
+                    format!("does not apply to workload \"{kind}\""),
+                ));
+            }
+            Ok(())
+        };
     use WorkloadKind::*;
-    not_for("request_size", app.request_size.is_some(), &[Ior, PioBench, Wrf, MdTest])?;
+    not_for(
+        "request_size",
+        app.request_size.is_some(),
+        &[Ior, PioBench, Wrf, MdTest],
+    )?;
     not_for("pattern", app.pattern.is_some(), &[Ior, PioBench])?;
     not_for("file", app.file.is_some(), &[Ior, PioBench])?;
     not_for("grid", app.grid.is_some(), &[MpiTileIo])?;
     not_for("tile", app.tile.is_some(), &[MpiTileIo])?;
-    not_for("element_size", app.element_size.is_some(), &[MpiTileIo, Noncontig, Btio])?;
+    not_for(
+        "element_size",
+        app.element_size.is_some(),
+        &[MpiTileIo, Noncontig, Btio],
+    )?;
     not_for("elements", app.elements.is_some(), &[Noncontig, Btio])?;
     not_for("getattrs", app.getattrs.is_some(), &[Wrf])?;
     not_for("items", app.items.is_some(), &[MdTest])?;
     not_for("subtype", app.subtype.is_some(), &[Btio])?;
     let required = |field: &str, present: bool| -> Result<(), ConfigError> {
         if !present {
-            return Err(ConfigError::at(key(field), format!("required for workload \"{kind}\"")));
+            return Err(ConfigError::at(
+                key(field),
+                format!("required for workload \"{kind}\""),
+            ));
         }
         Ok(())
     };
@@ -808,7 +925,10 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
             if px as u64 * py as u64 != app.processes as u64 {
                 return Err(ConfigError::at(
                     key("grid"),
-                    format!("{px} x {py} tiles does not match processes = {}", app.processes),
+                    format!(
+                        "{px} x {py} tiles does not match processes = {}",
+                        app.processes
+                    ),
                 ));
             }
         }
@@ -826,7 +946,10 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
             required("items", app.items.is_some())?;
             positive(&key("items"), app.items.unwrap_or(0) as u64)?;
             if app.items.unwrap_or(0) as u64 * app.processes as u64 > MAX_FILES {
-                return Err(ConfigError::at(key("items"), format!("processes x items is over {MAX_FILES} files")));
+                return Err(ConfigError::at(
+                    key("items"),
+                    format!("processes x items is over {MAX_FILES} files"),
+                ));
             }
             if let Some(size) = app.request_size {
                 positive(&key("request_size"), size.0)?;
@@ -834,19 +957,37 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
         }
     }
     if app.workload == MdTest && app.requests != 1 {
-        return Err(ConfigError::at(key("requests"), "does not apply to workload \"md-test\" (its calls are its eight phases; set items)"));
+        return Err(ConfigError::at(
+            key("requests"),
+            "does not apply to workload \"md-test\" (its calls are its eight phases; set items)",
+        ));
     }
-    if app.bytes_per_call().checked_mul(app.calls() as u64).and_then(|b| b.checked_mul(app.processes as u64)).map_or(true, |b| b > 1 << 50) {
-        return Err(ConfigError::at(at, "moves more than 1 PiB; reduce requests or sizes"));
+    if app
+        .bytes_per_call()
+        .checked_mul(app.calls() as u64)
+        .and_then(|b| b.checked_mul(app.processes as u64))
+        .map_or(true, |b| b > 1 << 50)
+    {
+        return Err(ConfigError::at(
+            at,
+            "moves more than 1 PiB; reduce requests or sizes",
+        ));
     }
     match (rule, app.app_id) {
-        (AppIdRule::Explicit, None) => Err(ConfigError::at(key("app_id"), "required when app_ids.rule = \"explicit\"")),
+        (AppIdRule::Explicit, None) => Err(ConfigError::at(
+            key("app_id"),
+            "required when app_ids.rule = \"explicit\"",
+        )),
         (AppIdRule::Explicit, Some(id)) if id as u64 + app.instances as u64 > u32::MAX as u64 => {
-            Err(ConfigError::at(key("app_id"), "too large for the number of instances"))
+            Err(ConfigError::at(
+                key("app_id"),
+                "too large for the number of instances",
+            ))
         }
-        (AppIdRule::Random { .. } | AppIdRule::Sequential { .. }, Some(_)) => {
-            Err(ConfigError::at(key("app_id"), "only used when app_ids.rule = \"explicit\""))
-        }
+        (AppIdRule::Random { .. } | AppIdRule::Sequential { .. }, Some(_)) => Err(ConfigError::at(
+            key("app_id"),
+            "only used when app_ids.rule = \"explicit\"",
+        )),
         _ => Ok(()),
     }
 }

@@ -5,6 +5,7 @@
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use concerto_core::emulation::EmulatedDevice;
 use concerto_core::units::Bandwidth;
 use concerto_core::{Request, Time};
 
@@ -14,14 +15,19 @@ pub enum Device {
     Fixed(Fixed),
     Hdd(Hdd),
     Ssd(Ssd),
+    Emulated(EmulatedDevice),
 }
 
 impl Device {
     pub fn new(cfg: &DeviceConfig) -> Device {
         match cfg {
-            DeviceConfig::Fixed(c) => Device::Fixed(Fixed { cfg: c.clone(), busy_until: Time::ZERO }),
+            DeviceConfig::Fixed(c) => Device::Fixed(Fixed {
+                cfg: c.clone(),
+                busy_until: Time::ZERO,
+            }),
             DeviceConfig::Hdd(c) => Device::Hdd(Hdd::new(c.clone())),
             DeviceConfig::Ssd(c) => Device::Ssd(Ssd::new(c.clone())),
+            DeviceConfig::Emulated(c) => Device::Emulated(EmulatedDevice::new(c.clone())),
         }
     }
 
@@ -32,6 +38,7 @@ impl Device {
             Device::Fixed(d) => d.start(now),
             Device::Hdd(d) => d.start(now, base, req, rng),
             Device::Ssd(d) => d.start(now, req.len),
+            Device::Emulated(d) => d.start(now, req.object.0, req.offset, req.len),
         }
     }
 
@@ -54,6 +61,7 @@ impl Device {
             }
             // Latency-bound: it takes an internal unit, not the data bus.
             Device::Ssd(d) => d.occupy_channel(now, service),
+            Device::Emulated(d) => d.start_metadata(now, service),
         }
     }
 }
@@ -86,14 +94,21 @@ pub struct Hdd {
 impl Hdd {
     fn new(cfg: HddConfig) -> Hdd {
         let revolution = Time::from_secs_f64(60.0 / cfg.rpm);
-        Hdd { cfg, revolution, busy_until: Time::ZERO, head: 0 }
+        Hdd {
+            cfg,
+            revolution,
+            busy_until: Time::ZERO,
+            head: 0,
+        }
     }
 
     fn seek(&self, distance: u64) -> Time {
         if distance == 0 {
             return Time::ZERO;
         }
-        let frac = (distance as f64 / self.cfg.capacity.0 as f64).min(1.0).sqrt();
+        let frac = (distance as f64 / self.cfg.capacity.0 as f64)
+            .min(1.0)
+            .sqrt();
         let t2t = self.cfg.track_to_track.as_nanos() as f64;
         let full = self.cfg.full_stroke.as_nanos() as f64;
         Time::from_nanos((t2t + (full - t2t) * frac) as u64)
@@ -125,7 +140,8 @@ impl Hdd {
             let mut end = first.end();
             for s in &req.segments[1..] {
                 let gap = s.offset.saturating_sub(end);
-                t += rate.transfer_time(gap).min(self.cfg.track_to_track) + rate.transfer_time(s.len);
+                t += rate.transfer_time(gap).min(self.cfg.track_to_track)
+                    + rate.transfer_time(s.len);
                 end = s.end();
             }
             self.head = base + end;
@@ -148,7 +164,11 @@ pub struct Ssd {
 impl Ssd {
     fn new(cfg: SsdConfig) -> Ssd {
         let channels = vec![Time::ZERO; cfg.parallelism.max(1) as usize];
-        Ssd { cfg, channels, bus_free: Time::ZERO }
+        Ssd {
+            cfg,
+            channels,
+            bus_free: Time::ZERO,
+        }
     }
 
     fn occupy_channel(&mut self, now: Time, service: Time) -> Time {
@@ -161,7 +181,12 @@ impl Ssd {
     }
 
     fn earliest_channel(&self) -> (usize, Time) {
-        self.channels.iter().copied().enumerate().min_by_key(|&(_, t)| t).unwrap_or((0, Time::ZERO))
+        self.channels
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(_, t)| t)
+            .unwrap_or((0, Time::ZERO))
     }
 
     fn start(&mut self, now: Time, bytes: u64) -> Time {
@@ -189,11 +214,22 @@ mod tests {
 
     #[test]
     fn fixed_device_serves_one_at_a_time() {
-        let mut d = Device::new(&DeviceConfig::Fixed(FixedConfig { service_time: Time::from_millis(2) }));
+        let mut d = Device::new(&DeviceConfig::Fixed(FixedConfig {
+            service_time: Time::from_millis(2),
+        }));
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        assert_eq!(d.start(Time::ZERO, 0, &req(0, 1), &mut rng), Time::from_millis(2));
-        assert_eq!(d.start(Time::ZERO, 0, &req(0, 1), &mut rng), Time::from_millis(4));
-        assert_eq!(d.start(Time::from_millis(10), 0, &req(0, 1), &mut rng), Time::from_millis(12));
+        assert_eq!(
+            d.start(Time::ZERO, 0, &req(0, 1), &mut rng),
+            Time::from_millis(2)
+        );
+        assert_eq!(
+            d.start(Time::ZERO, 0, &req(0, 1), &mut rng),
+            Time::from_millis(4)
+        );
+        assert_eq!(
+            d.start(Time::from_millis(10), 0, &req(0, 1), &mut rng),
+            Time::from_millis(12)
+        );
     }
 
     #[test]
@@ -213,12 +249,19 @@ mod tests {
         }
         // 64 x 64 KiB at 100 MB/s is ~42 ms; random access adds a seek and rotation each.
         assert!(t_seq < Time::from_millis(50), "sequential took {t_seq}");
-        assert!(t_rnd > t_seq + Time::from_millis(64 * 4), "random took {t_rnd}");
+        assert!(
+            t_rnd > t_seq + Time::from_millis(64 * 4),
+            "random took {t_rnd}"
+        );
     }
 
     #[test]
     fn ssd_overlaps_latency_but_not_bandwidth() {
-        let cfg = SsdConfig { latency: Time::from_micros(100), bandwidth: Bandwidth(1e9), parallelism: 4 };
+        let cfg = SsdConfig {
+            latency: Time::from_micros(100),
+            bandwidth: Bandwidth(1e9),
+            parallelism: 4,
+        };
         let mut d = Ssd::new(cfg);
         // Four small requests at once overlap their latency.
         let done: Vec<Time> = (0..4).map(|_| d.start(Time::ZERO, 1000)).collect();
@@ -226,6 +269,9 @@ mod tests {
         assert_eq!(done[3], Time::from_micros(104));
         // A large request is bandwidth-bound: 1 MB at 1 GB/s is 1 ms.
         let big = d.start(Time::from_millis(1), 1_000_000);
-        assert_eq!(big, Time::from_millis(1) + Time::from_micros(100) + Time::from_millis(1));
+        assert_eq!(
+            big,
+            Time::from_millis(1) + Time::from_micros(100) + Time::from_millis(1)
+        );
     }
 }

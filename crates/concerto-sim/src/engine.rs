@@ -58,7 +58,12 @@ pub struct EventQueue<E> {
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { heap: BinaryHeap::new(), seq: 0, now: Time::ZERO, processed: 0 }
+        EventQueue {
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: Time::ZERO,
+            processed: 0,
+        }
     }
 }
 
@@ -90,9 +95,15 @@ impl<E> EventQueue<E> {
         let at = at.max(self.now);
         // class (1 bit) | tie (31 bits) | sequence (32 bits, wrapping: it only
         // separates events that agree on everything else).
-        let order = ((class as u64) << 63) | (((tie & 0x7fff_ffff) as u64) << 32) | (self.seq & 0xffff_ffff);
+        let order = ((class as u64) << 63)
+            | (((tie & 0x7fff_ffff) as u64) << 32)
+            | (self.seq & 0xffff_ffff);
         self.seq = self.seq.wrapping_add(1);
-        self.heap.push(Entry { time: at, order, event });
+        self.heap.push(Entry {
+            time: at,
+            order,
+            event,
+        });
     }
 
     /// Removes the earliest event and advances the clock to it.
@@ -117,7 +128,10 @@ mod tests {
         q.schedule(Time::from_nanos(1), Class::Late, 0, "late@1");
         q.schedule(Time::from_nanos(5), Class::Normal, 1, "tie1@5-second");
         let order: Vec<_> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
-        assert_eq!(order, vec!["late@1", "tie1@5", "tie1@5-second", "tie9@5", "late@5"]);
+        assert_eq!(
+            order,
+            vec!["late@1", "tie1@5", "tie1@5-second", "tie9@5", "late@5"]
+        );
         assert_eq!(q.now(), Time::from_nanos(5));
         assert_eq!(q.processed(), 5);
     }

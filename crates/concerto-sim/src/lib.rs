@@ -60,11 +60,18 @@ pub fn simulate(scenario: &Scenario, seed: u64, progress: Option<&Progress>) -> 
 
 /// `reps` runs with seeds `seed, seed + 1, ...`, spread over the machine's
 /// cores; results come back in seed order whatever the thread timing.
-pub fn simulate_reps(scenario: &Scenario, seed: u64, reps: u32, progress: Option<&Progress>) -> RunSet {
+pub fn simulate_reps(
+    scenario: &Scenario,
+    seed: u64,
+    reps: u32,
+    progress: Option<&Progress>,
+) -> RunSet {
     if let Some(p) = progress {
         p.add_total(scenario.total_operations() * reps as u64);
     }
-    let runs: Vec<RunResult> =
-        (0..reps.max(1) as u64).into_par_iter().map(|i| simulate(scenario, seed.wrapping_add(i), progress)).collect();
+    let runs: Vec<RunResult> = (0..reps.max(1) as u64)
+        .into_par_iter()
+        .map(|i| simulate(scenario, seed.wrapping_add(i), progress))
+        .collect();
     RunSet::new(scenario.clone(), runs)
 }

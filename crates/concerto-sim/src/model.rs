@@ -35,24 +35,45 @@ use crate::Progress;
 #[derive(Clone, Copy, Debug)]
 enum Event {
     /// Barrier released: every process of the application issues its next call.
-    Release { app: u32 },
+    Release {
+        app: u32,
+    },
     /// One process issues its next call (applications without a barrier).
-    Call { rank: u32 },
+    Call {
+        rank: u32,
+    },
     /// A call with no server traffic (md-test's close) completes.
-    CallDone { rank: u32 },
+    CallDone {
+        rank: u32,
+    },
     /// A request reaches its server's NIC (uncontended arrival time).
-    ReachServer { piece: u32 },
+    ReachServer {
+        piece: u32,
+    },
     /// A reply reaches its client's NIC.
-    ReachClient { piece: u32 },
+    ReachClient {
+        piece: u32,
+    },
     /// The server decides what to start; runs after all other events at its instant.
-    Kick { server: u32 },
-    DeviceDone { piece: u32 },
+    Kick {
+        server: u32,
+    },
+    DeviceDone {
+        piece: u32,
+    },
     /// A request has fully arrived after waiting for the server's NIC.
-    Arrive { piece: u32 },
+    Arrive {
+        piece: u32,
+    },
     /// A reply has fully arrived after waiting for the client's NIC.
-    Response { piece: u32 },
+    Response {
+        piece: u32,
+    },
     /// Another server's service report (total-service sharing) arrives.
-    ServiceReport { server: u32, report: u32 },
+    ServiceReport {
+        server: u32,
+        report: u32,
+    },
 }
 
 // RNG streams: separate so that, for one seed, application ids and file
@@ -204,23 +225,36 @@ impl<'a> Simulation<'a> {
         let n_meta = cl.metadata_servers();
         let meta_servers: Vec<u32> = match md.placement {
             // Spread evenly over the data servers.
-            MetadataPlacement::CoLocated => (0..n_meta).map(|i| (i as u64 * cl.servers as u64 / n_meta as u64) as u32).collect(),
+            MetadataPlacement::CoLocated => (0..n_meta)
+                .map(|i| (i as u64 * cl.servers as u64 / n_meta as u64) as u32)
+                .collect(),
             MetadataPlacement::Dedicated => (cl.servers..cl.servers + n_meta).collect(),
         };
         let roles: Vec<ServerRole> = match md.placement {
             MetadataPlacement::CoLocated => (0..cl.servers)
-                .map(|i| if meta_servers.contains(&i) { ServerRole::DataAndMetadata } else { ServerRole::Data })
+                .map(|i| {
+                    if meta_servers.contains(&i) {
+                        ServerRole::DataAndMetadata
+                    } else {
+                        ServerRole::Data
+                    }
+                })
                 .collect(),
-            MetadataPlacement::Dedicated => {
-                (0..cl.servers).map(|_| ServerRole::Data).chain((0..n_meta).map(|_| ServerRole::Metadata)).collect()
-            }
+            MetadataPlacement::Dedicated => (0..cl.servers)
+                .map(|_| ServerRole::Data)
+                .chain((0..n_meta).map(|_| ServerRole::Metadata))
+                .collect(),
         };
         let servers = roles
             .iter()
             .map(|&role| ServerState {
                 role,
                 queue: policy.build(default_window),
-                depth: if role == ServerRole::Metadata { md.depth.unwrap_or(cl.depth) } else { cl.depth },
+                depth: if role == ServerRole::Metadata {
+                    md.depth.unwrap_or(cl.depth)
+                } else {
+                    cl.depth
+                },
                 device: Device::new(match (role, &md.device) {
                     (ServerRole::Metadata, Some(d)) => d,
                     _ => &cl.device,
@@ -266,8 +300,11 @@ impl<'a> Simulation<'a> {
                     };
                     let first = spec.first_server.unwrap_or(placed);
                     let count = spec.stripe_count.unwrap_or(cl.stripe_count());
-                    let layout = StripeLayout::round_robin(cl.stripe_unit.0, count, first, cl.servers)
-                        .expect("validated: stripe unit > 0 and stripe count within the servers");
+                    let layout =
+                        StripeLayout::round_robin(cl.stripe_unit.0, count, first, cl.servers)
+                            .expect(
+                                "validated: stripe unit > 0 and stripe count within the servers",
+                            );
                     files.push(FileState {
                         layout,
                         base: (idx as u64).wrapping_mul(spacing) % capacity,
@@ -277,7 +314,15 @@ impl<'a> Simulation<'a> {
                 }
                 for rank in 0..spec.processes {
                     let dir_server = meta_servers[ranks.len() % meta_servers.len()];
-                    ranks.push(RankState { app: app_idx, rank, pending: 0, call: 0, issue: Time::ZERO, steps: Vec::new(), dir_server });
+                    ranks.push(RankState {
+                        app: app_idx,
+                        rank,
+                        pending: 0,
+                        call: 0,
+                        issue: Time::ZERO,
+                        steps: Vec::new(),
+                        dir_server,
+                    });
                 }
                 apps.push(AppState {
                     spec: spec_idx,
@@ -331,10 +376,22 @@ impl<'a> Simulation<'a> {
         for (i, app) in self.apps.iter().enumerate() {
             let spec = &self.sc.apps[app.spec];
             if spec.barrier {
-                self.events.schedule(spec.start, Class::Normal, 0, Event::Release { app: i as u32 });
+                self.events.schedule(
+                    spec.start,
+                    Class::Normal,
+                    0,
+                    Event::Release { app: i as u32 },
+                );
             } else {
                 for r in 0..spec.processes {
-                    self.events.schedule(spec.start, Class::Normal, 0, Event::Call { rank: app.first_rank + r });
+                    self.events.schedule(
+                        spec.start,
+                        Class::Normal,
+                        0,
+                        Event::Call {
+                            rank: app.first_rank + r,
+                        },
+                    );
                 }
             }
         }
@@ -350,7 +407,9 @@ impl<'a> Simulation<'a> {
                 Event::ReachClient { piece } => self.reach_client(piece, now),
                 Event::Response { piece } => self.response(piece, now),
                 Event::ServiceReport { server, report } => {
-                    self.servers[server as usize].queue.absorb_service(&self.reports[report as usize]);
+                    self.servers[server as usize]
+                        .queue
+                        .absorb_service(&self.reports[report as usize]);
                 }
             }
         }
@@ -376,11 +435,18 @@ impl<'a> Simulation<'a> {
         rs.call = call;
         rs.issue = now;
         rs.steps.clear();
-        workload::call_steps(spec, rs.rank, call, self.sc.cluster.metadata.getattr_before_read, &mut rs.steps);
+        workload::call_steps(
+            spec,
+            rs.rank,
+            call,
+            self.sc.cluster.metadata.getattr_before_read,
+            &mut rs.steps,
+        );
         rs.steps.reverse();
         if rs.steps.is_empty() {
             // Nothing to send: the call completes once this instant's other events have run.
-            self.events.schedule(now, Class::Normal, 0, Event::CallDone { rank });
+            self.events
+                .schedule(now, Class::Normal, 0, Event::CallDone { rank });
         } else {
             self.issue_step(rank, now);
         }
@@ -414,7 +480,10 @@ impl<'a> Simulation<'a> {
                     DataOp::Write => Op::Write,
                 };
                 let file = a.files[access.file as usize];
-                for p in self.files[file as usize].layout.split_extents(&access.extents) {
+                for p in self.files[file as usize]
+                    .layout
+                    .split_extents(&access.extents)
+                {
                     let mut req = template(op, file as u64);
                     req.offset = p.extents[0].offset;
                     req.len = p.bytes;
@@ -454,11 +523,17 @@ impl<'a> Simulation<'a> {
                 req: Some(req),
             });
             let wire = header + if op == Op::Write { bytes } else { 0 };
-            let arrival =
-                self.net.transmit(now, wire, &mut self.clients[rank as usize], self.net.client_bandwidth(), &mut self.rng_net);
+            let arrival = self.net.transmit(
+                now,
+                wire,
+                &mut self.clients[rank as usize],
+                self.net.client_bandwidth(),
+                &mut self.rng_net,
+            );
             // Simultaneous arrivals at a server are taken in random order.
             let tie = self.rng_tie.gen::<u32>();
-            self.events.schedule(arrival, Class::Normal, tie, Event::ReachServer { piece });
+            self.events
+                .schedule(arrival, Class::Normal, tie, Event::ReachServer { piece });
         }
         self.sends = sends;
     }
@@ -480,11 +555,14 @@ impl<'a> Simulation<'a> {
         let p = &self.pieces[piece as usize];
         let wire = self.net.header_bytes() + if p.op == Op::Write { p.bytes } else { 0 };
         let server = &mut self.servers[p.server as usize];
-        let done = self.net.receive(now, wire, &mut server.nic, self.net.server_bandwidth());
+        let done = self
+            .net
+            .receive(now, wire, &mut server.nic, self.net.server_bandwidth());
         if done == now {
             self.arrive(piece, now);
         } else {
-            self.events.schedule(done, Class::Normal, 0, Event::Arrive { piece });
+            self.events
+                .schedule(done, Class::Normal, 0, Event::Arrive { piece });
         }
     }
 
@@ -504,7 +582,8 @@ impl<'a> Simulation<'a> {
         if !poll.is_zero() && s.slots_used == 0 && s.queue.len() == 1 && !s.kick_pending {
             // Idle: pick this request up with whatever else arrives within the poll interval.
             s.kick_pending = true;
-            self.events.schedule(now + poll, Class::Late, 0, Event::Kick { server });
+            self.events
+                .schedule(now + poll, Class::Late, 0, Event::Kick { server });
         } else {
             self.kick(server, now);
         }
@@ -515,7 +594,8 @@ impl<'a> Simulation<'a> {
         let s = &mut self.servers[server as usize];
         if !s.kick_pending {
             s.kick_pending = true;
-            self.events.schedule(now, Class::Late, 0, Event::Kick { server });
+            self.events
+                .schedule(now, Class::Late, 0, Event::Kick { server });
         }
     }
 
@@ -538,21 +618,30 @@ impl<'a> Simulation<'a> {
                     t[self.ranks[p.rank as usize].app as usize].dispatched(now);
                 }
                 let done = match req.op {
-                    Op::Meta(op) => s.device.start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
-                    Op::Read | Op::Write => s.device.start(now, self.files[p.file as usize].base, &req, &mut self.rng_dev),
+                    Op::Meta(op) => s
+                        .device
+                        .start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
+                    Op::Read | Op::Write => s.device.start(
+                        now,
+                        self.files[p.file as usize].base,
+                        &req,
+                        &mut self.rng_dev,
+                    ),
                 };
                 s.busy += done - now.max(s.device_free);
                 s.device_free = s.device_free.max(done);
                 p.start = now;
                 p.req = Some(req);
-                self.events.schedule(done, Class::Normal, 0, Event::DeviceDone { piece });
+                self.events
+                    .schedule(done, Class::Normal, 0, Event::DeviceDone { piece });
             }
         }
         if let Some(at) = s.queue.next_wakeup(now) {
             // One pending wakeup suffices: when it fires the queue is asked again.
             if at > now && s.wakeup.map_or(true, |w| at < w) {
                 s.wakeup = Some(at);
-                self.events.schedule(at, Class::Late, 0, Event::Kick { server });
+                self.events
+                    .schedule(at, Class::Late, 0, Event::Kick { server });
             }
         }
     }
@@ -598,19 +687,32 @@ impl<'a> Simulation<'a> {
             a.op_finish[server as usize] = now;
         }
         let wire = self.net.header_bytes() + if op == Op::Read { bytes } else { 0 };
-        let arrival = self.net.transmit(now, wire, &mut s.nic, self.net.server_bandwidth(), &mut self.rng_net);
-        self.events.schedule(arrival, Class::Normal, 0, Event::ReachClient { piece });
+        let arrival = self.net.transmit(
+            now,
+            wire,
+            &mut s.nic,
+            self.net.server_bandwidth(),
+            &mut self.rng_net,
+        );
+        self.events
+            .schedule(arrival, Class::Normal, 0, Event::ReachClient { piece });
         self.kick(server, now);
     }
 
     fn reach_client(&mut self, piece: u32, now: Time) {
         let p = &self.pieces[piece as usize];
         let wire = self.net.header_bytes() + if p.op == Op::Read { p.bytes } else { 0 };
-        let done = self.net.receive(now, wire, &mut self.clients[p.rank as usize], self.net.client_bandwidth());
+        let done = self.net.receive(
+            now,
+            wire,
+            &mut self.clients[p.rank as usize],
+            self.net.client_bandwidth(),
+        );
         if done == now {
             self.response(piece, now);
         } else {
-            self.events.schedule(done, Class::Normal, 0, Event::Response { piece });
+            self.events
+                .schedule(done, Class::Normal, 0, Event::Response { piece });
         }
     }
 
@@ -667,7 +769,12 @@ impl<'a> Simulation<'a> {
                 p.add(1);
             }
             if rs.call < spec.calls() {
-                self.events.schedule(now + spec.compute_time, Class::Normal, 0, Event::Call { rank });
+                self.events.schedule(
+                    now + spec.compute_time,
+                    Class::Normal,
+                    0,
+                    Event::Call { rank },
+                );
             } else {
                 a.ranks_finished += 1;
                 if a.ranks_finished == spec.processes {
@@ -682,7 +789,11 @@ impl<'a> Simulation<'a> {
         let spec = &self.sc.apps[a.spec];
         a.completions.push((now - a.op_issue).as_secs_f64());
         let issue = a.op_issue;
-        let finishes: Vec<f64> = a.op_servers.iter().map(|&s| (a.op_finish[s as usize] - issue).as_secs_f64()).collect();
+        let finishes: Vec<f64> = a
+            .op_servers
+            .iter()
+            .map(|&s| (a.op_finish[s as usize] - issue).as_secs_f64())
+            .collect();
         if let Some(spread) = finish_spread(&finishes) {
             a.spreads.push(spread);
         }
@@ -691,7 +802,12 @@ impl<'a> Simulation<'a> {
         }
         a.next_call += 1;
         if a.next_call < spec.calls() {
-            self.events.schedule(now + spec.compute_time, Class::Normal, 0, Event::Release { app });
+            self.events.schedule(
+                now + spec.compute_time,
+                Class::Normal,
+                0,
+                Event::Release { app },
+            );
         } else {
             a.end = now;
         }
@@ -711,7 +827,15 @@ impl<'a> Simulation<'a> {
         self.reports.push(report);
         let at = now + self.sc.cluster.network.latency;
         for server in (0..self.servers.len() as u32).filter(|&s| s != from) {
-            self.events.schedule(at, Class::Normal, 0, Event::ServiceReport { server, report: idx });
+            self.events.schedule(
+                at,
+                Class::Normal,
+                0,
+                Event::ServiceReport {
+                    server,
+                    report: idx,
+                },
+            );
         }
     }
 
@@ -750,21 +874,46 @@ impl<'a> Simulation<'a> {
                 metadata_ops: s.metadata_ops,
                 bytes: s.bytes,
                 busy_s: s.busy.as_secs_f64(),
-                utilization: if makespan.is_zero() { 0.0 } else { s.busy.as_secs_f64() / makespan.as_secs_f64() },
+                utilization: if makespan.is_zero() {
+                    0.0
+                } else {
+                    s.busy.as_secs_f64() / makespan.as_secs_f64()
+                },
                 max_queue: s.max_queue as u64,
                 service_reports: s.reports_sent,
-                timeline: s.timeline.as_ref().map(|per_app| per_app.iter().map(|t| t.bins.to_timeline(true)).collect()),
+                timeline: s
+                    .timeline
+                    .as_ref()
+                    .map(|per_app| per_app.iter().map(|t| t.bins.to_timeline(true)).collect()),
                 apps: s
                     .finish
                     .iter()
                     .enumerate()
                     .filter(|(_, f)| f.0 != Time::MAX)
-                    .map(|(app, f)| ServerAppResult { app: app as u32, first_finish_s: f.0.as_secs_f64(), last_finish_s: f.1.as_secs_f64() })
+                    .map(|(app, f)| ServerAppResult {
+                        app: app as u32,
+                        first_finish_s: f.0.as_secs_f64(),
+                        last_finish_s: f.1.as_secs_f64(),
+                    })
                     .collect(),
             })
             .collect();
-        let pooled: Vec<f64> = self.apps.iter().flat_map(|a| a.completions.iter().copied()).collect();
-        RunResult::new(self.sc, self.seed, self.sc.resolved_policy(), apps, servers, makespan, self.events.processed(), pooled, self.detail)
+        let pooled: Vec<f64> = self
+            .apps
+            .iter()
+            .flat_map(|a| a.completions.iter().copied())
+            .collect();
+        RunResult::new(
+            self.sc,
+            self.seed,
+            self.sc.resolved_policy(),
+            apps,
+            servers,
+            makespan,
+            self.events.processed(),
+            pooled,
+            self.detail,
+        )
     }
 }
 

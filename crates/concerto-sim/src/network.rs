@@ -41,7 +41,14 @@ impl Network {
 
     /// Puts `bytes` on the wire from `src` (at `src_bw`) no earlier than
     /// `now`; returns when they would reach the receiver if it were idle.
-    pub fn transmit(&self, now: Time, bytes: u64, src: &mut Nic, src_bw: Bandwidth, rng: &mut ChaCha8Rng) -> Time {
+    pub fn transmit(
+        &self,
+        now: Time,
+        bytes: u64,
+        src: &mut Nic,
+        src_bw: Bandwidth,
+        rng: &mut ChaCha8Rng,
+    ) -> Time {
         let tx_end = now.max(src.tx_free) + src_bw.transfer_time(bytes);
         src.tx_free = tx_end;
         let jitter = match self.cfg.jitter.as_nanos() {
@@ -82,10 +89,19 @@ mod tests {
         let w1 = net.transmit(Time::ZERO, 1_000_000, &mut a, bw, &mut rng);
         let w2 = net.transmit(Time::ZERO, 1_000_000, &mut b, bw, &mut rng);
         assert_eq!((w1, w2), (Time::from_micros(1010), Time::from_micros(1010)));
-        assert_eq!(net.receive(w1, 1_000_000, &mut c, bw), Time::from_micros(1010));
+        assert_eq!(
+            net.receive(w1, 1_000_000, &mut c, bw),
+            Time::from_micros(1010)
+        );
         // The second message reaches a busy receiver and queues behind the first.
-        assert_eq!(net.receive(w2, 1_000_000, &mut c, bw), Time::from_micros(2010));
+        assert_eq!(
+            net.receive(w2, 1_000_000, &mut c, bw),
+            Time::from_micros(2010)
+        );
         // A sender serializes its own messages.
-        assert_eq!(net.transmit(Time::ZERO, 1_000_000, &mut a, bw, &mut rng), Time::from_micros(2010));
+        assert_eq!(
+            net.transmit(Time::ZERO, 1_000_000, &mut a, bw, &mut rng),
+            Time::from_micros(2010)
+        );
     }
 }

@@ -21,13 +21,20 @@ fn parse_path(path: &str) -> Result<Vec<Segment<'_>>, String> {
         if name.is_empty() {
             return Err(format!("empty key in \"{path}\""));
         }
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
             return Err(format!("\"{name}\" is not a key name"));
         }
         segments.push(Segment::Key(name));
         while !rest.is_empty() {
-            let close = rest.find(']').ok_or_else(|| format!("unclosed '[' in \"{path}\""))?;
-            let index: usize = rest[1..close].parse().map_err(|_| format!("\"{}\" is not an array index", &rest[1..close]))?;
+            let close = rest
+                .find(']')
+                .ok_or_else(|| format!("unclosed '[' in \"{path}\""))?;
+            let index: usize = rest[1..close]
+                .parse()
+                .map_err(|_| format!("\"{}\" is not an array index", &rest[1..close]))?;
             segments.push(Segment::Index(index));
             rest = &rest[close + 1..];
             if !rest.is_empty() && !rest.starts_with('[') {
@@ -41,23 +48,28 @@ fn parse_path(path: &str) -> Result<Vec<Segment<'_>>, String> {
 fn parse_value(text: &str) -> toml::Value {
     let text = text.trim();
     match format!("v = {text}").parse::<toml::Table>() {
-        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(text.to_string())),
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or_else(|| toml::Value::String(text.to_string())),
         Err(_) => toml::Value::String(text.to_string()),
     }
 }
 
 /// Applies one `key.path=value` assignment to a parsed document.
 pub fn apply(doc: &mut toml::Table, assignment: &str) -> Result<(), ConfigError> {
-    let (path, value) = assignment
-        .split_once('=')
-        .ok_or_else(|| ConfigError::Syntax(format!("--set \"{assignment}\": expected key.path=value")))?;
+    let (path, value) = assignment.split_once('=').ok_or_else(|| {
+        ConfigError::Syntax(format!("--set \"{assignment}\": expected key.path=value"))
+    })?;
     let path = path.trim();
-    let segments = parse_path(path).map_err(|m| ConfigError::Syntax(format!("--set \"{assignment}\": {m}")))?;
+    let segments = parse_path(path)
+        .map_err(|m| ConfigError::Syntax(format!("--set \"{assignment}\": {m}")))?;
     let value = parse_value(value);
     let bad = |m: String| ConfigError::at(path, m);
 
     let mut current: &mut toml::Value = {
-        let Some(Segment::Key(first)) = segments.first() else { return Err(bad("empty path".into())) };
+        let Some(Segment::Key(first)) = segments.first() else {
+            return Err(bad("empty path".into()));
+        };
         if segments.len() == 1 {
             doc.insert(first.to_string(), value);
             return Ok(());
@@ -65,7 +77,8 @@ pub fn apply(doc: &mut toml::Table, assignment: &str) -> Result<(), ConfigError>
         if !doc.contains_key(*first) && matches!(segments[1], Segment::Index(_)) {
             return Err(bad(format!("there is no array \"{first}\" to index")));
         }
-        doc.entry(first.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()))
+        doc.entry(first.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
     };
     for (i, seg) in segments.iter().enumerate().skip(1) {
         let last = i + 1 == segments.len();
@@ -78,18 +91,27 @@ pub fn apply(doc: &mut toml::Table, assignment: &str) -> Result<(), ConfigError>
                 if !t.contains_key(*k) && matches!(segments[i + 1], Segment::Index(_)) {
                     return Err(bad(format!("there is no array \"{k}\" to index")));
                 }
-                t.entry(k.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                t.entry(k.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()))
             }
             (Segment::Index(n), toml::Value::Array(a)) => {
                 let len = a.len();
-                let slot = a.get_mut(*n).ok_or_else(|| bad(format!("index {n} is out of range (the array has {len} elements)")))?;
+                let slot = a.get_mut(*n).ok_or_else(|| {
+                    bad(format!(
+                        "index {n} is out of range (the array has {len} elements)"
+                    ))
+                })?;
                 if last {
                     *slot = value;
                     return Ok(());
                 }
                 slot
             }
-            (Segment::Key(k), _) => return Err(bad(format!("cannot set \"{k}\": its parent is not a table"))),
+            (Segment::Key(k), _) => {
+                return Err(bad(format!(
+                    "cannot set \"{k}\": its parent is not a table"
+                )))
+            }
             (Segment::Index(n), _) => return Err(bad(format!("cannot index [{n}]: not an array"))),
         };
     }
@@ -101,7 +123,9 @@ mod tests {
     use super::*;
 
     fn doc() -> toml::Table {
-        "name = \"x\"\n[cluster]\nservers = 4\n[[apps]]\nprocesses = 2\n[[apps]]\nprocesses = 3\n".parse().unwrap()
+        "name = \"x\"\n[cluster]\nservers = 4\n[[apps]]\nprocesses = 2\n[[apps]]\nprocesses = 3\n"
+            .parse()
+            .unwrap()
     }
 
     #[test]
@@ -120,13 +144,30 @@ mod tests {
     #[test]
     fn errors_name_the_path() {
         let mut d = doc();
-        let e = apply(&mut d, "apps[5].processes=1").unwrap_err().to_string();
-        assert!(e.starts_with("apps[5].processes: index 5 is out of range"), "{e}");
-        assert!(apply(&mut d, "name.x=1").unwrap_err().to_string().contains("not a table"));
+        let e = apply(&mut d, "apps[5].processes=1")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("apps[5].processes: index 5 is out of range"),
+            "{e}"
+        );
+        assert!(apply(&mut d, "name.x=1")
+            .unwrap_err()
+            .to_string()
+            .contains("not a table"));
         let e = apply(&mut d, "files[0].x=1").unwrap_err().to_string();
         assert!(e.contains("no array \"files\""), "{e}");
-        assert!(apply(&mut d, "noequals").unwrap_err().to_string().contains("expected key.path=value"));
-        assert!(apply(&mut d, "apps[x].y=1").unwrap_err().to_string().contains("not an array index"));
-        assert!(apply(&mut d, "a..b=1").unwrap_err().to_string().contains("empty key"));
+        assert!(apply(&mut d, "noequals")
+            .unwrap_err()
+            .to_string()
+            .contains("expected key.path=value"));
+        assert!(apply(&mut d, "apps[x].y=1")
+            .unwrap_err()
+            .to_string()
+            .contains("not an array index"));
+        assert!(apply(&mut d, "a..b=1")
+            .unwrap_err()
+            .to_string()
+            .contains("empty key"));
     }
 }

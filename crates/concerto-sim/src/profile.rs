@@ -30,12 +30,21 @@ impl DeviceProbe {
 
     /// Reads a device description from TOML text (the keys of `[cluster.device]`).
     pub fn from_toml(text: &str, seed: u64) -> Result<DeviceProbe, ConfigError> {
-        let value: toml::Value =
-            text.parse::<toml::Table>().map(toml::Value::Table).map_err(|e| ConfigError::Syntax(format!("invalid TOML: {}", e.message().trim())))?;
+        let value: toml::Value = text
+            .parse::<toml::Table>()
+            .map(toml::Value::Table)
+            .map_err(|e| ConfigError::Syntax(format!("invalid TOML: {}", e.message().trim())))?;
         let cfg: DeviceConfig = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             let message = e.inner().message().trim().to_string();
-            ConfigError::at(if path == "." { "device".to_string() } else { format!("device.{path}") }, message)
+            ConfigError::at(
+                if path == "." {
+                    "device".to_string()
+                } else {
+                    format!("device.{path}")
+                },
+                message,
+            )
         })?;
         crate::config::validate_device("device", &cfg)?;
         Ok(DeviceProbe::new(cfg, seed))
@@ -49,7 +58,10 @@ impl Probe for DeviceProbe {
         let slots = (REGION / size).max(1);
         let mut in_flight: BinaryHeap<Reverse<(Time, Time)>> = BinaryHeap::new();
         let (mut issued, mut done, mut latency_sum, mut last) = (0u32, 0u32, 0.0, Time::ZERO);
-        let submit = |now: Time, device: &mut Device, rng: &mut ChaCha8Rng, heap: &mut BinaryHeap<Reverse<(Time, Time)>>| {
+        let submit = |now: Time,
+                      device: &mut Device,
+                      rng: &mut ChaCha8Rng,
+                      heap: &mut BinaryHeap<Reverse<(Time, Time)>>| {
             let offset = rng.gen_range(0..slots) * size;
             let req = Request::data(0, 0, 0, now, Op::Read, 0, offset, size);
             heap.push(Reverse((device.start(now, 0, &req, rng), now)));
@@ -71,7 +83,11 @@ impl Probe for DeviceProbe {
         Sample {
             size,
             depth,
-            throughput_bps: if elapsed > 0.0 { done as f64 * size as f64 / elapsed } else { 0.0 },
+            throughput_bps: if elapsed > 0.0 {
+                done as f64 * size as f64 / elapsed
+            } else {
+                0.0
+            },
             mean_latency_s: latency_sum / done.max(1) as f64,
         }
     }
@@ -85,9 +101,15 @@ mod tests {
     #[test]
     fn the_vpfs_device_profiles_to_d14_and_l7() {
         // The device of experiments/vpfs: 14 units of 2 ms, one 120 MB/s channel.
-        let mut probe =
-            DeviceProbe::from_toml("kind = \"ssd\"\nlatency = \"2ms\"\nbandwidth = \"120MB/s\"\nparallelism = 14", 1).unwrap();
-        let spec = ProfileSpec { count: 500, ..ProfileSpec::default() };
+        let mut probe = DeviceProbe::from_toml(
+            "kind = \"ssd\"\nlatency = \"2ms\"\nbandwidth = \"120MB/s\"\nparallelism = 14",
+            1,
+        )
+        .unwrap();
+        let spec = ProfileSpec {
+            count: 500,
+            ..ProfileSpec::default()
+        };
         let p = run(&mut probe, &spec);
         let r = &p.recommendation;
         assert_eq!(r.depth, 14);
@@ -95,30 +117,57 @@ mod tests {
         // 256 KiB pieces saturate it at 2 outstanding: each is worth 14 / 2 slots.
         assert_eq!(r.large_slots, 7);
         let again = run(&mut probe, &spec);
-        assert_eq!(serde_json::to_string(&p).unwrap(), serde_json::to_string(&again).unwrap(), "deterministic");
+        assert_eq!(
+            serde_json::to_string(&p).unwrap(),
+            serde_json::to_string(&again).unwrap(),
+            "deterministic"
+        );
     }
 
     #[test]
     fn a_disk_needs_no_depth() {
         let mut probe = DeviceProbe::from_toml("kind = \"hdd\"", 1).unwrap();
-        let p = run(&mut probe, &ProfileSpec { count: 300, depths: vec![1, 2, 4, 8], ..ProfileSpec::default() });
+        let p = run(
+            &mut probe,
+            &ProfileSpec {
+                count: 300,
+                depths: vec![1, 2, 4, 8],
+                ..ProfileSpec::default()
+            },
+        );
         // One actuator: more outstanding I/Os add queueing, not throughput
         // (the curve is flat up to the noise of random seeks).
         for s in &p.sizes {
             let d1 = s.samples[0].throughput_bps;
-            assert!(s.samples.iter().all(|x| (x.throughput_bps / d1 - 1.0).abs() < 0.1), "{}: {:?}", s.size, s.samples);
-            assert!(s.samples.windows(2).all(|w| w[1].mean_latency_s > w[0].mean_latency_s), "latency grows with depth");
+            assert!(
+                s.samples
+                    .iter()
+                    .all(|x| (x.throughput_bps / d1 - 1.0).abs() < 0.1),
+                "{}: {:?}",
+                s.size,
+                s.samples
+            );
+            assert!(
+                s.samples
+                    .windows(2)
+                    .all(|w| w[1].mean_latency_s > w[0].mean_latency_s),
+                "latency grows with depth"
+            );
         }
         assert!(p.recommendation.depth <= 2);
     }
 
     #[test]
     fn bad_device_text_names_the_key() {
-        let e = DeviceProbe::from_toml("kind = \"ssd\"\nparallelism = 0", 1).err().unwrap();
+        let e = DeviceProbe::from_toml("kind = \"ssd\"\nparallelism = 0", 1)
+            .err()
+            .unwrap();
         assert_eq!(e.to_string(), "device.parallelism: must be > 0");
         let e = DeviceProbe::from_toml("kind = \"tape\"", 1).err().unwrap();
         assert!(e.to_string().contains("unknown variant `tape`"), "{e}");
-        let e = DeviceProbe::from_toml("kind = \"ssd\"\nlatncy = \"1ms\"", 1).err().unwrap();
+        let e = DeviceProbe::from_toml("kind = \"ssd\"\nlatncy = \"1ms\"", 1)
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("unknown field `latncy`"), "{e}");
     }
 }

@@ -158,7 +158,11 @@ impl RunResult {
         mut all_completions: Vec<f64>,
         detail: Option<Vec<PieceRecord>>,
     ) -> RunResult {
-        let means: Vec<f64> = apps.iter().filter(|a| a.operations > 0).map(|a| a.completion_s.mean).collect();
+        let means: Vec<f64> = apps
+            .iter()
+            .filter(|a| a.operations > 0)
+            .map(|a| a.completion_s.mean)
+            .collect();
         let spreads: Vec<f64> = apps.iter().filter_map(|a| a.finish_spread).collect();
         let bytes: u64 = apps.iter().map(|a| a.bytes).sum();
         let start = apps.iter().map(|a| a.start_s).fold(f64::INFINITY, f64::min);
@@ -174,7 +178,16 @@ impl RunResult {
             bytes,
             events,
         };
-        RunResult { concerto_version: VERSION, scenario: sc.name.clone(), seed, policy, summary, apps, servers, detail }
+        RunResult {
+            concerto_version: VERSION,
+            scenario: sc.name.clone(),
+            seed,
+            policy,
+            summary,
+            apps,
+            servers,
+            detail,
+        }
     }
 
     /// Writes one CSV row per request piece (needs `output.detail = true`).
@@ -257,11 +270,22 @@ pub struct RunSet {
 
 impl RunSet {
     pub fn new(config: Scenario, runs: Vec<RunResult>) -> RunSet {
-        let pick = |f: fn(&Summary) -> Option<f64>| -> Vec<f64> { runs.iter().filter_map(|r| f(&r.summary)).collect() };
+        let pick = |f: fn(&Summary) -> Option<f64>| -> Vec<f64> {
+            runs.iter().filter_map(|r| f(&r.summary)).collect()
+        };
         let mut aggregate = BTreeMap::new();
-        aggregate.insert("avg_completion_s", Stat::of(&pick(|s| Some(s.avg_completion_s))));
-        aggregate.insert("p95_completion_s", Stat::of(&pick(|s| Some(s.p95_completion_s))));
-        aggregate.insert("aggregate_bandwidth_Bps", Stat::of(&pick(|s| Some(s.aggregate_bandwidth_bps))));
+        aggregate.insert(
+            "avg_completion_s",
+            Stat::of(&pick(|s| Some(s.avg_completion_s))),
+        );
+        aggregate.insert(
+            "p95_completion_s",
+            Stat::of(&pick(|s| Some(s.p95_completion_s))),
+        );
+        aggregate.insert(
+            "aggregate_bandwidth_Bps",
+            Stat::of(&pick(|s| Some(s.aggregate_bandwidth_bps))),
+        );
         aggregate.insert("makespan_s", Stat::of(&pick(|s| Some(s.makespan_s))));
         let spreads = pick(|s| s.finish_spread);
         if !spreads.is_empty() {

@@ -17,7 +17,10 @@ pub(crate) struct Bins {
 
 impl Bins {
     pub(crate) fn new(width: Time) -> Bins {
-        Bins { width, bins: Vec::new() }
+        Bins {
+            width,
+            bins: Vec::new(),
+        }
     }
 
     fn bin(&mut self, at: Time) -> &mut [u64; 4] {
@@ -71,7 +74,11 @@ pub(crate) struct Backlog {
 
 impl Backlog {
     pub(crate) fn new(width: Time) -> Backlog {
-        Backlog { bins: Bins::new(width), queued: 0, since: Time::ZERO }
+        Backlog {
+            bins: Bins::new(width),
+            queued: 0,
+            since: Time::ZERO,
+        }
     }
 
     pub(crate) fn enqueued(&mut self, now: Time) {
@@ -115,7 +122,11 @@ mod tests {
         let t = b.to_timeline(true);
         let w = t.waiting_s.unwrap();
         assert_eq!(w.len(), 3);
-        assert!((w[0] - 0.005).abs() < 1e-12 && (w[1] - 0.010).abs() < 1e-12 && (w[2] - 0.007).abs() < 1e-12);
+        assert!(
+            (w[0] - 0.005).abs() < 1e-12
+                && (w[1] - 0.010).abs() < 1e-12
+                && (w[2] - 0.007).abs() < 1e-12
+        );
         assert_eq!((t.bytes[1], t.requests[1], t.metadata_ops[1]), (100, 1, 1));
     }
 

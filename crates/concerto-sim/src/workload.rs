@@ -31,7 +31,16 @@ pub enum Step {
 }
 
 /// md-test's phases, one call each, in order.
-pub const MDTEST_PHASES: [&str; 8] = ["mktestdir", "create", "write", "readdir", "read", "close", "rm", "rmtestdir"];
+pub const MDTEST_PHASES: [&str; 8] = [
+    "mktestdir",
+    "create",
+    "write",
+    "readdir",
+    "read",
+    "close",
+    "rm",
+    "rmtestdir",
+];
 
 /// Number of files an application instance uses.
 pub fn files_per_instance(app: &AppSpec) -> u32 {
@@ -47,10 +56,19 @@ pub fn files_per_instance(app: &AppSpec) -> u32 {
 /// Appends to `out` the steps of call `call` of process `rank`, in order.
 /// With `getattr_before_read`, every data read is preceded by a getattr of
 /// its file (the PVFS2 client protocol).
-pub fn call_steps(app: &AppSpec, rank: u32, call: u32, getattr_before_read: bool, out: &mut Vec<Step>) {
+pub fn call_steps(
+    app: &AppSpec,
+    rank: u32,
+    call: u32,
+    getattr_before_read: bool,
+    out: &mut Vec<Step>,
+) {
     let data = |op: DataOp, access: Access, out: &mut Vec<Step>| {
         if getattr_before_read && op == DataOp::Read {
-            out.push(Step::Meta { op: MetaOp::Getattr, target: MetaTarget::File(access.file) });
+            out.push(Step::Meta {
+                op: MetaOp::Getattr,
+                target: MetaTarget::File(access.file),
+            });
         }
         out.push(Step::Data { op, access });
     };
@@ -58,35 +76,64 @@ pub fn call_steps(app: &AppSpec, rank: u32, call: u32, getattr_before_read: bool
     let procs = app.processes as u64;
     let size = app.request_size.map_or(0, |b| b.0);
     match app.workload {
-        WorkloadKind::Ior | WorkloadKind::PioBench | WorkloadKind::MpiTileIo | WorkloadKind::Noncontig => {
-            data(app.op, access(app, rank, call), out)
-        }
+        WorkloadKind::Ior
+        | WorkloadKind::PioBench
+        | WorkloadKind::MpiTileIo
+        | WorkloadKind::Noncontig => data(app.op, access(app, rank, call), out),
         WorkloadKind::Btio => {
             // Output steps write the solution; verification steps read it back in the same places.
             let steps = app.requests as u64;
-            let (op, k) = if k < steps { (DataOp::Write, k) } else { (DataOp::Read, k - steps) };
+            let (op, k) = if k < steps {
+                (DataOp::Write, k)
+            } else {
+                (DataOp::Read, k - steps)
+            };
             let n = app.elements.unwrap_or(1) as u64;
             let esz = app.element_size.map_or(1, |b| b.0);
             match app.subtype.unwrap_or_default() {
                 BtioSubtype::Full => {
                     // Collective buffering hands each process one aggregated, contiguous piece.
                     let chunk = n * esz;
-                    data(op, Access { file: 0, extents: vec![Extent::new((k * procs + r) * chunk, chunk)] }, out);
+                    data(
+                        op,
+                        Access {
+                            file: 0,
+                            extents: vec![Extent::new((k * procs + r) * chunk, chunk)],
+                        },
+                        out,
+                    );
                 }
                 BtioSubtype::Simple => {
                     // Each cell is its own tiny I/O, one outstanding, interleaved across processes.
                     for i in 0..n {
                         let offset = ((k * n + i) * procs + r) * esz;
-                        data(op, Access { file: 0, extents: vec![Extent::new(offset, esz)] }, out);
+                        data(
+                            op,
+                            Access {
+                                file: 0,
+                                extents: vec![Extent::new(offset, esz)],
+                            },
+                            out,
+                        );
                     }
                 }
             }
         }
         WorkloadKind::Wrf => {
             for _ in 0..app.getattrs.unwrap_or(0) {
-                out.push(Step::Meta { op: MetaOp::Getattr, target: MetaTarget::File(rank) });
+                out.push(Step::Meta {
+                    op: MetaOp::Getattr,
+                    target: MetaTarget::File(rank),
+                });
             }
-            data(app.op, Access { file: rank, extents: vec![Extent::new(k * size, size)] }, out);
+            data(
+                app.op,
+                Access {
+                    file: rank,
+                    extents: vec![Extent::new(k * size, size)],
+                },
+                out,
+            );
         }
         WorkloadKind::MdTest => {
             let items = app.items.unwrap_or(1);
@@ -94,17 +141,33 @@ pub fn call_steps(app: &AppSpec, rank: u32, call: u32, getattr_before_read: bool
             let meta = |op: MetaOp, target: MetaTarget| Step::Meta { op, target };
             match MDTEST_PHASES.get(call as usize).copied() {
                 Some("mktestdir") => out.push(meta(MetaOp::Mkdir, MetaTarget::Dir)),
-                Some("create") => out.extend((0..items).map(|i| meta(MetaOp::Create, MetaTarget::File(file(i))))),
+                Some("create") => {
+                    out.extend((0..items).map(|i| meta(MetaOp::Create, MetaTarget::File(file(i)))))
+                }
                 Some("write") if size > 0 => {
                     for i in 0..items {
-                        data(DataOp::Write, Access { file: file(i), extents: vec![Extent::new(0, size)] }, out);
+                        data(
+                            DataOp::Write,
+                            Access {
+                                file: file(i),
+                                extents: vec![Extent::new(0, size)],
+                            },
+                            out,
+                        );
                     }
                 }
                 Some("readdir") => out.push(meta(MetaOp::Readdir, MetaTarget::Dir)),
                 Some("read") => {
                     for i in 0..items {
                         if size > 0 {
-                            data(DataOp::Read, Access { file: file(i), extents: vec![Extent::new(0, size)] }, out);
+                            data(
+                                DataOp::Read,
+                                Access {
+                                    file: file(i),
+                                    extents: vec![Extent::new(0, size)],
+                                },
+                                out,
+                            );
                         } else {
                             out.push(meta(MetaOp::Getattr, MetaTarget::File(file(i))));
                         }
@@ -112,7 +175,9 @@ pub fn call_steps(app: &AppSpec, rank: u32, call: u32, getattr_before_read: bool
                 }
                 // PVFS2 has no close request: the phase only synchronizes.
                 Some("close") => {}
-                Some("rm") => out.extend((0..items).map(|i| meta(MetaOp::Remove, MetaTarget::File(file(i))))),
+                Some("rm") => {
+                    out.extend((0..items).map(|i| meta(MetaOp::Remove, MetaTarget::File(file(i)))))
+                }
                 Some("rmtestdir") => out.push(meta(MetaOp::Rmdir, MetaTarget::Dir)),
                 _ => {}
             }
@@ -150,7 +215,9 @@ pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
             // with the next `elements` elements.
             let n = app.elements.unwrap_or(1) as u64;
             let esz = app.element_size.map_or(1, |b| b.0);
-            let extents = (0..n).map(|i| Extent::new(((k * n + i) * procs + r) * esz, esz)).collect();
+            let extents = (0..n)
+                .map(|i| Extent::new(((k * n + i) * procs + r) * esz, esz))
+                .collect();
             Access { file: 0, extents }
         }
         _ => {
@@ -158,13 +225,19 @@ pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
             let size = app.request_size.map_or(0, |b| b.0);
             let calls = app.requests as u64;
             match app.file.unwrap_or_default() {
-                FileMode::PerProcess => Access { file: rank, extents: vec![Extent::new(k * size, size)] },
+                FileMode::PerProcess => Access {
+                    file: rank,
+                    extents: vec![Extent::new(k * size, size)],
+                },
                 FileMode::Shared => {
                     let offset = match app.pattern.unwrap_or_default() {
                         Pattern::Contiguous => (r * calls + k) * size,
                         Pattern::Strided => (k * procs + r) * size,
                     };
-                    Access { file: 0, extents: vec![Extent::new(offset, size)] }
+                    Access {
+                        file: 0,
+                        extents: vec![Extent::new(offset, size)],
+                    }
                 }
             }
         }
@@ -177,7 +250,9 @@ mod tests {
     use crate::config::Scenario;
 
     fn app(extra: &str) -> AppSpec {
-        let text = format!("[cluster]\nservers = 4\n[cluster.device]\nkind = \"ssd\"\n[[apps]]\n{extra}\n");
+        let text = format!(
+            "[cluster]\nservers = 4\n[cluster.device]\nkind = \"ssd\"\n[[apps]]\n{extra}\n"
+        );
         Scenario::from_toml(&text, &[]).unwrap().apps.remove(0)
     }
 
@@ -187,7 +262,8 @@ mod tests {
         assert_eq!(access(&seg, 1, 2).extents, vec![Extent::new(500, 100)]);
         let strided = app("workload = \"ior\"\nprocesses = 4\nrequests = 3\nrequest_size = 100\npattern = \"strided\"");
         assert_eq!(access(&strided, 1, 2).extents, vec![Extent::new(900, 100)]);
-        let fpp = app("workload = \"ior\"\nprocesses = 4\nrequest_size = 100\nfile = \"per-process\"");
+        let fpp =
+            app("workload = \"ior\"\nprocesses = 4\nrequest_size = 100\nfile = \"per-process\"");
         let a = access(&fpp, 3, 0);
         assert_eq!((a.file, a.extents), (3, vec![Extent::new(0, 100)]));
         assert_eq!(files_per_instance(&fpp), 4);
@@ -212,7 +288,10 @@ mod tests {
     #[test]
     fn noncontig_interleaves_processes() {
         let n = app("workload = \"noncontig\"\nprocesses = 4\nelements = 3\nelement_size = 8");
-        assert_eq!(access(&n, 1, 0).extents, vec![Extent::new(8, 8), Extent::new(40, 8), Extent::new(72, 8)]);
+        assert_eq!(
+            access(&n, 1, 0).extents,
+            vec![Extent::new(8, 8), Extent::new(40, 8), Extent::new(72, 8)]
+        );
         assert_eq!(access(&n, 0, 1).extents[0], Extent::new(96, 8));
     }
 }

@@ -28,18 +28,34 @@ fn scenario(text: &str, sets: &[&str]) -> Scenario {
 
 #[test]
 fn same_seed_gives_identical_results() {
-    for policy in ["fifo", "per-object", "coordinated", "sfq-d-plus", "service-sync", "capped"] {
-        let sc = scenario(IOR, &[&format!("policy.kind={policy}"), "output.detail=true"]);
+    for policy in [
+        "fifo",
+        "per-object",
+        "coordinated",
+        "sfq-d-plus",
+        "service-sync",
+        "capped",
+    ] {
+        let sc = scenario(
+            IOR,
+            &[&format!("policy.kind={policy}"), "output.detail=true"],
+        );
         let a = simulate(&sc, 42, None);
         let b = simulate(&sc, 42, None);
-        assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap()
+        );
         let (mut ca, mut cb) = (Vec::new(), Vec::new());
         a.write_detail_csv(&mut ca, true).unwrap();
         b.write_detail_csv(&mut cb, true).unwrap();
         assert_eq!(ca, cb);
         assert!(ca.len() > 1000);
         let c = simulate(&sc, 43, None);
-        assert_ne!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&c).unwrap());
+        assert_ne!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&c).unwrap()
+        );
     }
 }
 
@@ -50,7 +66,10 @@ fn repetitions_are_independent_of_thread_timing() {
     assert_eq!(set.seeds, vec![7, 8, 9, 10]);
     for (i, run) in set.runs.iter().enumerate() {
         let alone = simulate(&sc, 7 + i as u64, None);
-        assert_eq!(serde_json::to_string(run).unwrap(), serde_json::to_string(&alone).unwrap());
+        assert_eq!(
+            serde_json::to_string(run).unwrap(),
+            serde_json::to_string(&alone).unwrap()
+        );
     }
 }
 
@@ -119,8 +138,14 @@ fn analytical_model_holds() {
         let c = coord.aggregate["avg_completion_s"].mean;
         let f_expected = fifo_expected_completion(m, n, t);
         let c_expected = coordinated_expected_completion(m, t);
-        assert!((f - f_expected).abs() / f_expected < 0.03, "m={m} n={n}: fifo {f} vs {f_expected}");
-        assert!((c - c_expected).abs() / c_expected < 1e-6, "m={m} n={n}: coordinated {c} vs {c_expected}");
+        assert!(
+            (f - f_expected).abs() / f_expected < 0.03,
+            "m={m} n={n}: fifo {f} vs {f_expected}"
+        );
+        assert!(
+            (c - c_expected).abs() / c_expected < 1e-6,
+            "m={m} n={n}: coordinated {c} vs {c_expected}"
+        );
     }
 }
 
@@ -128,7 +153,10 @@ fn analytical_model_holds() {
 fn coordination_shortens_completion_under_contention() {
     let fifo = simulate_reps(&scenario(IOR, &["policy.kind=fifo"]), 1, 3, None);
     let coord = simulate_reps(&scenario(IOR, &["policy.kind=coordinated"]), 1, 3, None);
-    let (f, c) = (fifo.aggregate["avg_completion_s"].mean, coord.aggregate["avg_completion_s"].mean);
+    let (f, c) = (
+        fifo.aggregate["avg_completion_s"].mean,
+        coord.aggregate["avg_completion_s"].mean,
+    );
     assert!(c < 0.95 * f, "coordinated {c} vs fifo {f}");
 }
 
@@ -143,45 +171,150 @@ fn error_of(text: &str, sets: &[&str]) -> String {
 #[test]
 fn configuration_errors_name_their_key() {
     let cases: &[(&[&str], &str)] = &[
-        (&["apps[0].request_size=0"], "apps[0].request_size: must be > 0"),
+        (
+            &["apps[0].request_size=0"],
+            "apps[0].request_size: must be > 0",
+        ),
         (&["cluster.servers=0"], "cluster.servers: must be > 0"),
-        (&["cluster.stripe_count=9"], "cluster.stripe_count: 9 is larger than cluster.servers (8)"),
-        (&["policy.kind=lottery"], "policy.kind: unknown variant `lottery`"),
-        (&["apps[0].processes=-3"], "apps[0].processes: invalid value"),
-        (&["apps[0].request_size=\"12 parsecs\""], "apps[0].request_size: unknown size unit"),
-        (&["apps[0].colour=\"red\""], "apps[0].colour: unknown field `colour`"),
-        (&["cluster.device.rmp=5400"], "cluster.device: unknown field `rmp`"),
-        (&["apps[0].tile=[2, 2]"], "apps[0].tile: does not apply to workload \"ior\""),
-        (&["apps[0].workload=\"mpi-tile-io\"", "apps[0].request_size=1"], "apps[0].request_size: does not apply"),
-        (&["apps[0].workload=\"noncontig\""], "apps[0].request_size: does not apply"),
-        (&["policy.kind=coordinated", "policy.window=\"0ms\""], "policy.window: must be > 0"),
-        (&["app_ids.rule=\"explicit\""], "apps[0].app_id: required when app_ids.rule = \"explicit\""),
-        (&["app_ids.rule=random", "app_ids.max=2"], "app_ids: [0, 2] holds fewer distinct ids than the 4 application instances"),
+        (
+            &["cluster.stripe_count=9"],
+            "cluster.stripe_count: 9 is larger than cluster.servers (8)",
+        ),
+        (
+            &["policy.kind=lottery"],
+            "policy.kind: unknown variant `lottery`",
+        ),
+        (
+            &["apps[0].processes=-3"],
+            "apps[0].processes: invalid value",
+        ),
+        (
+            &["apps[0].request_size=\"12 parsecs\""],
+            "apps[0].request_size: unknown size unit",
+        ),
+        (
+            &["apps[0].colour=\"red\""],
+            "apps[0].colour: unknown field `colour`",
+        ),
+        (
+            &["cluster.device.rmp=5400"],
+            "cluster.device: unknown field `rmp`",
+        ),
+        (
+            &["apps[0].tile=[2, 2]"],
+            "apps[0].tile: does not apply to workload \"ior\"",
+        ),
+        (
+            &["apps[0].workload=\"mpi-tile-io\"", "apps[0].request_size=1"],
+            "apps[0].request_size: does not apply",
+        ),
+        (
+            &["apps[0].workload=\"noncontig\""],
+            "apps[0].request_size: does not apply",
+        ),
+        (
+            &["policy.kind=coordinated", "policy.window=\"0ms\""],
+            "policy.window: must be > 0",
+        ),
+        (
+            &["app_ids.rule=\"explicit\""],
+            "apps[0].app_id: required when app_ids.rule = \"explicit\"",
+        ),
+        (
+            &["app_ids.rule=random", "app_ids.max=2"],
+            "app_ids: [0, 2] holds fewer distinct ids than the 4 application instances",
+        ),
         (&["cluster.depth=0"], "cluster.depth: must be > 0"),
-        (&["apps[3].processes=1"], "apps[3].processes: index 3 is out of range"),
-        (&["apps[0].instances=1000000", "apps[0].processes=1000"], "apps: 1000000000 processes in all"),
-        (&["apps[0].weight=0"], "apps[0].weight: must be a number > 0"),
-        (&["apps[0].stripe_count=9"], "apps[0].stripe_count: 9 is larger than cluster.servers (8)"),
-        (&["apps[0].first_server=8"], "apps[0].first_server: server 8 does not exist"),
-        (&["policy.kind=sfq-d-plus", "policy.large_slots=0"], "policy.large_slots: must be > 0"),
-        (&["policy.kind=sfq-d", "policy.small_threshold=1"], "policy: unknown field `small_threshold`"),
-        (&["policy.kind=service-sync", "policy.threshold=0"], "policy.threshold: must be > 0"),
-        (&["output.timeline=\"0s\""], "output.timeline: bins must be at least 1 ms wide"),
-        (&["output.server_timeline=true"], "output.server_timeline: needs output.timeline"),
-        (&["cluster.metadata.depth=4"], "cluster.metadata.depth: only for placement = \"dedicated\""),
-        (&["cluster.metadata.servers=9"], "cluster.metadata.servers: 9 co-located metadata servers but only 8 data servers"),
-        (&["cluster.metadata.placement=\"dedicated\"", "cluster.metadata.device={ kind = \"ssd\", parallelism = 0 }"], "cluster.metadata.device.parallelism: must be > 0"),
-        (&["cluster.metadata.costs.getattr=\"0s\""], "cluster.metadata.costs.getattr: must be > 0"),
-        (&["cluster.metadata.placement=\"nearby\""], "cluster.metadata.placement: unknown variant `nearby`"),
-        (&["apps[0].workload=\"md-test\"", "apps[0].items=3"], "apps[0].requests: does not apply to workload \"md-test\""),
-        (&["apps[0].workload=\"md-test\"", "apps[0].requests=1"], "apps[0].items: required for workload \"md-test\""),
-        (&["apps[0].workload=\"btio\""], "apps[0].request_size: does not apply to workload \"btio\""),
-        (&["apps[0].getattrs=2"], "apps[0].getattrs: does not apply to workload \"ior\""),
-        (&["apps[0].subtype=\"full\""], "apps[0].subtype: does not apply to workload \"ior\""),
+        (
+            &["apps[3].processes=1"],
+            "apps[3].processes: index 3 is out of range",
+        ),
+        (
+            &["apps[0].instances=1000000", "apps[0].processes=1000"],
+            "apps: 1000000000 processes in all",
+        ),
+        (
+            &["apps[0].weight=0"],
+            "apps[0].weight: must be a number > 0",
+        ),
+        (
+            &["apps[0].stripe_count=9"],
+            "apps[0].stripe_count: 9 is larger than cluster.servers (8)",
+        ),
+        (
+            &["apps[0].first_server=8"],
+            "apps[0].first_server: server 8 does not exist",
+        ),
+        (
+            &["policy.kind=sfq-d-plus", "policy.large_slots=0"],
+            "policy.large_slots: must be > 0",
+        ),
+        (
+            &["policy.kind=sfq-d", "policy.small_threshold=1"],
+            "policy: unknown field `small_threshold`",
+        ),
+        (
+            &["policy.kind=service-sync", "policy.threshold=0"],
+            "policy.threshold: must be > 0",
+        ),
+        (
+            &["output.timeline=\"0s\""],
+            "output.timeline: bins must be at least 1 ms wide",
+        ),
+        (
+            &["output.server_timeline=true"],
+            "output.server_timeline: needs output.timeline",
+        ),
+        (
+            &["cluster.metadata.depth=4"],
+            "cluster.metadata.depth: only for placement = \"dedicated\"",
+        ),
+        (
+            &["cluster.metadata.servers=9"],
+            "cluster.metadata.servers: 9 co-located metadata servers but only 8 data servers",
+        ),
+        (
+            &[
+                "cluster.metadata.placement=\"dedicated\"",
+                "cluster.metadata.device={ kind = \"ssd\", parallelism = 0 }",
+            ],
+            "cluster.metadata.device.parallelism: must be > 0",
+        ),
+        (
+            &["cluster.metadata.costs.getattr=\"0s\""],
+            "cluster.metadata.costs.getattr: must be > 0",
+        ),
+        (
+            &["cluster.metadata.placement=\"nearby\""],
+            "cluster.metadata.placement: unknown variant `nearby`",
+        ),
+        (
+            &["apps[0].workload=\"md-test\"", "apps[0].items=3"],
+            "apps[0].requests: does not apply to workload \"md-test\"",
+        ),
+        (
+            &["apps[0].workload=\"md-test\"", "apps[0].requests=1"],
+            "apps[0].items: required for workload \"md-test\"",
+        ),
+        (
+            &["apps[0].workload=\"btio\""],
+            "apps[0].request_size: does not apply to workload \"btio\"",
+        ),
+        (
+            &["apps[0].getattrs=2"],
+            "apps[0].getattrs: does not apply to workload \"ior\"",
+        ),
+        (
+            &["apps[0].subtype=\"full\""],
+            "apps[0].subtype: does not apply to workload \"ior\"",
+        ),
     ];
     for (sets, expected) in cases {
         let e = error_of(IOR, sets);
-        assert!(e.starts_with(expected), "{sets:?}: got \"{e}\", expected \"{expected}...\"");
+        assert!(
+            e.starts_with(expected),
+            "{sets:?}: got \"{e}\", expected \"{expected}...\""
+        );
     }
     assert!(error_of("[cluster\nservers=1", &[]).starts_with("invalid TOML"));
     assert!(error_of("name = \"x\"", &[]).contains("missing field `cluster`"));
@@ -242,7 +375,13 @@ fn service_sync_shares_total_service_across_servers() {
     assert!(w / n > 1.6, "per-server SFQ: wide/narrow = {}", w / n);
     let mut last_gap = f64::INFINITY;
     for threshold in ["4MiB", "512KiB"] {
-        let sc = scenario(UNEVEN, &["policy.kind=service-sync", &format!("policy.threshold=\"{threshold}\"")]);
+        let sc = scenario(
+            UNEVEN,
+            &[
+                "policy.kind=service-sync",
+                &format!("policy.threshold=\"{threshold}\""),
+            ],
+        );
         let r = simulate(&sc, 1, None);
         let (n, w) = shared_service(&r);
         let gap = (w / n - 1.0).abs();
@@ -256,11 +395,21 @@ fn service_sync_shares_total_service_across_servers() {
 #[test]
 fn weights_split_a_server_in_proportion() {
     // Both on one server, each with enough processes to stay backlogged past D.
-    let sets = ["apps[1].stripe_count=1", "apps[1].request_size=\"64KiB\"", "apps[0].weight=2", "apps[0].processes=32", "apps[1].processes=32"];
+    let sets = [
+        "apps[1].stripe_count=1",
+        "apps[1].request_size=\"64KiB\"",
+        "apps[0].weight=2",
+        "apps[0].processes=32",
+        "apps[1].processes=32",
+    ];
     let sc = scenario(UNEVEN, &sets);
     let r = simulate(&sc, 1, None);
     let (heavy, light) = shared_service(&r);
-    assert!((heavy / light - 2.0).abs() < 0.1, "2:1 weights gave {}", heavy / light);
+    assert!(
+        (heavy / light - 2.0).abs() < 0.1,
+        "2:1 weights gave {}",
+        heavy / light
+    );
 }
 
 const META: &str = r#"
@@ -286,15 +435,29 @@ request_size = "6KiB"
 fn md_test_runs_its_phases_as_metadata_and_data_requests() {
     let (procs, items) = (6u64, 7u64);
     for placement in ["co-located", "dedicated"] {
-        let sc = scenario(META, &[&format!("cluster.metadata.placement=\"{placement}\""), "output.detail=true"]);
+        let sc = scenario(
+            META,
+            &[
+                &format!("cluster.metadata.placement=\"{placement}\""),
+                "output.detail=true",
+            ],
+        );
         let r = simulate(&sc, 3, None);
         let again = simulate(&sc, 3, None);
-        assert_eq!(serde_json::to_string(&r).unwrap(), serde_json::to_string(&again).unwrap(), "deterministic");
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            serde_json::to_string(&again).unwrap(),
+            "deterministic"
+        );
         let a = &r.apps[0];
         // mkdir, items creates, readdir, items getattrs before reads, items removes, rmdir.
         assert_eq!(a.metadata_ops, procs * (3 * items + 3), "{placement}");
         // Each 6 KiB file spans two 4 KiB stripes: two pieces per write and per read.
-        assert_eq!(a.requests - a.metadata_ops, procs * items * 2 * 2, "{placement}");
+        assert_eq!(
+            a.requests - a.metadata_ops,
+            procs * items * 2 * 2,
+            "{placement}"
+        );
         assert_eq!(a.bytes, procs * items * 6 * 1024 * 2);
         assert_eq!(a.operations, 8, "one operation per phase");
         let meta_servers: Vec<_> = r.servers.iter().filter(|s| s.metadata_ops > 0).collect();
@@ -303,15 +466,24 @@ fn md_test_runs_its_phases_as_metadata_and_data_requests() {
         let mut csv = Vec::new();
         r.write_detail_csv(&mut csv, true).unwrap();
         let csv = String::from_utf8(csv).unwrap();
-        assert_eq!(csv.lines().filter(|l| l.contains(",create,")).count() as u64, procs * items);
+        assert_eq!(
+            csv.lines().filter(|l| l.contains(",create,")).count() as u64,
+            procs * items
+        );
         if placement == "dedicated" {
             assert_eq!(r.servers.len(), 5);
             assert_eq!(r.servers[4].role, "metadata");
             assert_eq!(r.servers[4].bytes, 0);
-            assert!(r.servers[..4].iter().all(|s| s.role == "data" && s.metadata_ops == 0));
+            assert!(r.servers[..4]
+                .iter()
+                .all(|s| s.role == "data" && s.metadata_ops == 0));
         } else {
             assert!(r.servers.iter().all(|s| s.role == "data+metadata"));
-            assert_eq!(meta_servers.len(), 4, "files and directories spread over all metadata servers");
+            assert_eq!(
+                meta_servers.len(),
+                4,
+                "files and directories spread over all metadata servers"
+            );
         }
     }
 }
@@ -336,7 +508,11 @@ fn wrf_and_btio_issue_their_steps() {
         assert_eq!(a.bytes, 2 * 4 * 3 * 8 * 512, "{subtype}");
         assert_eq!(a.operations, 6, "{subtype}");
         // Reads are preceded by a getattr (cluster.metadata.getattr_before_read).
-        let getattrs = if subtype == "simple" { 4 * 3 * 8 } else { 4 * 3 };
+        let getattrs = if subtype == "simple" {
+            4 * 3 * 8
+        } else {
+            4 * 3
+        };
         assert_eq!(a.metadata_ops, getattrs, "{subtype}");
         assert_eq!(a.requests - a.metadata_ops, data_pieces, "{subtype}");
     }
@@ -357,7 +533,9 @@ fn metadata_weights_hold_on_a_backlogged_metadata_server() {
     let md = &r.servers[4];
     let tl = md.timeline.as_ref().expect("server timeline");
     let (a, b) = (&tl[0], &tl[1]);
-    let wait = |t: &concerto_sim::results::Timeline, i: usize| t.waiting_s.as_ref().unwrap().get(i).copied().unwrap_or(0.0);
+    let wait = |t: &concerto_sim::results::Timeline, i: usize| {
+        t.waiting_s.as_ref().unwrap().get(i).copied().unwrap_or(0.0)
+    };
     let (mut ops_a, mut ops_b, mut bins) = (0u64, 0u64, 0);
     for i in 0..a.metadata_ops.len().min(b.metadata_ops.len()) {
         if wait(a, i) >= 0.9 * a.bin_s && wait(b, i) >= 0.9 * b.bin_s {
@@ -368,5 +546,8 @@ fn metadata_weights_hold_on_a_backlogged_metadata_server() {
     }
     assert!(bins >= 5, "only {bins} bins with both backlogged");
     let ratio = ops_a as f64 / ops_b as f64;
-    assert!((ratio - 2.0).abs() < 0.1, "2:1 weights gave {ratio} over {bins} bins");
+    assert!(
+        (ratio - 2.0).abs() < 0.1,
+        "2:1 weights gave {ratio} over {bins} bins"
+    );
 }

@@ -45,7 +45,11 @@ pub struct Capped {
 impl Capped {
     pub fn new(capacity: Bandwidth, depth: u32, metadata_cost: u64) -> Capped {
         Capped {
-            capacity: if capacity.0.is_finite() && capacity.0 > 0.0 { capacity.0 } else { 1.0 },
+            capacity: if capacity.0.is_finite() && capacity.0 > 0.0 {
+                capacity.0
+            } else {
+                1.0
+            },
             depth: depth.max(1),
             metadata_cost,
             apps: BTreeMap::new(),
@@ -75,7 +79,11 @@ impl RequestQueue for Capped {
         app.last_finish = start + cost / weight;
         let eligible = now.max(app.last_limit);
         app.last_limit = eligible + Time::from_secs_f64(cost / share);
-        app.queue.push_back(Held { req, start, eligible });
+        app.queue.push_back(Held {
+            req,
+            start,
+            eligible,
+        });
         self.waiting += 1;
     }
 
@@ -85,10 +93,19 @@ impl RequestQueue for Capped {
             let best = self
                 .apps
                 .iter()
-                .filter_map(|(id, a)| a.queue.front().filter(|h| h.eligible <= now).map(|h| (h.start, *id)))
+                .filter_map(|(id, a)| {
+                    a.queue
+                        .front()
+                        .filter(|h| h.eligible <= now)
+                        .map(|h| (h.start, *id))
+                })
                 .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             let Some((_, id)) = best else { return };
-            let held = self.apps.get_mut(&id).and_then(|a| a.queue.pop_front()).expect("chosen from a non-empty queue");
+            let held = self
+                .apps
+                .get_mut(&id)
+                .and_then(|a| a.queue.pop_front())
+                .expect("chosen from a non-empty queue");
             self.virtual_time = self.virtual_time.max(held.start);
             self.waiting -= 1;
             self.in_flight += 1;
@@ -102,7 +119,12 @@ impl RequestQueue for Capped {
     }
 
     fn next_wakeup(&self, now: Time) -> Option<Time> {
-        self.apps.values().filter_map(|a| a.queue.front()).map(|h| h.eligible).filter(|&t| t > now).min()
+        self.apps
+            .values()
+            .filter_map(|a| a.queue.front())
+            .map(|h| h.eligible)
+            .filter(|&t| t > now)
+            .min()
     }
 
     fn depth(&self) -> Option<u32> {
@@ -123,9 +145,15 @@ mod tests {
     fn holds_an_application_past_its_share_even_when_idle() {
         // 1 MB/s shared by two applications: each may have 500 KB/s.
         let mut q = Capped::new(Bandwidth(1e6), 4, 10_240);
-        q.enqueue(Request::data(0, 1, 0, Time::ZERO, Op::Read, 0, 0, 1), Time::ZERO);
+        q.enqueue(
+            Request::data(0, 1, 0, Time::ZERO, Op::Read, 0, 0, 1),
+            Time::ZERO,
+        );
         for i in 1..5 {
-            q.enqueue(Request::data(i, 0, 0, Time::ZERO, Op::Write, 0, 0, 100_000), Time::ZERO);
+            q.enqueue(
+                Request::data(i, 0, 0, Time::ZERO, Op::Write, 0, 0, 100_000),
+                Time::ZERO,
+            );
         }
         let mut out = Vec::new();
         q.dispatch(Time::ZERO, 4, &mut out);
@@ -137,7 +165,10 @@ mod tests {
         }
         q.dispatch(Time::from_millis(1), 4, &mut out);
         assert!(out.is_empty(), "device idle, but the request stays held");
-        assert_eq!(q.next_wakeup(Time::from_millis(1)), Some(Time::from_millis(200)));
+        assert_eq!(
+            q.next_wakeup(Time::from_millis(1)),
+            Some(Time::from_millis(200))
+        );
         q.dispatch(Time::from_millis(200), 4, &mut out);
         assert_eq!(out.len(), 1);
     }

@@ -9,15 +9,26 @@ use super::*;
 use crate::request::{MetaOp, ObjectId, Op};
 
 fn all_policies() -> Vec<PolicyConfig> {
-    PolicyConfig::NAMES.iter().map(|n| PolicyConfig::from_name(n).unwrap()).collect()
+    PolicyConfig::NAMES
+        .iter()
+        .map(|n| PolicyConfig::from_name(n).unwrap())
+        .collect()
 }
 
 const SIZES: [u64; 5] = [320, 4096, 65536, 1 << 20, 4 << 20];
 
 #[derive(Clone, Debug)]
 enum Step {
-    Arrive { app: u32, object: u64, issue_ms: u64, size: usize, meta: bool },
-    Dispatch { slots: u32 },
+    Arrive {
+        app: u32,
+        object: u64,
+        issue_ms: u64,
+        size: usize,
+        meta: bool,
+    },
+    Dispatch {
+        slots: u32,
+    },
     CompleteOldest,
 }
 
@@ -181,7 +192,10 @@ fn per_object_takes_objects_in_turn() {
     let mut q = PerObjectFcfs::new();
     for i in 0..6u64 {
         // Three requests for object 0 first, then three for object 1.
-        q.enqueue(Request::data(i, 0, 0, Time::ZERO, Op::Read, i / 3, 0, 1), Time::ZERO);
+        q.enqueue(
+            Request::data(i, 0, 0, Time::ZERO, Op::Read, i / 3, 0, 1),
+            Time::ZERO,
+        );
     }
     let mut order = Vec::new();
     let mut out = Vec::new();
@@ -200,7 +214,10 @@ fn per_object_ignores_unknown_completions() {
     let mut q = PerObjectFcfs::new();
     let stranger = Request::data(7, 0, 0, Time::ZERO, Op::Read, 42, 0, 1);
     q.complete(&stranger, Time::ZERO);
-    q.enqueue(Request::data(1, 0, 0, Time::ZERO, Op::Read, 1, 0, 1), Time::ZERO);
+    q.enqueue(
+        Request::data(1, 0, 0, Time::ZERO, Op::Read, 1, 0, 1),
+        Time::ZERO,
+    );
     q.complete(&stranger, Time::ZERO);
     assert_eq!(q.len(), 1);
 }
@@ -216,19 +233,27 @@ fn policy_names_round_trip() {
 }
 
 fn sfq_family() -> Vec<PolicyConfig> {
-    ["sfq", "sfq-d", "sfq-d-plus", "service-sync"].iter().map(|n| PolicyConfig::from_name(n).unwrap()).collect()
+    ["sfq", "sfq-d", "sfq-d-plus", "service-sync"]
+        .iter()
+        .map(|n| PolicyConfig::from_name(n).unwrap())
+        .collect()
 }
 
 /// Runs `arrivals` (app, size, weight) through a queue with `depth` slots,
 /// completing the oldest request whenever no slot is free; returns the
 /// dispatch order as (app, size) and the highest slot occupancy seen.
-fn run_backlogged(q: &mut dyn RequestQueue, arrivals: &[(u32, u64, f64)], depth: u32) -> (Vec<(u32, u64)>, u32) {
+fn run_backlogged(
+    q: &mut dyn RequestQueue,
+    arrivals: &[(u32, u64, f64)],
+    depth: u32,
+) -> (Vec<(u32, u64)>, u32) {
     for (i, &(app, size, w)) in arrivals.iter().enumerate() {
         let mut r = Request::data(i as u64, app, 0, Time::ZERO, Op::Write, app as u64, 0, size);
         r.weight = Some(w);
         q.enqueue(r, Time::ZERO);
     }
-    let (mut order, mut in_flight, mut used, mut peak) = (Vec::new(), Vec::<Request>::new(), 0u32, 0u32);
+    let (mut order, mut in_flight, mut used, mut peak) =
+        (Vec::new(), Vec::<Request>::new(), 0u32, 0u32);
     let mut out = Vec::new();
     while !q.is_empty() || !in_flight.is_empty() {
         out.clear();
@@ -347,14 +372,19 @@ fn sfq_d_plus_lets_small_requests_through_a_wall_of_large_ones() {
     // with L = 5 at most two large requests fit, leaving slots for small ones.
     let mut arrivals: Vec<(u32, u64, f64)> = (0..200).map(|_| (0, 1 << 20, 1.0)).collect();
     arrivals.extend((0..20).map(|_| (1, 4096, 1.0)));
-    let mut plus = PolicyConfig::from_name("sfq-d-plus").unwrap().build(Time::ZERO);
+    let mut plus = PolicyConfig::from_name("sfq-d-plus")
+        .unwrap()
+        .build(Time::ZERO);
     let (order_plus, peak) = run_backlogged(plus.as_mut(), &arrivals, 14);
     assert!(peak <= 14);
     let pos_plus = order_plus.iter().position(|&(a, _)| a == 1).unwrap();
     let mut d = PolicyConfig::from_name("sfq-d").unwrap().build(Time::ZERO);
     let (order_d, _) = run_backlogged(d.as_mut(), &arrivals, 14);
     let pos_d = order_d.iter().position(|&(a, _)| a == 1).unwrap();
-    assert!(pos_plus <= 3, "first small request at {pos_plus} under SFQ(D)+");
+    assert!(
+        pos_plus <= 3,
+        "first small request at {pos_plus} under SFQ(D)+"
+    );
     assert!(pos_d >= pos_plus, "SFQ(D) {pos_d} vs SFQ(D)+ {pos_plus}");
 }
 
@@ -366,9 +396,24 @@ fn policy_parameters_are_validated() {
         format!("{field}: {msg}")
     };
     assert_eq!(bad("kind = \"sfq-d\"\ndepth = 0"), "depth: must be > 0");
-    assert_eq!(bad("kind = \"sfq-d-plus\"\nlarge_slots = 0"), "large_slots: must be > 0");
-    assert!(bad("kind = \"sfq-d-plus\"\ncost_table = [{ size = \"4KiB\", slots = 0 }]").starts_with("cost_table:"));
-    assert_eq!(bad("kind = \"service-sync\"\nthreshold = 0"), "threshold: must be > 0");
-    assert_eq!(bad("kind = \"capped\"\ncapacity = 0"), "capacity: must be > 0");
-    assert!(toml::from_str::<PolicyConfig>("kind = \"sfq-d\"\ndepht = 3").is_err(), "unknown keys are rejected");
+    assert_eq!(
+        bad("kind = \"sfq-d-plus\"\nlarge_slots = 0"),
+        "large_slots: must be > 0"
+    );
+    assert!(
+        bad("kind = \"sfq-d-plus\"\ncost_table = [{ size = \"4KiB\", slots = 0 }]")
+            .starts_with("cost_table:")
+    );
+    assert_eq!(
+        bad("kind = \"service-sync\"\nthreshold = 0"),
+        "threshold: must be > 0"
+    );
+    assert_eq!(
+        bad("kind = \"capped\"\ncapacity = 0"),
+        "capacity: must be > 0"
+    );
+    assert!(
+        toml::from_str::<PolicyConfig>("kind = \"sfq-d\"\ndepht = 3").is_err(),
+        "unknown keys are rejected"
+    );
 }

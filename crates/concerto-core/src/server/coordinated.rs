@@ -77,7 +77,12 @@ impl RequestQueue for Coordinated {
     }
 
     fn enqueue(&mut self, req: Request, now: Time) {
-        let prio = (self.window_of(&req, now), req.app.0, req.issue_time, self.arrivals);
+        let prio = (
+            self.window_of(&req, now),
+            req.app.0,
+            req.issue_time,
+            self.arrivals,
+        );
         self.arrivals += 1;
         let slot = match self.free.pop() {
             Some(s) => {
@@ -94,7 +99,9 @@ impl RequestQueue for Coordinated {
 
     fn dispatch(&mut self, _now: Time, free_slots: u32, out: &mut Vec<Request>) {
         for _ in 0..free_slots {
-            let Some(Reverse((_, slot))) = self.heap.pop() else { break };
+            let Some(Reverse((_, slot))) = self.heap.pop() else {
+                break;
+            };
             if let Some(req) = self.slab[slot].take() {
                 self.free.push(slot);
                 out.push(req);
@@ -115,7 +122,16 @@ mod tests {
     use crate::request::Op;
 
     fn req(id: u64, app: u32, issue_ms: u64) -> Request {
-        Request::data(id, app, 0, Time::from_millis(issue_ms), Op::Read, 0, 0, 4096)
+        Request::data(
+            id,
+            app,
+            0,
+            Time::from_millis(issue_ms),
+            Op::Read,
+            0,
+            0,
+            4096,
+        )
     }
 
     fn drain(q: &mut dyn RequestQueue) -> Vec<u64> {
@@ -139,14 +155,27 @@ mod tests {
         // req_prior = req_time / interval * 32768 + app_id, ascending.
         let interval = 250u64;
         let mut q = Coordinated::new(Time::from_millis(interval), TimeSource::Issue);
-        let tags = [(7u32, 0u64), (32767, 100), (0, 260), (5, 249), (1, 900), (2, 501)];
+        let tags = [
+            (7u32, 0u64),
+            (32767, 100),
+            (0, 260),
+            (5, 249),
+            (1, 900),
+            (2, 501),
+        ];
         for (i, &(app, t)) in tags.iter().enumerate() {
             q.enqueue(req(i as u64, app, t), Time::ZERO);
         }
-        let mut expected: Vec<(u64, u64)> =
-            tags.iter().enumerate().map(|(i, &(app, t))| (t / interval * 32768 + app as u64, i as u64)).collect();
+        let mut expected: Vec<(u64, u64)> = tags
+            .iter()
+            .enumerate()
+            .map(|(i, &(app, t))| (t / interval * 32768 + app as u64, i as u64))
+            .collect();
         expected.sort();
-        assert_eq!(drain(&mut q), expected.iter().map(|&(_, i)| i).collect::<Vec<_>>());
+        assert_eq!(
+            drain(&mut q),
+            expected.iter().map(|&(_, i)| i).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -181,7 +181,11 @@ pub struct CostRow {
 
 /// SFQ(D)+'s slot costs from its configuration: an explicit table when
 /// given, else one slot below `small_threshold` and `large_slots` from it.
-fn slot_costs(small_threshold: Bytes, large_slots: u32, table: &Option<Vec<CostRow>>) -> Result<SlotCosts, String> {
+fn slot_costs(
+    small_threshold: Bytes,
+    large_slots: u32,
+    table: &Option<Vec<CostRow>>,
+) -> Result<SlotCosts, String> {
     match table {
         Some(rows) => SlotCosts::table(rows.iter().map(|r| (r.size.0, r.slots)).collect()),
         None => Ok(SlotCosts::two_class(small_threshold.0, large_slots)),
@@ -189,8 +193,16 @@ fn slot_costs(small_threshold: Bytes, large_slots: u32, table: &Option<Vec<CostR
 }
 
 /// SFQ(D)+'s queue parameters, shared by `sfq-d-plus` and `service-sync`.
-fn sfq_d_plus_params(depth: u32, costs: SlotCosts, backfill: bool, metadata_cost: Bytes) -> SfqParams {
-    SfqParams { metadata_cost: metadata_cost.0, ..SfqParams::sfq_d_plus(depth, costs, backfill) }
+fn sfq_d_plus_params(
+    depth: u32,
+    costs: SlotCosts,
+    backfill: bool,
+    metadata_cost: Bytes,
+) -> SfqParams {
+    SfqParams {
+        metadata_cost: metadata_cost.0,
+        ..SfqParams::sfq_d_plus(depth, costs, backfill)
+    }
 }
 
 /// D from the vPFS+ profiling (Section III-B).
@@ -217,8 +229,16 @@ fn default_sync_threshold() -> Bytes {
 
 impl PolicyConfig {
     /// Every policy name accepted in configuration.
-    pub const NAMES: &'static [&'static str] =
-        &["fifo", "per-object", "coordinated", "sfq", "sfq-d", "sfq-d-plus", "capped", "service-sync"];
+    pub const NAMES: &'static [&'static str] = &[
+        "fifo",
+        "per-object",
+        "coordinated",
+        "sfq",
+        "sfq-d",
+        "sfq-d-plus",
+        "capped",
+        "service-sync",
+    ];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -238,9 +258,17 @@ impl PolicyConfig {
         Some(match name {
             "fifo" => PolicyConfig::Fifo,
             "per-object" => PolicyConfig::PerObject,
-            "coordinated" => PolicyConfig::Coordinated { window: None, time_source: TimeSource::default() },
-            "sfq" => PolicyConfig::Sfq { metadata_cost: default_metadata_cost() },
-            "sfq-d" => PolicyConfig::SfqD { depth: DEFAULT_DEPTH, metadata_cost: default_metadata_cost() },
+            "coordinated" => PolicyConfig::Coordinated {
+                window: None,
+                time_source: TimeSource::default(),
+            },
+            "sfq" => PolicyConfig::Sfq {
+                metadata_cost: default_metadata_cost(),
+            },
+            "sfq-d" => PolicyConfig::SfqD {
+                depth: DEFAULT_DEPTH,
+                metadata_cost: default_metadata_cost(),
+            },
             "sfq-d-plus" => PolicyConfig::SfqDPlus {
                 depth: DEFAULT_DEPTH,
                 small_threshold: default_small_threshold(),
@@ -249,7 +277,11 @@ impl PolicyConfig {
                 backfill: true,
                 metadata_cost: default_metadata_cost(),
             },
-            "capped" => PolicyConfig::Capped { depth: DEFAULT_DEPTH, capacity: None, metadata_cost: default_metadata_cost() },
+            "capped" => PolicyConfig::Capped {
+                depth: DEFAULT_DEPTH,
+                capacity: None,
+                metadata_cost: default_metadata_cost(),
+            },
             "service-sync" => PolicyConfig::ServiceSync {
                 depth: DEFAULT_DEPTH,
                 small_threshold: default_small_threshold(),
@@ -288,22 +320,53 @@ impl PolicyConfig {
         match self {
             PolicyConfig::Fifo => Box::new(Fifo::new()),
             PolicyConfig::PerObject => Box::new(PerObjectFcfs::new()),
-            PolicyConfig::Coordinated { window, time_source } => {
-                Box::new(Coordinated::new(window.unwrap_or(default_window), *time_source))
-            }
-            PolicyConfig::Sfq { metadata_cost } => {
-                Box::new(Sfq::new("sfq", SfqParams { metadata_cost: metadata_cost.0, ..SfqParams::sfq() }))
-            }
-            PolicyConfig::SfqD { depth, metadata_cost } => {
-                Box::new(Sfq::new("sfq-d", SfqParams { metadata_cost: metadata_cost.0, ..SfqParams::sfq_d(*depth) }))
-            }
-            PolicyConfig::SfqDPlus { depth, small_threshold, large_slots, cost_table, backfill, metadata_cost } => {
+            PolicyConfig::Coordinated {
+                window,
+                time_source,
+            } => Box::new(Coordinated::new(
+                window.unwrap_or(default_window),
+                *time_source,
+            )),
+            PolicyConfig::Sfq { metadata_cost } => Box::new(Sfq::new(
+                "sfq",
+                SfqParams {
+                    metadata_cost: metadata_cost.0,
+                    ..SfqParams::sfq()
+                },
+            )),
+            PolicyConfig::SfqD {
+                depth,
+                metadata_cost,
+            } => Box::new(Sfq::new(
+                "sfq-d",
+                SfqParams {
+                    metadata_cost: metadata_cost.0,
+                    ..SfqParams::sfq_d(*depth)
+                },
+            )),
+            PolicyConfig::SfqDPlus {
+                depth,
+                small_threshold,
+                large_slots,
+                cost_table,
+                backfill,
+                metadata_cost,
+            } => {
                 let c = costs(small_threshold, large_slots, cost_table);
-                Box::new(Sfq::new("sfq-d-plus", sfq_d_plus_params(*depth, c, *backfill, *metadata_cost)))
+                Box::new(Sfq::new(
+                    "sfq-d-plus",
+                    sfq_d_plus_params(*depth, c, *backfill, *metadata_cost),
+                ))
             }
-            PolicyConfig::Capped { depth, capacity, metadata_cost } => {
-                Box::new(Capped::new(capacity.unwrap_or(Bandwidth(100e6)), *depth, metadata_cost.0))
-            }
+            PolicyConfig::Capped {
+                depth,
+                capacity,
+                metadata_cost,
+            } => Box::new(Capped::new(
+                capacity.unwrap_or(Bandwidth(100e6)),
+                *depth,
+                metadata_cost.0,
+            )),
             PolicyConfig::ServiceSync {
                 depth,
                 small_threshold,
@@ -326,11 +389,22 @@ impl PolicyConfig {
 
     /// Checks parameter values; returns (field, problem) on error.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        let positive = |field: &'static str, v: u64| if v == 0 { Err((field, "must be > 0".to_string())) } else { Ok(()) };
-        let check_costs = |t: &Bytes, l: &u32, table: &Option<Vec<CostRow>>| -> Result<(), (&'static str, String)> {
+        let positive = |field: &'static str, v: u64| {
+            if v == 0 {
+                Err((field, "must be > 0".to_string()))
+            } else {
+                Ok(())
+            }
+        };
+        let check_costs = |t: &Bytes,
+                           l: &u32,
+                           table: &Option<Vec<CostRow>>|
+         -> Result<(), (&'static str, String)> {
             positive("small_threshold", t.0)?;
             positive("large_slots", *l as u64)?;
-            slot_costs(*t, *l, table).map(|_| ()).map_err(|m| ("cost_table", m))
+            slot_costs(*t, *l, table)
+                .map(|_| ())
+                .map_err(|m| ("cost_table", m))
         };
         match self {
             PolicyConfig::Fifo | PolicyConfig::PerObject => Ok(()),
@@ -339,25 +413,48 @@ impl PolicyConfig {
                 _ => Ok(()),
             },
             PolicyConfig::Sfq { metadata_cost } => positive("metadata_cost", metadata_cost.0),
-            PolicyConfig::SfqD { depth, metadata_cost } => {
+            PolicyConfig::SfqD {
+                depth,
+                metadata_cost,
+            } => {
                 positive("depth", *depth as u64)?;
                 positive("metadata_cost", metadata_cost.0)
             }
-            PolicyConfig::SfqDPlus { depth, small_threshold, large_slots, cost_table, metadata_cost, .. } => {
+            PolicyConfig::SfqDPlus {
+                depth,
+                small_threshold,
+                large_slots,
+                cost_table,
+                metadata_cost,
+                ..
+            } => {
                 positive("depth", *depth as u64)?;
                 positive("metadata_cost", metadata_cost.0)?;
                 check_costs(small_threshold, large_slots, cost_table)
             }
-            PolicyConfig::Capped { depth, capacity, metadata_cost } => {
+            PolicyConfig::Capped {
+                depth,
+                capacity,
+                metadata_cost,
+            } => {
                 positive("depth", *depth as u64)?;
                 positive("metadata_cost", metadata_cost.0)?;
                 match capacity {
-                    Some(c) if !(c.0.is_finite() && c.0 > 0.0) => Err(("capacity", "must be > 0".into())),
+                    Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
+                        Err(("capacity", "must be > 0".into()))
+                    }
                     _ => Ok(()),
                 }
             }
             PolicyConfig::ServiceSync {
-                depth, small_threshold, large_slots, cost_table, metadata_cost, threshold, interval, ..
+                depth,
+                small_threshold,
+                large_slots,
+                cost_table,
+                metadata_cost,
+                threshold,
+                interval,
+                ..
             } => {
                 positive("depth", *depth as u64)?;
                 positive("metadata_cost", metadata_cost.0)?;

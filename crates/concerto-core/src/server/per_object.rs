@@ -46,8 +46,12 @@ impl RequestQueue for PerObjectFcfs {
     fn dispatch(&mut self, _now: Time, free_slots: u32, out: &mut Vec<Request>) {
         let mut free = free_slots;
         while free > 0 {
-            let Some(object) = self.ready.pop_front() else { break };
-            let Some(q) = self.objects.get_mut(&object) else { continue };
+            let Some(object) = self.ready.pop_front() else {
+                break;
+            };
+            let Some(q) = self.objects.get_mut(&object) else {
+                continue;
+            };
             if let Some(req) = q.waiting.pop_front() {
                 q.in_service = true;
                 self.waiting -= 1;
@@ -58,7 +62,9 @@ impl RequestQueue for PerObjectFcfs {
     }
 
     fn complete(&mut self, req: &Request, _now: Time) {
-        let Some(q) = self.objects.get_mut(&req.object) else { return };
+        let Some(q) = self.objects.get_mut(&req.object) else {
+            return;
+        };
         if !q.in_service {
             return; // not ours, or reported twice: ignore rather than corrupt state
         }

@@ -92,7 +92,10 @@ impl RequestQueue for ServiceSync {
         self.last_report = now;
         self.unreported_total = 0;
         self.reports += 1;
-        let served = std::mem::take(&mut self.unreported).into_iter().map(|(app, (bytes, weight))| (app, bytes, weight)).collect();
+        let served = std::mem::take(&mut self.unreported)
+            .into_iter()
+            .map(|(app, (bytes, weight))| (app, bytes, weight))
+            .collect();
         Some(ServiceReport { served })
     }
 
@@ -120,16 +123,24 @@ mod tests {
         q.complete(&r, Time::ZERO);
         assert!(q.service_report(Time::ZERO).is_none());
         q.complete(&r, Time::ZERO);
-        let rep = q.service_report(Time::ZERO).expect("12 KB served, threshold 10 KB");
+        let rep = q
+            .service_report(Time::ZERO)
+            .expect("12 KB served, threshold 10 KB");
         assert_eq!(rep.served, vec![(AppId(3), 12_000, 1.0)]);
-        assert!(q.service_report(Time::ZERO).is_none(), "nothing new to report");
+        assert!(
+            q.service_report(Time::ZERO).is_none(),
+            "nothing new to report"
+        );
         assert_eq!(q.reports_sent(), 1);
     }
 
     #[test]
     fn interval_reports_below_the_threshold() {
         let mut q = ServiceSync::new(params(), 1 << 30, Some(Time::from_millis(100)));
-        q.complete(&Request::data(0, 1, 0, Time::ZERO, Op::Read, 0, 0, 10), Time::from_millis(50));
+        q.complete(
+            &Request::data(0, 1, 0, Time::ZERO, Op::Read, 0, 0, 10),
+            Time::from_millis(50),
+        );
         assert!(q.service_report(Time::from_millis(50)).is_none());
         assert!(q.service_report(Time::from_millis(100)).is_some());
     }
@@ -139,10 +150,18 @@ mod tests {
         // Apps 0 and 1 backlogged here with equal weights; app 0 already got
         // 4 requests' worth elsewhere, so app 1 goes first four times.
         let mut q = ServiceSync::new(params(), 1, None);
-        q.absorb_service(&ServiceReport { served: vec![(AppId(0), 4_000, 1.0)] });
+        q.absorb_service(&ServiceReport {
+            served: vec![(AppId(0), 4_000, 1.0)],
+        });
         for i in 0..6u64 {
-            q.enqueue(Request::data(i, 0, 0, Time::ZERO, Op::Write, 0, 0, 1_000), Time::ZERO);
-            q.enqueue(Request::data(100 + i, 1, 0, Time::ZERO, Op::Write, 1, 0, 1_000), Time::ZERO);
+            q.enqueue(
+                Request::data(i, 0, 0, Time::ZERO, Op::Write, 0, 0, 1_000),
+                Time::ZERO,
+            );
+            q.enqueue(
+                Request::data(100 + i, 1, 0, Time::ZERO, Op::Write, 1, 0, 1_000),
+                Time::ZERO,
+            );
         }
         let mut out = Vec::new();
         let mut order = Vec::new();

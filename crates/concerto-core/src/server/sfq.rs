@@ -50,14 +50,18 @@ impl SlotCosts {
     /// Requests below `threshold` bytes hold one slot, the others `large`
     /// (the paper's single L; defaults 128 KiB and 5).
     pub fn two_class(threshold: u64, large: u32) -> SlotCosts {
-        SlotCosts { rows: vec![(0, 1), (threshold.max(1), large.max(1))] }
+        SlotCosts {
+            rows: vec![(0, 1), (threshold.max(1), large.max(1))],
+        }
     }
 
     /// A table of `(minimum size, slots)`; sorted here, a row at size 0 with
     /// one slot added when missing. Rejects zero slots and repeated sizes.
     pub fn table(mut rows: Vec<(u64, u32)>) -> Result<SlotCosts, String> {
         if let Some((size, _)) = rows.iter().find(|r| r.1 == 0) {
-            return Err(format!("the row for size {size} has 0 slots; every request holds at least one"));
+            return Err(format!(
+                "the row for size {size} has 0 slots; every request holds at least one"
+            ));
         }
         rows.sort_unstable();
         if let Some(w) = rows.windows(2).find(|w| w[0].0 == w[1].0) {
@@ -104,10 +108,20 @@ impl SfqParams {
         SfqParams::sfq_d(1)
     }
     pub fn sfq_d(depth: u32) -> SfqParams {
-        SfqParams { depth, costs: SlotCosts::unit(), backfill: false, metadata_cost: Self::DEFAULT_METADATA_COST.0 }
+        SfqParams {
+            depth,
+            costs: SlotCosts::unit(),
+            backfill: false,
+            metadata_cost: Self::DEFAULT_METADATA_COST.0,
+        }
     }
     pub fn sfq_d_plus(depth: u32, costs: SlotCosts, backfill: bool) -> SfqParams {
-        SfqParams { depth, costs, backfill, metadata_cost: Self::DEFAULT_METADATA_COST.0 }
+        SfqParams {
+            depth,
+            costs,
+            backfill,
+            metadata_cost: Self::DEFAULT_METADATA_COST.0,
+        }
     }
 }
 
@@ -169,9 +183,14 @@ pub struct Sfq {
 
 impl Sfq {
     pub fn new(name: &'static str, params: SfqParams) -> Sfq {
-        let classes = (0..params.costs.rows.len()).map(|_| BinaryHeap::new()).collect();
+        let classes = (0..params.costs.rows.len())
+            .map(|_| BinaryHeap::new())
+            .collect();
         Sfq {
-            params: SfqParams { depth: params.depth.max(1), ..params },
+            params: SfqParams {
+                depth: params.depth.max(1),
+                ..params
+            },
             name,
             apps: HashMap::new(),
             classes,
@@ -199,7 +218,11 @@ impl Sfq {
     /// Bytes `app` was served elsewhere: its next request here starts that
     /// much (divided by its weight) later than it otherwise would.
     pub fn charge_remote(&mut self, app: AppId, bytes: u64, weight: f64) {
-        let w = if weight.is_finite() && weight > 0.0 { weight } else { 1.0 };
+        let w = if weight.is_finite() && weight > 0.0 {
+            weight
+        } else {
+            1.0
+        };
         self.apps.entry(app).or_default().remote_delay += bytes as f64 / w;
     }
 
@@ -213,7 +236,8 @@ impl Sfq {
     fn best_class(&self, max_slots: u32, exclude: Option<usize>) -> Option<usize> {
         let mut best: Option<(usize, (u64, u64))> = None;
         for (c, heap) in self.classes.iter().enumerate() {
-            if Some(c) == exclude || self.params.costs.rows[c].1.min(self.params.depth) > max_slots {
+            if Some(c) == exclude || self.params.costs.rows[c].1.min(self.params.depth) > max_slots
+            {
                 continue;
             }
             if let Some(Reverse((tag, seq, _))) = heap.peek() {
@@ -226,10 +250,14 @@ impl Sfq {
     }
 
     fn pop_class(&mut self, class: usize) -> Waiting {
-        let Reverse((_, _, idx)) = self.classes[class].pop().expect("best_class returned a non-empty heap");
+        let Reverse((_, _, idx)) = self.classes[class]
+            .pop()
+            .expect("best_class returned a non-empty heap");
         self.free.push(idx);
         self.waiting -= 1;
-        self.slab[idx].take().expect("heap entries point at live slab slots")
+        self.slab[idx]
+            .take()
+            .expect("heap entries point at live slab slots")
     }
 
     fn start(&mut self, w: Waiting, out: &mut Vec<Request>) {
@@ -253,7 +281,10 @@ impl RequestQueue for Sfq {
         tags.remote_delay = 0.0;
         tags.last_finish = start + cost / weight;
         let slots = self.slots_of(&req);
-        let class = self.params.costs.class(cost_bytes(&req, self.params.metadata_cost));
+        let class = self
+            .params
+            .costs
+            .class(cost_bytes(&req, self.params.metadata_cost));
         let seq = self.arrivals;
         self.arrivals += 1;
         let entry = Waiting { req, start, slots };
@@ -274,8 +305,11 @@ impl RequestQueue for Sfq {
     fn dispatch(&mut self, _now: Time, free_slots: u32, out: &mut Vec<Request>) {
         let mut free = free_slots.min(self.params.depth.saturating_sub(self.in_flight_slots));
         while free > 0 {
-            let Some(head_class) = self.best_class(u32::MAX, None) else { return };
-            let Reverse((_, head_seq, head_idx)) = *self.classes[head_class].peek().expect("non-empty");
+            let Some(head_class) = self.best_class(u32::MAX, None) else {
+                return;
+            };
+            let Reverse((_, head_seq, head_idx)) =
+                *self.classes[head_class].peek().expect("non-empty");
             let head_slots = self.slab[head_idx].as_ref().expect("live").slots;
             if head_slots <= free {
                 let w = self.pop_class(head_class);
@@ -297,7 +331,9 @@ impl RequestQueue for Sfq {
                 return;
             }
             // The head's own class does not fit, so it is skipped.
-            let Some(c) = self.best_class(free, Some(head_class)) else { return };
+            let Some(c) = self.best_class(free, Some(head_class)) else {
+                return;
+            };
             let w = self.pop_class(c);
             free -= w.slots;
             self.blocked = Some((head_seq, promoted + w.slots));
@@ -355,8 +391,12 @@ mod tests {
         let t = SlotCosts::table(vec![(1 << 20, 8), (256 << 10, 3)]).unwrap();
         assert_eq!(t.rows(), &[(0, 1), (256 << 10, 3), (1 << 20, 8)]);
         assert_eq!(t.slots(300 << 10), 3);
-        assert!(SlotCosts::table(vec![(4096, 0)]).unwrap_err().contains("0 slots"));
-        assert!(SlotCosts::table(vec![(4096, 2), (4096, 3)]).unwrap_err().contains("twice"));
+        assert!(SlotCosts::table(vec![(4096, 0)])
+            .unwrap_err()
+            .contains("0 slots"));
+        assert!(SlotCosts::table(vec![(4096, 2), (4096, 3)])
+            .unwrap_err()
+            .contains("twice"));
     }
 
     #[test]
@@ -401,7 +441,10 @@ mod tests {
 
     #[test]
     fn sfq_d_plus_charges_large_requests_more_slots_and_backfills() {
-        let mut q = Sfq::new("sfq-d-plus", SfqParams::sfq_d_plus(6, SlotCosts::two_class(128 * 1024, 5), true));
+        let mut q = Sfq::new(
+            "sfq-d-plus",
+            SfqParams::sfq_d_plus(6, SlotCosts::two_class(128 * 1024, 5), true),
+        );
         // Two large (5 slots) first, then small ones (1 slot).
         q.enqueue(req(0, 0, 1 << 20), Time::ZERO);
         q.enqueue(req(1, 0, 1 << 20), Time::ZERO);
@@ -425,7 +468,10 @@ mod tests {
     #[test]
     fn backfill_stops_at_the_heads_cost() {
         // Depth 6; a large request (5 slots) is the head; small ones behind it.
-        let mut q = Sfq::new("sfq-d-plus", SfqParams::sfq_d_plus(6, SlotCosts::two_class(100, 5), true));
+        let mut q = Sfq::new(
+            "sfq-d-plus",
+            SfqParams::sfq_d_plus(6, SlotCosts::two_class(100, 5), true),
+        );
         q.enqueue(req(0, 0, 50), Time::ZERO); // small, app 0
         q.enqueue(req(1, 1, 1000), Time::ZERO); // large, app 1: head after 0
         for i in 2..20 {
@@ -453,12 +499,18 @@ mod tests {
             q.complete(&r, Time::ZERO);
         }
         q.dispatch(Time::ZERO, 6, &mut all);
-        assert!(all.iter().any(|r| r.id.0 == 1), "the head is dispatched once slots free up");
+        assert!(
+            all.iter().any(|r| r.id.0 == 1),
+            "the head is dispatched once slots free up"
+        );
     }
 
     #[test]
     fn metadata_costs_like_a_small_io() {
-        let q = Sfq::new("sfq-d-plus", SfqParams::sfq_d_plus(14, SlotCosts::two_class(128 * 1024, 5), true));
+        let q = Sfq::new(
+            "sfq-d-plus",
+            SfqParams::sfq_d_plus(14, SlotCosts::two_class(128 * 1024, 5), true),
+        );
         let mut m = req(0, 0, 0);
         m.op = Op::Meta(MetaOp::Getattr);
         assert_eq!(q.slot_cost(&m), 1);

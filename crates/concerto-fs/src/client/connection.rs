@@ -1,0 +1,361 @@
+//! A connection to one server: requests are tagged, sent, and matched with
+//! their replies by id, so many can be outstanding on one connection. Every
+//! request has a timeout whose error names the server.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::stream::SplitSink;
+use futures::{SinkExt, StreamExt};
+use thiserror::Error;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+use concerto_core::Extent;
+
+use crate::protocol::{Envelope, ErrorKind, Message, MetaReply, MetaRequest, Role, Tags};
+use crate::server::codec;
+use crate::stats::ServerStats;
+
+#[derive(Debug, Error)]
+pub enum ClientError {
+    #[error("server {server}: cannot connect: {source}")]
+    Connect {
+        server: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("server {server} did not answer within {timeout:?}")]
+    Timeout {
+        server: SocketAddr,
+        timeout: Duration,
+    },
+    #[error("server {server} closed the connection")]
+    Closed { server: SocketAddr },
+    #[error("{message}")]
+    Server {
+        server: SocketAddr,
+        kind: ErrorKind,
+        message: String,
+    },
+    #[error("server {server} sent an unexpected reply")]
+    Unexpected { server: SocketAddr },
+    /// A problem found on the client before anything was sent.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ClientError {
+    /// The server-side error kind, when the server answered with an error.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            ClientError::Server { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
+    /// True when the server could not be reached or stopped answering.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Connect { .. } | ClientError::Timeout { .. } | ClientError::Closed { .. }
+        )
+    }
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Message>>>>;
+
+/// Who this client is, stamped on every request.
+#[derive(Clone, Copy, Debug)]
+pub struct Identity {
+    pub app: u32,
+    pub rank: u32,
+    pub weight: Option<f64>,
+}
+
+impl Identity {
+    /// The application id from `CONCERTO_APP_ID`, else the batch job id
+    /// (`SLURM_JOB_ID`), else this process's id; rank from `CONCERTO_RANK`
+    /// (else 0).
+    pub fn from_env() -> Identity {
+        let num = |k: &str| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.trim().parse::<u32>().ok())
+        };
+        let app = num("CONCERTO_APP_ID")
+            .or_else(|| num("SLURM_JOB_ID"))
+            .unwrap_or_else(std::process::id);
+        Identity {
+            app,
+            rank: num("CONCERTO_RANK").unwrap_or(0),
+            weight: None,
+        }
+    }
+
+    pub fn tags(&self) -> Tags {
+        let issue_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Tags {
+            app: self.app,
+            rank: self.rank,
+            issue_ns,
+            weight: self.weight,
+        }
+    }
+}
+
+pub struct ServerConnection {
+    server: SocketAddr,
+    sink: tokio::sync::Mutex<SplitSink<Framed<TcpStream, LengthDelimitedCodec>, Bytes>>,
+    pending: Pending,
+    next_id: AtomicU64,
+    timeout: Duration,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ServerConnection {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl ServerConnection {
+    pub async fn connect(
+        server: SocketAddr,
+        timeout: Duration,
+    ) -> Result<ServerConnection, ClientError> {
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(server))
+            .await
+            .map_err(|_| ClientError::Timeout { server, timeout })?
+            .map_err(|source| ClientError::Connect { server, source })?;
+        let _ = stream.set_nodelay(true);
+        let (sink, mut frames) = Framed::new(stream, codec()).split();
+        let pending: Pending = Arc::default();
+        let map = pending.clone();
+        let reader = tokio::spawn(async move {
+            while let Some(Ok(frame)) = frames.next().await {
+                let Ok(env) = Envelope::decode(&frame) else {
+                    break;
+                };
+                if let Some(tx) = map.lock().ok().and_then(|mut m| m.remove(&env.id)) {
+                    let _ = tx.send(env.message);
+                } else if let Message::Error { .. } = env.message {
+                    // A protocol error for the connection as a whole: fail everyone waiting.
+                    break;
+                }
+            }
+            // Dropping the senders wakes every waiter with "closed".
+            if let Ok(mut m) = map.lock() {
+                m.clear();
+            }
+        });
+        Ok(ServerConnection {
+            server,
+            sink: tokio::sync::Mutex::new(sink),
+            pending,
+            next_id: AtomicU64::new(1),
+            timeout,
+            reader,
+        })
+    }
+
+    pub fn server(&self) -> SocketAddr {
+        self.server
+    }
+
+    /// True once the server closed the connection (it must be reopened).
+    pub fn is_closed(&self) -> bool {
+        self.reader.is_finished()
+    }
+
+    /// Sends one request and waits for its reply.
+    pub async fn call(&self, message: Message) -> Result<Message, ClientError> {
+        let server = self.server;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut m) = self.pending.lock() {
+            m.insert(id, tx);
+        }
+        let frame = Bytes::from(Envelope::new(id, message).encode());
+        let exchange = async {
+            self.sink
+                .lock()
+                .await
+                .send(frame)
+                .await
+                .map_err(|_| ClientError::Closed { server })?;
+            rx.await.map_err(|_| ClientError::Closed { server })
+        };
+        let reply = tokio::time::timeout(self.timeout, exchange).await;
+        if let Ok(mut m) = self.pending.lock() {
+            m.remove(&id);
+        }
+        match reply.map_err(|_| ClientError::Timeout {
+            server,
+            timeout: self.timeout,
+        })?? {
+            Message::Error { kind, message } => {
+                // Namespace errors name the path already; others say which server failed.
+                let message = match kind {
+                    ErrorKind::NotFound
+                    | ErrorKind::Exists
+                    | ErrorKind::NotEmpty
+                    | ErrorKind::NotADirectory
+                    | ErrorKind::IsADirectory => message,
+                    _ => format!("server {server}: {message}"),
+                };
+                Err(ClientError::Server {
+                    server,
+                    kind,
+                    message,
+                })
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn unexpected<T>(&self) -> Result<T, ClientError> {
+        Err(ClientError::Unexpected {
+            server: self.server,
+        })
+    }
+
+    /// Writes `data` over the object's `extents` (ascending; lengths summing to `data.len()`).
+    pub async fn write(
+        &self,
+        who: &Identity,
+        object: u64,
+        extents: Vec<Extent>,
+        data: Vec<u8>,
+    ) -> Result<(), ClientError> {
+        match self
+            .call(Message::Write {
+                tags: who.tags(),
+                object,
+                extents,
+                data,
+            })
+            .await?
+        {
+            Message::Done => Ok(()),
+            _ => self.unexpected(),
+        }
+    }
+
+    /// Reads the object's `extents`, concatenated; short where the object ends.
+    pub async fn read(
+        &self,
+        who: &Identity,
+        object: u64,
+        extents: Vec<Extent>,
+    ) -> Result<Vec<u8>, ClientError> {
+        match self
+            .call(Message::Read {
+                tags: who.tags(),
+                object,
+                extents,
+            })
+            .await?
+        {
+            Message::Data { data } => Ok(data),
+            _ => self.unexpected(),
+        }
+    }
+
+    pub async fn fsync(&self, who: &Identity, object: u64) -> Result<(), ClientError> {
+        self.expect_done(Message::Fsync {
+            tags: who.tags(),
+            object,
+        })
+        .await
+    }
+
+    /// The object's length and modification time.
+    pub async fn object_size(
+        &self,
+        who: &Identity,
+        object: u64,
+    ) -> Result<(u64, u64), ClientError> {
+        match self
+            .call(Message::ObjectSize {
+                tags: who.tags(),
+                object,
+            })
+            .await?
+        {
+            Message::Size { size, mtime_ns } => Ok((size, mtime_ns)),
+            _ => self.unexpected(),
+        }
+    }
+
+    pub async fn truncate(
+        &self,
+        who: &Identity,
+        object: u64,
+        size: u64,
+    ) -> Result<(), ClientError> {
+        self.expect_done(Message::Truncate {
+            tags: who.tags(),
+            object,
+            size,
+        })
+        .await
+    }
+
+    pub async fn remove(&self, who: &Identity, object: u64) -> Result<(), ClientError> {
+        self.expect_done(Message::Remove {
+            tags: who.tags(),
+            object,
+        })
+        .await
+    }
+
+    pub async fn meta(&self, who: &Identity, op: MetaRequest) -> Result<MetaReply, ClientError> {
+        match self
+            .call(Message::Meta {
+                tags: who.tags(),
+                op,
+            })
+            .await?
+        {
+            Message::MetaReply(reply) => Ok(reply),
+            _ => self.unexpected(),
+        }
+    }
+
+    /// The server's current policy and roles.
+    pub async fn ping(&self) -> Result<(String, Vec<Role>), ClientError> {
+        match self.call(Message::Ping).await? {
+            Message::Pong { policy, roles } => Ok((policy, roles)),
+            _ => self.unexpected(),
+        }
+    }
+
+    /// Switches the server's policy live (TOML, e.g. `kind = "sfq-d-plus"`).
+    pub async fn set_policy(&self, policy: &str) -> Result<(), ClientError> {
+        self.expect_done(Message::SetPolicy {
+            policy: policy.to_string(),
+        })
+        .await
+    }
+
+    pub async fn stats(&self) -> Result<ServerStats, ClientError> {
+        match self.call(Message::Stats).await? {
+            Message::StatsReply(stats) => Ok(*stats),
+            _ => self.unexpected(),
+        }
+    }
+
+    async fn expect_done(&self, message: Message) -> Result<(), ClientError> {
+        match self.call(message).await? {
+            Message::Done => Ok(()),
+            _ => self.unexpected(),
+        }
+    }
+}

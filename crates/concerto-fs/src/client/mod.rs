@@ -1,0 +1,626 @@
+//! The client library: a file system over a cluster file.
+//!
+//! Namespace operations go to the metadata server; data is split by the
+//! file's layout (concerto-core's striping arithmetic) into one request per
+//! server — list I/O when the access is not contiguous on that server — and
+//! sent to all of them at once. A file's size is the furthest byte any of
+//! its objects holds, asked of its servers (as in PVFS2), so it is right
+//! after concurrent strided writes with no size update per write.
+
+mod connection;
+
+pub use connection::{ClientError, Identity, ServerConnection};
+
+use std::sync::Arc;
+
+use futures::future::try_join_all;
+use tokio::sync::Mutex;
+
+use concerto_core::{Extent, StripeLayout};
+
+use crate::config::ClusterFile;
+use crate::protocol::{
+    DirEntry, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply, MetaRequest, MAX_IO,
+    MAX_SEGMENTS,
+};
+use crate::stats::ServerStats;
+
+/// An open file: its inode and its layout.
+#[derive(Clone, Debug)]
+pub struct FileHandle {
+    pub path: String,
+    pub inode: u64,
+    pub layout: StripeLayout,
+}
+
+/// What `stat` returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stat {
+    pub inode: u64,
+    pub kind: FileKind,
+    pub size: u64,
+    pub ctime_ns: u64,
+    pub mtime_ns: u64,
+    /// A file's layout.
+    pub layout: Option<StripeLayout>,
+    /// A directory's default layout (unit, count) and number of entries.
+    pub default_layout: Option<(u64, u32)>,
+    pub entries: u64,
+}
+
+/// One piece of a data access on one server: object range and where its bytes sit in the caller's buffer.
+#[derive(Clone, Copy, Debug)]
+struct Part {
+    object_offset: u64,
+    len: u64,
+    buf_offset: usize,
+}
+
+/// One request to one server.
+struct Batch {
+    server: u32,
+    extents: Vec<Extent>,
+    parts: Vec<Part>,
+}
+
+/// Cuts file extents (ascending, disjoint) into per-server requests of at
+/// most [`MAX_IO`] bytes and [`MAX_SEGMENTS`] extents each, object extents
+/// ascending and coalesced.
+fn plan(layout: &StripeLayout, extents: &[Extent]) -> Vec<Batch> {
+    let mut per_slot: Vec<Vec<Part>> = vec![Vec::new(); layout.stripe_count() as usize];
+    let mut buf_offset = 0usize;
+    for e in extents {
+        for c in layout.chunks(e.offset, e.len) {
+            per_slot[c.slot as usize].push(Part {
+                object_offset: c.object_offset,
+                len: c.len,
+                buf_offset: buf_offset + (c.file_offset - e.offset) as usize,
+            });
+        }
+        buf_offset += e.len as usize;
+    }
+    let mut batches = Vec::new();
+    for (slot, mut parts) in per_slot.into_iter().enumerate() {
+        parts.sort_unstable_by_key(|p| p.object_offset);
+        let server = layout.servers()[slot];
+        let mut current: Option<(Batch, u64)> = None;
+        for p in parts {
+            // A part larger than the request limit is itself cut.
+            let mut p = p;
+            while p.len > 0 {
+                let (batch, bytes) = current.get_or_insert_with(|| {
+                    (
+                        Batch {
+                            server,
+                            extents: Vec::new(),
+                            parts: Vec::new(),
+                        },
+                        0,
+                    )
+                });
+                let room = MAX_IO - *bytes;
+                let take = p.len.min(room);
+                let piece = Part {
+                    object_offset: p.object_offset,
+                    len: take,
+                    buf_offset: p.buf_offset,
+                };
+                match batch.extents.last_mut() {
+                    Some(last) if last.end() == piece.object_offset => last.len += take,
+                    _ => batch.extents.push(Extent::new(piece.object_offset, take)),
+                }
+                batch.parts.push(piece);
+                *bytes += take;
+                p = Part {
+                    object_offset: p.object_offset + take,
+                    len: p.len - take,
+                    buf_offset: p.buf_offset + take as usize,
+                };
+                if *bytes == MAX_IO || batch.extents.len() == MAX_SEGMENTS {
+                    batches.extend(current.take().map(|(b, _)| b));
+                }
+            }
+        }
+        batches.extend(current.map(|(b, _)| b));
+    }
+    batches
+}
+
+/// Bytes of a file of `size` bytes that live on `slot` of `layout`: the object's length.
+fn object_len(layout: &StripeLayout, slot: u32, size: u64) -> u64 {
+    let unit = layout.unit();
+    let row = unit * layout.stripe_count() as u64;
+    let rest = size % row;
+    (size / row) * unit + rest.saturating_sub(slot as u64 * unit).min(unit)
+}
+
+fn layout_of(attr: &MetaAttr, path: &str) -> Result<StripeLayout, ClientError> {
+    let wire = attr
+        .layout
+        .as_ref()
+        .ok_or_else(|| ClientError::Invalid(format!("{path}: is a directory")))?;
+    StripeLayout::new(wire.unit, wire.servers.clone()).map_err(|e| {
+        ClientError::Invalid(format!("{path}: bad layout from the metadata server: {e}"))
+    })
+}
+
+fn check_extents(extents: &[Extent]) -> Result<u64, ClientError> {
+    let mut end = 0u64;
+    let mut total = 0u64;
+    for (i, e) in extents.iter().enumerate() {
+        let e_end = e.offset.checked_add(e.len).ok_or_else(|| {
+            ClientError::Invalid(format!("extent {i}: offset + length overflows"))
+        })?;
+        if i > 0 && e.offset < end {
+            return Err(ClientError::Invalid(format!(
+                "extent {i}: extents must be ascending and must not overlap"
+            )));
+        }
+        end = e_end;
+        total += e.len;
+    }
+    Ok(total)
+}
+
+pub struct FsClient {
+    cluster: ClusterFile,
+    identity: Identity,
+    /// One lazily opened connection per server (index in the cluster file), reopened after a failure.
+    connections: Vec<Mutex<Option<Arc<ServerConnection>>>>,
+}
+
+impl FsClient {
+    /// A client for `cluster`; connections open on first use.
+    pub fn new(cluster: ClusterFile, identity: Identity) -> FsClient {
+        let connections = cluster.servers.iter().map(|_| Mutex::new(None)).collect();
+        FsClient {
+            cluster,
+            identity,
+            connections,
+        }
+    }
+
+    pub fn cluster(&self) -> &ClusterFile {
+        &self.cluster
+    }
+
+    pub fn identity(&self) -> Identity {
+        self.identity
+    }
+
+    async fn connection(&self, id: u32) -> Result<Arc<ServerConnection>, ClientError> {
+        let index = self
+            .cluster
+            .servers
+            .iter()
+            .position(|s| s.id == id)
+            .ok_or_else(|| {
+                ClientError::Invalid(format!("server id {id} is not in the cluster file"))
+            })?;
+        let mut slot = self.connections[index].lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(
+            ServerConnection::connect(self.cluster.servers[index].address, self.cluster.timeout())
+                .await?,
+        );
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    async fn meta(&self, op: MetaRequest) -> Result<MetaReply, ClientError> {
+        let id = self.cluster.metadata_server().id;
+        self.connection(id).await?.meta(&self.identity, op).await
+    }
+
+    async fn meta_attr(&self, op: MetaRequest) -> Result<MetaAttr, ClientError> {
+        match self.meta(op).await? {
+            MetaReply::Attr(a) => Ok(a),
+            _ => Err(ClientError::Unexpected {
+                server: self.cluster.metadata_server().address,
+            }),
+        }
+    }
+
+    pub async fn mkdir(&self, path: &str) -> Result<(), ClientError> {
+        self.meta_attr(MetaRequest::Mkdir { path: path.into() })
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn rmdir(&self, path: &str) -> Result<(), ClientError> {
+        self.meta_attr(MetaRequest::Rmdir { path: path.into() })
+            .await
+            .map(|_| ())
+    }
+
+    /// Creates a file (an error if it exists when `exclusive`, else opens it).
+    pub async fn create(
+        &self,
+        path: &str,
+        layout: LayoutRequest,
+        exclusive: bool,
+    ) -> Result<FileHandle, ClientError> {
+        let attr = self
+            .meta_attr(MetaRequest::Create {
+                path: path.into(),
+                layout,
+                exclusive,
+            })
+            .await?;
+        Ok(FileHandle {
+            path: path.into(),
+            inode: attr.inode,
+            layout: layout_of(&attr, path)?,
+        })
+    }
+
+    /// Opens an existing file.
+    pub async fn open(&self, path: &str) -> Result<FileHandle, ClientError> {
+        let attr = self
+            .meta_attr(MetaRequest::Lookup { path: path.into() })
+            .await?;
+        if attr.kind == FileKind::Directory {
+            return Err(ClientError::Server {
+                server: self.cluster.metadata_server().address,
+                kind: crate::protocol::ErrorKind::IsADirectory,
+                message: format!("{path}: is a directory"),
+            });
+        }
+        Ok(FileHandle {
+            path: path.into(),
+            inode: attr.inode,
+            layout: layout_of(&attr, path)?,
+        })
+    }
+
+    /// Writes `data` at `offset`.
+    pub async fn write(
+        &self,
+        file: &FileHandle,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), ClientError> {
+        self.write_list(file, &[Extent::new(offset, data.len() as u64)], data)
+            .await
+    }
+
+    /// Writes `data` over the file `extents` (ascending, disjoint; list I/O).
+    pub async fn write_list(
+        &self,
+        file: &FileHandle,
+        extents: &[Extent],
+        data: &[u8],
+    ) -> Result<(), ClientError> {
+        let total = check_extents(extents)?;
+        if total != data.len() as u64 {
+            return Err(ClientError::Invalid(format!(
+                "{} bytes of data for extents of {total} bytes",
+                data.len()
+            )));
+        }
+        let sends = plan(&file.layout, extents).into_iter().map(|b| async move {
+            let mut bytes = Vec::with_capacity(b.parts.iter().map(|p| p.len as usize).sum());
+            for p in &b.parts {
+                bytes.extend_from_slice(&data[p.buf_offset..p.buf_offset + p.len as usize]);
+            }
+            self.connection(b.server)
+                .await?
+                .write(&self.identity, file.inode, b.extents, bytes)
+                .await
+        });
+        try_join_all(sends).await.map(|_| ())
+    }
+
+    /// Reads up to `len` bytes at `offset`; shorter only at the end of the file.
+    pub async fn read(
+        &self,
+        file: &FileHandle,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, ClientError> {
+        let (mut buf, complete) = self.read_extents(file, &[Extent::new(offset, len)]).await?;
+        if !complete {
+            // Some object ended early: a hole or the end of the file. Only the size can tell.
+            let size = self.file_size(file).await?.0;
+            buf.truncate(size.saturating_sub(offset).min(len) as usize);
+        }
+        Ok(buf)
+    }
+
+    /// Reads the file `extents` (ascending, disjoint; list I/O), concatenated;
+    /// bytes never written (holes, past the end) read as zeros.
+    pub async fn read_list(
+        &self,
+        file: &FileHandle,
+        extents: &[Extent],
+    ) -> Result<Vec<u8>, ClientError> {
+        check_extents(extents)?;
+        Ok(self.read_extents(file, extents).await?.0)
+    }
+
+    /// The bytes of `extents`, zero where objects end early, and whether every object had all of its part.
+    async fn read_extents(
+        &self,
+        file: &FileHandle,
+        extents: &[Extent],
+    ) -> Result<(Vec<u8>, bool), ClientError> {
+        let total = check_extents(extents)?;
+        let batches = plan(&file.layout, extents);
+        let replies = try_join_all(batches.iter().map(|b| async move {
+            self.connection(b.server)
+                .await?
+                .read(&self.identity, file.inode, b.extents.clone())
+                .await
+        }))
+        .await?;
+        let mut buf = vec![0u8; total as usize];
+        let mut complete = true;
+        for (b, data) in batches.iter().zip(replies) {
+            let mut at = 0usize;
+            for p in &b.parts {
+                let n = (p.len as usize).min(data.len().saturating_sub(at));
+                buf[p.buf_offset..p.buf_offset + n].copy_from_slice(&data[at..at + n]);
+                at += n;
+                complete &= n == p.len as usize;
+            }
+        }
+        Ok((buf, complete))
+    }
+
+    /// Makes everything written to the file durable on every server holding part of it.
+    pub async fn fsync(&self, file: &FileHandle) -> Result<(), ClientError> {
+        try_join_all(file.layout.servers().iter().map(|&s| async move {
+            self.connection(s)
+                .await?
+                .fsync(&self.identity, file.inode)
+                .await
+        }))
+        .await
+        .map(|_| ())
+    }
+
+    /// Size (furthest byte any object holds) and latest data modification time.
+    async fn file_size(&self, file: &FileHandle) -> Result<(u64, u64), ClientError> {
+        let layout = &file.layout;
+        let sizes = try_join_all(layout.servers().iter().map(|&s| async move {
+            self.connection(s)
+                .await?
+                .object_size(&self.identity, file.inode)
+                .await
+        }))
+        .await?;
+        let mut size = 0;
+        let mut mtime = 0;
+        for (slot, (len, m)) in sizes.into_iter().enumerate() {
+            if len > 0 {
+                size = size.max(layout.file_offset(slot as u32, len - 1) + 1);
+            }
+            mtime = mtime.max(m);
+        }
+        Ok((size, mtime))
+    }
+
+    pub async fn stat(&self, path: &str) -> Result<Stat, ClientError> {
+        let attr = self
+            .meta_attr(MetaRequest::Lookup { path: path.into() })
+            .await?;
+        let mut stat = Stat {
+            inode: attr.inode,
+            kind: attr.kind,
+            size: 0,
+            ctime_ns: attr.ctime_ns,
+            mtime_ns: attr.mtime_ns,
+            layout: None,
+            default_layout: attr.default_layout,
+            entries: attr.entries,
+        };
+        if attr.kind == FileKind::File {
+            let file = FileHandle {
+                path: path.into(),
+                inode: attr.inode,
+                layout: layout_of(&attr, path)?,
+            };
+            let (size, mtime) = self.file_size(&file).await?;
+            stat.size = size;
+            stat.mtime_ns = stat.mtime_ns.max(mtime);
+            stat.layout = Some(file.layout);
+        }
+        Ok(stat)
+    }
+
+    /// Every entry of a directory, in name order.
+    pub async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, ClientError> {
+        let mut out: Vec<DirEntry> = Vec::new();
+        loop {
+            let after = out.last().map(|e| e.name.clone());
+            match self
+                .meta(MetaRequest::Readdir {
+                    path: path.into(),
+                    after,
+                })
+                .await?
+            {
+                MetaReply::Entries { entries, more } => {
+                    out.extend(entries);
+                    if !more {
+                        return Ok(out);
+                    }
+                }
+                _ => {
+                    return Err(ClientError::Unexpected {
+                        server: self.cluster.metadata_server().address,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Removes the file's objects once its name is gone.
+    async fn remove_objects(&self, attr: &MetaAttr, path: &str) -> Result<(), ClientError> {
+        let layout = layout_of(attr, path)?;
+        try_join_all(layout.servers().iter().map(|&s| async move {
+            self.connection(s)
+                .await?
+                .remove(&self.identity, attr.inode)
+                .await
+        }))
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn unlink(&self, path: &str) -> Result<(), ClientError> {
+        let attr = self
+            .meta_attr(MetaRequest::Unlink { path: path.into() })
+            .await?;
+        self.remove_objects(&attr, path).await
+    }
+
+    /// Renames; a file at `to` is replaced (and its data removed).
+    pub async fn rename(&self, from: &str, to: &str) -> Result<(), ClientError> {
+        match self
+            .meta(MetaRequest::Rename {
+                from: from.into(),
+                to: to.into(),
+            })
+            .await?
+        {
+            MetaReply::Replaced(Some(old)) if old.kind == FileKind::File => {
+                self.remove_objects(&old, to).await
+            }
+            MetaReply::Replaced(_) => Ok(()),
+            _ => Err(ClientError::Unexpected {
+                server: self.cluster.metadata_server().address,
+            }),
+        }
+    }
+
+    /// Cuts or extends the file to `size` bytes (extending reads as zeros).
+    pub async fn truncate(&self, path: &str, size: u64) -> Result<(), ClientError> {
+        let attr = self
+            .meta_attr(MetaRequest::Truncate { path: path.into() })
+            .await?;
+        let layout = layout_of(&attr, path)?;
+        let layout = &layout;
+        try_join_all(
+            layout
+                .servers()
+                .iter()
+                .enumerate()
+                .map(|(slot, &s)| async move {
+                    self.connection(s)
+                        .await?
+                        .truncate(
+                            &self.identity,
+                            attr.inode,
+                            object_len(layout, slot as u32, size),
+                        )
+                        .await
+                }),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Sets a directory's default layout for files created in it from now on.
+    pub async fn setstripe(
+        &self,
+        path: &str,
+        unit: Option<u64>,
+        count: Option<u32>,
+    ) -> Result<(), ClientError> {
+        self.meta_attr(MetaRequest::SetStripe {
+            path: path.into(),
+            layout: LayoutRequest { unit, count },
+        })
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn statfs(&self) -> Result<FsCounts, ClientError> {
+        match self.meta(MetaRequest::Statfs).await? {
+            MetaReply::Statfs(c) => Ok(c),
+            _ => Err(ClientError::Unexpected {
+                server: self.cluster.metadata_server().address,
+            }),
+        }
+    }
+
+    /// Every server's statistics, in cluster-file order.
+    pub async fn stats(&self) -> Vec<Result<ServerStats, ClientError>> {
+        futures::future::join_all(
+            self.cluster
+                .servers
+                .iter()
+                .map(|s| async move { self.connection(s.id).await?.stats().await }),
+        )
+        .await
+    }
+
+    /// Every server's policy and roles, in cluster-file order.
+    pub async fn ping_all(&self) -> Vec<Result<(String, Vec<crate::protocol::Role>), ClientError>> {
+        futures::future::join_all(
+            self.cluster
+                .servers
+                .iter()
+                .map(|s| async move { self.connection(s.id).await?.ping().await }),
+        )
+        .await
+    }
+
+    /// Switches every server's policy live; stops at the first refusal.
+    pub async fn set_policy(&self, policy: &str) -> Result<(), ClientError> {
+        for s in &self.cluster.servers {
+            self.connection(s.id).await?.set_policy(policy).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every byte of the access lands in exactly one part, at the object
+        /// offset the layout gives it, and no request exceeds the limits.
+        #[test]
+        fn plans_cover_every_byte_once(unit in 1u64..5000, count in 1u32..6, extents in proptest::collection::vec((0u64..20_000, 1u64..20_000), 1..5)) {
+            let layout = StripeLayout::round_robin(unit, count, 0, count).unwrap();
+            let mut at = 0;
+            let extents: Vec<Extent> = extents.into_iter().map(|(gap, len)| { at += gap; let e = Extent::new(at, len); at += len; e }).collect();
+            let total: u64 = extents.iter().map(|e| e.len).sum();
+            let mut seen = vec![false; total as usize];
+            // Map buffer positions back to file offsets.
+            let mut file_of = Vec::with_capacity(total as usize);
+            for e in &extents { file_of.extend(e.offset..e.end()); }
+            for b in plan(&layout, &extents) {
+                prop_assert!(b.extents.len() <= MAX_SEGMENTS);
+                prop_assert!(b.parts.iter().map(|p| p.len).sum::<u64>() <= MAX_IO);
+                prop_assert!(b.extents.windows(2).all(|w| w[0].end() < w[1].offset));
+                let slot = layout.servers().iter().position(|&s| s == b.server).unwrap() as u32;
+                for p in &b.parts {
+                    for k in 0..p.len as usize {
+                        let i = p.buf_offset + k;
+                        prop_assert!(!seen[i]);
+                        seen[i] = true;
+                        prop_assert_eq!(layout.locate(file_of[i]), (slot, p.object_offset + k as u64));
+                    }
+                }
+            }
+            prop_assert!(seen.iter().all(|&s| s));
+        }
+
+        /// Object lengths from `object_len` give back the file size.
+        #[test]
+        fn object_lengths_give_back_the_size(unit in 1u64..5000, count in 1u32..6, size in 0u64..100_000) {
+            let layout = StripeLayout::round_robin(unit, count, 0, count).unwrap();
+            let lens: Vec<u64> = (0..count).map(|s| object_len(&layout, s, size)).collect();
+            prop_assert_eq!(lens.iter().sum::<u64>(), size);
+            let back = lens.iter().enumerate().filter(|(_, &l)| l > 0).map(|(s, &l)| layout.file_offset(s as u32, l - 1) + 1).max().unwrap_or(0);
+            prop_assert_eq!(back, size);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The metrics port: answers any HTTP GET with the server's statistics in
+//! Prometheus text format.
+//!
+//! A scrape is one short request and one response, so this reads the
+//! request head (bounded, with a timeout) and writes an HTTP/1.0 reply
+//! itself instead of bringing in an HTTP server stack for one endpoint.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::server::Command;
+
+const MAX_REQUEST_HEAD: usize = 8192;
+
+pub(crate) async fn serve(
+    listener: TcpListener,
+    sched: mpsc::Sender<Command>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                if let Ok((stream, _)) = accepted {
+                    tokio::spawn(scrape(stream, sched.clone()));
+                }
+            }
+            _ = stopped.changed() => break,
+        }
+    }
+}
+
+async fn scrape(mut stream: TcpStream, sched: mpsc::Sender<Command>) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    let read_head = async {
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_HEAD {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        true
+    };
+    if !matches!(
+        tokio::time::timeout(Duration::from_secs(5), read_head).await,
+        Ok(true)
+    ) {
+        return;
+    }
+    let response = if head.starts_with(b"GET ") {
+        let (tx, rx) = oneshot::channel();
+        let body = match sched.send(Command::Stats { reply: tx }).await {
+            Ok(()) => rx.await.map(|s| s.prometheus()).ok(),
+            Err(_) => None,
+        };
+        match body {
+            Some(body) => format!(
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+            None => "HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n".to_string(),
+        }
+    } else {
+        "HTTP/1.0 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n".to_string()
+    };
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}

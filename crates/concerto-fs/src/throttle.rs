@@ -1,0 +1,75 @@
+//! The throttle: makes the storage behave like a slower device class, so a
+//! fast host forms real queues and policies really matter.
+//!
+//! Each access asks the shared [`EmulatedDevice`] (concerto-core, the same
+//! model the simulator's `emulated` device runs) when it would finish, does
+//! the real I/O, then sleeps until that time. The storage executor's threads
+//! stand for the requests in flight, so the device sees them in the order the
+//! scheduler released them.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use concerto_core::emulation::{EmulatedDevice, EmulationConfig};
+use concerto_core::Time;
+
+pub struct Throttle {
+    device: Mutex<EmulatedDevice>,
+    start: Instant,
+}
+
+/// A metadata operation's service time on a throttled device.
+const METADATA_SERVICE: Time = Time::from_micros(300);
+
+impl Throttle {
+    pub fn new(cfg: EmulationConfig) -> Throttle {
+        Throttle {
+            device: Mutex::new(EmulatedDevice::new(cfg)),
+            start: Instant::now(),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        self.device
+            .lock()
+            .map(|d| d.config().describe())
+            .unwrap_or_default()
+    }
+
+    fn now(&self) -> Time {
+        Time::from_nanos(self.start.elapsed().as_nanos() as u64)
+    }
+
+    fn sleep_until(&self, done: Time) {
+        let now = self.now();
+        if done > now {
+            std::thread::sleep(Duration::from_nanos((done - now).as_nanos()));
+        }
+    }
+
+    /// Runs a data access of `len` bytes at `offset` of `object` at the emulated device's pace.
+    pub fn data<T>(&self, object: u64, offset: u64, len: u64, io: impl FnOnce() -> T) -> T {
+        let now = self.now();
+        let done = self
+            .device
+            .lock()
+            .map(|mut d| d.start(now, object, offset, len))
+            .unwrap_or(now);
+        let out = io();
+        self.sleep_until(done);
+        out
+    }
+
+    /// Runs a metadata operation at the emulated device's pace.
+    pub fn metadata<T>(&self, op: impl FnOnce() -> T) -> T {
+        let now = self.now();
+        let done = self
+            .device
+            .lock()
+            .map(|mut d| d.start_metadata(now, METADATA_SERVICE))
+            .unwrap_or(now);
+        let out = op();
+        self.sleep_until(done);
+        out
+    }
+}
