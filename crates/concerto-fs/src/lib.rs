@@ -14,6 +14,7 @@
 
 pub mod client;
 pub mod config;
+pub mod local;
 pub mod metadata;
 mod metrics;
 pub mod namespace;

@@ -210,6 +210,9 @@ impl FsClient {
     }
 
     async fn meta(&self, op: MetaRequest) -> Result<MetaReply, ClientError> {
+        for path in op.paths() {
+            crate::namespace::components(path).map_err(ClientError::Invalid)?;
+        }
         let id = self.cluster.metadata_server().id;
         self.connection(id).await?.meta(&self.identity, op).await
     }

@@ -1,0 +1,319 @@
+//! The file system end to end on a loopback cluster of four servers (one
+//! also metadata): striped data byte-exact across stripe boundaries, list
+//! I/O, sizes after concurrent strided writes, the namespace and its errors,
+//! truncate/rename/unlink, statistics and the Prometheus endpoint.
+
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use concerto_core::{Extent, PolicyConfig};
+use concerto_fs::client::{ClientError, FsClient, Identity};
+use concerto_fs::local::{LocalCluster, LocalClusterSpec};
+use concerto_fs::protocol::{ErrorKind, FileKind, LayoutRequest};
+
+fn spec(policy: PolicyConfig) -> LocalClusterSpec {
+    LocalClusterSpec {
+        servers: 4,
+        policy,
+        stripe_unit: 4096,
+        throttle: None,
+        timeout_ms: 10_000,
+    }
+}
+
+fn client(c: &LocalCluster, app: u32, rank: u32) -> FsClient {
+    FsClient::new(
+        c.cluster.clone(),
+        Identity {
+            app,
+            rank,
+            weight: None,
+        },
+    )
+}
+
+fn kind(e: &ClientError) -> Option<ErrorKind> {
+    e.kind()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_ranges_across_stripes_are_byte_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    for policy in ["fifo", "coordinated", "sfq-d-plus"] {
+        let c = LocalCluster::start(
+            &dir.path().join(policy),
+            spec(PolicyConfig::from_name(policy).unwrap()),
+        )
+        .await
+        .unwrap();
+        let fs = client(&c, 1, 0);
+        let f = fs
+            .create(
+                "/data",
+                LayoutRequest {
+                    unit: Some(3000),
+                    count: Some(3),
+                },
+                true,
+            )
+            .await
+            .unwrap();
+        let mut model = vec![0u8; 200_000];
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut end = 0;
+        for _ in 0..60 {
+            let off = rng.gen_range(0..150_000usize);
+            let len = rng.gen_range(1..50_000usize);
+            let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            fs.write(&f, off as u64, &data).await.unwrap();
+            model[off..off + len].copy_from_slice(&data);
+            end = end.max(off + len);
+        }
+        assert_eq!(fs.stat("/data").await.unwrap().size, end as u64);
+        assert_eq!(
+            fs.read(&f, 0, 250_000).await.unwrap(),
+            &model[..end],
+            "{policy}"
+        );
+        for _ in 0..30 {
+            let off = rng.gen_range(0..end);
+            let len = rng.gen_range(1..40_000);
+            let want = &model[off..(off + len).min(end)];
+            assert_eq!(
+                fs.read(&f, off as u64, len as u64).await.unwrap(),
+                want,
+                "{policy}: read at {off}+{len}"
+            );
+        }
+        // List I/O: non-contiguous extents in one call each way.
+        let extents = [
+            Extent::new(10, 5000),
+            Extent::new(9000, 1),
+            Extent::new(20_000, 13_000),
+        ];
+        let data: Vec<u8> = (0..18_001u32).map(|i| (i % 251) as u8).collect();
+        fs.write_list(&f, &extents, &data).await.unwrap();
+        assert_eq!(fs.read_list(&f, &extents).await.unwrap(), data);
+        assert_eq!(fs.read(&f, 9000, 1).await.unwrap(), vec![data[5000]]);
+        c.shutdown().await;
+    }
+}
+
+/// Eight writers each own every eighth block of one file, written in a
+/// random order at once; the size is the end of the last block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_strided_writes_give_the_right_size_and_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = LocalCluster::start(
+        dir.path(),
+        spec(PolicyConfig::from_name("sfq-d-plus").unwrap()),
+    )
+    .await
+    .unwrap();
+    let block = 5000u64;
+    let blocks = 64u64;
+    client(&c, 1, 0)
+        .create("/shared", LayoutRequest::default(), true)
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for rank in 0..8u32 {
+        let fs = Arc::new(client(&c, 1, rank));
+        tasks.push(tokio::spawn(async move {
+            let f = fs.open("/shared").await.unwrap();
+            let mut mine: Vec<u64> = (0..blocks).filter(|b| b % 8 == rank as u64).collect();
+            mine.reverse();
+            for b in mine {
+                fs.write(&f, b * block, &vec![b as u8 + 1; block as usize])
+                    .await
+                    .unwrap();
+            }
+            fs.fsync(&f).await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let fs = client(&c, 2, 0);
+    assert_eq!(fs.stat("/shared").await.unwrap().size, block * blocks);
+    let f = fs.open("/shared").await.unwrap();
+    let all = fs.read(&f, 0, block * blocks).await.unwrap();
+    for b in 0..blocks {
+        assert!(
+            all[(b * block) as usize..((b + 1) * block) as usize]
+                .iter()
+                .all(|&x| x == b as u8 + 1),
+            "block {b}"
+        );
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_operations_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = LocalCluster::start(dir.path(), spec(PolicyConfig::from_name("fifo").unwrap()))
+        .await
+        .unwrap();
+    let fs = client(&c, 3, 0);
+    fs.mkdir("/a").await.unwrap();
+    fs.setstripe("/a", Some(1 << 16), Some(2)).await.unwrap();
+    let f = fs
+        .create("/a/f", LayoutRequest::default(), true)
+        .await
+        .unwrap();
+    assert_eq!((f.layout.unit(), f.layout.stripe_count()), (1 << 16, 2));
+    fs.write(&f, 0, &[7u8; 200_000]).await.unwrap();
+
+    let e = fs.mkdir("/a").await.unwrap_err();
+    assert_eq!(kind(&e), Some(ErrorKind::Exists));
+    assert_eq!(e.to_string(), "/a: already exists");
+    assert_eq!(
+        kind(&fs.stat("/nope/x").await.unwrap_err()),
+        Some(ErrorKind::NotFound)
+    );
+    assert_eq!(
+        kind(&fs.rmdir("/a").await.unwrap_err()),
+        Some(ErrorKind::NotEmpty)
+    );
+    assert_eq!(
+        kind(&fs.open("/a").await.unwrap_err()),
+        Some(ErrorKind::IsADirectory)
+    );
+    assert_eq!(
+        kind(&fs.mkdir("/a/f/g").await.unwrap_err()),
+        Some(ErrorKind::NotADirectory)
+    );
+    let bad = fs.stat("a/relative").await.unwrap_err();
+    assert!(bad.to_string().contains("absolute"), "{bad}");
+
+    // Truncate shrinks and extends; extending reads as zeros.
+    fs.truncate("/a/f", 70_000).await.unwrap();
+    assert_eq!(fs.stat("/a/f").await.unwrap().size, 70_000);
+    fs.truncate("/a/f", 300_000).await.unwrap();
+    assert_eq!(fs.stat("/a/f").await.unwrap().size, 300_000);
+    let back = fs.read(&f, 69_999, 10).await.unwrap();
+    assert_eq!(back, [7, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+
+    // Rename over an existing file replaces it; its objects go.
+    let g = fs
+        .create("/g", LayoutRequest::default(), true)
+        .await
+        .unwrap();
+    fs.write(&g, 0, b"old").await.unwrap();
+    fs.rename("/a/f", "/g").await.unwrap();
+    assert_eq!(fs.stat("/g").await.unwrap().inode, f.inode);
+    assert_eq!(
+        kind(&fs.stat("/a/f").await.unwrap_err()),
+        Some(ErrorKind::NotFound)
+    );
+    let names: Vec<(String, FileKind)> = fs
+        .readdir("/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.kind))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("a".to_string(), FileKind::Directory),
+            ("g".to_string(), FileKind::File)
+        ]
+    );
+
+    fs.unlink("/g").await.unwrap();
+    fs.rmdir("/a").await.unwrap();
+    let counts = fs.statfs().await.unwrap();
+    assert_eq!((counts.files, counts.directories), (0, 1));
+    // The unlinked file's objects are gone from the data servers.
+    for s in 0..4 {
+        let objects = std::fs::read_dir(dir.path().join(format!("s{s}/objects")))
+            .unwrap()
+            .count();
+        assert_eq!(objects, 0, "server {s} still holds objects");
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_count_per_application_and_serve_prometheus() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = spec(PolicyConfig::from_name("coordinated").unwrap());
+    spec.servers = 2;
+    let c = LocalCluster::start(dir.path(), spec).await.unwrap();
+    for app in [11, 12] {
+        let fs = client(&c, app, 0);
+        let f = fs
+            .create(&format!("/f{app}"), LayoutRequest::default(), true)
+            .await
+            .unwrap();
+        fs.write(&f, 0, &vec![1u8; 8192 * app as usize])
+            .await
+            .unwrap();
+    }
+    let stats = client(&c, 1, 0).stats().await;
+    let s0 = stats[0].as_ref().unwrap();
+    assert_eq!(s0.policy, "coordinated");
+    let written: u64 = stats
+        .iter()
+        .map(|s| {
+            s.as_ref()
+                .unwrap()
+                .apps
+                .iter()
+                .find(|a| a.app == 12)
+                .map_or(0, |a| a.write_bytes)
+        })
+        .sum();
+    assert_eq!(written, 8192 * 12);
+    let meta_ops = s0
+        .apps
+        .iter()
+        .find(|a| a.app == 11)
+        .map_or(0, |a| a.metadata_ops);
+    assert_eq!(meta_ops, 1, "one create went through server 0's scheduler");
+    c.shutdown().await;
+
+    // The metrics port, on a server started with one.
+    let cfg = concerto_fs::server::ServerConfig {
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        ..concerto_fs::server::ServerConfig::data(dir.path().join("m"), PolicyConfig::Fifo)
+    };
+    let s = concerto_fs::server::start(cfg).await.unwrap();
+    let mut sock = tokio::net::TcpStream::connect(s.metrics_addr.unwrap())
+        .await
+        .unwrap();
+    sock.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    sock.read_to_string(&mut text).await.unwrap();
+    assert!(text.starts_with("HTTP/1.0 200 OK"), "{text}");
+    assert!(text.contains("concerto_queue_length 0"), "{text}");
+    assert!(text.contains("concerto_info{policy=\"fifo\"} 1"), "{text}");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_server_gives_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = spec(PolicyConfig::Fifo);
+    spec.timeout_ms = 500;
+    let mut c = LocalCluster::start(dir.path(), spec).await.unwrap();
+    let fs = client(&c, 1, 0);
+    let f = fs
+        .create("/x", LayoutRequest::default(), true)
+        .await
+        .unwrap();
+    let down = c.servers.remove(3);
+    let addr = down.addr;
+    down.shutdown().await;
+    let e = fs.write(&f, 0, &[0u8; 100_000]).await.unwrap_err();
+    assert!(e.is_unavailable(), "{e}");
+    assert!(e.to_string().contains(&addr.to_string()), "{e}");
+    c.shutdown().await;
+}
