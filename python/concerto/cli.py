@@ -35,7 +35,7 @@ def guarded(fn):
         except _native.ConfigError as e:
             raise UsageProblem(str(e)) from e
         except OSError as e:
-            raise UsageProblem(f"{e.filename or ''}: {e.strerror or e}") from e
+            raise UsageProblem(f"{e.filename}: {e.strerror or e}" if e.filename else str(e)) from e
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
@@ -225,6 +225,14 @@ def demo(out: Path) -> None:
     from concerto.demo import run_demo
 
     run_demo(out, console)
+
+
+# The real file system's commands live in their own module.
+from concerto.fscli import cluster, fs, server  # noqa: E402
+
+main.add_command(server)
+main.add_command(cluster)
+main.add_command(fs)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 //! Thin on purpose: it parses nothing and decides nothing itself, it hands
 //! text to the Rust crates and returns JSON. Long calls release the GIL.
 
+mod fs;
+
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::Arc;
@@ -145,6 +147,18 @@ fn profile_device(py: Python<'_>, device: &str, spec: &str, seed: u64) -> PyResu
 }
 
 /// Policy names accepted in scenarios.
+/// A size as configuration spells it (`4096`, `"64KiB"`, `"1MB"`) in bytes.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    let value = match text.trim().parse::<u64>() {
+        Ok(n) => serde_json::Value::from(n),
+        Err(_) => serde_json::Value::from(text.trim()),
+    };
+    serde_json::from_value::<concerto_core::units::Bytes>(value)
+        .map(|b| b.0)
+        .map_err(|e| PyValueError::new_err(format!("{text:?}: {e}")))
+}
+
 #[pyfunction]
 fn policy_names() -> Vec<&'static str> {
     concerto_core::PolicyConfig::NAMES.to_vec()
@@ -161,5 +175,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coordinated_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(profile_device, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_class::<fs::FsClientHandle>()?;
+    m.add_class::<fs::FsFile>()?;
+    m.add_function(wrap_pyfunction!(fs::run_server, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::check_server_config, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::check_cluster_file, m)?)?;
     Ok(())
 }

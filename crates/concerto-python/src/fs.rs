@@ -1,0 +1,351 @@
+//! The real file system from Python: a blocking client over concerto-fs's
+//! async one (each call releases the GIL and runs on the client's own tokio
+//! runtime), and the server entry point behind `concerto server`.
+//!
+//! Errors become the Python exceptions a file system user expects:
+//! `FileNotFoundError`, `FileExistsError`, `NotADirectoryError`,
+//! `IsADirectoryError`, `OSError(ENOTEMPTY)`, `TimeoutError` and
+//! `ConnectionError` (naming the server), `ValueError` for bad arguments.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use pyo3::exceptions::{
+    PyConnectionError, PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError,
+    PyNotADirectoryError, PyOSError, PyTimeoutError, PyValueError,
+};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use serde_json::json;
+
+use concerto_core::Extent;
+use concerto_fs::client::{ClientError, FileHandle, FsClient, Identity};
+use concerto_fs::config::{self, ClusterFile};
+use concerto_fs::protocol::{ErrorKind, LayoutRequest};
+
+const ENOTEMPTY: i32 = 39;
+
+fn py_err(e: ClientError) -> PyErr {
+    let msg = e.to_string();
+    match &e {
+        ClientError::Timeout { .. } => PyTimeoutError::new_err(msg),
+        ClientError::Connect { .. } | ClientError::Closed { .. } => PyConnectionError::new_err(msg),
+        ClientError::Invalid(_) => PyValueError::new_err(msg),
+        ClientError::Unexpected { .. } => PyOSError::new_err(msg),
+        ClientError::Server { kind, .. } => match kind {
+            ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
+            ErrorKind::Exists => PyFileExistsError::new_err(msg),
+            ErrorKind::NotADirectory => PyNotADirectoryError::new_err(msg),
+            ErrorKind::IsADirectory => PyIsADirectoryError::new_err(msg),
+            ErrorKind::NotEmpty => PyOSError::new_err((ENOTEMPTY, msg)),
+            ErrorKind::Invalid => PyValueError::new_err(msg),
+            ErrorKind::Io | ErrorKind::Protocol => PyOSError::new_err(msg),
+        },
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// An open file: path, inode and layout (stripe unit and server ids).
+#[pyclass(frozen, module = "concerto._native")]
+pub struct FsFile {
+    handle: FileHandle,
+}
+
+#[pymethods]
+impl FsFile {
+    #[getter]
+    fn path(&self) -> &str {
+        &self.handle.path
+    }
+    #[getter]
+    fn inode(&self) -> u64 {
+        self.handle.inode
+    }
+    #[getter]
+    fn stripe_unit(&self) -> u64 {
+        self.handle.layout.unit()
+    }
+    #[getter]
+    fn servers(&self) -> Vec<u32> {
+        self.handle.layout.servers().to_vec()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "FsFile({:?}, inode={}, unit={}, servers={:?})",
+            self.handle.path,
+            self.handle.inode,
+            self.handle.layout.unit(),
+            self.handle.layout.servers()
+        )
+    }
+}
+
+#[pyclass(frozen, module = "concerto._native")]
+pub struct FsClientHandle {
+    runtime: tokio::runtime::Runtime,
+    inner: Arc<FsClient>,
+}
+
+fn extents(list: Vec<(u64, u64)>) -> Vec<Extent> {
+    list.into_iter().map(|(o, l)| Extent::new(o, l)).collect()
+}
+
+impl FsClientHandle {
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl Future<Output = Result<T, ClientError>> + Send,
+    ) -> PyResult<T> {
+        py.allow_threads(|| self.runtime.block_on(f))
+            .map_err(py_err)
+    }
+}
+
+#[pymethods]
+impl FsClientHandle {
+    /// `cluster`: the cluster file's text. Identity from the arguments, else
+    /// `CONCERTO_APP_ID` / `SLURM_JOB_ID` / the process id and `CONCERTO_RANK`.
+    #[new]
+    #[pyo3(signature = (cluster, app=None, rank=None, weight=None))]
+    fn new(
+        cluster: &str,
+        app: Option<u32>,
+        rank: Option<u32>,
+        weight: Option<f64>,
+    ) -> PyResult<FsClientHandle> {
+        let cluster = ClusterFile::parse(cluster)
+            .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))?;
+        if let Some(w) = weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
+            return Err(PyValueError::new_err(format!(
+                "weight: {w} is not a number > 0"
+            )));
+        }
+        let env = Identity::from_env();
+        let identity = Identity {
+            app: app.unwrap_or(env.app),
+            rank: rank.unwrap_or(env.rank),
+            weight: weight.or(env.weight),
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| PyOSError::new_err(format!("cannot start the client runtime: {e}")))?;
+        Ok(FsClientHandle {
+            runtime,
+            inner: Arc::new(FsClient::new(cluster, identity)),
+        })
+    }
+
+    #[getter]
+    fn app(&self) -> u32 {
+        self.inner.identity().app
+    }
+    #[getter]
+    fn rank(&self) -> u32 {
+        self.inner.identity().rank
+    }
+
+    fn mkdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
+        self.run(py, self.inner.mkdir(path))
+    }
+    fn rmdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
+        self.run(py, self.inner.rmdir(path))
+    }
+    fn unlink(&self, py: Python<'_>, path: &str) -> PyResult<()> {
+        self.run(py, self.inner.unlink(path))
+    }
+    fn rename(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
+        self.run(py, self.inner.rename(src, dst))
+    }
+    fn truncate(&self, py: Python<'_>, path: &str, size: u64) -> PyResult<()> {
+        self.run(py, self.inner.truncate(path, size))
+    }
+    #[pyo3(signature = (path, unit=None, count=None))]
+    fn setstripe(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        unit: Option<u64>,
+        count: Option<u32>,
+    ) -> PyResult<()> {
+        self.run(py, self.inner.setstripe(path, unit, count))
+    }
+
+    #[pyo3(signature = (path, unit=None, count=None, exclusive=true))]
+    fn create(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        unit: Option<u64>,
+        count: Option<u32>,
+        exclusive: bool,
+    ) -> PyResult<FsFile> {
+        if unit == Some(0) || count == Some(0) {
+            return Err(PyValueError::new_err("stripe unit and count must be > 0"));
+        }
+        let handle = self.run(
+            py,
+            self.inner
+                .create(path, LayoutRequest { unit, count }, exclusive),
+        )?;
+        Ok(FsFile { handle })
+    }
+
+    fn open(&self, py: Python<'_>, path: &str) -> PyResult<FsFile> {
+        Ok(FsFile {
+            handle: self.run(py, self.inner.open(path))?,
+        })
+    }
+
+    fn write(&self, py: Python<'_>, file: &FsFile, offset: u64, data: &[u8]) -> PyResult<()> {
+        let data = data.to_vec();
+        self.run(py, self.inner.write(&file.handle, offset, &data))
+    }
+
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        file: &FsFile,
+        offset: u64,
+        len: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let data = self.run(py, self.inner.read(&file.handle, offset, len))?;
+        Ok(PyBytes::new(py, &data))
+    }
+
+    /// List I/O: `extents` is a list of (offset, length), ascending and disjoint.
+    fn write_list(
+        &self,
+        py: Python<'_>,
+        file: &FsFile,
+        extents_: Vec<(u64, u64)>,
+        data: &[u8],
+    ) -> PyResult<()> {
+        let (ext, data) = (extents(extents_), data.to_vec());
+        self.run(py, self.inner.write_list(&file.handle, &ext, &data))
+    }
+
+    fn read_list<'py>(
+        &self,
+        py: Python<'py>,
+        file: &FsFile,
+        extents_: Vec<(u64, u64)>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let ext = extents(extents_);
+        let data = self.run(py, self.inner.read_list(&file.handle, &ext))?;
+        Ok(PyBytes::new(py, &data))
+    }
+
+    fn fsync(&self, py: Python<'_>, file: &FsFile) -> PyResult<()> {
+        self.run(py, self.inner.fsync(&file.handle))
+    }
+
+    /// JSON: inode, kind, size, times, layout (unit, servers), default layout, entries.
+    fn stat(&self, py: Python<'_>, path: &str) -> PyResult<String> {
+        let s = self.run(py, self.inner.stat(path))?;
+        Ok(json!({
+            "inode": s.inode, "kind": s.kind, "size": s.size, "ctime_ns": s.ctime_ns, "mtime_ns": s.mtime_ns,
+            "layout": s.layout.map(|l| json!({"unit": l.unit(), "servers": l.servers()})),
+            "default_layout": s.default_layout.map(|(unit, count)| json!({"unit": unit, "count": count})),
+            "entries": s.entries,
+        })
+        .to_string())
+    }
+
+    /// JSON list of {name, inode, kind}.
+    fn readdir(&self, py: Python<'_>, path: &str) -> PyResult<String> {
+        Ok(to_json(&self.run(py, self.inner.readdir(path))?))
+    }
+
+    fn statfs(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(to_json(&self.run(py, self.inner.statfs())?))
+    }
+
+    /// JSON list, one per server in cluster-file order: the statistics, or {"error": message}.
+    fn stats(&self, py: Python<'_>) -> String {
+        let all = py.allow_threads(|| self.runtime.block_on(self.inner.stats()));
+        let out: Vec<serde_json::Value> = all
+            .into_iter()
+            .map(|r| match r {
+                Ok(s) => serde_json::to_value(s).unwrap_or_default(),
+                Err(e) => json!({"error": e.to_string()}),
+            })
+            .collect();
+        serde_json::Value::Array(out).to_string()
+    }
+
+    /// JSON list, one per server: {"policy", "roles"} or {"error"}.
+    fn ping(&self, py: Python<'_>) -> String {
+        let all = py.allow_threads(|| self.runtime.block_on(self.inner.ping_all()));
+        let out: Vec<serde_json::Value> = all
+            .into_iter()
+            .map(|r| match r {
+                Ok((policy, roles)) => json!({"policy": policy, "roles": roles}),
+                Err(e) => json!({"error": e.to_string()}),
+            })
+            .collect();
+        serde_json::Value::Array(out).to_string()
+    }
+
+    /// Switches every server's policy live (TOML text of a `[policy]` table).
+    fn set_policy(&self, py: Python<'_>, policy: &str) -> PyResult<()> {
+        self.run(py, self.inner.set_policy(policy))
+    }
+}
+
+/// Checks a server file; returns a JSON summary (listen, roles, policy, throttle).
+#[pyfunction]
+pub fn check_server_config(text: &str) -> PyResult<String> {
+    let c = config::server_config(text).map_err(PyValueError::new_err)?;
+    Ok(json!({
+        "listen": c.listen.to_string(), "roles": c.roles, "policy": c.policy.name(),
+        "throttle": c.throttle.map(|t| t.describe()), "data_dir": c.data_dir,
+    })
+    .to_string())
+}
+
+/// Checks a cluster file; returns it as JSON.
+#[pyfunction]
+pub fn check_cluster_file(text: &str) -> PyResult<String> {
+    ClusterFile::parse(text)
+        .map(|c| to_json(&c))
+        .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))
+}
+
+/// Runs one server until SIGINT or SIGTERM. Once it listens, writes
+/// `{"address": ..., "metrics": ...}` to `ready_file` (atomically) if given.
+#[pyfunction]
+#[pyo3(signature = (config_text, ready_file=None))]
+pub fn run_server(
+    py: Python<'_>,
+    config_text: &str,
+    ready_file: Option<std::path::PathBuf>,
+) -> PyResult<()> {
+    let cfg = config::server_config(config_text).map_err(PyValueError::new_err)?;
+    py.allow_threads(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        runtime.block_on(async {
+            let handle = concerto_fs::server::start(cfg).await?;
+            if let Some(path) = ready_file {
+                let text = json!({"address": handle.addr.to_string(), "metrics": handle.metrics_addr.map(|a| a.to_string())}).to_string();
+                let tmp = path.with_extension("tmp");
+                std::fs::write(&tmp, text)?;
+                std::fs::rename(&tmp, &path)?;
+            }
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut term = signal(SignalKind::terminate())?;
+            let mut int = signal(SignalKind::interrupt())?;
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            handle.shutdown().await;
+            Ok::<(), std::io::Error>(())
+        })
+    })
+    .map_err(|e| PyOSError::new_err(e.to_string()))
+}

@@ -1,0 +1,222 @@
+"""A local cluster on loopback: one ``concerto server`` process per server.
+
+``up`` writes one server file per server (``DIR/s<i>.toml``), starts the
+processes in their own session (so they outlive the command and a Ctrl-C in
+the terminal), waits until each has bound its port and answers, then
+writes ``DIR/cluster.toml`` with the addresses and process ids. Each server
+file is rewritten with the port it got, so a server restarted from it comes
+back at the same address. ``down`` stops the processes it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomli_w
+
+from concerto import _native
+from concerto.fs import Client
+
+THROTTLES = ("hdd", "ssd", "none")
+
+
+class ClusterError(Exception):
+    """The cluster could not be started or reached; the message says why."""
+
+
+@dataclass
+class ClusterSpec:
+    servers: int = 4
+    policy: str = "fifo"
+    policy_params: dict | None = None
+    throttle: str = "none"
+    meta: int = 0
+    stripe_unit: int = 64 * 1024
+    stripe_count: int | None = None
+    timeout_s: float = 10.0
+    metrics: bool = True
+    depth: int = 8
+
+
+def server_file(spec: ClusterSpec, directory: Path, i: int, listen: str = "127.0.0.1:0",
+                metrics: str | None = "127.0.0.1:0") -> dict:
+    roles = ["data", "metadata"] if i == spec.meta else ["data"]
+    server = {"listen": listen, "data_dir": str((directory / f"s{i}").resolve()), "roles": roles, "depth": spec.depth}
+    if spec.metrics and metrics:
+        server["metrics"] = metrics
+    cfg: dict = {"server": server, "policy": {"kind": spec.policy, **(spec.policy_params or {})}}
+    if spec.throttle != "none":
+        cfg["throttle"] = {"preset": spec.throttle}
+    if i == spec.meta:
+        meta = {"data_servers": list(range(spec.servers)), "stripe_unit": spec.stripe_unit}
+        if spec.stripe_count is not None:
+            meta["stripe_count"] = spec.stripe_count
+        cfg["metadata"] = meta
+    return cfg
+
+
+def _spawn(config: Path, ready: Path, log: Path) -> subprocess.Popen:
+    ready.unlink(missing_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "concerto", "server", "--config", str(config), "--ready-file", str(ready)],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_ready(proc: subprocess.Popen, ready: Path, log: Path, deadline: float) -> dict:
+    while time.monotonic() < deadline:
+        if ready.exists():
+            return json.loads(ready.read_text())
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+            raise ClusterError(f"server {ready.stem} exited with code {proc.returncode}: " + " | ".join(tail))
+        time.sleep(0.05)
+    raise ClusterError(f"server {ready.stem} did not start within the time allowed (log: {log})")
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a running ``concerto server`` (not a reused pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if b"server" not in cmdline:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Path:
+    """Starts the cluster; returns the cluster file's path. Stops what it started if any server fails."""
+    if spec.servers < 1:
+        raise ClusterError("--servers must be at least 1")
+    if not 0 <= spec.meta < spec.servers:
+        raise ClusterError(f"--meta {spec.meta} is not one of the servers 0..{spec.servers - 1}")
+    if spec.throttle not in THROTTLES:
+        raise ClusterError(f"--throttle {spec.throttle!r} is not one of {', '.join(THROTTLES)}")
+    directory.mkdir(parents=True, exist_ok=True)
+    cluster_file = directory / "cluster.toml"
+    if cluster_file.exists() and any(_alive(s.get("pid", -1)) for s in read_cluster(cluster_file)["servers"]):
+        raise ClusterError(f"{cluster_file}: a cluster is already running there (stop it with `concerto cluster down --dir {directory}`)")
+    procs: list[subprocess.Popen] = []
+    entries = []
+    try:
+        for i in range(spec.servers):
+            cfg = server_file(spec, directory, i)
+            _native.check_server_config(tomli_w.dumps(cfg))
+            path = directory / f"s{i}.toml"
+            path.write_text(tomli_w.dumps(cfg))
+            procs.append(_spawn(path, directory / f"s{i}.ready", directory / f"s{i}.log"))
+        deadline = time.monotonic() + start_timeout_s
+        for i, proc in enumerate(procs):
+            ready = _wait_ready(proc, directory / f"s{i}.ready", directory / f"s{i}.log", deadline)
+            # Pin the ports it got, so a restart from this file comes back at the same address.
+            cfg = server_file(spec, directory, i, listen=ready["address"], metrics=ready.get("metrics"))
+            (directory / f"s{i}.toml").write_text(tomli_w.dumps(cfg))
+            entry = {"id": i, "address": ready["address"], "roles": cfg["server"]["roles"], "pid": proc.pid,
+                     "config": str((directory / f"s{i}.toml").resolve())}
+            if ready.get("metrics"):
+                entry["metrics"] = ready["metrics"]
+            entries.append(entry)
+        text = tomli_w.dumps({"cluster": {"timeout": f"{spec.timeout_s}s"}, "servers": entries})
+        _native.check_cluster_file(text)
+        cluster_file.write_text(text)
+        wait_answering(cluster_file, deadline)
+    except BaseException:
+        for proc in procs:
+            _stop_pid(proc.pid)
+        raise
+    return cluster_file
+
+
+def wait_answering(cluster_file: Path, deadline: float) -> None:
+    client = Client(cluster_file)
+    while True:
+        answers = client.ping()
+        missing = [a["error"] for a in answers if "error" in a]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError("servers did not answer: " + "; ".join(missing))
+        time.sleep(0.1)
+
+
+def read_cluster(cluster_file: Path) -> dict:
+    try:
+        text = cluster_file.read_text()
+    except FileNotFoundError:
+        raise ClusterError(f"{cluster_file}: no cluster file (start one with `concerto cluster up`)") from None
+    try:
+        return json.loads(_native.check_cluster_file(text))
+    except ValueError as e:
+        raise ClusterError(f"{cluster_file}: {e}") from None
+
+
+def _stop_pid(pid: int, grace_s: float = 10.0) -> bool:
+    """SIGTERM, then SIGKILL after ``grace_s``; True if it was running."""
+    if not _alive(pid):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + grace_s
+    while _alive(pid) and time.monotonic() < deadline:
+        _reap(pid)
+        time.sleep(0.05)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    _reap(pid)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def down(directory: Path) -> int:
+    """Stops every server of the cluster started in ``directory``; returns how many were running."""
+    cluster = read_cluster(directory / "cluster.toml")
+    return sum(_stop_pid(s["pid"]) for s in cluster["servers"] if s.get("pid"))
+
+
+def restart_server(cluster_file: Path, server_id: int, timeout_s: float = 30.0) -> int:
+    """Starts one server of a local cluster again from its server file; updates its pid; returns it."""
+    cluster = read_cluster(cluster_file)
+    entry = next((s for s in cluster["servers"] if s["id"] == server_id), None)
+    if entry is None or not entry.get("config"):
+        raise ClusterError(f"server {server_id} was not started by `concerto cluster up` in {cluster_file.parent}")
+    config = Path(entry["config"])
+    ready, log = config.with_suffix(".ready"), config.with_suffix(".log")
+    proc = _spawn(config, ready, log)
+    _wait_ready(proc, ready, log, time.monotonic() + timeout_s)
+    entry["pid"] = proc.pid
+    cluster_file.write_text(tomli_w.dumps(cluster))
+    return proc.pid
+
+
+def policy_toml(name: str, params: dict[str, str]) -> str:
+    """A ``[policy]`` table's text from a name and ``key=value`` parameters
+    (values in TOML syntax; a bare word is taken as a string)."""
+    return tomli_w.dumps({"kind": name, **{k: _toml_value(v) for k, v in params.items()}})
+
+
+def _toml_value(text: str):
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text

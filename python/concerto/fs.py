@@ -1,0 +1,197 @@
+"""``concerto.fs``: the real file system from Python.
+
+    from concerto import fs
+    client = fs.connect("concerto-cluster/cluster.toml")
+    f = client.create("/out.dat", unit=1 << 20, count=4)
+    f.write(0, b"...")          # striped over the layout's servers in parallel
+    f.fsync()                   # durable on every server holding part of it
+    client.stat("/out.dat").size
+
+Every request carries the application id (``CONCERTO_APP_ID``, else
+``SLURM_JOB_ID``, else the process id), the rank (``CONCERTO_RANK``) and
+the issue time, which is what the servers' policies schedule by. Errors are
+the usual Python ones: ``FileNotFoundError``, ``FileExistsError``,
+``NotADirectoryError``, ``IsADirectoryError``, ``OSError`` with
+``errno.ENOTEMPTY``, ``TimeoutError`` / ``ConnectionError`` naming the
+server that did not answer, and ``ValueError`` for bad arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from concerto import _native
+
+DEFAULT_CLUSTER = Path("concerto-cluster/cluster.toml")
+
+
+def cluster_path(path: str | Path | None = None) -> Path:
+    """The cluster file: the argument, else ``$CONCERTO_CLUSTER``, else ``concerto-cluster/cluster.toml``."""
+    if path is not None:
+        return Path(path)
+    return Path(os.environ.get("CONCERTO_CLUSTER", DEFAULT_CLUSTER))
+
+
+@dataclass(frozen=True)
+class Stat:
+    inode: int
+    kind: str  # "file" or "directory"
+    size: int
+    ctime_ns: int
+    mtime_ns: int
+    stripe_unit: int | None
+    servers: list[int] | None
+    default_layout: dict | None
+    entries: int
+
+    @property
+    def is_dir(self) -> bool:
+        return self.kind == "directory"
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    name: str
+    inode: int
+    kind: str
+
+
+class File:
+    """An open file. Offsets are explicit (like ``os.pwrite``/``os.pread``)."""
+
+    def __init__(self, client: Client, handle: _native.FsFile):
+        self._client = client
+        self._handle = handle
+
+    @property
+    def path(self) -> str:
+        return self._handle.path
+
+    @property
+    def inode(self) -> int:
+        return self._handle.inode
+
+    @property
+    def stripe_unit(self) -> int:
+        return self._handle.stripe_unit
+
+    @property
+    def servers(self) -> list[int]:
+        """Server ids holding the stripes, in stripe order."""
+        return self._handle.servers
+
+    def write(self, offset: int, data: bytes) -> None:
+        self._client._native.write(self._handle, offset, data)
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes; shorter only at the end of the file."""
+        return self._client._native.read(self._handle, offset, length)
+
+    def write_list(self, extents: list[tuple[int, int]], data: bytes) -> None:
+        """List I/O: ``data`` goes to the (offset, length) extents, ascending and disjoint."""
+        self._client._native.write_list(self._handle, extents, data)
+
+    def read_list(self, extents: list[tuple[int, int]]) -> bytes:
+        """List I/O: the extents' bytes concatenated; never-written bytes read as zeros."""
+        return self._client._native.read_list(self._handle, extents)
+
+    def fsync(self) -> None:
+        self._client._native.fsync(self._handle)
+
+    @property
+    def size(self) -> int:
+        return self._client.stat(self.path).size
+
+    def __repr__(self) -> str:
+        return f"File({self.path!r}, inode={self.inode}, unit={self.stripe_unit}, servers={self.servers})"
+
+
+class Client:
+    """A connection to a cluster. Thread-safe; each call blocks without holding the GIL."""
+
+    def __init__(self, cluster: str | Path | None = None, *, app: int | None = None, rank: int | None = None,
+                 weight: float | None = None):
+        path = cluster_path(cluster)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path}: no cluster file (start one with `concerto cluster up`)") from None
+        self.cluster_file = path
+        self._native = _native.FsClientHandle(text, app, rank, weight)
+
+    @property
+    def app(self) -> int:
+        return self._native.app
+
+    @property
+    def rank(self) -> int:
+        return self._native.rank
+
+    def create(self, path: str, *, unit: int | None = None, count: int | None = None, exclusive: bool = True) -> File:
+        """Creates a file whose layout is fixed now: ``unit``/``count`` or the directory's default.
+        With ``exclusive=False`` an existing file is opened instead."""
+        return File(self, self._native.create(path, unit, count, exclusive))
+
+    def open(self, path: str) -> File:
+        return File(self, self._native.open(path))
+
+    def mkdir(self, path: str, *, parents: bool = False) -> None:
+        if not parents:
+            self._native.mkdir(path)
+            return
+        at = ""
+        for name in [p for p in path.split("/") if p]:
+            at += "/" + name
+            try:
+                self._native.mkdir(at)
+            except FileExistsError:
+                if not self.stat(at).is_dir:
+                    raise NotADirectoryError(f"{at}: not a directory") from None
+
+    def rmdir(self, path: str) -> None:
+        self._native.rmdir(path)
+
+    def unlink(self, path: str) -> None:
+        self._native.unlink(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._native.rename(src, dst)
+
+    def truncate(self, path: str, size: int) -> None:
+        self._native.truncate(path, size)
+
+    def setstripe(self, path: str, *, unit: int | None = None, count: int | None = None) -> None:
+        """Sets a directory's default layout for files created in it from now on."""
+        self._native.setstripe(path, unit, count)
+
+    def stat(self, path: str) -> Stat:
+        s = json.loads(self._native.stat(path))
+        layout = s["layout"] or {}
+        return Stat(inode=s["inode"], kind=s["kind"], size=s["size"], ctime_ns=s["ctime_ns"], mtime_ns=s["mtime_ns"],
+                    stripe_unit=layout.get("unit"), servers=layout.get("servers"),
+                    default_layout=s["default_layout"], entries=s["entries"])
+
+    def listdir(self, path: str = "/") -> list[DirEntry]:
+        return [DirEntry(**e) for e in json.loads(self._native.readdir(path))]
+
+    def statfs(self) -> dict:
+        return json.loads(self._native.statfs())
+
+    def server_stats(self) -> list[dict]:
+        """One dict per server (cluster-file order): its statistics, or ``{"error": ...}``."""
+        return json.loads(self._native.stats())
+
+    def ping(self) -> list[dict]:
+        """One dict per server: ``{"policy", "roles"}`` or ``{"error": ...}``."""
+        return json.loads(self._native.ping())
+
+    def set_policy(self, policy_toml: str) -> None:
+        """Switches every server's policy live, e.g. ``'kind = "sfq-d-plus"'``."""
+        self._native.set_policy(policy_toml)
+
+
+def connect(cluster: str | Path | None = None, **identity) -> Client:
+    return Client(cluster, **identity)

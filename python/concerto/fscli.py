@@ -1,0 +1,393 @@
+"""The real file system's commands: ``concerto server``, ``concerto cluster ...`` and ``concerto fs ...``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.table import Table
+
+from concerto import _native
+from concerto import cluster as local
+from concerto.fs import Client, cluster_path
+
+console = Console()
+err_console = Console(stderr=True)
+
+CHUNK = 4 << 20
+
+
+class FsProblem(click.ClickException):
+    """A file system or cluster error, printed as `error: ...` with exit code 1."""
+
+    def show(self, file=None) -> None:  # noqa: ARG002 - click's signature
+        err_console.print(f"[bold red]error:[/] {self.message}", highlight=False)
+
+
+def fs_guarded(fn):
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (local.ClusterError, ValueError, OSError) as e:
+            raise FsProblem(e.strerror if isinstance(e, OSError) and e.strerror else str(e)) from e
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+def _size_arg(_ctx, _param, value):
+    if value is None:
+        return None
+    try:
+        return _native.parse_size(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+cluster_opt = click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                           help="Cluster file (default: $CONCERTO_CLUSTER, else concerto-cluster/cluster.toml).")
+
+
+# ---------------------------------------------------------------- server
+
+@click.command("server")
+@click.option("--config", "config", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The server file (see docs/deployment.md).")
+@click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the bound addresses here as JSON once listening.")
+@fs_guarded
+def server(config: Path, ready_file: Path | None) -> None:
+    """Run one server (data, metadata or both) until SIGINT or SIGTERM."""
+    text = config.read_text()
+    summary = json.loads(_native.check_server_config(text))
+    err_console.print(f"concerto server: {', '.join(summary['roles'])} on {summary['listen']}, policy {summary['policy']}"
+                      + (f", throttled to {summary['throttle']}" if summary["throttle"] else ""), highlight=False)
+    _native.run_server(text, ready_file)
+
+
+# ---------------------------------------------------------------- cluster
+
+@click.group("cluster")
+def cluster() -> None:
+    """Start, inspect and steer a cluster of servers."""
+
+
+@cluster.command("up")
+@click.option("--servers", type=click.IntRange(min=1, max=256), default=4, show_default=True)
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("concerto-cluster"),
+              show_default=True, help="Where server files, data, logs and cluster.toml go.")
+@click.option("--policy", type=click.Choice(_native.policy_names()), default="fifo", show_default=True)
+@click.option("--set", "params", multiple=True, metavar="KEY=VALUE", help="A policy parameter (repeatable).")
+@click.option("--throttle", type=click.Choice(local.THROTTLES), default="none", show_default=True,
+              help="Emulate an HDD- or SSD-class device on each server.")
+@click.option("--meta", type=int, default=0, show_default=True, help="Which server also holds the metadata.")
+@click.option("--stripe-unit", default="64KiB", show_default=True, callback=_size_arg, help="Root's default stripe unit.")
+@click.option("--stripe-count", type=click.IntRange(min=1), default=None, help="Root's default stripe count (default: all).")
+@click.option("--depth", type=click.IntRange(min=1), default=8, show_default=True, help="Requests in flight per server.")
+@fs_guarded
+def cluster_up(servers, directory, policy, params, throttle, meta, stripe_unit, stripe_count, depth) -> None:
+    """Start SERVERS servers on loopback and write DIR/cluster.toml."""
+    spec = local.ClusterSpec(servers=servers, policy=policy, policy_params=_params(params), throttle=throttle, meta=meta,
+                             stripe_unit=stripe_unit, stripe_count=stripe_count, depth=depth)
+    path = local.up(directory, spec)
+    console.print(f"{servers} servers up ({policy}, throttle {throttle}); cluster file: [bold]{path}[/]")
+    console.print(f"stop them with: concerto cluster down --dir {directory}")
+
+
+def _params(items) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@cluster.command("down")
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("concerto-cluster"),
+              show_default=True)
+@fs_guarded
+def cluster_down(directory: Path) -> None:
+    """Stop the servers `cluster up` started in DIR."""
+    n = local.down(directory)
+    console.print(f"stopped {n} server{'s' if n != 1 else ''}")
+
+
+@cluster.command("status")
+@cluster_opt
+@fs_guarded
+def cluster_status(cluster_file: Path | None) -> None:
+    """Which servers answer, with their roles and policy."""
+    path = cluster_path(cluster_file)
+    info = local.read_cluster(path)
+    answers = Client(path).ping()
+    t = Table(title=f"cluster {path}")
+    for col in ("id", "address", "roles", "policy", "state"):
+        t.add_column(col)
+    down = 0
+    for s, a in zip(info["servers"], answers):
+        state = "[green]up[/]" if "error" not in a else f"[red]down[/] ({a['error']})"
+        down += "error" in a
+        t.add_row(str(s["id"]), s["address"], ",".join(s["roles"]), a.get("policy", "-"), state)
+    console.print(t)
+    if down:
+        raise FsProblem(f"{down} of {len(answers)} servers do not answer")
+
+
+@cluster.command("stats")
+@cluster_opt
+@click.option("--json", "as_json", is_flag=True, help="Print the raw statistics as JSON.")
+@fs_guarded
+def cluster_stats(cluster_file: Path | None, as_json: bool) -> None:
+    """Queues, per-application service and latency on every server."""
+    stats = Client(cluster_path(cluster_file)).server_stats()
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+        return
+    servers = Table(title="servers")
+    for col in ("server", "policy", "queued", "in flight", "read p50/p99", "write p50/p99", "meta p50/p99", "free"):
+        servers.add_column(col, justify="right")
+    apps = Table(title="applications (all servers)")
+    for col in ("app", "read", "written", "data ops", "meta ops", "queued now", "waiting s", "held back s"):
+        apps.add_column(col, justify="right")
+    per_app: dict[int, dict] = {}
+    for s in stats:
+        if "error" in s:
+            servers.add_row("?", f"[red]{s['error']}[/]", *[""] * 6)
+            continue
+        lat = {h["op"]: h for h in s["latency"]}
+        servers.add_row(s["address"], s["policy"], str(s["queued"]), str(s["in_flight"]),
+                        *(_quantiles(lat[op]) for op in ("read", "write", "metadata")),
+                        human(s["space_free"]) if s["space_total"] else "-")
+        for a in s["apps"]:
+            acc = per_app.setdefault(a["app"], {k: 0 for k in a})
+            for k, v in a.items():
+                if k != "app":
+                    acc[k] += v
+    for app, a in sorted(per_app.items()):
+        apps.add_row(str(app), human(a["read_bytes"]), human(a["write_bytes"]), str(a["data_ops"]), str(a["metadata_ops"]),
+                     str(a["queued"]), f"{a['waiting_s']:.2f}", f"{a['held_s']:.2f}")
+    console.print(servers)
+    console.print(apps)
+
+
+def _quantiles(h: dict) -> str:
+    if not h["count"]:
+        return "-"
+    return f"{_quantile(h, 0.5)}/{_quantile(h, 0.99)}"
+
+
+def _quantile(h: dict, q: float) -> str:
+    target = max(1, int(q * h["count"] + 0.999999))
+    seen = 0
+    for i, c in enumerate(h["counts"]):
+        seen += c
+        if seen >= target:
+            if i >= len(h["bounds_s"]):
+                return f">{h['bounds_s'][-1]:.1f}s"
+            b = h["bounds_s"][i]
+            return f"≤{b * 1e3:.1f}ms" if b < 1 else f"≤{b:.1f}s"
+    return "-"
+
+
+@cluster.command("policy")
+@cluster_opt
+@click.argument("name", type=click.Choice(_native.policy_names()))
+@click.option("--set", "params", multiple=True, metavar="KEY=VALUE", help="A policy parameter (repeatable).")
+@fs_guarded
+def cluster_policy(cluster_file: Path | None, name: str, params) -> None:
+    """Switch every server to policy NAME, live (queued requests are not lost)."""
+    text = local.policy_toml(name, _params(params))
+    Client(cluster_path(cluster_file)).set_policy(text)
+    console.print(f"every server now schedules with {name}")
+
+
+# ---------------------------------------------------------------- fs
+
+@click.group("fs")
+@cluster_opt
+@click.pass_context
+def fs(ctx, cluster_file: Path | None) -> None:
+    """Use the file system: put, get, ls, stat, rm, mkdir, layout, setstripe."""
+    ctx.obj = cluster_file
+
+
+def _client(ctx) -> Client:
+    return Client(cluster_path(ctx.obj))
+
+
+def _transfer_bar(label: str) -> Progress:
+    return Progress(TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=err_console,
+                    transient=True, disable=not err_console.is_terminal)
+
+
+@fs.command("put")
+@click.argument("local_path", metavar="LOCAL", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("remote")
+@click.option("--unit", default=None, callback=_size_arg, help="Stripe unit for a new file.")
+@click.option("--count", type=click.IntRange(min=1), default=None, help="Stripe count for a new file.")
+@click.pass_context
+@fs_guarded
+def fs_put(ctx, local_path: Path, remote: str, unit, count) -> None:
+    """Copy a local file in (replacing REMOTE), then fsync."""
+    client = _client(ctx)
+    f = client.create(remote, unit=unit, count=count, exclusive=False)
+    client.truncate(remote, 0)
+    size = local_path.stat().st_size
+    with open(local_path, "rb") as src, _transfer_bar(remote) as bar:
+        task = bar.add_task("put", total=size)
+        offset = 0
+        while chunk := src.read(CHUNK):
+            f.write(offset, chunk)
+            offset += len(chunk)
+            bar.update(task, completed=offset)
+    f.fsync()
+    console.print(f"{remote}: {human(size)} over {len(f.servers)} servers")
+
+
+@fs.command("get")
+@click.argument("remote")
+@click.argument("local_path", metavar="LOCAL", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+@fs_guarded
+def fs_get(ctx, remote: str, local_path: Path) -> None:
+    """Copy REMOTE out to a local file."""
+    client = _client(ctx)
+    f = client.open(remote)
+    size = client.stat(remote).size
+    tmp = local_path.with_name(local_path.name + ".part")
+    with open(tmp, "wb") as dst, _transfer_bar(remote) as bar:
+        task = bar.add_task("get", total=size)
+        offset = 0
+        while offset < size:
+            data = f.read(offset, min(CHUNK, size - offset))
+            if not data:
+                break
+            dst.write(data)
+            offset += len(data)
+            bar.update(task, completed=offset)
+    os.replace(tmp, local_path)
+    console.print(f"{local_path}: {human(offset)}")
+
+
+@fs.command("ls")
+@click.argument("directory", default="/")
+@click.pass_context
+@fs_guarded
+def fs_ls(ctx, directory: str) -> None:
+    """List a directory."""
+    client = _client(ctx)
+    t = Table(box=None)
+    for col, justify in (("name", "left"), ("kind", "left"), ("size", "right"), ("layout", "left")):
+        t.add_column(col, justify=justify)
+    for e in client.listdir(directory):
+        path = directory.rstrip("/") + "/" + e.name
+        if e.kind == "directory":
+            t.add_row(e.name + "/", "dir", "-", "")
+        else:
+            s = client.stat(path)
+            t.add_row(e.name, "file", human(s.size), f"{human(s.stripe_unit)} x {len(s.servers)}")
+    console.print(t)
+
+
+@fs.command("stat")
+@click.argument("path")
+@click.pass_context
+@fs_guarded
+def fs_stat(ctx, path: str) -> None:
+    """A file's or directory's attributes."""
+    s = _client(ctx).stat(path)
+    import datetime as dt
+    when = dt.datetime.fromtimestamp(s.mtime_ns / 1e9).isoformat(sep=" ", timespec="seconds") if s.mtime_ns else "-"
+    console.print(f"[bold]{path}[/]: {s.kind}, inode {s.inode}")
+    if s.is_dir:
+        d = s.default_layout or {}
+        console.print(f"  entries: {s.entries}; default layout: {human(d.get('unit', 0))} x {d.get('count', '?')} servers")
+    else:
+        console.print(f"  size: {s.size} bytes ({human(s.size)}); layout: {human(s.stripe_unit)} x {len(s.servers)} servers {s.servers}")
+    console.print(f"  modified: {when}")
+
+
+@fs.command("rm")
+@click.argument("path")
+@click.pass_context
+@fs_guarded
+def fs_rm(ctx, path: str) -> None:
+    """Remove a file, or an empty directory."""
+    client = _client(ctx)
+    if client.stat(path).is_dir:
+        client.rmdir(path)
+    else:
+        client.unlink(path)
+
+
+@fs.command("mkdir")
+@click.argument("directory")
+@click.option("-p", "--parents", is_flag=True, help="Create missing parents; no error if it exists.")
+@click.pass_context
+@fs_guarded
+def fs_mkdir(ctx, directory: str, parents: bool) -> None:
+    """Create a directory (it inherits its parent's default layout)."""
+    _client(ctx).mkdir(directory, parents=parents)
+
+
+@fs.command("layout")
+@click.argument("path")
+@click.option("--stripes", type=click.IntRange(min=0), default=8, show_default=True, help="How many stripe units to list.")
+@click.pass_context
+@fs_guarded
+def fs_layout(ctx, path: str, stripes: int) -> None:
+    """Which server holds which stripe of a file (like lfs getstripe / pvfs2-viewdist)."""
+    client = _client(ctx)
+    s = client.stat(path)
+    if s.is_dir:
+        raise FsProblem(f"{path}: is a directory (its default layout: {s.default_layout})")
+    addresses = {e["id"]: e["address"] for e in local.read_cluster(client.cluster_file)["servers"]}
+    unit, servers = s.stripe_unit, s.servers
+    count = len(servers)
+    console.print(f"[bold]{path}[/]: inode {s.inode}, {s.size} bytes, stripe unit {human(unit)}, stripe count {count}")
+    per = Table(title="objects")
+    for col in ("slot", "server", "address", "object", "bytes"):
+        per.add_column(col, justify="right")
+    row = unit * count
+    for slot, sid in enumerate(servers):
+        rest = s.size % row
+        held = (s.size // row) * unit + min(max(rest - slot * unit, 0), unit)
+        per.add_row(str(slot), str(sid), addresses.get(sid, "?"), f"{s.inode:016x}", str(held))
+    console.print(per)
+    n = min(stripes, -(-s.size // unit)) if s.size else 0
+    if n:
+        t = Table(title=f"first {n} stripes")
+        for col in ("stripe", "file range", "server", "object offset"):
+            t.add_column(col, justify="right")
+        for k in range(n):
+            start = k * unit
+            t.add_row(str(k), f"{start}-{min(start + unit, s.size) - 1}", str(servers[k % count]), str((k // count) * unit))
+        console.print(t)
+
+
+@fs.command("setstripe")
+@click.argument("directory")
+@click.option("--unit", default=None, callback=_size_arg, help="Stripe unit, e.g. 1MiB.")
+@click.option("--count", type=click.IntRange(min=1), default=None, help="Number of servers to stripe over.")
+@click.pass_context
+@fs_guarded
+def fs_setstripe(ctx, directory: str, unit, count) -> None:
+    """Set a directory's default layout for files created in it from now on."""
+    if unit is None and count is None:
+        raise click.UsageError("give --unit, --count or both")
+    _client(ctx).setstripe(directory, unit=unit, count=count)

@@ -1,0 +1,217 @@
+"""The real file system through its Python layer, against a local cluster of
+server processes started the way users start one (`concerto cluster up`)."""
+
+from __future__ import annotations
+
+import errno
+import multiprocessing as mp
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from concerto import cluster as local
+from concerto import fs
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("cluster")
+    path = local.up(directory, local.ClusterSpec(servers=4, policy="fifo", stripe_unit=4096, timeout_s=3.0))
+    yield path
+    local.down(directory)
+
+
+def test_random_ranges_across_stripes_read_back_exact(cluster):
+    client = fs.connect(cluster, app=1)
+    f = client.create("/random", unit=3000, count=4)
+    rng = random.Random(3)
+    model = bytearray(400_000)
+    end = 0
+    for _ in range(40):
+        off, n = rng.randrange(300_000), rng.randrange(1, 90_000)
+        data = rng.randbytes(n)
+        f.write(off, data)
+        model[off:off + n] = data
+        end = max(end, off + n)
+    f.fsync()
+    assert client.stat("/random").size == end
+    assert f.read(0, 500_000) == bytes(model[:end])
+    extents = [(5, 10), (7000, 3), (100_000, 20_000)]
+    f.write_list(extents, b"x" * 20_013)
+    assert f.read_list(extents) == b"x" * 20_013
+
+
+def _strided_writer(cluster: str, path: str, rank: int, ranks: int, block: int, blocks: int) -> None:
+    os.environ["CONCERTO_APP_ID"] = "77"
+    os.environ["CONCERTO_RANK"] = str(rank)
+    client = fs.connect(cluster)
+    f = client.open(path)
+    for b in range(rank, blocks, ranks):
+        f.write(b * block, bytes([b % 251 + 1]) * block)
+    f.fsync()
+
+
+def test_processes_writing_one_file_strided_give_the_right_size(cluster):
+    client = fs.connect(cluster, app=2)
+    client.create("/strided", unit=4096)
+    block, blocks, ranks = 10_000, 48, 4
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_strided_writer, args=(str(cluster), "/strided", r, ranks, block, blocks)) for r in range(ranks)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert client.stat("/strided").size == block * blocks
+    data = client.open("/strided").read(0, block * blocks)
+    assert all(data[b * block:(b + 1) * block] == bytes([b % 251 + 1]) * block for b in range(blocks))
+    # The servers saw the writers' application id.
+    apps = {a["app"] for s in client.server_stats() for a in s["apps"]}
+    assert 77 in apps
+
+
+def _own_file_writer(cluster: str, rank: int) -> None:
+    client = fs.connect(cluster, app=100 + rank, rank=0)
+    f = client.create(f"/many/f{rank}")
+    f.write(0, bytes([rank]) * 200_000)
+    f.fsync()
+
+
+def test_processes_on_many_files(cluster):
+    client = fs.connect(cluster)
+    client.mkdir("/many")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_own_file_writer, args=(str(cluster), r)) for r in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert [e.name for e in client.listdir("/many")] == ["f0", "f1", "f2", "f3"]
+    for r in range(4):
+        assert client.open(f"/many/f{r}").read(0, 300_000) == bytes([r]) * 200_000
+
+
+def test_metadata_errors_are_python_exceptions(cluster):
+    client = fs.connect(cluster)
+    client.mkdir("/m")
+    client.create("/m/f")
+    with pytest.raises(FileExistsError, match="/m/f: already exists"):
+        client.create("/m/f")
+    with pytest.raises(FileNotFoundError, match="/m/nope"):
+        client.stat("/m/nope")
+    with pytest.raises(OSError) as e:
+        client.rmdir("/m")
+    assert e.value.errno == errno.ENOTEMPTY
+    with pytest.raises(NotADirectoryError):
+        client.mkdir("/m/f/x")
+    with pytest.raises(IsADirectoryError):
+        client.open("/m")
+    with pytest.raises(ValueError, match="absolute"):
+        client.stat("relative/path")
+    with pytest.raises(ValueError, match="stripe count 9"):
+        client.create("/m/wide", count=9)
+    client.rename("/m/f", "/m/g")
+    client.truncate("/m/g", 12_345)
+    assert client.stat("/m/g").size == 12_345
+    client.unlink("/m/g")
+    client.rmdir("/m")
+
+
+def test_live_policy_switch_under_load_loses_nothing(cluster):
+    client = fs.connect(cluster, app=5)
+    f = client.create("/switch", unit=8192)
+    chunk = 50_000
+    import threading
+
+    def writer():
+        for i in range(60):
+            f.write(i * chunk, bytes([i + 1]) * chunk)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    for policy in ('kind = "sfq-d-plus"', 'kind = "coordinated"', 'kind = "fifo"'):
+        time.sleep(0.02)
+        client.set_policy(policy)
+    t.join()
+    assert {p["policy"] for p in client.ping()} == {"fifo"}
+    data = f.read(0, 60 * chunk)
+    assert all(data[i * chunk:(i + 1) * chunk] == bytes([i + 1]) * chunk for i in range(60))
+    with pytest.raises(ValueError, match="policy.large_slots"):
+        client.set_policy('kind = "sfq-d-plus"\nlarge_slots = 0')
+
+
+def test_sigkill_then_restart_keeps_every_fsynced_byte(tmp_path):
+    path = local.up(tmp_path / "c", local.ClusterSpec(servers=3, stripe_unit=4096, timeout_s=1.0))
+    try:
+        client = fs.connect(path, app=9)
+        f = client.create("/durable", unit=4096, count=3)
+        payload = random.Random(1).randbytes(300_000)
+        f.write(0, payload)
+        f.fsync()
+        victim = local.read_cluster(path)["servers"][1]
+        os.kill(victim["pid"], signal.SIGKILL)
+        time.sleep(0.2)
+        started = time.monotonic()
+        with pytest.raises((ConnectionError, TimeoutError)) as e:
+            f.read(0, len(payload))
+        assert victim["address"] in str(e.value)
+        assert time.monotonic() - started < 10  # the 1 s timeout, not a hang
+        local.restart_server(path, 1)
+        local.wait_answering(path, time.monotonic() + 20)
+        assert f.read(0, len(payload)) == payload
+        assert client.stat("/durable").size == len(payload)
+    finally:
+        local.down(tmp_path / "c")
+
+
+def test_cli_cluster_and_fs_commands(tmp_path):
+    def concerto(*args, ok=True):
+        r = subprocess.run([sys.executable, "-m", "concerto", *args], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=120, env={**os.environ, "COLUMNS": "200"})
+        if ok:
+            assert r.returncode == 0, r.stderr
+        return r
+
+    concerto("cluster", "up", "--servers", "2", "--dir", "c", "--throttle", "ssd")
+    try:
+        again = concerto("cluster", "up", "--servers", "2", "--dir", "c", ok=False)
+        assert again.returncode != 0 and "already running" in again.stderr
+        cl = ["fs", "--cluster", "c/cluster.toml"]
+        (tmp_path / "in.bin").write_bytes(os.urandom(3_000_000))
+        concerto(*cl, "mkdir", "/d")
+        concerto(*cl, "setstripe", "/d", "--unit", "1MiB", "--count", "2")
+        concerto(*cl, "put", "in.bin", "/d/x")
+        concerto(*cl, "get", "/d/x", "out.bin")
+        assert (tmp_path / "out.bin").read_bytes() == (tmp_path / "in.bin").read_bytes()
+        assert "x" in concerto(*cl, "ls", "/d").stdout
+        layout = concerto(*cl, "layout", "/d/x").stdout
+        assert "stripe unit 1.0 MiB, stripe count 2" in layout
+        assert "3000000 bytes" in concerto(*cl, "stat", "/d/x").stdout
+        missing = concerto(*cl, "stat", "/nope", ok=False)
+        assert missing.returncode == 1 and "/nope: no such file or directory" in missing.stderr
+        notempty = concerto(*cl, "rm", "/d", ok=False)
+        assert "directory not empty" in notempty.stderr and "Traceback" not in notempty.stderr
+        concerto("cluster", "policy", "--cluster", "c/cluster.toml", "sfq-d-plus", "--set", "large_slots=3")
+        assert "sfq-d-plus" in concerto("cluster", "status", "--cluster", "c/cluster.toml").stdout
+        bad = concerto("cluster", "policy", "--cluster", "c/cluster.toml", "sfq-d-plus", "--set", "large_slots=0", ok=False)
+        assert "policy.large_slots" in bad.stderr
+        assert "applications" in concerto("cluster", "stats", "--cluster", "c/cluster.toml").stdout
+    finally:
+        concerto("cluster", "down", "--dir", "c")
+    gone = concerto("cluster", "status", "--cluster", "c/cluster.toml", ok=False)
+    assert gone.returncode == 1 and "do not answer" in gone.stderr
+
+
+def test_bad_server_files_are_named(tmp_path):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('[server]\nlisten = "nowhere"\ndata_dir = "x"\nroles = ["data"]\n')
+    r = subprocess.run([sys.executable, "-m", "concerto", "server", "--config", str(cfg)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "server.listen" in r.stderr
