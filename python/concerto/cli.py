@@ -221,7 +221,7 @@ def profile_cmd(device: str, sizes: str | None, depths: str | None, count: int |
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/demo"), show_default=True)
 @guarded
 def demo(out: Path) -> None:
-    """A short simulated comparison of FIFO and coordinated scheduling."""
+    """FIFO, coordinated and SFQ(D)+ on a real local cluster and in the simulator, side by side."""
     from concerto.demo import run_demo
 
     run_demo(out, console)

@@ -349,3 +349,14 @@ pub fn run_server(
     })
     .map_err(|e| PyOSError::new_err(e.to_string()))
 }
+
+/// A throttle preset (`hdd`, `ssd`) as JSON: bandwidth_Bps, latency_ns, seek_ns, parallelism.
+#[pyfunction]
+pub fn emulation_preset(name: &str) -> PyResult<String> {
+    let p = concerto_core::emulation::EmulationConfig::preset(name)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown preset {name:?} (hdd, ssd)")))?;
+    Ok(json!({
+        "bandwidth_Bps": p.bandwidth.0, "latency_ns": p.latency.as_nanos(), "seek_ns": p.seek.as_nanos(), "parallelism": p.parallelism,
+    })
+    .to_string())
+}

@@ -181,5 +181,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fs::run_server, m)?)?;
     m.add_function(wrap_pyfunction!(fs::check_server_config, m)?)?;
     m.add_function(wrap_pyfunction!(fs::check_cluster_file, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::emulation_preset, m)?)?;
     Ok(())
 }
