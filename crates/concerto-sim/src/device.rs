@@ -274,4 +274,31 @@ mod tests {
             Time::from_millis(1) + Time::from_micros(100) + Time::from_millis(1)
         );
     }
+
+    #[test]
+    fn the_emulated_device_reads_from_toml_and_seeks_between_streams() {
+        let cfg: DeviceConfig = toml::from_str(
+            "kind = \"emulated\"\nbandwidth = \"100MB/s\"\nlatency = \"100us\"\nseek = \"8ms\"",
+        )
+        .unwrap();
+        let mut d = Device::new(&cfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut at = |object: u64, offset: u64| {
+            let mut r = req(offset, 1_000_000);
+            r.object = concerto_core::ObjectId(object);
+            d.start(Time::ZERO, 0, &r, &mut rng)
+        };
+        let first = at(1, 0);
+        assert_eq!(first, Time::from_micros(100 + 8000 + 10_000));
+        assert_eq!(
+            at(1, 1_000_000) - first,
+            Time::from_micros(100 + 10_000),
+            "a continuation does not seek"
+        );
+        let other = at(2, 0);
+        assert_eq!(
+            other - first,
+            Time::from_micros(2 * 100 + 8000 + 2 * 10_000)
+        );
+    }
 }
