@@ -1,0 +1,170 @@
+//! The real file system against the local file system, side by side in one
+//! run: 1 MiB sequential writes and reads through the client library on a
+//! loopback cluster of four servers (256 KiB stripes, so every 1 MiB call
+//! goes to all four at once) and the same I/O with `pwrite`/`pread` on one
+//! local file; 4 KiB latency both ways; metadata operations; and the 1 MiB
+//! write workload under FIFO, coordinated and SFQ(D)+ (the cost of
+//! scheduling). Every server and the local file sit in the same temporary
+//! directory, so both sides use the same disk and page cache.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+use concerto_core::PolicyConfig;
+use concerto_fs::client::{FsClient, Identity};
+use concerto_fs::local::{LocalCluster, LocalClusterSpec};
+use concerto_fs::protocol::LayoutRequest;
+
+const MIB: u64 = 1 << 20;
+/// Bytes one iteration moves: 32 calls of 1 MiB.
+const FILE: u64 = 32 * MIB;
+
+fn filesystem(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = LocalClusterSpec {
+        servers: 4,
+        policy: PolicyConfig::Fifo,
+        stripe_unit: 256 * 1024,
+        throttle: None,
+        timeout_ms: 30_000,
+    };
+    let cluster = rt
+        .block_on(LocalCluster::start(&dir.path().join("cluster"), spec))
+        .expect("cluster");
+    let client = FsClient::new(
+        cluster.cluster.clone(),
+        Identity {
+            app: 1,
+            rank: 0,
+            weight: None,
+        },
+    );
+    let file = rt
+        .block_on(client.create("/seq", LayoutRequest::default(), true))
+        .expect("create");
+    let local = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .truncate(false)
+        .open(dir.path().join("local"))
+        .expect("local file");
+    let block = vec![7u8; MIB as usize];
+
+    let mut g = c.benchmark_group("sequential_1MiB");
+    g.throughput(Throughput::Bytes(FILE));
+    g.bench_function("write/local", |b| {
+        b.iter(|| {
+            for k in 0..FILE / MIB {
+                local.write_all_at(&block, k * MIB).expect("local write");
+            }
+        })
+    });
+    g.bench_function("write/concerto", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                for k in 0..FILE / MIB {
+                    client.write(&file, k * MIB, &block).await.expect("write");
+                }
+            })
+        })
+    });
+    let mut buf = vec![0u8; MIB as usize];
+    g.bench_function("read/local", |b| {
+        b.iter(|| {
+            for k in 0..FILE / MIB {
+                local.read_exact_at(&mut buf, k * MIB).expect("local read");
+            }
+        })
+    });
+    g.bench_function("read/concerto", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                for k in 0..FILE / MIB {
+                    let data = client.read(&file, k * MIB, MIB).await.expect("read");
+                    assert_eq!(data.len() as u64, MIB);
+                }
+            })
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("small_io_4KiB");
+    let small = vec![1u8; 4096];
+    g.bench_function("write/local", |b| {
+        b.iter(|| local.write_all_at(&small, 4096).expect("local write"))
+    });
+    g.bench_function("write/concerto", |b| {
+        b.iter(|| {
+            rt.block_on(client.write(&file, 4096, &small))
+                .expect("write")
+        })
+    });
+    let mut sbuf = vec![0u8; 4096];
+    g.bench_function("read/local", |b| {
+        b.iter(|| local.read_exact_at(&mut sbuf, 4096).expect("local read"))
+    });
+    g.bench_function("read/concerto", |b| {
+        b.iter(|| rt.block_on(client.read(&file, 4096, 4096)).expect("read"))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("metadata");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("stat", |b| {
+        b.iter(|| rt.block_on(client.stat("/seq")).expect("stat"))
+    });
+    let next = AtomicU64::new(0);
+    g.bench_function("create_unlink", |b| {
+        b.iter(|| {
+            let name = format!("/m{}", next.fetch_add(1, Ordering::Relaxed));
+            rt.block_on(async {
+                client
+                    .create(&name, LayoutRequest::default(), true)
+                    .await
+                    .expect("create");
+                client.unlink(&name).await.expect("unlink");
+            })
+        })
+    });
+    g.finish();
+
+    // The same 1 MiB write workload under each policy, switched live on the
+    // same servers, one after the other in this run.
+    let mut g = c.benchmark_group("policy_cost_1MiB_writes");
+    g.throughput(Throughput::Bytes(FILE));
+    for name in ["fifo", "coordinated", "sfq-d-plus"] {
+        g.bench_with_input(BenchmarkId::from_parameter(name), &name, |b, name| {
+            rt.block_on(client.set_policy(&format!("kind = \"{name}\"")))
+                .expect("set policy");
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                rt.block_on(async {
+                    for _ in 0..iters {
+                        for k in 0..FILE / MIB {
+                            client.write(&file, k * MIB, &block).await.expect("write");
+                        }
+                    }
+                });
+                start.elapsed()
+            })
+        });
+    }
+    g.finish();
+    rt.block_on(cluster.shutdown());
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20);
+    targets = filesystem
+}
+criterion_main!(benches);
