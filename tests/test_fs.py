@@ -68,7 +68,9 @@ def test_processes_writing_one_file_strided_give_the_right_size(cluster):
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    assert client.stat("/strided").size == block * blocks
+    st = client.stat("/strided")
+    assert st.size == block * blocks
+    assert sum(st.object_sizes) == st.size  # no holes: the objects hold every byte once
     data = client.open("/strided").read(0, block * blocks)
     assert all(data[b * block:(b + 1) * block] == bytes([b % 251 + 1]) * block for b in range(blocks))
     # The servers saw the writers' application id.
@@ -193,6 +195,7 @@ def test_cli_cluster_and_fs_commands(tmp_path):
         assert "x" in concerto(*cl, "ls", "/d").stdout
         layout = concerto(*cl, "layout", "/d/x").stdout
         assert "stripe unit 1.0 MiB, stripe count 2" in layout
+        assert "first 3 stripes" in layout and "2097152-2999999" in layout
         assert "3000000 bytes" in concerto(*cl, "stat", "/d/x").stdout
         missing = concerto(*cl, "stat", "/nope", ok=False)
         assert missing.returncode == 1 and "/nope: no such file or directory" in missing.stderr

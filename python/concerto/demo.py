@@ -48,13 +48,6 @@ SIM_SEEDS = 3
 DEPTH = 1
 
 
-def jain(values: list[float]) -> float:
-    """Jain's fairness index: 1 when all are equal, 1/n when one gets everything."""
-    if not values or not any(values):
-        return 0.0
-    return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
-
-
 def _rank(cluster: str, path: str, app: int, rank: int, start: mp.Barrier, app_barrier: mp.Barrier,
           results: mp.Queue) -> None:
     """One process of one application: ``CALLS`` synchronized strided writes."""
@@ -114,7 +107,8 @@ def _summary(per_app: list[dict]) -> dict:
         "apps": per_app,
         "avg_completion_s": statistics.mean(a["avg_completion_s"] for a in per_app),
         "bandwidth_Bps": sum(a["bandwidth_Bps"] for a in per_app),
-        "jain": jain([a["bandwidth_Bps"] for a in per_app]),
+        # Jain's index over the applications' bandwidths (equal weights).
+        "jain": _native.jain_index([a["bandwidth_Bps"] for a in per_app], [1.0] * len(per_app)),
     }
 
 

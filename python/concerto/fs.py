@@ -46,6 +46,7 @@ class Stat:
     servers: list[int] | None
     default_layout: dict | None
     entries: int
+    object_sizes: list[int]  # bytes each server holds, in layout order (files)
 
     @property
     def is_dir(self) -> bool:
@@ -172,7 +173,8 @@ class Client:
         layout = s["layout"] or {}
         return Stat(inode=s["inode"], kind=s["kind"], size=s["size"], ctime_ns=s["ctime_ns"], mtime_ns=s["mtime_ns"],
                     stripe_unit=layout.get("unit"), servers=layout.get("servers"),
-                    default_layout=s["default_layout"], entries=s["entries"])
+                    default_layout=s["default_layout"], entries=s["entries"],
+                    object_sizes=s["object_sizes"])
 
     def listdir(self, path: str = "/") -> list[DirEntry]:
         return [DirEntry(**e) for e in json.loads(self._native.readdir(path))]

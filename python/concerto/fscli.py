@@ -186,22 +186,16 @@ def cluster_stats(cluster_file: Path | None, as_json: bool) -> None:
 
 
 def _quantiles(h: dict) -> str:
+    """p50/p99 as the bucket bounds the server computed."""
     if not h["count"]:
         return "-"
-    return f"{_quantile(h, 0.5)}/{_quantile(h, 0.99)}"
+    return "/".join(_seconds(h[k], h["bounds_s"][-1]) for k in ("p50_s", "p99_s"))
 
 
-def _quantile(h: dict, q: float) -> str:
-    target = max(1, int(q * h["count"] + 0.999999))
-    seen = 0
-    for i, c in enumerate(h["counts"]):
-        seen += c
-        if seen >= target:
-            if i >= len(h["bounds_s"]):
-                return f">{h['bounds_s'][-1]:.1f}s"
-            b = h["bounds_s"][i]
-            return f"≤{b * 1e3:.1f}ms" if b < 1 else f"≤{b:.1f}s"
-    return "-"
+def _seconds(bound: float | None, last: float) -> str:
+    if bound is None:  # past the last bucket (infinite bounds travel as null)
+        return f">{last:.1f}s"
+    return f"≤{bound * 1e3:.1f}ms" if bound < 1 else f"≤{bound:.1f}s"
 
 
 @cluster.command("policy")
@@ -361,22 +355,18 @@ def fs_layout(ctx, path: str, stripes: int) -> None:
     count = len(servers)
     console.print(f"[bold]{path}[/]: inode {s.inode}, {s.size} bytes, stripe unit {human(unit)}, stripe count {count}")
     per = Table(title="objects")
-    for col in ("slot", "server", "address", "object", "bytes"):
+    for col in ("slot", "server", "address", "object", "bytes held"):
         per.add_column(col, justify="right")
-    row = unit * count
-    for slot, sid in enumerate(servers):
-        rest = s.size % row
-        held = (s.size // row) * unit + min(max(rest - slot * unit, 0), unit)
+    for slot, (sid, held) in enumerate(zip(servers, s.object_sizes)):
         per.add_row(str(slot), str(sid), addresses.get(sid, "?"), f"{s.inode:016x}", str(held))
     console.print(per)
-    n = min(stripes, -(-s.size // unit)) if s.size else 0
-    if n:
-        t = Table(title=f"first {n} stripes")
+    rows = _native.stripe_map(unit, servers, s.size, stripes)
+    if rows:
+        t = Table(title=f"first {len(rows)} stripes")
         for col in ("stripe", "file range", "server", "object offset"):
             t.add_column(col, justify="right")
-        for k in range(n):
-            start = k * unit
-            t.add_row(str(k), f"{start}-{min(start + unit, s.size) - 1}", str(servers[k % count]), str((k // count) * unit))
+        for stripe, first, last, sid, object_offset in rows:
+            t.add_row(str(stripe), f"{first}-{last}", str(sid), str(object_offset))
         console.print(t)
 
 

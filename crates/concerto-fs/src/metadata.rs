@@ -166,10 +166,6 @@ where
     Ok((ino, node))
 }
 
-fn path_error(message: String) -> MetaError {
-    MetaError::Invalid(message)
-}
-
 fn bump(counters: &mut redb::Table<&str, u64>, key: &str, delta: i64) -> Result<u64, MetaError> {
     let now = counters.get(key)?.map_or(0, |v| v.value());
     let next = now.saturating_add_signed(delta);
@@ -248,14 +244,14 @@ impl MetadataStore {
     }
 
     fn lookup(&self, path: &str) -> Result<MetaReply, MetaError> {
-        let names = namespace::components(path).map_err(path_error)?;
+        let names = namespace::components(path).map_err(MetaError::Invalid)?;
         let txn = self.db.begin_read()?;
         let (ino, node) = resolve(&txn.open_table(INODES)?, &txn.open_table(ENTRIES)?, &names)?;
         Ok(MetaReply::Attr(node.attr(ino)))
     }
 
     fn readdir(&self, path: &str, after: Option<&str>) -> Result<MetaReply, MetaError> {
-        let names = namespace::components(path).map_err(path_error)?;
+        let names = namespace::components(path).map_err(MetaError::Invalid)?;
         let txn = self.db.begin_read()?;
         let (inodes, entries) = (txn.open_table(INODES)?, txn.open_table(ENTRIES)?);
         let (ino, _) = resolve_dir(&inodes, &entries, &names)?;
@@ -335,7 +331,7 @@ impl MetadataStore {
         exclusive: bool,
         now_ns: u64,
     ) -> Result<MetaReply, MetaError> {
-        let (parent_names, name) = namespace::parent_and_name(path).map_err(path_error)?;
+        let (parent_names, name) = namespace::parent_and_name(path).map_err(MetaError::Invalid)?;
         let txn = self.db.begin_write()?;
         let attr = {
             let mut inodes = txn.open_table(INODES)?;
@@ -393,7 +389,7 @@ impl MetadataStore {
 
     /// unlink (`kind` File) or rmdir (`kind` Directory); the reply is the removed inode's attributes.
     fn remove(&self, path: &str, kind: FileKind, now_ns: u64) -> Result<MetaReply, MetaError> {
-        let (parent_names, name) = namespace::parent_and_name(path).map_err(path_error)?;
+        let (parent_names, name) = namespace::parent_and_name(path).map_err(MetaError::Invalid)?;
         let txn = self.db.begin_write()?;
         let attr = {
             let mut inodes = txn.open_table(INODES)?;
@@ -440,8 +436,9 @@ impl MetadataStore {
 
     fn rename(&self, from: &str, to: &str, now_ns: u64) -> Result<MetaReply, MetaError> {
         let (from_parent_names, from_name) =
-            namespace::parent_and_name(from).map_err(path_error)?;
-        let (to_parent_names, to_name) = namespace::parent_and_name(to).map_err(path_error)?;
+            namespace::parent_and_name(from).map_err(MetaError::Invalid)?;
+        let (to_parent_names, to_name) =
+            namespace::parent_and_name(to).map_err(MetaError::Invalid)?;
         let txn = self.db.begin_write()?;
         let replaced = {
             let mut inodes = txn.open_table(INODES)?;
@@ -560,7 +557,7 @@ impl MetadataStore {
         now_ns: u64,
         change: impl FnOnce(&mut Inode) -> Result<(), MetaError>,
     ) -> Result<MetaReply, MetaError> {
-        let names = namespace::components(path).map_err(path_error)?;
+        let names = namespace::components(path).map_err(MetaError::Invalid)?;
         let txn = self.db.begin_write()?;
         let attr = {
             let mut inodes = txn.open_table(INODES)?;

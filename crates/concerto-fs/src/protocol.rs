@@ -344,26 +344,38 @@ pub fn check_extents(extents: &[Extent]) -> Result<u64, ProtocolError> {
             ),
         );
     }
+    let total = ordered_total(extents)
+        .map_err(|(f, message)| ProtocolError::Field { field: f, message })?;
+    if total > MAX_IO {
+        return field(
+            "len",
+            format!("{total} bytes is over the {MAX_IO}-byte limit per request"),
+        );
+    }
+    Ok(total)
+}
+
+/// Extents ascending, disjoint and none overflowing (what the client checks
+/// of a caller's list too): their total length, or the field at fault and why.
+pub fn ordered_total(extents: &[Extent]) -> Result<u64, (&'static str, String)> {
     let mut total = 0u64;
     let mut end = 0u64;
     for (i, e) in extents.iter().enumerate() {
-        if e.offset.checked_add(e.len).is_none() {
-            return field("offset", format!("{} + {} overflows", e.offset, e.len));
-        }
+        let e_end = e.offset.checked_add(e.len).ok_or_else(|| {
+            (
+                "offset",
+                format!("extent {i}: {} + {} overflows", e.offset, e.len),
+            )
+        })?;
         if i > 0 && e.offset < end {
-            return field(
+            return Err((
                 "extents",
-                "extents must be ascending and must not overlap".into(),
-            );
+                format!("extent {i}: extents must be ascending and must not overlap"),
+            ));
         }
-        end = e.offset + e.len;
+        end = e_end;
+        // Ascending ends that do not overflow bound the sum.
         total += e.len;
-        if total > MAX_IO {
-            return field(
-                "len",
-                format!("{total} bytes is over the {MAX_IO}-byte limit per request"),
-            );
-        }
     }
     Ok(total)
 }

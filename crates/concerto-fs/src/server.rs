@@ -214,68 +214,87 @@ pub(crate) struct Job {
 
 /// The storage executor's side of a request.
 enum Action {
+    Object(ObjectOp),
+    Meta(MetaRequest),
+}
+
+/// What a request does to an object file.
+enum ObjectOp {
     Write { extents: Vec<Extent>, data: Vec<u8> },
     Read { extents: Vec<Extent> },
     Fsync,
     Size,
     Truncate(u64),
     Remove,
-    Meta(MetaRequest),
+}
+
+impl ObjectOp {
+    /// Reads and writes move data at the throttle's bandwidth; the rest cost a metadata operation.
+    fn moves_data(&self) -> bool {
+        matches!(self, ObjectOp::Write { .. } | ObjectOp::Read { .. })
+    }
+
+    fn run(&self, objects: &ObjectStore, object: u64) -> io::Result<Message> {
+        Ok(match self {
+            ObjectOp::Write { extents, data } => objects
+                .write(object, extents, data)
+                .map(|_| Message::Done)?,
+            ObjectOp::Read { extents } => Message::Data {
+                data: objects.read(object, extents)?,
+            },
+            ObjectOp::Fsync => objects.fsync(object).map(|_| Message::Done)?,
+            ObjectOp::Size => {
+                let (size, mtime_ns) = objects.size(object)?;
+                Message::Size { size, mtime_ns }
+            }
+            ObjectOp::Truncate(size) => objects.truncate(object, *size).map(|_| Message::Done)?,
+            ObjectOp::Remove => objects.remove(object).map(|_| Message::Done)?,
+        })
+    }
+}
+
+/// Where a dispatched request sits on its object, for the throttle.
+#[derive(Clone, Copy)]
+struct Placement {
+    object: u64,
+    offset: u64,
+    len: u64,
 }
 
 impl Action {
     /// Runs on the storage executor, at the throttle's pace when there is one.
-    fn execute(self, backend: &Backend, req: &Request, now_ns: u64) -> Message {
+    fn execute(self, backend: &Backend, at: Placement, now_ns: u64) -> Message {
         let paced = |data: bool, f: &mut dyn FnMut() -> Message| match (&backend.throttle, data) {
-            (Some(t), true) => t.data(req.object.0, req.offset, req.len, f),
+            (Some(t), true) => t.data(at.object, at.offset, at.len, f),
             (Some(t), false) => t.metadata(f),
             (None, _) => f(),
         };
-        if let Action::Meta(op) = &self {
-            let Some(store) = &backend.metadata else {
-                return Message::Error {
-                    kind: ErrorKind::Invalid,
-                    message: "this server has no metadata role".into(),
-                };
-            };
-            return paced(false, &mut || match store.apply(op, now_ns) {
-                Ok(reply) => Message::MetaReply(reply),
-                Err(e) => Message::Error {
-                    kind: e.kind(),
-                    message: e.to_string(),
-                },
-            });
-        }
-        let Some(objects) = &backend.objects else {
-            return Message::Error {
-                kind: ErrorKind::Invalid,
-                message: "this server has no data role".into(),
-            };
+        let invalid = |message: &str| Message::Error {
+            kind: ErrorKind::Invalid,
+            message: message.into(),
         };
-        let object = req.object.0;
-        let is_data = matches!(self, Action::Write { .. } | Action::Read { .. });
-        let result = paced(is_data, &mut || {
-            let done = match &self {
-                Action::Write { extents, data } => {
-                    objects.write(object, extents, data).map(|_| Message::Done)
-                }
-                Action::Read { extents } => objects
-                    .read(object, extents)
-                    .map(|data| Message::Data { data }),
-                Action::Fsync => objects.fsync(object).map(|_| Message::Done),
-                Action::Size => objects
-                    .size(object)
-                    .map(|(size, mtime_ns)| Message::Size { size, mtime_ns }),
-                Action::Truncate(size) => objects.truncate(object, *size).map(|_| Message::Done),
-                Action::Remove => objects.remove(object).map(|_| Message::Done),
-                Action::Meta(_) => unreachable!("handled above"),
-            };
-            done.unwrap_or_else(|e| Message::Error {
-                kind: ErrorKind::Io,
-                message: e.to_string(),
-            })
-        });
-        result
+        match self {
+            Action::Meta(op) => match &backend.metadata {
+                None => invalid("this server has no metadata role"),
+                Some(store) => paced(false, &mut || match store.apply(&op, now_ns) {
+                    Ok(reply) => Message::MetaReply(reply),
+                    Err(e) => Message::Error {
+                        kind: e.kind(),
+                        message: e.to_string(),
+                    },
+                }),
+            },
+            Action::Object(op) => match &backend.objects {
+                None => invalid("this server has no data role"),
+                Some(objects) => paced(op.moves_data(), &mut || {
+                    op.run(objects, at.object)
+                        .unwrap_or_else(|e| Message::Error {
+                            kind: ErrorKind::Io,
+                            message: e.to_string(),
+                        })
+                }),
+            },
+        }
     }
 }
 
@@ -331,7 +350,7 @@ async fn connection(
                 data,
             } => submit(
                 request(tags, Op::Write, object, &extents),
-                Action::Write { extents, data },
+                Action::Object(ObjectOp::Write { extents, data }),
                 reply,
             ),
             Message::Read {
@@ -340,28 +359,32 @@ async fn connection(
                 extents,
             } => submit(
                 request(tags, Op::Read, object, &extents),
-                Action::Read { extents },
+                Action::Object(ObjectOp::Read { extents }),
                 reply,
             ),
             Message::Fsync { tags, object } => {
                 // The policy sees a zero-length write: it moves no bytes but
                 // takes its turn (and, in the SFQ kinds, a small request's cost).
-                submit(request(tags, Op::Write, object, &[]), Action::Fsync, reply)
+                submit(
+                    request(tags, Op::Write, object, &[]),
+                    Action::Object(ObjectOp::Fsync),
+                    reply,
+                )
             }
             // Object-level metadata on a data server, as PVFS2's datafile getattr/setattr/remove.
             Message::ObjectSize { tags, object } => submit(
                 request(tags, Op::Meta(MetaOp::Getattr), object, &[]),
-                Action::Size,
+                Action::Object(ObjectOp::Size),
                 reply,
             ),
             Message::Truncate { tags, object, size } => submit(
                 request(tags, Op::Meta(MetaOp::Setattr), object, &[]),
-                Action::Truncate(size),
+                Action::Object(ObjectOp::Truncate(size)),
                 reply,
             ),
             Message::Remove { tags, object } => submit(
                 request(tags, Op::Meta(MetaOp::Remove), object, &[]),
-                Action::Remove,
+                Action::Object(ObjectOp::Remove),
                 reply,
             ),
             Message::Meta { tags, op } => submit(
@@ -524,7 +547,11 @@ async fn schedule(
                         continue;
                     };
                     let (backend, done) = (backend.clone(), done_tx.clone());
-                    let job_req = req.clone();
+                    let at = Placement {
+                        object: req.object.0,
+                        offset: req.offset,
+                        len: req.len,
+                    };
                     let now_ns = now.as_nanos();
                     in_flight.insert(
                         id,
@@ -537,7 +564,7 @@ async fn schedule(
                     );
                     let action = w.action;
                     tokio::task::spawn_blocking(move || {
-                        let _ = done.send((id, action.execute(&backend, &job_req, now_ns)));
+                        let _ = done.send((id, action.execute(&backend, at, now_ns)));
                     });
                 }
             }

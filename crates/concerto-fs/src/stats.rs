@@ -236,60 +236,59 @@ impl ServerStats {
             "Requests on the storage.",
             &[(String::new(), self.in_flight as f64)],
         );
-        let per_app = |f: &dyn Fn(&AppStats) -> Vec<(String, f64)>| {
-            self.apps.iter().flat_map(f).collect::<Vec<_>>()
+        // One sample per application, or per application and a second label's values.
+        let per_app = |label: &str, parts: &[(&str, fn(&AppStats) -> f64)]| -> Vec<(String, f64)> {
+            self.apps
+                .iter()
+                .flat_map(|a| {
+                    parts.iter().map(move |(value, get)| match label {
+                        "" => (format!("{{app=\"{}\"}}", a.app), get(a)),
+                        _ => (format!("{{app=\"{}\",{label}=\"{value}\"}}", a.app), get(a)),
+                    })
+                })
+                .collect()
         };
-        let bytes = per_app(&|a| {
-            vec![
-                (
-                    format!("{{app=\"{}\",op=\"read\"}}", a.app),
-                    a.read_bytes as f64,
-                ),
-                (
-                    format!("{{app=\"{}\",op=\"write\"}}", a.app),
-                    a.write_bytes as f64,
-                ),
-            ]
-        });
+        let bytes = per_app(
+            "op",
+            &[
+                ("read", |a| a.read_bytes as f64),
+                ("write", |a| a.write_bytes as f64),
+            ],
+        );
         metric(
             "app_bytes_total",
             "counter",
             "Bytes served per application.",
             &bytes,
         );
-        let ops = per_app(&|a| {
-            vec![
-                (
-                    format!("{{app=\"{}\",kind=\"data\"}}", a.app),
-                    a.data_ops as f64,
-                ),
-                (
-                    format!("{{app=\"{}\",kind=\"metadata\"}}", a.app),
-                    a.metadata_ops as f64,
-                ),
-            ]
-        });
+        let ops = per_app(
+            "kind",
+            &[
+                ("data", |a| a.data_ops as f64),
+                ("metadata", |a| a.metadata_ops as f64),
+            ],
+        );
         metric(
             "app_operations_total",
             "counter",
             "Requests served per application.",
             &ops,
         );
-        let queued = per_app(&|a| vec![(format!("{{app=\"{}\"}}", a.app), a.queued as f64)]);
+        let queued = per_app("", &[("", |a| a.queued as f64)]);
         metric(
             "app_queued",
             "gauge",
             "Requests waiting per application.",
             &queued,
         );
-        let waiting = per_app(&|a| vec![(format!("{{app=\"{}\"}}", a.app), a.waiting_s)]);
+        let waiting = per_app("", &[("", |a| a.waiting_s)]);
         metric(
             "app_waiting_seconds_total",
             "counter",
             "Time an application had requests queued.",
             &waiting,
         );
-        let held = per_app(&|a| vec![(format!("{{app=\"{}\"}}", a.app), a.held_s)]);
+        let held = per_app("", &[("", |a| a.held_s)]);
         metric(
             "app_held_seconds_total",
             "counter",

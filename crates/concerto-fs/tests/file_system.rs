@@ -195,6 +195,13 @@ async fn namespace_operations_and_errors() {
     assert_eq!(fs.stat("/a/f").await.unwrap().size, 70_000);
     fs.truncate("/a/f", 300_000).await.unwrap();
     assert_eq!(fs.stat("/a/f").await.unwrap().size, 300_000);
+    // Asking for far more than the file holds returns the file, not a huge buffer.
+    assert_eq!(fs.read(&f, 0, 1 << 40).await.unwrap().len(), 300_000);
+    let too_big = fs
+        .read_list(&f, &[Extent::new(0, 1 << 31)])
+        .await
+        .unwrap_err();
+    assert!(too_big.to_string().contains("read in pieces"), "{too_big}");
     let back = fs.read(&f, 69_999, 10).await.unwrap();
     assert_eq!(back, [7, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
 

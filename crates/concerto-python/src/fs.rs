@@ -252,6 +252,7 @@ impl FsClientHandle {
             "layout": s.layout.map(|l| json!({"unit": l.unit(), "servers": l.servers()})),
             "default_layout": s.default_layout.map(|(unit, count)| json!({"unit": unit, "count": count})),
             "entries": s.entries,
+            "object_sizes": s.object_sizes,
         })
         .to_string())
     }
@@ -271,7 +272,7 @@ impl FsClientHandle {
         let out: Vec<serde_json::Value> = all
             .into_iter()
             .map(|r| match r {
-                Ok(s) => serde_json::to_value(s).unwrap_or_default(),
+                Ok(s) => with_quantiles(&s),
                 Err(e) => json!({"error": e.to_string()}),
             })
             .collect();
@@ -359,4 +360,43 @@ pub fn emulation_preset(name: &str) -> PyResult<String> {
         "bandwidth_Bps": p.bandwidth.0, "latency_ns": p.latency.as_nanos(), "seek_ns": p.seek.as_nanos(), "parallelism": p.parallelism,
     })
     .to_string())
+}
+
+/// A server's statistics as JSON, each latency histogram with its p50 and
+/// p99 bucket bounds (`LatencyHistogram::quantile`) added.
+fn with_quantiles(stats: &concerto_fs::stats::ServerStats) -> serde_json::Value {
+    let mut value = serde_json::to_value(stats).unwrap_or_default();
+    if let Some(hists) = value.get_mut("latency").and_then(|v| v.as_array_mut()) {
+        for (h, json) in stats.latency.iter().zip(hists) {
+            json["p50_s"] = json!(h.quantile(0.5));
+            json["p99_s"] = json!(h.quantile(0.99));
+        }
+    }
+    value
+}
+
+/// The first `stripes` stripe units of a file of `size` bytes with layout
+/// (`unit`, `servers`), by core's layout: (stripe, first byte, last byte, server id, object offset).
+#[pyfunction]
+pub fn stripe_map(
+    unit: u64,
+    servers: Vec<u32>,
+    size: u64,
+    stripes: u64,
+) -> PyResult<Vec<(u64, u64, u64, u32, u64)>> {
+    let layout = concerto_core::StripeLayout::new(unit, servers)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let shown = size.min(stripes.saturating_mul(unit));
+    Ok(layout
+        .chunks(0, shown)
+        .map(|c| {
+            (
+                c.file_offset / unit,
+                c.file_offset,
+                c.file_offset + c.len - 1,
+                c.server,
+                c.object_offset,
+            )
+        })
+        .collect())
 }

@@ -109,6 +109,19 @@ fn simulate(
     json.map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// Jain's fairness index of weight-normalized service (concerto-core's `metrics::jain_index`).
+#[pyfunction]
+fn jain_index(service: Vec<f64>, weights: Vec<f64>) -> PyResult<f64> {
+    if service.len() != weights.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} service figures for {} weights",
+            service.len(),
+            weights.len()
+        )));
+    }
+    Ok(concerto_core::metrics::jain_index(&service, &weights))
+}
+
 /// Formula (1) of the coordination paper: expected average completion time
 /// without coordination for m applications on n servers, service time t.
 #[pyfunction]
@@ -182,5 +195,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fs::check_server_config, m)?)?;
     m.add_function(wrap_pyfunction!(fs::check_cluster_file, m)?)?;
     m.add_function(wrap_pyfunction!(fs::emulation_preset, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::stripe_map, m)?)?;
+    m.add_function(wrap_pyfunction!(jain_index, m)?)?;
     Ok(())
 }

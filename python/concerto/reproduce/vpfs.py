@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Callable
 
-from concerto import profile
+from concerto import _native, profile
 from concerto.report import markdown_table, save, write_json
 from concerto.reproduce import Claim, experiments_dir
 from concerto.sim import ScenarioSource, simulate
@@ -124,13 +124,6 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     return claims
 
 
-def jain(throughputs: list[float], weights: list[float]) -> float:
-    """Jain's fairness index of weight-normalized throughputs (1 = exactly proportional)."""
-    x = [t / w for t, w in zip(throughputs, weights)]
-    sq = sum(v * v for v in x)
-    return sum(x) ** 2 / (len(x) * sq) if sq > 0 else 1.0
-
-
 def _mdtest_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
     """Metadata throughput of the two instances on the first metadata server,
     per bin, and which bins had both backlogged there."""
@@ -153,7 +146,7 @@ def _mdtest_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
         "app1_iops": [o / width for o in ops1],
         "app2_iops": [o / width for o in ops2],
         "backlogged": backlogged,
-        "jain": [jain([a, b], weights) if a + b > 0 else None for a, b in zip(ops1, ops2)],
+        "jain": [_native.jain_index([a, b], weights) if a + b > 0 else None for a, b in zip(ops1, ops2)],
         "app1_ops": sum(ops1),
         "app2_ops": sum(ops2),
     }

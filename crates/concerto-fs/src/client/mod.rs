@@ -20,8 +20,8 @@ use concerto_core::{Extent, StripeLayout};
 
 use crate::config::ClusterFile;
 use crate::protocol::{
-    DirEntry, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply, MetaRequest, MAX_IO,
-    MAX_SEGMENTS,
+    ordered_total, DirEntry, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply, MetaRequest,
+    MAX_IO, MAX_SEGMENTS,
 };
 use crate::stats::ServerStats;
 
@@ -46,6 +46,15 @@ pub struct Stat {
     /// A directory's default layout (unit, count) and number of entries.
     pub default_layout: Option<(u64, u32)>,
     pub entries: u64,
+    /// A file's object lengths, in layout order: what each server holds.
+    pub object_sizes: Vec<u64>,
+}
+
+/// What a file's objects say: their lengths (layout order), the file's size and its latest data change.
+struct ObjectsState {
+    sizes: Vec<u64>,
+    size: u64,
+    mtime_ns: u64,
 }
 
 /// One piece of a data access on one server: object range and where its bytes sit in the caller's buffer.
@@ -144,23 +153,14 @@ fn layout_of(attr: &MetaAttr, path: &str) -> Result<StripeLayout, ClientError> {
     })
 }
 
+/// A caller's extents must be in order; a list read is also bounded, because
+/// its buffer (zeros where nothing was written) is allocated whole.
 fn check_extents(extents: &[Extent]) -> Result<u64, ClientError> {
-    let mut end = 0u64;
-    let mut total = 0u64;
-    for (i, e) in extents.iter().enumerate() {
-        let e_end = e.offset.checked_add(e.len).ok_or_else(|| {
-            ClientError::Invalid(format!("extent {i}: offset + length overflows"))
-        })?;
-        if i > 0 && e.offset < end {
-            return Err(ClientError::Invalid(format!(
-                "extent {i}: extents must be ascending and must not overlap"
-            )));
-        }
-        end = e_end;
-        total += e.len;
-    }
-    Ok(total)
+    ordered_total(extents).map_err(|(_, message)| ClientError::Invalid(message))
 }
+
+/// Largest buffer one read call fills.
+pub const MAX_READ: u64 = 1 << 30;
 
 pub struct FsClient {
     cluster: ClusterFile,
@@ -323,10 +323,16 @@ impl FsClient {
         offset: u64,
         len: u64,
     ) -> Result<Vec<u8>, ClientError> {
+        // A large request is first cut to the file, so asking for "everything" costs no more than there is.
+        let len = if len > MAX_IO {
+            len.min(self.objects_state(file).await?.size.saturating_sub(offset))
+        } else {
+            len
+        };
         let (mut buf, complete) = self.read_extents(file, &[Extent::new(offset, len)]).await?;
         if !complete {
             // Some object ended early: a hole or the end of the file. Only the size can tell.
-            let size = self.file_size(file).await?.0;
+            let size = self.objects_state(file).await?.size;
             buf.truncate(size.saturating_sub(offset).min(len) as usize);
         }
         Ok(buf)
@@ -350,6 +356,9 @@ impl FsClient {
         extents: &[Extent],
     ) -> Result<(Vec<u8>, bool), ClientError> {
         let total = check_extents(extents)?;
+        if total > MAX_READ {
+            return Err(ClientError::Invalid(format!("a read of {total} bytes is over the {MAX_READ}-byte limit of one call; read in pieces")));
+        }
         let batches = plan(&file.layout, extents);
         let replies = try_join_all(batches.iter().map(|b| async move {
             self.connection(b.server)
@@ -385,24 +394,29 @@ impl FsClient {
     }
 
     /// Size (furthest byte any object holds) and latest data modification time.
-    async fn file_size(&self, file: &FileHandle) -> Result<(u64, u64), ClientError> {
+    /// The size is the furthest byte any object holds.
+    async fn objects_state(&self, file: &FileHandle) -> Result<ObjectsState, ClientError> {
         let layout = &file.layout;
-        let sizes = try_join_all(layout.servers().iter().map(|&s| async move {
+        let answers = try_join_all(layout.servers().iter().map(|&s| async move {
             self.connection(s)
                 .await?
                 .object_size(&self.identity, file.inode)
                 .await
         }))
         .await?;
-        let mut size = 0;
-        let mut mtime = 0;
-        for (slot, (len, m)) in sizes.into_iter().enumerate() {
+        let mut state = ObjectsState {
+            sizes: Vec::with_capacity(answers.len()),
+            size: 0,
+            mtime_ns: 0,
+        };
+        for (slot, (len, mtime)) in answers.into_iter().enumerate() {
             if len > 0 {
-                size = size.max(layout.file_offset(slot as u32, len - 1) + 1);
+                state.size = state.size.max(layout.file_offset(slot as u32, len - 1) + 1);
             }
-            mtime = mtime.max(m);
+            state.mtime_ns = state.mtime_ns.max(mtime);
+            state.sizes.push(len);
         }
-        Ok((size, mtime))
+        Ok(state)
     }
 
     pub async fn stat(&self, path: &str) -> Result<Stat, ClientError> {
@@ -418,6 +432,7 @@ impl FsClient {
             layout: None,
             default_layout: attr.default_layout,
             entries: attr.entries,
+            object_sizes: Vec::new(),
         };
         if attr.kind == FileKind::File {
             let file = FileHandle {
@@ -425,9 +440,10 @@ impl FsClient {
                 inode: attr.inode,
                 layout: layout_of(&attr, path)?,
             };
-            let (size, mtime) = self.file_size(&file).await?;
-            stat.size = size;
-            stat.mtime_ns = stat.mtime_ns.max(mtime);
+            let objects = self.objects_state(&file).await?;
+            stat.size = objects.size;
+            stat.mtime_ns = stat.mtime_ns.max(objects.mtime_ns);
+            stat.object_sizes = objects.sizes;
             stat.layout = Some(file.layout);
         }
         Ok(stat)
