@@ -2,12 +2,16 @@
 //! run: 1 MiB sequential writes and reads through the client library on a
 //! loopback cluster of four servers (256 KiB stripes, so every 1 MiB call
 //! goes to all four at once) and the same I/O with `pwrite`/`pread` on one
-//! local file; 4 KiB latency both ways; metadata operations; and the 1 MiB
-//! write workload under FIFO, coordinated and SFQ(D)+ (the cost of
+//! local file; the same writes made durable (fsync at the end) both ways;
+//! the ceiling loopback TCP itself sets (the same bytes through one socket,
+//! no file system); 4 KiB latency both ways; metadata operations; and the
+//! 1 MiB write workload under FIFO, coordinated and SFQ(D)+ (the cost of
 //! scheduling). Every server and the local file sit in the same temporary
 //! directory, so both sides use the same disk and page cache.
 
 use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -96,6 +100,60 @@ fn filesystem(c: &mut Criterion) {
         })
     });
     g.finish();
+
+    // Durable: the writes, then fsync, so both sides wait for the disk.
+    let mut g = c.benchmark_group("sequential_1MiB_fsync");
+    g.throughput(Throughput::Bytes(FILE));
+    g.bench_function("write/local", |b| {
+        b.iter(|| {
+            for k in 0..FILE / MIB {
+                local.write_all_at(&block, k * MIB).expect("local write");
+            }
+            local.sync_all().expect("local fsync");
+        })
+    });
+    g.bench_function("write/concerto", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                for k in 0..FILE / MIB {
+                    client.write(&file, k * MIB, &block).await.expect("write");
+                }
+                client.fsync(&file).await.expect("fsync");
+            })
+        })
+    });
+    g.finish();
+
+    // What loopback TCP itself allows on this host: the same bytes, 1 MiB
+    // at a time, from one thread to another through one socket that a
+    // reader drains and acknowledges per MiB (as a server does), no file system.
+    let mut g = c.benchmark_group("loopback_tcp_1MiB");
+    g.throughput(Throughput::Bytes(FILE));
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mut sender = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+    let (mut receiver, _) = listener.accept().expect("accept");
+    sender.set_nodelay(true).expect("nodelay");
+    receiver.set_nodelay(true).expect("nodelay");
+    let sink = std::thread::spawn(move || {
+        let mut chunk = vec![0u8; MIB as usize];
+        while receiver.read_exact(&mut chunk).is_ok() {
+            if receiver.write_all(&[1]).is_err() {
+                break;
+            }
+        }
+    });
+    let mut ack = [0u8; 1];
+    g.bench_function("send_ack", |b| {
+        b.iter(|| {
+            for _ in 0..FILE / MIB {
+                sender.write_all(&block).expect("send");
+                sender.read_exact(&mut ack).expect("ack");
+            }
+        })
+    });
+    g.finish();
+    drop(sender);
+    sink.join().expect("sink thread");
 
     let mut g = c.benchmark_group("small_io_4KiB");
     let small = vec![1u8; 4096];

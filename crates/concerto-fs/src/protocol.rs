@@ -2,20 +2,26 @@
 //!
 //! A frame is a 4-byte big-endian length followed by that many bytes (tokio-util's
 //! `LengthDelimitedCodec`, which refuses frames over [`MAX_FRAME`] before
-//! reading them). The bytes are a bincode-encoded [`Envelope`]: protocol
-//! version, a request id the reply echoes, and the message. Decoding is
-//! bounded (bincode's size limit, no trailing bytes) and every field is
-//! checked by [`Envelope::validate`] before a server acts on it, so a
-//! malformed frame becomes a [`ProtocolError`], never a panic or an
-//! unbounded allocation.
+//! reading them). The bytes are a 4-byte big-endian header length, the
+//! header, and the payload. The header is a bincode-encoded [`Envelope`]:
+//! protocol version, a request id the reply echoes, and the message. The
+//! payload is the data of a write or of a read's reply, raw: it is never
+//! re-encoded, so the bytes go from the socket buffer to the object file
+//! (and back) without being copied again. Decoding is bounded (bincode's
+//! size limit, no trailing bytes) and every field is checked by
+//! [`Envelope::validate`] before a server acts on it, so a malformed frame
+//! becomes a [`ProtocolError`], never a panic or an unbounded allocation.
 //!
 //! Every data request carries Concerto's tags ([`Tags`]): the application,
 //! the rank, and the client's issue time, which is what lets a server's
 //! policy order its queue without talking to the other servers.
 
 use bincode::Options;
+use bytes::{Buf, Bytes};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio_util::codec::LengthDelimitedCodec;
 
 use concerto_core::{Extent, MetaOp};
 
@@ -23,7 +29,7 @@ use crate::namespace;
 use crate::stats::ServerStats;
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -36,6 +42,13 @@ pub const MAX_TEXT: usize = 64 * 1024;
 pub const MAX_ENTRIES: usize = 1024;
 /// Largest stripe unit a layout may ask for.
 pub const MAX_STRIPE_UNIT: u64 = 1 << 30;
+
+/// The length-delimited codec both ends read frames with, refusing frames over the limit before reading them.
+pub fn frame_codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .max_frame_length(MAX_FRAME)
+        .new_codec()
+}
 
 /// Who sent a request and when: PVFS2's hints made first-class.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,7 +68,9 @@ pub enum Message {
         tags: Tags,
         object: u64,
         extents: Vec<Extent>,
-        data: Vec<u8>,
+        /// Travels as the frame's payload.
+        #[serde(skip)]
+        data: Bytes,
     },
     /// Read the object's `extents`; the reply is their bytes concatenated,
     /// short when the object ends before the last extent does.
@@ -101,7 +116,9 @@ pub enum Message {
     /// Replies.
     Done,
     Data {
-        data: Vec<u8>,
+        /// Travels as the frame's payload.
+        #[serde(skip)]
+        data: Bytes,
     },
     Size {
         size: u64,
@@ -413,23 +430,79 @@ impl Envelope {
         }
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    /// The frame's data payload: a write's data or a read's reply, else nothing.
+    pub fn payload(&self) -> Bytes {
+        match &self.message {
+            Message::Write { data, .. } | Message::Data { data } => data.clone(),
+            _ => Bytes::new(),
+        }
+    }
+
+    fn header(&self) -> Vec<u8> {
         // Serializing these plain types into a Vec cannot fail; a size over
         // the limit is caught when the peer decodes it.
         codec().serialize(self).unwrap_or_default()
     }
 
-    /// Decodes and validates one frame's bytes.
-    pub fn decode(bytes: &[u8]) -> Result<Envelope, ProtocolError> {
-        if bytes.len() > MAX_FRAME {
+    /// The frame's bytes after the length prefix: header length, header, payload.
+    pub fn encode(&self) -> Vec<u8> {
+        let header = self.header();
+        let payload = self.payload();
+        let mut out = Vec::with_capacity(4 + header.len() + payload.len());
+        out.extend_from_slice(&(header.len() as u32).to_be_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    /// Writes the whole frame, length prefix included: the header is
+    /// assembled, the payload goes to the socket as it is (vectored write).
+    pub async fn write_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> std::io::Result<()> {
+        let header = self.header();
+        let payload = self.payload();
+        let mut head = Vec::with_capacity(8 + header.len());
+        head.extend_from_slice(&((4 + header.len() + payload.len()) as u32).to_be_bytes());
+        head.extend_from_slice(&(header.len() as u32).to_be_bytes());
+        head.extend_from_slice(&header);
+        w.write_all_buf(&mut Bytes::from(head).chain(payload)).await
+    }
+
+    /// Decodes and validates one frame's bytes (after the length prefix).
+    /// The payload is kept as a slice of `frame`, not copied.
+    pub fn decode(frame: Bytes) -> Result<Envelope, ProtocolError> {
+        if frame.len() > MAX_FRAME {
             return Err(ProtocolError::Decode(format!(
                 "frame of {} bytes is over the {MAX_FRAME}-byte limit",
-                bytes.len()
+                frame.len()
             )));
         }
-        let env: Envelope = codec()
-            .deserialize(bytes)
+        let Some((len, rest)) = frame.split_first_chunk::<4>() else {
+            return Err(ProtocolError::Decode(format!(
+                "frame of {} bytes has no header length",
+                frame.len()
+            )));
+        };
+        let header_len = u32::from_be_bytes(*len) as usize;
+        if header_len > rest.len() {
+            return Err(ProtocolError::Decode(format!(
+                "header of {header_len} bytes in a frame of {} bytes",
+                frame.len()
+            )));
+        }
+        let mut env: Envelope = codec()
+            .deserialize(&rest[..header_len])
             .map_err(|e| ProtocolError::Decode(e.to_string()))?;
+        let payload = frame.slice(4 + header_len..);
+        match &mut env.message {
+            Message::Write { data, .. } | Message::Data { data } => *data = payload,
+            _ if !payload.is_empty() => {
+                return Err(ProtocolError::Decode(format!(
+                    "{} bytes of payload on a message that carries no data",
+                    payload.len()
+                )))
+            }
+            _ => {}
+        }
         env.validate()?;
         Ok(env)
     }
@@ -583,7 +656,7 @@ mod tests {
                         tags,
                         object,
                         extents,
-                        data,
+                        data: data.into(),
                     }
                 }),
             (tags(), any::<u64>(), extents()).prop_map(|(tags, object, extents)| Message::Read {
@@ -605,14 +678,14 @@ mod tests {
         #[test]
         fn valid_envelopes_round_trip(id in any::<u64>(), m in message()) {
             let env = Envelope::new(id, m);
-            prop_assert_eq!(Envelope::decode(&env.encode()), Ok(env));
+            prop_assert_eq!(Envelope::decode(env.encode().into()), Ok(env));
         }
 
         /// The decoder is the server's first line: arbitrary bytes give an
         /// error or a validated envelope, never a panic or a huge allocation.
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-            if let Ok(env) = Envelope::decode(&bytes) {
+            if let Ok(env) = Envelope::decode(bytes.into()) {
                 prop_assert!(env.validate().is_ok());
             }
         }
@@ -623,7 +696,7 @@ mod tests {
             let mut bytes = Envelope::new(7, m).encode();
             let i = at.index(bytes.len());
             bytes[i] = byte;
-            if let Ok(env) = Envelope::decode(&bytes) {
+            if let Ok(env) = Envelope::decode(bytes.into()) {
                 prop_assert!(env.validate().is_ok());
             }
         }
@@ -687,7 +760,7 @@ mod tests {
             tags: t,
             object: 0,
             extents: vec![Extent::new(0, 10)],
-            data: vec![0; 9],
+            data: vec![0; 9].into(),
         };
         assert!(matches!(
             Envelope::new(1, short_data).validate(),
@@ -753,15 +826,38 @@ mod tests {
         let mut old = Envelope::new(1, Message::Ping);
         old.version = 0;
         assert_eq!(
-            Envelope::decode(&old.encode()),
+            Envelope::decode(old.encode().into()),
             Err(ProtocolError::Version { got: 0 })
         );
         // A length field claiming more than the limit is refused before allocating.
-        let mut huge = Envelope::new(1, Message::Data { data: vec![] }).encode();
+        let mut huge = Envelope::new(
+            1,
+            Message::SetPolicy {
+                policy: String::new(),
+            },
+        )
+        .encode();
         let n = huge.len();
         huge[n - 8..].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(matches!(
-            Envelope::decode(&huge),
+            Envelope::decode(huge.into()),
+            Err(ProtocolError::Decode(_))
+        ));
+        // A header longer than its frame, and data on a message that takes none.
+        let mut long_header = Envelope::new(1, Message::Ping).encode();
+        long_header[..4].copy_from_slice(&1000u32.to_be_bytes());
+        assert!(matches!(
+            Envelope::decode(long_header.into()),
+            Err(ProtocolError::Decode(m)) if m.contains("header of 1000 bytes")
+        ));
+        let mut stray = Envelope::new(1, Message::Ping).encode();
+        stray.extend_from_slice(b"xyz");
+        assert!(matches!(
+            Envelope::decode(stray.into()),
+            Err(ProtocolError::Decode(m)) if m.contains("3 bytes of payload")
+        ));
+        assert!(matches!(
+            Envelope::decode(vec![0u8, 0].into()),
             Err(ProtocolError::Decode(_))
         ));
     }

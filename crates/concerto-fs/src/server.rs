@@ -16,11 +16,12 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
+use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tokio_util::codec::FramedRead;
 
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::server::default_window;
@@ -31,7 +32,7 @@ use concerto_core::{
 
 use crate::metadata::{MetadataConfig, MetadataStore};
 use crate::protocol::{
-    Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Role, Tags, MAX_FRAME,
+    frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Role, Tags,
 };
 use crate::stats::{Recorder, ServerStats};
 use crate::storage::ObjectStore;
@@ -71,13 +72,6 @@ impl ServerConfig {
             metrics: None,
         }
     }
-}
-
-/// The length-delimited codec both ends use, refusing frames over the limit before reading them.
-pub fn codec() -> LengthDelimitedCodec {
-    LengthDelimitedCodec::builder()
-        .max_frame_length(MAX_FRAME)
-        .new_codec()
 }
 
 /// A running server; dropping it does not stop it, [`ServerHandle::shutdown`] does.
@@ -193,23 +187,46 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
 /// What the scheduling loop is asked to do.
 pub(crate) enum Command {
     Submit(Job),
-    SetPolicy {
-        policy: String,
-        reply: oneshot::Sender<Message>,
-    },
-    Ping {
-        reply: oneshot::Sender<Message>,
-    },
-    Stats {
-        reply: oneshot::Sender<ServerStats>,
-    },
+    SetPolicy { policy: String, reply: Reply },
+    Ping { reply: Reply },
+    Stats { reply: oneshot::Sender<ServerStats> },
 }
 
 /// A request as the policy sees it, what the storage does for it, and where the answer goes.
 pub(crate) struct Job {
     req: Request,
     action: Action,
-    reply: oneshot::Sender<Message>,
+    reply: Reply,
+}
+
+/// Where a request's answer goes: straight onto its connection's outgoing
+/// frames under the request's id, from whichever thread finishes it. One
+/// dropped unanswered (the server stopping) answers that it was not done.
+pub(crate) struct Reply {
+    id: u64,
+    out: Option<mpsc::UnboundedSender<Envelope>>,
+}
+
+impl Reply {
+    fn send(mut self, message: Message) {
+        if let Some(out) = self.out.take() {
+            let _ = out.send(Envelope::new(self.id, message));
+        }
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if let Some(out) = self.out.take() {
+            let _ = out.send(Envelope::new(
+                self.id,
+                Message::Error {
+                    kind: ErrorKind::Io,
+                    message: "server is shutting down".into(),
+                },
+            ));
+        }
+    }
 }
 
 /// The storage executor's side of a request.
@@ -220,7 +237,7 @@ enum Action {
 
 /// What a request does to an object file.
 enum ObjectOp {
-    Write { extents: Vec<Extent>, data: Vec<u8> },
+    Write { extents: Vec<Extent>, data: Bytes },
     Read { extents: Vec<Extent> },
     Fsync,
     Size,
@@ -240,7 +257,7 @@ impl ObjectOp {
                 .write(object, extents, data)
                 .map(|_| Message::Done)?,
             ObjectOp::Read { extents } => Message::Data {
-                data: objects.read(object, extents)?,
+                data: objects.read(object, extents)?.into(),
             },
             ObjectOp::Fsync => objects.fsync(object).map(|_| Message::Done)?,
             ObjectOp::Size => {
@@ -304,11 +321,19 @@ async fn connection(
     sched: mpsc::Sender<Command>,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let (mut sink, mut frames) = Framed::new(stream, codec()).split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Envelope>(256);
+    let (read, write) = stream.into_split();
+    let mut frames = FramedRead::new(read, frame_codec());
+    // Unbounded, but by what this connection asked for: one frame per request.
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Envelope>();
     let writer = tokio::spawn(async move {
+        // Small replies that are ready together leave in one write; a
+        // payload larger than the buffer goes straight to the socket.
+        let mut out = BufWriter::with_capacity(64 * 1024, write);
         while let Some(env) = out_rx.recv().await {
-            if sink.send(Bytes::from(env.encode())).await.is_err() {
+            if env.write_to(&mut out).await.is_err() {
+                break;
+            }
+            if out_rx.is_empty() && out.flush().await.is_err() {
                 break;
             }
         }
@@ -321,25 +346,26 @@ async fn connection(
         let Some(frame) = frame else { break };
         let env = match frame
             .map_err(|e| ProtocolError::Decode(e.to_string()))
-            .and_then(|b| Envelope::decode(&b))
+            .and_then(|b| Envelope::decode(b.freeze()))
         {
             Ok(env) => env,
             Err(e) => {
                 // Answer, then close: the stream may be out of step; other connections carry on.
-                let _ = out_tx
-                    .send(Envelope::new(
-                        0,
-                        Message::Error {
-                            kind: ErrorKind::Protocol,
-                            message: e.to_string(),
-                        },
-                    ))
-                    .await;
+                let _ = out_tx.send(Envelope::new(
+                    0,
+                    Message::Error {
+                        kind: ErrorKind::Protocol,
+                        message: e.to_string(),
+                    },
+                ));
                 break;
             }
         };
         let id = env.id;
-        let (reply, answer) = oneshot::channel();
+        let reply = Reply {
+            id,
+            out: Some(out_tx.clone()),
+        };
         let submit =
             |req: Request, action: Action, reply| Command::Submit(Job { req, action, reply });
         let cmd = match env.message {
@@ -398,36 +424,22 @@ async fn connection(
                 let (tx, rx) = oneshot::channel();
                 tokio::spawn(async move {
                     if let Ok(stats) = rx.await {
-                        let _ = reply.send(Message::StatsReply(Box::new(stats)));
+                        reply.send(Message::StatsReply(Box::new(stats)));
                     }
                 });
                 Command::Stats { reply: tx }
             }
             _ => {
-                let message = "a reply is not a request".to_string();
-                let _ = out_tx
-                    .send(Envelope::new(
-                        id,
-                        Message::Error {
-                            kind: ErrorKind::Protocol,
-                            message,
-                        },
-                    ))
-                    .await;
+                reply.send(Message::Error {
+                    kind: ErrorKind::Protocol,
+                    message: "a reply is not a request".into(),
+                });
                 break;
             }
         };
         if sched.send(cmd).await.is_err() {
             break;
         }
-        let out = out_tx.clone();
-        tokio::spawn(async move {
-            let message = answer.await.unwrap_or(Message::Error {
-                kind: ErrorKind::Io,
-                message: "server is shutting down".into(),
-            });
-            let _ = out.send(Envelope::new(id, message)).await;
-        });
     }
     drop(out_tx);
     let _ = writer.await;
@@ -483,10 +495,9 @@ struct Generation {
     slots_used: u32,
 }
 
-/// A request on the storage.
+/// A request on the storage (its reply already travels with the work).
 struct InFlight {
     generation: usize,
-    reply: oneshot::Sender<Message>,
     req: Request,
     arrived: Time,
 }
@@ -494,8 +505,14 @@ struct InFlight {
 /// A request in the policy's queue: what to do once dispatched.
 struct Waiting {
     action: Action,
-    reply: oneshot::Sender<Message>,
+    reply: Reply,
     arrived: Time,
+}
+
+/// A request the storage finished: which, and the bytes it moved.
+struct Finished {
+    id: u64,
+    moved: u64,
 }
 
 async fn schedule(
@@ -524,7 +541,7 @@ async fn schedule(
     let mut waiting: HashMap<u64, Waiting> = HashMap::new();
     let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
     let mut recorder = Recorder::new(clock.now());
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(u64, Message)>();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Finished>();
     let mut next_id = 0u64;
     let mut out = Vec::new();
     loop {
@@ -553,18 +570,26 @@ async fn schedule(
                         len: req.len,
                     };
                     let now_ns = now.as_nanos();
+                    let writes = req.op == Op::Write;
                     in_flight.insert(
                         id,
                         InFlight {
                             generation: gi,
-                            reply: w.reply,
                             req,
                             arrived: w.arrived,
                         },
                     );
-                    let action = w.action;
+                    let (action, reply) = (w.action, w.reply);
                     tokio::task::spawn_blocking(move || {
-                        let _ = done.send((id, action.execute(&backend, at, now_ns)));
+                        let message = action.execute(&backend, at, now_ns);
+                        let moved = match &message {
+                            Message::Data { data } => data.len() as u64,
+                            Message::Done if writes => at.len,
+                            _ => 0,
+                        };
+                        // Answer first: the client need not wait for the scheduling loop.
+                        reply.send(message);
+                        let _ = done.send(Finished { id, moved });
                     });
                 }
             }
@@ -600,7 +625,7 @@ async fn schedule(
                     generations[current].queue.enqueue(job.req, arrived);
                 }
                 Some(Command::Ping { reply }) => {
-                    let _ = reply.send(Message::Pong { policy: policy_name.clone(), roles: cfg.roles.clone() });
+                    reply.send(Message::Pong { policy: policy_name.clone(), roles: cfg.roles.clone() });
                 }
                 Some(Command::SetPolicy { policy, reply }) => {
                     let answer = match parse_policy(&policy) {
@@ -611,7 +636,7 @@ async fn schedule(
                         }
                         Err(message) => Message::Error { kind: ErrorKind::Invalid, message },
                     };
-                    let _ = reply.send(answer);
+                    reply.send(answer);
                 }
                 Some(Command::Stats { reply }) => {
                     let now = clock.now();
@@ -632,21 +657,14 @@ async fn schedule(
                     });
                 }
             },
-            Some((id, message)) = done_rx.recv() => {
+            Some(Finished { id, moved }) = done_rx.recv() => {
                 if let Some(f) = in_flight.remove(&id) {
                     let now = clock.now();
                     let g = &mut generations[f.generation];
                     g.slots_used = g.slots_used.saturating_sub(g.queue.slot_cost(&f.req));
                     g.in_flight -= 1;
                     g.queue.complete(&f.req, now);
-                    let ok = !matches!(message, Message::Error { .. });
-                    let moved = match &message {
-                        Message::Data { data } => data.len() as u64,
-                        _ if ok && f.req.op == Op::Write => f.req.len,
-                        _ => 0,
-                    };
                     recorder.completed(f.req.app.0, f.req.op, moved, now.saturating_sub(f.arrived));
-                    let _ = f.reply.send(message);
                 }
             }
             _ = tokio::time::sleep(sleep.unwrap_or_default()), if sleep.is_some() => {}

@@ -57,7 +57,7 @@ async fn random_ranges_round_trip(addr: SocketAddr, seed: u64) {
                     &who(app),
                     object,
                     vec![Extent::new(offset as u64, data.len() as u64)],
-                    data,
+                    data.into(),
                 )
                 .await
                 .unwrap();
@@ -145,7 +145,7 @@ async fn read_frame(sock: &mut tokio::net::TcpStream) -> Option<Envelope> {
     sock.read_exact(&mut len).await.ok()?;
     let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
     sock.read_exact(&mut buf).await.ok()?;
-    Envelope::decode(&buf).ok()
+    Envelope::decode(buf.into()).ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,9 +153,14 @@ async fn malformed_frames_are_answered_and_cut_off() {
     let dir = tempfile::tempdir().unwrap();
     let s = start(dir.path(), "kind = \"fifo\"").await;
     let good = Arc::new(ServerConnection::connect(s.addr, TIMEOUT).await.unwrap());
-    good.write(&who(1), 1, vec![Extent::new(0, 4)], b"kept".to_vec())
-        .await
-        .unwrap();
+    good.write(
+        &who(1),
+        1,
+        vec![Extent::new(0, 4)],
+        bytes::Bytes::from_static(b"kept"),
+    )
+    .await
+    .unwrap();
     let garbage: Vec<Vec<u8>> = vec![
         [&5u32.to_be_bytes()[..], b"hello"].concat(),
         // A length prefix over the limit: refused before the body is read.
@@ -195,7 +200,7 @@ async fn malformed_frames_are_answered_and_cut_off() {
             good.read(&who(1), 1, vec![Extent::new(0, 4)])
                 .await
                 .unwrap(),
-            b"kept"
+            &b"kept"[..]
         );
     }
     s.shutdown().await;

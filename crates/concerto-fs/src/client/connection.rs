@@ -4,22 +4,23 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use futures::stream::SplitSink;
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use thiserror::Error;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tokio_util::codec::FramedRead;
 
 use concerto_core::Extent;
 
-use crate::protocol::{Envelope, ErrorKind, Message, MetaReply, MetaRequest, Role, Tags};
-use crate::server::codec;
+use crate::protocol::{
+    frame_codec, Envelope, ErrorKind, Message, MetaReply, MetaRequest, Role, Tags,
+};
 use crate::stats::ServerStats;
 
 #[derive(Debug, Error)]
@@ -112,7 +113,10 @@ impl Identity {
 
 pub struct ServerConnection {
     server: SocketAddr,
-    sink: tokio::sync::Mutex<SplitSink<Framed<TcpStream, LengthDelimitedCodec>, Bytes>>,
+    /// Requests are written whole by the caller's task, one at a time.
+    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    /// Set when a frame was left half-written: the stream is out of step for good.
+    broken: AtomicBool,
     pending: Pending,
     next_id: AtomicU64,
     timeout: Duration,
@@ -135,12 +139,13 @@ impl ServerConnection {
             .map_err(|_| ClientError::Timeout { server, timeout })?
             .map_err(|source| ClientError::Connect { server, source })?;
         let _ = stream.set_nodelay(true);
-        let (sink, mut frames) = Framed::new(stream, codec()).split();
+        let (read, writer) = stream.into_split();
+        let mut frames = FramedRead::new(read, frame_codec());
         let pending: Pending = Arc::default();
         let map = pending.clone();
         let reader = tokio::spawn(async move {
             while let Some(Ok(frame)) = frames.next().await {
-                let Ok(env) = Envelope::decode(&frame) else {
+                let Ok(env) = Envelope::decode(frame.freeze()) else {
                     break;
                 };
                 if let Some(tx) = map.lock().ok().and_then(|mut m| m.remove(&env.id)) {
@@ -157,7 +162,8 @@ impl ServerConnection {
         });
         Ok(ServerConnection {
             server,
-            sink: tokio::sync::Mutex::new(sink),
+            writer: tokio::sync::Mutex::new(writer),
+            broken: AtomicBool::new(false),
             pending,
             next_id: AtomicU64::new(1),
             timeout,
@@ -169,9 +175,45 @@ impl ServerConnection {
         self.server
     }
 
-    /// True once the server closed the connection (it must be reopened).
+    /// True once the server closed the connection or a send broke off (it must be reopened).
     pub fn is_closed(&self) -> bool {
-        self.reader.is_finished()
+        self.broken.load(Ordering::Relaxed) || self.reader.is_finished()
+    }
+
+    /// Gives the connection up: later calls fail at once, waiting ones wake with "closed".
+    fn give_up(&self) {
+        self.broken.store(true, Ordering::Relaxed);
+        self.reader.abort();
+        if let Ok(mut m) = self.pending.lock() {
+            m.clear();
+        }
+    }
+
+    /// Writes one frame; if that fails or is cancelled (a timeout) part-way, the connection is given up.
+    async fn send(&self, envelope: &Envelope) -> Result<(), ClientError> {
+        struct GiveUpUnlessSent<'a>(&'a ServerConnection, bool);
+        impl Drop for GiveUpUnlessSent<'_> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    self.0.give_up();
+                }
+            }
+        }
+        let mut writer = self.writer.lock().await;
+        if self.is_closed() {
+            return Err(ClientError::Closed {
+                server: self.server,
+            });
+        }
+        let mut guard = GiveUpUnlessSent(self, false);
+        envelope
+            .write_to(&mut *writer)
+            .await
+            .map_err(|_| ClientError::Closed {
+                server: self.server,
+            })?;
+        guard.1 = true;
+        Ok(())
     }
 
     /// Sends one request and waits for its reply.
@@ -182,14 +224,9 @@ impl ServerConnection {
         if let Ok(mut m) = self.pending.lock() {
             m.insert(id, tx);
         }
-        let frame = Bytes::from(Envelope::new(id, message).encode());
+        let envelope = Envelope::new(id, message);
         let exchange = async {
-            self.sink
-                .lock()
-                .await
-                .send(frame)
-                .await
-                .map_err(|_| ClientError::Closed { server })?;
+            self.send(&envelope).await?;
             rx.await.map_err(|_| ClientError::Closed { server })
         };
         let reply = tokio::time::timeout(self.timeout, exchange).await;
@@ -232,7 +269,7 @@ impl ServerConnection {
         who: &Identity,
         object: u64,
         extents: Vec<Extent>,
-        data: Vec<u8>,
+        data: Bytes,
     ) -> Result<(), ClientError> {
         match self
             .call(Message::Write {
@@ -254,7 +291,7 @@ impl ServerConnection {
         who: &Identity,
         object: u64,
         extents: Vec<Extent>,
-    ) -> Result<Vec<u8>, ClientError> {
+    ) -> Result<Bytes, ClientError> {
         match self
             .call(Message::Read {
                 tags: who.tags(),

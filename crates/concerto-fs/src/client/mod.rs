@@ -13,6 +13,7 @@ pub use connection::{ClientError, Identity, ServerConnection};
 
 use std::sync::Arc;
 
+use bytes::BytesMut;
 use futures::future::try_join_all;
 use tokio::sync::Mutex;
 
@@ -304,13 +305,14 @@ impl FsClient {
             )));
         }
         let sends = plan(&file.layout, extents).into_iter().map(|b| async move {
-            let mut bytes = Vec::with_capacity(b.parts.iter().map(|p| p.len as usize).sum());
+            // The one copy on the client: the caller's bytes into the request's payload.
+            let mut bytes = BytesMut::with_capacity(b.parts.iter().map(|p| p.len as usize).sum());
             for p in &b.parts {
                 bytes.extend_from_slice(&data[p.buf_offset..p.buf_offset + p.len as usize]);
             }
             self.connection(b.server)
                 .await?
-                .write(&self.identity, file.inode, b.extents, bytes)
+                .write(&self.identity, file.inode, b.extents, bytes.freeze())
                 .await
         });
         try_join_all(sends).await.map(|_| ())
