@@ -228,11 +228,12 @@ def demo(out: Path) -> None:
 
 
 # The real file system's commands live in their own module.
-from concerto.fscli import cluster, fs, server  # noqa: E402
+from concerto.fscli import cluster, fs, mount, server  # noqa: E402
 
 main.add_command(server)
 main.add_command(cluster)
 main.add_command(fs)
+main.add_command(mount)
 
 
 if __name__ == "__main__":

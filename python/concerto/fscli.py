@@ -78,6 +78,29 @@ def server(config: Path, ready_file: Path | None) -> None:
     _native.run_server(text, ready_file)
 
 
+# ---------------------------------------------------------------- mount
+
+@click.command("mount")
+@cluster_opt
+@click.argument("mountpoint", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--attr-ttl", type=click.FloatRange(min=0, max=3600), default=1.0, show_default=True,
+              help="Seconds the kernel may cache names and attributes.")
+@click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Written (JSON) once the mount is up.")
+@fs_guarded
+def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_file: Path | None) -> None:
+    """Mount the cluster at MOUNTPOINT with FUSE until SIGINT or SIGTERM.
+
+    Unmodified programs then read and write striped files there; each
+    caller's requests carry its CONCERTO_APP_ID (else SLURM_JOB_ID, else its
+    process group). Needs /dev/fuse and root (or fusermount3)."""
+    path = cluster_path(cluster_file)
+    if not path.is_file():
+        raise FsProblem(f"no cluster file at {path} (start one with `concerto cluster up`)")
+    err_console.print(f"concerto mount: {path} on {mountpoint}; stop with Ctrl-C", highlight=False)
+    _native.mount(path.read_text(), mountpoint, ready_file, attr_ttl)
+
+
 # ---------------------------------------------------------------- cluster
 
 @click.group("cluster")

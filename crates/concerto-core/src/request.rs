@@ -129,6 +129,7 @@ pub struct Request {
 
 impl Request {
     /// A contiguous data request with no weight hint.
+    #[allow(clippy::too_many_arguments)] // one per request field, named at every call
     pub fn data(
         id: u64,
         app: u32,

@@ -198,7 +198,7 @@ impl FromBase for Bytes {
         Bytes(v as u64)
     }
     fn from_float(v: f64) -> Option<Bytes> {
-        (v.fract() == 0.0).then(|| Bytes(v as u64))
+        (v.fract() == 0.0).then_some(Bytes(v as u64))
     }
 }
 

@@ -8,12 +8,13 @@
 //!                                             storage executor (object files)
 //! ```
 //!
-//! This first part holds the wire protocol, the data server and a client for
-//! it; the metadata service, the striping client and the command line build
-//! on them.
+//! Around it: the wire protocol, the metadata service (on redb), the
+//! striping client library, and a FUSE mount over that client for
+//! unmodified programs.
 
 pub mod client;
 pub mod config;
+pub mod fuse;
 pub mod local;
 pub mod metadata;
 mod metrics;

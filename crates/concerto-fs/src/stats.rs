@@ -237,7 +237,8 @@ impl ServerStats {
             &[(String::new(), self.in_flight as f64)],
         );
         // One sample per application, or per application and a second label's values.
-        let per_app = |label: &str, parts: &[(&str, fn(&AppStats) -> f64)]| -> Vec<(String, f64)> {
+        type Field = (&'static str, fn(&AppStats) -> f64);
+        let per_app = |label: &str, parts: &[Field]| -> Vec<(String, f64)> {
             self.apps
                 .iter()
                 .flat_map(|a| {

@@ -337,16 +337,67 @@ pub fn run_server(
                 std::fs::write(&tmp, text)?;
                 std::fs::rename(&tmp, &path)?;
             }
-            use tokio::signal::unix::{signal, SignalKind};
-            let mut term = signal(SignalKind::terminate())?;
-            let mut int = signal(SignalKind::interrupt())?;
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
+            until_stopped(|| true).await?;
             handle.shutdown().await;
             Ok::<(), std::io::Error>(())
         })
+    })
+    .map_err(|e| PyOSError::new_err(e.to_string()))
+}
+
+/// Waits for SIGINT or SIGTERM, or until `running` turns false (checked each second).
+async fn until_stopped(running: impl Fn() -> bool) -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = term.recv() => return Ok(()),
+            _ = int.recv() => return Ok(()),
+            _ = tick.tick() => if !running() { return Ok(()) },
+        }
+    }
+}
+
+/// Mounts the cluster at `mountpoint` with FUSE and serves it until SIGINT
+/// or SIGTERM (then unmounts), or until someone else unmounts it. Once
+/// mounted, writes `{"mountpoint": ...}` to `ready_file` (atomically) if given.
+#[pyfunction]
+#[pyo3(signature = (cluster_text, mountpoint, ready_file=None, attr_ttl_s=1.0))]
+pub fn mount(
+    py: Python<'_>,
+    cluster_text: &str,
+    mountpoint: std::path::PathBuf,
+    ready_file: Option<std::path::PathBuf>,
+    attr_ttl_s: f64,
+) -> PyResult<()> {
+    let cluster = ClusterFile::parse(cluster_text)
+        .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))?;
+    if !(attr_ttl_s.is_finite() && (0.0..=3600.0).contains(&attr_ttl_s)) {
+        return Err(PyValueError::new_err(format!(
+            "attribute cache time {attr_ttl_s} s must be between 0 and 3600"
+        )));
+    }
+    let options = concerto_fs::fuse::MountOptions {
+        attr_ttl: std::time::Duration::from_secs_f64(attr_ttl_s),
+    };
+    py.allow_threads(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let client = FsClient::new(cluster, Identity::from_env());
+        let mounted =
+            concerto_fs::fuse::mount(client, &mountpoint, runtime.handle().clone(), options)?;
+        if let Some(path) = ready_file {
+            let text = json!({"mountpoint": mountpoint.display().to_string()}).to_string();
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, text)?;
+            std::fs::rename(&tmp, &path)?;
+        }
+        runtime.block_on(until_stopped(|| mounted.is_mounted()))?;
+        drop(mounted);
+        Ok::<(), std::io::Error>(())
     })
     .map_err(|e| PyOSError::new_err(e.to_string()))
 }

@@ -164,10 +164,11 @@ fn check_extents(extents: &[Extent]) -> Result<u64, ClientError> {
 pub const MAX_READ: u64 = 1 << 30;
 
 pub struct FsClient {
-    cluster: ClusterFile,
+    cluster: Arc<ClusterFile>,
     identity: Identity,
-    /// One lazily opened connection per server (index in the cluster file), reopened after a failure.
-    connections: Vec<Mutex<Option<Arc<ServerConnection>>>>,
+    /// One lazily opened connection per server (index in the cluster file),
+    /// reopened after a failure; shared by clients made with [`FsClient::with_identity`].
+    connections: Arc<Vec<Mutex<Option<Arc<ServerConnection>>>>>,
 }
 
 impl FsClient {
@@ -175,9 +176,19 @@ impl FsClient {
     pub fn new(cluster: ClusterFile, identity: Identity) -> FsClient {
         let connections = cluster.servers.iter().map(|_| Mutex::new(None)).collect();
         FsClient {
-            cluster,
+            cluster: Arc::new(cluster),
             identity,
-            connections,
+            connections: Arc::new(connections),
+        }
+    }
+
+    /// The same client (same connections) acting for someone else: how the
+    /// FUSE mount tags each caller's requests with the caller's application.
+    pub fn with_identity(&self, identity: Identity) -> FsClient {
+        FsClient {
+            cluster: self.cluster.clone(),
+            identity,
+            connections: self.connections.clone(),
         }
     }
 

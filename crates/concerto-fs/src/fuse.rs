@@ -1,0 +1,764 @@
+//! A FUSE mount of a cluster, for unmodified POSIX programs (`cp`, `fio`,
+//! an application's own `write(2)` calls).
+//!
+//! The layer is thin: every operation is one call of the client library, so
+//! data is striped, tagged and scheduled exactly as through `concerto.fs`.
+//! FUSE speaks in inode numbers and the metadata service in paths, so the
+//! mount keeps the path of every inode the kernel holds (counted lookups,
+//! dropped on `forget`). Operations run as tasks on a tokio runtime and
+//! reply when done, so several callers' I/O is in flight at once rather than
+//! queued behind one FUSE thread.
+//!
+//! Each request is tagged with its caller's application: `CONCERTO_APP_ID`,
+//! else `SLURM_JOB_ID`, from the calling process's environment as it was at
+//! exec (`/proc/PID/environ`), else the caller's process group, so the
+//! ranks of one job share an id without any change to the program.
+//!
+//! Closing a file (`flush`) makes its data durable on every server, as the
+//! client library's close does; attributes are cached by the kernel for
+//! [`MountOptions::attr_ttl`].
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+};
+use libc::c_int;
+use tokio::runtime::Handle;
+
+use crate::client::{ClientError, FileHandle, FsClient, Identity, Stat};
+use crate::protocol::{DirEntry, ErrorKind, FileKind, LayoutRequest};
+
+/// How a mount behaves.
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    /// How long the kernel may cache names and attributes before asking again.
+    pub attr_ttl: Duration,
+}
+
+impl Default for MountOptions {
+    fn default() -> MountOptions {
+        MountOptions {
+            attr_ttl: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A mounted cluster; dropping it unmounts.
+pub struct Mount {
+    _session: fuser::BackgroundSession,
+    mountpoint: std::path::PathBuf,
+}
+
+impl Mount {
+    /// False once the mount is gone (`umount` by someone else, or the kernel aborted it).
+    pub fn is_mounted(&self) -> bool {
+        let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+            return true;
+        };
+        // /proc/self/mounts escapes spaces and the like as octal.
+        let want = self
+            .mountpoint
+            .to_string_lossy()
+            .replace('\\', "\\134")
+            .replace(' ', "\\040")
+            .replace('\t', "\\011")
+            .replace('\n', "\\012");
+        mounts
+            .lines()
+            .any(|l| l.split(' ').nth(1) == Some(want.as_str()))
+    }
+}
+
+/// Mounts `client`'s cluster at `mountpoint` (an existing directory); the
+/// operations run on `runtime`. Needs `/dev/fuse` and the right to mount
+/// (root, or `fusermount3` on the path).
+pub fn mount(
+    client: FsClient,
+    mountpoint: &Path,
+    runtime: Handle,
+    options: MountOptions,
+) -> io::Result<Mount> {
+    if !mountpoint.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("mount point {} is not a directory", mountpoint.display()),
+        ));
+    }
+    let mountpoint = mountpoint.canonicalize()?;
+    let fs = ConcertoFuse {
+        client: Arc::new(client),
+        runtime,
+        ttl: options.attr_ttl,
+        state: Arc::new(Mutex::new(State::new())),
+        owner: unsafe { (libc::geteuid(), libc::getegid()) },
+    };
+    let opts = [
+        MountOption::FSName("concerto".into()),
+        MountOption::Subtype("concerto".into()),
+        MountOption::NoAtime,
+    ];
+    let session = fuser::spawn_mount2(fs, &mountpoint, &opts).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot mount at {}: {e}", mountpoint.display()),
+        )
+    })?;
+    Ok(Mount {
+        _session: session,
+        mountpoint,
+    })
+}
+
+/// What the mount remembers between calls.
+struct State {
+    /// inode → (path, how many lookups the kernel holds).
+    names: HashMap<u64, (String, u64)>,
+    files: HashMap<u64, FileHandle>,
+    /// Directory listings taken at opendir, served in pieces by readdir.
+    listings: HashMap<u64, Vec<DirEntry>>,
+    next_handle: u64,
+}
+
+const ROOT: u64 = fuser::FUSE_ROOT_ID;
+
+impl State {
+    fn new() -> State {
+        let mut names = HashMap::new();
+        names.insert(ROOT, ("/".to_string(), 1));
+        State {
+            names,
+            files: HashMap::new(),
+            listings: HashMap::new(),
+            next_handle: 1,
+        }
+    }
+
+    fn path(&self, ino: u64) -> Result<String, c_int> {
+        self.names
+            .get(&ino)
+            .map(|(p, _)| p.clone())
+            .ok_or(libc::ESTALE)
+    }
+
+    /// The path of `name` in directory `parent`, checked as a name.
+    fn child(&self, parent: u64, name: &OsStr) -> Result<String, c_int> {
+        let name = name.to_str().ok_or(libc::EINVAL)?;
+        let dir = self.path(parent)?;
+        Ok(if dir == "/" {
+            format!("/{name}")
+        } else {
+            format!("{dir}/{name}")
+        })
+    }
+
+    /// The kernel now holds one more reference to `ino`, known as `path`.
+    fn looked_up(&mut self, ino: u64, path: &str) {
+        let entry = self.names.entry(ino).or_insert_with(|| (String::new(), 0));
+        entry.0 = path.to_string();
+        entry.1 += 1;
+    }
+
+    fn forget(&mut self, ino: u64, n: u64) {
+        if ino == ROOT {
+            return;
+        }
+        if let Some(entry) = self.names.get_mut(&ino) {
+            entry.1 = entry.1.saturating_sub(n);
+            if entry.1 == 0 {
+                self.names.remove(&ino);
+            }
+        }
+    }
+
+    /// After a rename, everything under `from` lives under `to`.
+    fn renamed(&mut self, from: &str, to: &str) {
+        let prefix = format!("{from}/");
+        for (path, _) in self.names.values_mut() {
+            if path == from {
+                *path = to.to_string();
+            } else if let Some(rest) = path.strip_prefix(&prefix) {
+                *path = format!("{to}/{rest}");
+            }
+        }
+    }
+
+    fn handle(&mut self) -> u64 {
+        self.next_handle += 1;
+        self.next_handle
+    }
+}
+
+/// The errno a POSIX program expects for a client error.
+fn errno(e: &ClientError) -> c_int {
+    match e.kind() {
+        Some(ErrorKind::NotFound) => libc::ENOENT,
+        Some(ErrorKind::Exists) => libc::EEXIST,
+        Some(ErrorKind::NotEmpty) => libc::ENOTEMPTY,
+        Some(ErrorKind::NotADirectory) => libc::ENOTDIR,
+        Some(ErrorKind::IsADirectory) => libc::EISDIR,
+        Some(ErrorKind::Invalid) => libc::EINVAL,
+        _ if e.is_unavailable() => libc::EIO,
+        _ => match e {
+            ClientError::Invalid(_) => libc::EINVAL,
+            _ => libc::EIO,
+        },
+    }
+}
+
+/// Who issued a FUSE request: its application and rank, from the caller's
+/// environment at exec, else its process group; the mount's own identity
+/// for requests the kernel makes itself (pid 0).
+fn caller(pid: u32, fallback: Identity) -> Identity {
+    if pid == 0 {
+        return fallback;
+    }
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let var = |key: &str| {
+        environ.split(|&b| b == 0).find_map(|kv| {
+            let value = kv.strip_prefix(key.as_bytes())?.strip_prefix(b"=")?;
+            std::str::from_utf8(value).ok()?.trim().parse::<u32>().ok()
+        })
+    };
+    let app = var("CONCERTO_APP_ID")
+        .or_else(|| var("SLURM_JOB_ID"))
+        .unwrap_or_else(|| {
+            // SAFETY: getpgid only reads the process table.
+            let group = unsafe { libc::getpgid(pid as libc::pid_t) };
+            if group > 0 {
+                group as u32
+            } else {
+                pid
+            }
+        });
+    Identity {
+        app,
+        rank: var("CONCERTO_RANK").unwrap_or(0),
+        weight: None,
+    }
+}
+
+fn time(ns: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(ns)
+}
+
+struct ConcertoFuse {
+    client: Arc<FsClient>,
+    runtime: Handle,
+    ttl: Duration,
+    state: Arc<Mutex<State>>,
+    owner: (u32, u32),
+}
+
+/// What an operation's task gets: the caller's client, the shared state and how to build attributes.
+#[derive(Clone)]
+struct Ctx {
+    client: Arc<FsClient>,
+    state: Arc<Mutex<State>>,
+    ttl: Duration,
+    owner: (u32, u32),
+}
+
+impl Ctx {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic elsewhere never leaves the table half-changed in a way that matters here.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn attr(&self, s: &Stat) -> FileAttr {
+        let (kind, perm, nlink) = match s.kind {
+            FileKind::Directory => (FileType::Directory, 0o755, 2),
+            FileKind::File => (FileType::RegularFile, 0o644, 1),
+        };
+        let blksize = s
+            .layout
+            .as_ref()
+            .map_or(4096, |l| l.unit().min(u32::MAX as u64) as u32);
+        FileAttr {
+            ino: s.inode,
+            size: s.size,
+            blocks: s.size.div_ceil(512),
+            atime: time(s.mtime_ns),
+            mtime: time(s.mtime_ns),
+            ctime: time(s.ctime_ns),
+            crtime: time(s.ctime_ns),
+            kind,
+            perm,
+            nlink,
+            uid: self.owner.0,
+            gid: self.owner.1,
+            rdev: 0,
+            blksize,
+            flags: 0,
+        }
+    }
+
+    /// Stat of the inode's path, refusing a path that now names another inode.
+    async fn stat_inode(&self, ino: u64) -> Result<Stat, c_int> {
+        let path = self.state().path(ino)?;
+        let stat = self.client.stat(&path).await.map_err(|e| errno(&e))?;
+        if stat.inode != ino {
+            return Err(libc::ESTALE);
+        }
+        Ok(stat)
+    }
+
+    /// Stat of `path`, remembered as a kernel reference to its inode.
+    async fn entry(&self, path: &str) -> Result<FileAttr, c_int> {
+        let stat = self.client.stat(path).await.map_err(|e| errno(&e))?;
+        self.state().looked_up(stat.inode, path);
+        Ok(self.attr(&stat))
+    }
+
+    fn file(&self, fh: u64) -> Result<FileHandle, c_int> {
+        self.state().files.get(&fh).cloned().ok_or(libc::EBADF)
+    }
+}
+
+impl ConcertoFuse {
+    /// The context for one request, acting as its caller.
+    fn ctx(&self, req: &Request<'_>) -> Ctx {
+        let who = caller(req.pid(), self.client.identity());
+        Ctx {
+            client: Arc::new(self.client.with_identity(who)),
+            state: self.state.clone(),
+            ttl: self.ttl,
+            owner: self.owner,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `work` as a task; it answers through the reply it owns.
+    fn spawn<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.runtime.spawn(work);
+    }
+}
+
+impl Filesystem for ConcertoFuse {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), c_int> {
+        // Let the kernel send up to 1 MiB per write, so a large write(2) is
+        // a few striped requests rather than many 128 KiB ones.
+        let _ = config
+            .set_max_write(1 << 20)
+            .or_else(|n| config.set_max_write(n));
+        Ok(())
+    }
+
+    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let path = match self.state().child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            match ctx.entry(&path).await {
+                Ok(attr) => reply.entry(&ctx.ttl, &attr, 0),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
+        self.state().forget(ino, nlookup);
+    }
+
+    fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            match ctx.stat_inode(ino).await {
+                Ok(stat) => reply.attr(&ctx.ttl, &ctx.attr(&stat)),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    /// Only the size can change (truncate); modes, owners and times are not
+    /// stored, so those changes are accepted and the attributes stay as they are.
+    fn setattr(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            let result = async {
+                if let Some(size) = size {
+                    let path = ctx.state().path(ino)?;
+                    ctx.client
+                        .truncate(&path, size)
+                        .await
+                        .map_err(|e| errno(&e))?;
+                }
+                ctx.stat_inode(ino).await
+            };
+            match result.await {
+                Ok(stat) => reply.attr(&ctx.ttl, &ctx.attr(&stat)),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn mkdir(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let path = match self.state().child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            let made = match ctx.client.mkdir(&path).await {
+                Ok(()) => ctx.entry(&path).await,
+                Err(e) => Err(errno(&e)),
+            };
+            match made {
+                Ok(attr) => reply.entry(&ctx.ttl, &attr, 0),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let path = match self.state().child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            match ctx.client.unlink(&path).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let path = match self.state().child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            match ctx.client.rmdir(&path).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn rename(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        let paths = {
+            let state = self.state();
+            state
+                .child(parent, name)
+                .and_then(|from| Ok((from, state.child(newparent, newname)?)))
+        };
+        let (from, to) = match paths {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        if flags & !libc::RENAME_NOREPLACE != 0 {
+            // RENAME_EXCHANGE and whiteouts have no counterpart in the metadata service.
+            return reply.error(libc::EINVAL);
+        }
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            let result = async {
+                if flags & libc::RENAME_NOREPLACE != 0 {
+                    match ctx.client.stat(&to).await {
+                        Ok(_) => return Err(libc::EEXIST),
+                        Err(e) if e.kind() == Some(ErrorKind::NotFound) => {}
+                        Err(e) => return Err(errno(&e)),
+                    }
+                }
+                ctx.client.rename(&from, &to).await.map_err(|e| errno(&e))?;
+                ctx.state().renamed(&from, &to);
+                Ok(())
+            };
+            match result.await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn open(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            let opened = async {
+                let path = ctx.state().path(ino)?;
+                let file = ctx.client.open(&path).await.map_err(|e| errno(&e))?;
+                if file.inode != ino {
+                    return Err(libc::ESTALE);
+                }
+                let mut state = ctx.state();
+                let fh = state.handle();
+                state.files.insert(fh, file);
+                Ok(fh)
+            };
+            match opened.await {
+                Ok(fh) => reply.opened(fh, 0),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn create(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let path = match self.state().child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let ctx = self.ctx(req);
+        let exclusive = flags & libc::O_EXCL != 0;
+        self.spawn(async move {
+            let created = async {
+                let file = ctx
+                    .client
+                    .create(&path, LayoutRequest::default(), exclusive)
+                    .await
+                    .map_err(|e| errno(&e))?;
+                let attr = ctx.entry(&path).await?;
+                let mut state = ctx.state();
+                let fh = state.handle();
+                state.files.insert(fh, file);
+                Ok((attr, fh))
+            };
+            match created.await {
+                Ok((attr, fh)) => reply.created(&ctx.ttl, &attr, 0, fh, 0),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn read(
+        &mut self,
+        req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyData,
+    ) {
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            let read = async {
+                let file = ctx.file(fh)?;
+                let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
+                ctx.client
+                    .read(&file, offset, size as u64)
+                    .await
+                    .map_err(|e| errno(&e))
+            };
+            match read.await {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn write(
+        &mut self,
+        req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        let ctx = self.ctx(req);
+        let data = data.to_vec();
+        self.spawn(async move {
+            let written = async {
+                let file = ctx.file(fh)?;
+                let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
+                ctx.client
+                    .write(&file, offset, &data)
+                    .await
+                    .map_err(|e| errno(&e))
+            };
+            match written.await {
+                Ok(()) => reply.written(data.len() as u32),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    /// close(2): the file's data is made durable on its servers before close returns.
+    fn flush(&mut self, req: &Request<'_>, _ino: u64, fh: u64, _owner: u64, reply: ReplyEmpty) {
+        self.fsync(req, 0, fh, false, reply);
+    }
+
+    fn fsync(&mut self, req: &Request<'_>, _ino: u64, fh: u64, _datasync: bool, reply: ReplyEmpty) {
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            let synced = async {
+                let file = ctx.file(fh)?;
+                ctx.client.fsync(&file).await.map_err(|e| errno(&e))
+            };
+            match synced.await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.state().files.remove(&fh);
+        reply.ok();
+    }
+
+    fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            let listed = async {
+                let path = ctx.state().path(ino)?;
+                let entries = ctx.client.readdir(&path).await.map_err(|e| errno(&e))?;
+                let mut state = ctx.state();
+                let fh = state.handle();
+                state.listings.insert(fh, entries);
+                Ok(fh)
+            };
+            match listed.await {
+                Ok(fh) => reply.opened(fh, 0),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    /// Serves the listing taken at opendir: "." and "..", then the entries;
+    /// an entry's offset is its position plus one, where the next call resumes.
+    fn readdir(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
+        let state = self.state();
+        let Some(entries) = state.listings.get(&fh) else {
+            return reply.error(libc::EBADF);
+        };
+        let dots = [
+            (ino, FileType::Directory, "."),
+            (ino, FileType::Directory, ".."),
+        ];
+        let listed = entries.iter().map(|e| {
+            let kind = match e.kind {
+                FileKind::Directory => FileType::Directory,
+                FileKind::File => FileType::RegularFile,
+            };
+            (e.inode, kind, e.name.as_str())
+        });
+        let start = usize::try_from(offset).unwrap_or(0);
+        for (i, (inode, kind, name)) in dots.into_iter().chain(listed).enumerate().skip(start) {
+            if reply.add(inode, i as i64 + 1, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.state().listings.remove(&fh);
+        reply.ok();
+    }
+
+    fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        let ctx = self.ctx(req);
+        self.spawn(async move {
+            let counts = match ctx.client.statfs().await {
+                Ok(c) => c,
+                Err(e) => return reply.error(errno(&e)),
+            };
+            // Space is what the data servers' file systems have, summed.
+            let (mut total, mut free) = (0u64, 0u64);
+            for s in ctx.client.stats().await.into_iter().flatten() {
+                total += s.space_total;
+                free += s.space_free;
+            }
+            const BLOCK: u64 = 4096;
+            let files = counts.files + counts.directories;
+            reply.statfs(
+                total / BLOCK,
+                free / BLOCK,
+                free / BLOCK,
+                files,
+                u64::MAX - files,
+                BLOCK as u32,
+                crate::namespace::MAX_NAME as u32,
+                counts.default_layout.0.min(u32::MAX as u64) as u32,
+            );
+        });
+    }
+}

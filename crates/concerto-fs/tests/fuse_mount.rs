@@ -1,0 +1,216 @@
+//! The FUSE mount on a loopback cluster: plain `std::fs` calls and
+//! unmodified programs (`cp`, `cmp`, `sh`) against striped files, checked
+//! byte for byte and against the client library; the namespace and its
+//! errnos; and each caller's application id reaching the servers' statistics.
+//!
+//! Needs `/dev/fuse` and root (mount(2)), as the CI machine has.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::Command;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use concerto_core::PolicyConfig;
+use concerto_fs::client::{FsClient, Identity};
+use concerto_fs::fuse::{mount, MountOptions};
+use concerto_fs::local::{LocalCluster, LocalClusterSpec};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn errno(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().expect("program runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn posix_calls_and_programs_on_the_mount() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = rt
+        .block_on(LocalCluster::start(
+            &dir.path().join("cluster"),
+            LocalClusterSpec {
+                servers: 4,
+                policy: PolicyConfig::from_name("coordinated").unwrap(),
+                stripe_unit: 4096,
+                throttle: None,
+                timeout_ms: 10_000,
+            },
+        ))
+        .unwrap();
+    let client = FsClient::new(
+        cluster.cluster.clone(),
+        Identity {
+            app: 1,
+            rank: 0,
+            weight: None,
+        },
+    );
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let mounted = mount(
+        client.with_identity(client.identity()),
+        &mnt,
+        rt.handle().clone(),
+        MountOptions::default(),
+    )
+    .expect("mount (needs /dev/fuse and root)");
+
+    // Random writes across stripe boundaries through write(2), read back through read(2).
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut model = vec![0u8; 200_000];
+    let mut end = 0;
+    {
+        let f = File::create_new(mnt.join("data")).unwrap();
+        for _ in 0..60 {
+            let offset = rng.gen_range(0..model.len() - 20_000);
+            let len = rng.gen_range(1..20_000);
+            let bytes: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            f.write_all_at(&bytes, offset as u64).unwrap();
+            model[offset..offset + len].copy_from_slice(&bytes);
+            end = end.max(offset + len);
+        }
+    }
+    let back = fs::read(mnt.join("data")).unwrap();
+    assert_eq!(back.len(), end, "size is the furthest byte written");
+    assert!(back == model[..end], "bytes differ through the mount");
+    // The same bytes through the client library: one file system.
+    let via_client = rt.block_on(async {
+        let f = client.open("/data").await.unwrap();
+        client.read(&f, 0, end as u64).await.unwrap()
+    });
+    assert!(via_client == model[..end]);
+    let layout = rt.block_on(client.stat("/data")).unwrap();
+    assert!(
+        layout.object_sizes.iter().filter(|&&n| n > 0).count() == 4,
+        "striped over all four servers: {:?}",
+        layout.object_sizes
+    );
+
+    // Truncate, and a file written by the client library read through the mount.
+    OpenOptions::new()
+        .write(true)
+        .open(mnt.join("data"))
+        .unwrap()
+        .set_len(5000)
+        .unwrap();
+    assert_eq!(fs::metadata(mnt.join("data")).unwrap().len(), 5000);
+    rt.block_on(async {
+        let f = client
+            .create("/from-client", Default::default(), true)
+            .await
+            .unwrap();
+        client.write(&f, 10_000, b"tail").await.unwrap();
+    });
+    let from_client = fs::read(mnt.join("from-client")).unwrap();
+    assert_eq!(from_client.len(), 10_004);
+    assert_eq!(&from_client[10_000..], b"tail");
+    assert!(
+        from_client[..10_000].iter().all(|&b| b == 0),
+        "a hole reads as zeros"
+    );
+
+    // The namespace and its errors, as a POSIX program sees them.
+    fs::create_dir(mnt.join("d")).unwrap();
+    assert_eq!(
+        fs::create_dir(mnt.join("d")).unwrap_err().kind(),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        File::create_new(mnt.join("data")).unwrap_err().kind(),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        File::open(mnt.join("missing")).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    fs::rename(mnt.join("data"), mnt.join("d/moved")).unwrap();
+    assert_eq!(fs::metadata(mnt.join("d/moved")).unwrap().len(), 5000);
+    assert_eq!(
+        errno(&fs::remove_dir(mnt.join("d")).unwrap_err()),
+        libc::ENOTEMPTY
+    );
+    fs::rename(mnt.join("d"), mnt.join("e")).unwrap();
+    assert_eq!(fs::read(mnt.join("e/moved")).unwrap(), model[..5000]);
+    let mut names: Vec<String> = fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["e", "from-client"]);
+    assert_eq!(
+        errno(&File::open(mnt.join("from-client/x")).unwrap_err()),
+        libc::ENOTDIR
+    );
+    fs::remove_file(mnt.join("e/moved")).unwrap();
+    fs::remove_dir(mnt.join("e")).unwrap();
+    assert!(!mnt.join("e").exists());
+
+    // Unmodified programs: cp in, cmp against the original; a shell
+    // redirection tagged with its own application id.
+    let original = dir.path().join("original");
+    let mut f = File::create(&original).unwrap();
+    let blob: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    f.write_all(&blob).unwrap();
+    drop(f);
+    run(Command::new("cp").arg(&original).arg(mnt.join("copy")));
+    run(Command::new("cmp").arg(&original).arg(mnt.join("copy")));
+    let target = mnt.join("app77");
+    run(Command::new("sh")
+        .arg("-c")
+        .arg(format!("head -c 300000 /dev/zero > {}", target.display()))
+        .env("CONCERTO_APP_ID", "77"));
+    assert_eq!(fs::metadata(&target).unwrap().len(), 300_000);
+    let written: u64 = rt
+        .block_on(client.stats())
+        .into_iter()
+        .map(|s| s.unwrap())
+        .flat_map(|s| s.apps)
+        .filter(|a| a.app == 77)
+        .map(|a| a.write_bytes)
+        .sum();
+    assert_eq!(written, 300_000, "the servers saw application 77's bytes");
+
+    let st = statvfs(&mnt);
+    assert!(
+        st.f_blocks > 0 && st.f_files >= 3,
+        "statfs reports space and files"
+    );
+
+    assert!(mounted.is_mounted());
+    drop(mounted);
+    assert!(!is_mounted(&mnt), "dropping the mount unmounts it");
+    rt.block_on(cluster.shutdown());
+}
+
+fn statvfs(path: &Path) -> libc::statvfs {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a zeroed out-parameter of the right type.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0, "statvfs");
+    st
+}
+
+fn is_mounted(path: &Path) -> bool {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
+    let p = path.to_string_lossy();
+    mounts.lines().any(|l| l.split(' ').nth(1) == Some(&*p))
+}

@@ -1,0 +1,98 @@
+"""`concerto mount`: the cluster as a FUSE mount, exercised by unmodified
+programs (fio with verification, a plain Python open/write), stopped by
+SIGTERM, and its bad input. Needs /dev/fuse and root, as CI has."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from concerto import cluster as local
+from concerto import fs
+
+
+def _mounted(path: Path) -> bool:
+    with open("/proc/self/mounts") as f:
+        return any(line.split(" ")[1] == str(path) for line in f)
+
+
+@pytest.fixture()
+def mounted(tmp_path):
+    cluster = local.up(tmp_path / "cluster", local.ClusterSpec(servers=4, policy="sfq-d-plus", stripe_unit=65536))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    ready = tmp_path / "mount.json"
+    proc = subprocess.Popen([sys.executable, "-m", "concerto", "mount", "--cluster", str(cluster), str(mnt),
+                             "--ready-file", str(ready)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert proc.poll() is None, f"mount exited: {proc.stderr.read()}"
+        assert time.monotonic() < deadline, "mount did not come up"
+        time.sleep(0.05)
+    assert json.loads(ready.read_text())["mountpoint"] == str(mnt.resolve())
+    yield cluster, mnt, proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    local.down(tmp_path / "cluster")
+
+
+def test_fio_verifies_every_block_written_through_the_mount(mounted):
+    cluster, mnt, proc = mounted
+    # Two jobs (two processes) write their own files in random 64 KiB blocks
+    # with a checksum in each, then read every block back and check it.
+    run = subprocess.run(
+        ["fio", "--name=verify", f"--directory={mnt}", "--rw=randwrite", "--bs=64k", "--size=4m",
+         "--numjobs=2", "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
+         "--end_fsync=1", "--output-format=json"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "CONCERTO_APP_ID": "41"})
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout[run.stdout.index("{"):])
+    jobs = report["jobs"]
+    assert len(jobs) == 2 and all(j["error"] == 0 for j in jobs)
+    assert all(j["write"]["io_bytes"] == 4 << 20 and j["read"]["io_bytes"] == 4 << 20 for j in jobs)
+    # The files are ordinary striped Concerto files, tagged with fio's application id.
+    client = fs.connect(cluster, app=1)
+    names = sorted(e.name for e in client.listdir("/"))
+    assert names == ["verify.0.0", "verify.1.0"]
+    st = client.stat("/verify.0.0")
+    assert st.size == 4 << 20 and len([n for n in st.object_sizes if n]) == 4
+    written = sum(a["write_bytes"] for s in client.server_stats() for a in s["apps"] if a["app"] == 41)
+    assert written >= 2 * (4 << 20)
+    assert proc.poll() is None
+
+
+def test_a_plain_program_writes_and_sigterm_unmounts(mounted, tmp_path):
+    cluster, mnt, proc = mounted
+    script = f"open({str(mnt / 'plain')!r}, 'wb').write(bytes(range(256)) * 1000)"
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    assert fs.connect(cluster).open("/plain").read(0, 1 << 20) == bytes(range(256)) * 1000
+    assert (mnt / "plain").stat().st_size == 256_000
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    assert not _mounted(mnt.resolve())
+
+
+def test_mount_bad_input_is_named(tmp_path):
+    def mount(*args):
+        return subprocess.run([sys.executable, "-m", "concerto", "mount", *args],
+                              capture_output=True, text=True, timeout=60)
+
+    (tmp_path / "mnt").mkdir()
+    r = mount("--cluster", str(tmp_path / "nope.toml"), str(tmp_path / "mnt"))
+    assert r.returncode != 0 and "no cluster file" in r.stderr
+    r = mount("--cluster", str(tmp_path / "nope.toml"), str(tmp_path / "missing"))
+    assert r.returncode != 0 and "missing" in r.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text("servers = 3\n")
+    r = mount("--cluster", str(bad), str(tmp_path / "mnt"))
+    assert r.returncode != 0 and "cluster file" in r.stderr
+    r = mount("--cluster", str(bad), str(tmp_path / "mnt"), "--attr-ttl", "-1")
+    assert r.returncode != 0 and "attr-ttl" in r.stderr
