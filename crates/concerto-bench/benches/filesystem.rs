@@ -4,23 +4,20 @@
 //! goes to all four at once) and the same I/O with `pwrite`/`pread` on one
 //! local file; the same writes made durable (fsync at the end) both ways;
 //! the ceiling loopback TCP itself sets (the same bytes through one socket,
-//! no file system); 4 KiB latency both ways; metadata operations; and the
-//! 1 MiB write workload under FIFO, coordinated and SFQ(D)+ (the cost of
-//! scheduling). Every server and the local file sit in the same temporary
-//! directory, so both sides use the same disk and page cache.
+//! no file system); the same I/O through the FUSE mount; 4 KiB latency both
+//! ways; and metadata operations. (What scheduling costs is measured by the
+//! `policy_cost` benchmark, which interleaves the policies.) Every server
+//! and the local file sit in the same temporary directory, so both sides use
+//! the same disk and page cache.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
-use concerto_core::PolicyConfig;
-use concerto_fs::client::{FsClient, Identity};
-use concerto_fs::local::{LocalCluster, LocalClusterSpec};
 use concerto_fs::protocol::LayoutRequest;
 
 const MIB: u64 = 1 << 20;
@@ -28,29 +25,9 @@ const MIB: u64 = 1 << 20;
 const FILE: u64 = 32 * MIB;
 
 fn filesystem(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = concerto_bench::runtime();
     let dir = tempfile::tempdir().expect("temp dir");
-    let spec = LocalClusterSpec {
-        servers: 4,
-        policy: PolicyConfig::Fifo,
-        stripe_unit: 256 * 1024,
-        throttle: None,
-        timeout_ms: 30_000,
-    };
-    let cluster = rt
-        .block_on(LocalCluster::start(&dir.path().join("cluster"), spec))
-        .expect("cluster");
-    let client = FsClient::new(
-        cluster.cluster.clone(),
-        Identity {
-            app: 1,
-            rank: 0,
-            weight: None,
-        },
-    );
+    let (cluster, client) = concerto_bench::loopback_cluster(&rt, &dir.path().join("cluster"));
     let file = rt
         .block_on(client.create("/seq", LayoutRequest::default(), true))
         .expect("create");
@@ -155,6 +132,45 @@ fn filesystem(c: &mut Criterion) {
     drop(sender);
     sink.join().expect("sink thread");
 
+    // The same 1 MiB writes and reads by a POSIX program through the FUSE
+    // mount: the kernel cuts them into FUSE requests, the mount sends each
+    // through the client library.
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mount point");
+    let mounted = concerto_fs::fuse::mount(
+        client.with_identity(client.identity()),
+        &mnt,
+        rt.handle().clone(),
+        concerto_fs::fuse::MountOptions::default(),
+    )
+    .expect("mount (needs /dev/fuse and root)");
+    let posix = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .truncate(false)
+        .open(mnt.join("posix"))
+        .expect("file on the mount");
+    let mut g = c.benchmark_group("fuse_mount_1MiB");
+    g.throughput(Throughput::Bytes(FILE));
+    g.bench_function("write", |b| {
+        b.iter(|| {
+            for k in 0..FILE / MIB {
+                posix.write_all_at(&block, k * MIB).expect("write");
+            }
+        })
+    });
+    g.bench_function("read", |b| {
+        b.iter(|| {
+            for k in 0..FILE / MIB {
+                posix.read_exact_at(&mut buf, k * MIB).expect("read");
+            }
+        })
+    });
+    g.finish();
+    drop(posix);
+    drop(mounted);
+
     let mut g = c.benchmark_group("small_io_4KiB");
     let small = vec![1u8; 4096];
     g.bench_function("write/local", |b| {
@@ -195,28 +211,6 @@ fn filesystem(c: &mut Criterion) {
     });
     g.finish();
 
-    // The same 1 MiB write workload under each policy, switched live on the
-    // same servers, one after the other in this run.
-    let mut g = c.benchmark_group("policy_cost_1MiB_writes");
-    g.throughput(Throughput::Bytes(FILE));
-    for name in ["fifo", "coordinated", "sfq-d-plus"] {
-        g.bench_with_input(BenchmarkId::from_parameter(name), &name, |b, name| {
-            rt.block_on(client.set_policy(&format!("kind = \"{name}\"")))
-                .expect("set policy");
-            b.iter_custom(|iters| {
-                let start = Instant::now();
-                rt.block_on(async {
-                    for _ in 0..iters {
-                        for k in 0..FILE / MIB {
-                            client.write(&file, k * MIB, &block).await.expect("write");
-                        }
-                    }
-                });
-                start.elapsed()
-            })
-        });
-    }
-    g.finish();
     rt.block_on(cluster.shutdown());
 }
 

@@ -1,1 +1,39 @@
-//! Benchmarks live in `benches/`; this crate has no code of its own.
+//! Benchmarks live in `benches/`; this is what several of them share.
+
+use std::path::Path;
+
+use concerto_core::PolicyConfig;
+use concerto_fs::client::{FsClient, Identity};
+use concerto_fs::local::{LocalCluster, LocalClusterSpec};
+
+/// A runtime for the benchmarks' clients and in-process servers.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Four unthrottled FIFO servers on loopback under `dir`, 256 KiB stripes
+/// (so a 1 MiB call goes to all four at once), and a client of application 1.
+pub fn loopback_cluster(rt: &tokio::runtime::Runtime, dir: &Path) -> (LocalCluster, FsClient) {
+    let spec = LocalClusterSpec {
+        servers: 4,
+        policy: PolicyConfig::Fifo,
+        stripe_unit: 256 * 1024,
+        throttle: None,
+        timeout_ms: 30_000,
+    };
+    let cluster = rt
+        .block_on(LocalCluster::start(dir, spec))
+        .expect("cluster");
+    let client = FsClient::new(
+        cluster.cluster.clone(),
+        Identity {
+            app: 1,
+            rank: 0,
+            weight: None,
+        },
+    );
+    (cluster, client)
+}

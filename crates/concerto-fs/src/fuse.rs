@@ -14,9 +14,13 @@
 //! exec (`/proc/PID/environ`), else the caller's process group, so the
 //! ranks of one job share an id without any change to the program.
 //!
+//! Files are opened in direct-I/O mode, as PVFS2's client keeps no data
+//! cache: every read(2) and write(2) goes to the servers, so what one node
+//! writes another reads at once, and the servers' policies see the
+//! program's real request stream (a shared writable mmap is refused).
 //! Closing a file (`flush`) makes its data durable on every server, as the
-//! client library's close does; attributes are cached by the kernel for
-//! [`MountOptions::attr_ttl`].
+//! client library's close does; names and attributes are cached by the
+//! kernel for [`MountOptions::attr_ttl`].
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -25,6 +29,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
@@ -57,6 +62,11 @@ pub struct Mount {
 }
 
 impl Mount {
+    /// Where it is mounted (the canonical path).
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
     /// False once the mount is gone (`umount` by someone else, or the kernel aborted it).
     pub fn is_mounted(&self) -> bool {
         let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
@@ -537,7 +547,7 @@ impl Filesystem for ConcertoFuse {
                 Ok(fh)
             };
             match opened.await {
-                Ok(fh) => reply.opened(fh, 0),
+                Ok(fh) => reply.opened(fh, FOPEN_DIRECT_IO),
                 Err(e) => reply.error(e),
             }
         });
@@ -573,7 +583,7 @@ impl Filesystem for ConcertoFuse {
                 Ok((attr, fh))
             };
             match created.await {
-                Ok((attr, fh)) => reply.created(&ctx.ttl, &attr, 0, fh, 0),
+                Ok((attr, fh)) => reply.created(&ctx.ttl, &attr, 0, fh, FOPEN_DIRECT_IO),
                 Err(e) => reply.error(e),
             }
         });

@@ -390,7 +390,8 @@ pub fn mount(
         let mounted =
             concerto_fs::fuse::mount(client, &mountpoint, runtime.handle().clone(), options)?;
         if let Some(path) = ready_file {
-            let text = json!({"mountpoint": mountpoint.display().to_string()}).to_string();
+            let text =
+                json!({"mountpoint": mounted.mountpoint().display().to_string()}).to_string();
             let tmp = path.with_extension("tmp");
             std::fs::write(&tmp, text)?;
             std::fs::rename(&tmp, &path)?;
