@@ -27,13 +27,6 @@ pub fn loopback_cluster(rt: &tokio::runtime::Runtime, dir: &Path) -> (LocalClust
     let cluster = rt
         .block_on(LocalCluster::start(dir, spec))
         .expect("cluster");
-    let client = FsClient::new(
-        cluster.cluster.clone(),
-        Identity {
-            app: 1,
-            rank: 0,
-            weight: None,
-        },
-    );
+    let client = FsClient::new(cluster.cluster.clone(), Identity::new(1, 0));
     (cluster, client)
 }

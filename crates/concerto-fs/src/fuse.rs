@@ -24,6 +24,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::future::Future;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -103,11 +104,14 @@ pub fn mount(
     }
     let mountpoint = mountpoint.canonicalize()?;
     let fs = ConcertoFuse {
-        client: Arc::new(client),
         runtime,
-        ttl: options.attr_ttl,
-        state: Arc::new(Mutex::new(State::new())),
-        owner: unsafe { (libc::geteuid(), libc::getegid()) },
+        mount: Ctx {
+            client: Arc::new(client),
+            state: Arc::new(Mutex::new(State::new())),
+            ttl: options.attr_ttl,
+            // SAFETY: geteuid and getegid only read the process's credentials.
+            owner: unsafe { (libc::geteuid(), libc::getegid()) },
+        },
     };
     let opts = [
         MountOption::FSName("concerto".into()),
@@ -150,16 +154,16 @@ impl State {
         }
     }
 
-    fn path(&self, ino: u64) -> Result<String, c_int> {
+    fn path(&self, ino: u64) -> Result<String, Errno> {
         self.names
             .get(&ino)
             .map(|(p, _)| p.clone())
-            .ok_or(libc::ESTALE)
+            .ok_or(Errno(libc::ESTALE))
     }
 
     /// The path of `name` in directory `parent`, checked as a name.
-    fn child(&self, parent: u64, name: &OsStr) -> Result<String, c_int> {
-        let name = name.to_str().ok_or(libc::EINVAL)?;
+    fn child(&self, parent: u64, name: &OsStr) -> Result<String, Errno> {
+        let name = name.to_str().ok_or(Errno(libc::EINVAL))?;
         let dir = self.path(parent)?;
         Ok(if dir == "/" {
             format!("/{name}")
@@ -205,20 +209,23 @@ impl State {
     }
 }
 
-/// The errno a POSIX program expects for a client error.
-fn errno(e: &ClientError) -> c_int {
-    match e.kind() {
-        Some(ErrorKind::NotFound) => libc::ENOENT,
-        Some(ErrorKind::Exists) => libc::EEXIST,
-        Some(ErrorKind::NotEmpty) => libc::ENOTEMPTY,
-        Some(ErrorKind::NotADirectory) => libc::ENOTDIR,
-        Some(ErrorKind::IsADirectory) => libc::EISDIR,
-        Some(ErrorKind::Invalid) => libc::EINVAL,
-        _ if e.is_unavailable() => libc::EIO,
-        _ => match e {
-            ClientError::Invalid(_) => libc::EINVAL,
+/// An errno for the kernel; a client error converts to the one a POSIX
+/// program expects, so operations use `?` on client calls.
+#[derive(Clone, Copy, Debug)]
+struct Errno(c_int);
+
+impl From<ClientError> for Errno {
+    fn from(e: ClientError) -> Errno {
+        Errno(match e.kind() {
+            Some(ErrorKind::NotFound) => libc::ENOENT,
+            Some(ErrorKind::Exists) => libc::EEXIST,
+            Some(ErrorKind::NotEmpty) => libc::ENOTEMPTY,
+            Some(ErrorKind::NotADirectory) => libc::ENOTDIR,
+            Some(ErrorKind::IsADirectory) => libc::EISDIR,
+            Some(ErrorKind::Invalid) => libc::EINVAL,
+            _ if matches!(e, ClientError::Invalid(_)) => libc::EINVAL,
             _ => libc::EIO,
-        },
+        })
     }
 }
 
@@ -247,23 +254,11 @@ fn caller(pid: u32, fallback: Identity) -> Identity {
                 pid
             }
         });
-    Identity {
-        app,
-        rank: var("CONCERTO_RANK").unwrap_or(0),
-        weight: None,
-    }
+    Identity::new(app, var("CONCERTO_RANK").unwrap_or(0))
 }
 
 fn time(ns: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(ns)
-}
-
-struct ConcertoFuse {
-    client: Arc<FsClient>,
-    runtime: Handle,
-    ttl: Duration,
-    state: Arc<Mutex<State>>,
-    owner: (u32, u32),
 }
 
 /// What an operation's task gets: the caller's client, the shared state and how to build attributes.
@@ -310,49 +305,121 @@ impl Ctx {
     }
 
     /// Stat of the inode's path, refusing a path that now names another inode.
-    async fn stat_inode(&self, ino: u64) -> Result<Stat, c_int> {
+    async fn stat_inode(&self, ino: u64) -> Result<Stat, Errno> {
         let path = self.state().path(ino)?;
-        let stat = self.client.stat(&path).await.map_err(|e| errno(&e))?;
+        let stat = self.client.stat(&path).await?;
         if stat.inode != ino {
-            return Err(libc::ESTALE);
+            return Err(Errno(libc::ESTALE));
         }
         Ok(stat)
     }
 
     /// Stat of `path`, remembered as a kernel reference to its inode.
-    async fn entry(&self, path: &str) -> Result<FileAttr, c_int> {
-        let stat = self.client.stat(path).await.map_err(|e| errno(&e))?;
+    async fn entry(&self, path: &str) -> Result<FileAttr, Errno> {
+        let stat = self.client.stat(path).await?;
         self.state().looked_up(stat.inode, path);
         Ok(self.attr(&stat))
     }
 
-    fn file(&self, fh: u64) -> Result<FileHandle, c_int> {
-        self.state().files.get(&fh).cloned().ok_or(libc::EBADF)
+    fn file(&self, fh: u64) -> Result<FileHandle, Errno> {
+        self.state()
+            .files
+            .get(&fh)
+            .cloned()
+            .ok_or(Errno(libc::EBADF))
+    }
+
+    /// Keeps `value` under a new handle number.
+    fn keep<T>(&self, table: impl FnOnce(&mut State) -> &mut HashMap<u64, T>, value: T) -> u64 {
+        let mut state = self.state();
+        let fh = state.handle();
+        table(&mut state).insert(fh, value);
+        fh
     }
 }
 
-impl ConcertoFuse {
-    /// The context for one request, acting as its caller.
-    fn ctx(&self, req: &Request<'_>) -> Ctx {
-        let who = caller(req.pid(), self.client.identity());
-        Ctx {
-            client: Arc::new(self.client.with_identity(who)),
-            state: self.state.clone(),
-            ttl: self.ttl,
-            owner: self.owner,
+/// A FUSE reply that an operation's result completes.
+trait Answer<T>: Send + 'static {
+    fn answer(self, ctx: &Ctx, value: T);
+    fn fail(self, errno: Errno);
+}
+
+macro_rules! answer {
+    ($reply:ty, $value:ty, |$r:ident, $ctx:ident, $v:ident| $ok:expr) => {
+        impl Answer<$value> for $reply {
+            fn answer(self, $ctx: &Ctx, $v: $value) {
+                let $r = self;
+                $ok
+            }
+            fn fail(self, errno: Errno) {
+                self.error(errno.0)
+            }
         }
-    }
+    };
+}
 
+answer!(ReplyEntry, FileAttr, |r, ctx, attr| r
+    .entry(&ctx.ttl, &attr, 0));
+answer!(ReplyAttr, Stat, |r, ctx, stat| r
+    .attr(&ctx.ttl, &ctx.attr(&stat)));
+answer!(ReplyEmpty, (), |r, _ctx, _v| r.ok());
+// (handle, FOPEN_* flags)
+answer!(ReplyOpen, (u64, u32), |r, _ctx, v| r.opened(v.0, v.1));
+answer!(ReplyCreate, (FileAttr, u64), |r, ctx, v| r.created(
+    &ctx.ttl,
+    &v.0,
+    0,
+    v.1,
+    FOPEN_DIRECT_IO
+));
+answer!(ReplyData, Vec<u8>, |r, _ctx, data| r.data(&data));
+answer!(ReplyWrite, u32, |r, _ctx, n| r.written(n));
+answer!(ReplyStatfs, Statfs, |r, _ctx, s| r.statfs(
+    s.blocks, s.free, s.free, s.files, s.ffree, s.bsize, s.namelen, s.frsize
+));
+
+/// What statfs answers.
+struct Statfs {
+    blocks: u64,
+    free: u64,
+    files: u64,
+    ffree: u64,
+    bsize: u32,
+    namelen: u32,
+    frsize: u32,
+}
+
+struct ConcertoFuse {
+    runtime: Handle,
+    /// Acting as the mount itself; each request gets a copy acting as its caller.
+    mount: Ctx,
+}
+
+impl ConcertoFuse {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.mount.state()
     }
 
-    /// Runs `work` as a task; it answers through the reply it owns.
-    fn spawn<F>(&self, work: F)
+    /// Runs `work` as a task acting for `req`'s caller, and answers `reply` with its result.
+    fn run<T, R, W, F>(&self, req: &Request<'_>, reply: R, work: W)
     where
-        F: std::future::Future<Output = ()> + Send + 'static,
+        T: Send + 'static,
+        R: Answer<T>,
+        W: FnOnce(Ctx) -> F,
+        F: Future<Output = Result<T, Errno>> + Send + 'static,
     {
-        self.runtime.spawn(work);
+        let who = caller(req.pid(), self.mount.client.identity());
+        let ctx = Ctx {
+            client: Arc::new(self.mount.client.with_identity(who)),
+            ..self.mount.clone()
+        };
+        let done = work(ctx.clone());
+        self.runtime.spawn(async move {
+            match done.await {
+                Ok(value) => reply.answer(&ctx, value),
+                Err(e) => reply.fail(e),
+            }
+        });
     }
 }
 
@@ -367,17 +434,8 @@ impl Filesystem for ConcertoFuse {
     }
 
     fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let path = match self.state().child(parent, name) {
-            Ok(p) => p,
-            Err(e) => return reply.error(e),
-        };
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            match ctx.entry(&path).await {
-                Ok(attr) => reply.entry(&ctx.ttl, &attr, 0),
-                Err(e) => reply.error(e),
-            }
-        });
+        let path = self.state().child(parent, name);
+        self.run(req, reply, |ctx| async move { ctx.entry(&path?).await });
     }
 
     fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
@@ -385,13 +443,7 @@ impl Filesystem for ConcertoFuse {
     }
 
     fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            match ctx.stat_inode(ino).await {
-                Ok(stat) => reply.attr(&ctx.ttl, &ctx.attr(&stat)),
-                Err(e) => reply.error(e),
-            }
-        });
+        self.run(req, reply, |ctx| async move { ctx.stat_inode(ino).await });
     }
 
     /// Only the size can change (truncate); modes, owners and times are not
@@ -414,22 +466,12 @@ impl Filesystem for ConcertoFuse {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            let result = async {
-                if let Some(size) = size {
-                    let path = ctx.state().path(ino)?;
-                    ctx.client
-                        .truncate(&path, size)
-                        .await
-                        .map_err(|e| errno(&e))?;
-                }
-                ctx.stat_inode(ino).await
-            };
-            match result.await {
-                Ok(stat) => reply.attr(&ctx.ttl, &ctx.attr(&stat)),
-                Err(e) => reply.error(e),
+        self.run(req, reply, |ctx| async move {
+            if let Some(size) = size {
+                let path = ctx.state().path(ino)?;
+                ctx.client.truncate(&path, size).await?;
             }
+            ctx.stat_inode(ino).await
         });
     }
 
@@ -442,48 +484,25 @@ impl Filesystem for ConcertoFuse {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        let path = match self.state().child(parent, name) {
-            Ok(p) => p,
-            Err(e) => return reply.error(e),
-        };
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            let made = match ctx.client.mkdir(&path).await {
-                Ok(()) => ctx.entry(&path).await,
-                Err(e) => Err(errno(&e)),
-            };
-            match made {
-                Ok(attr) => reply.entry(&ctx.ttl, &attr, 0),
-                Err(e) => reply.error(e),
-            }
+        let path = self.state().child(parent, name);
+        self.run(req, reply, |ctx| async move {
+            let path = path?;
+            ctx.client.mkdir(&path).await?;
+            ctx.entry(&path).await
         });
     }
 
     fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        let path = match self.state().child(parent, name) {
-            Ok(p) => p,
-            Err(e) => return reply.error(e),
-        };
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            match ctx.client.unlink(&path).await {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
-            }
+        let path = self.state().child(parent, name);
+        self.run(req, reply, |ctx| async move {
+            Ok(ctx.client.unlink(&path?).await?)
         });
     }
 
     fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        let path = match self.state().child(parent, name) {
-            Ok(p) => p,
-            Err(e) => return reply.error(e),
-        };
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            match ctx.client.rmdir(&path).await {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
-            }
+        let path = self.state().child(parent, name);
+        self.run(req, reply, |ctx| async move {
+            Ok(ctx.client.rmdir(&path?).await?)
         });
     }
 
@@ -497,59 +516,37 @@ impl Filesystem for ConcertoFuse {
         flags: u32,
         reply: ReplyEmpty,
     ) {
-        let paths = {
+        let (from, to) = {
             let state = self.state();
-            state
-                .child(parent, name)
-                .and_then(|from| Ok((from, state.child(newparent, newname)?)))
+            (state.child(parent, name), state.child(newparent, newname))
         };
-        let (from, to) = match paths {
-            Ok(p) => p,
-            Err(e) => return reply.error(e),
-        };
-        if flags & !libc::RENAME_NOREPLACE != 0 {
-            // RENAME_EXCHANGE and whiteouts have no counterpart in the metadata service.
-            return reply.error(libc::EINVAL);
-        }
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            let result = async {
-                if flags & libc::RENAME_NOREPLACE != 0 {
-                    match ctx.client.stat(&to).await {
-                        Ok(_) => return Err(libc::EEXIST),
-                        Err(e) if e.kind() == Some(ErrorKind::NotFound) => {}
-                        Err(e) => return Err(errno(&e)),
-                    }
-                }
-                ctx.client.rename(&from, &to).await.map_err(|e| errno(&e))?;
-                ctx.state().renamed(&from, &to);
-                Ok(())
-            };
-            match result.await {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
+        self.run(req, reply, |ctx| async move {
+            let (from, to) = (from?, to?);
+            if flags & !libc::RENAME_NOREPLACE != 0 {
+                // RENAME_EXCHANGE and whiteouts have no counterpart in the metadata service.
+                return Err(Errno(libc::EINVAL));
             }
+            if flags & libc::RENAME_NOREPLACE != 0 {
+                match ctx.client.stat(&to).await {
+                    Ok(_) => return Err(Errno(libc::EEXIST)),
+                    Err(e) if e.kind() == Some(ErrorKind::NotFound) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            ctx.client.rename(&from, &to).await?;
+            ctx.state().renamed(&from, &to);
+            Ok(())
         });
     }
 
     fn open(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            let opened = async {
-                let path = ctx.state().path(ino)?;
-                let file = ctx.client.open(&path).await.map_err(|e| errno(&e))?;
-                if file.inode != ino {
-                    return Err(libc::ESTALE);
-                }
-                let mut state = ctx.state();
-                let fh = state.handle();
-                state.files.insert(fh, file);
-                Ok(fh)
-            };
-            match opened.await {
-                Ok(fh) => reply.opened(fh, FOPEN_DIRECT_IO),
-                Err(e) => reply.error(e),
+        self.run(req, reply, |ctx| async move {
+            let path = ctx.state().path(ino)?;
+            let file = ctx.client.open(&path).await?;
+            if file.inode != ino {
+                return Err(Errno(libc::ESTALE));
             }
+            Ok((ctx.keep(|s| &mut s.files, file), FOPEN_DIRECT_IO))
         });
     }
 
@@ -563,29 +560,16 @@ impl Filesystem for ConcertoFuse {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let path = match self.state().child(parent, name) {
-            Ok(p) => p,
-            Err(e) => return reply.error(e),
-        };
-        let ctx = self.ctx(req);
+        let path = self.state().child(parent, name);
         let exclusive = flags & libc::O_EXCL != 0;
-        self.spawn(async move {
-            let created = async {
-                let file = ctx
-                    .client
-                    .create(&path, LayoutRequest::default(), exclusive)
-                    .await
-                    .map_err(|e| errno(&e))?;
-                let attr = ctx.entry(&path).await?;
-                let mut state = ctx.state();
-                let fh = state.handle();
-                state.files.insert(fh, file);
-                Ok((attr, fh))
-            };
-            match created.await {
-                Ok((attr, fh)) => reply.created(&ctx.ttl, &attr, 0, fh, FOPEN_DIRECT_IO),
-                Err(e) => reply.error(e),
-            }
+        self.run(req, reply, |ctx| async move {
+            let path = path?;
+            let file = ctx
+                .client
+                .create(&path, LayoutRequest::default(), exclusive)
+                .await?;
+            let attr = ctx.entry(&path).await?;
+            Ok((attr, ctx.keep(|s| &mut s.files, file)))
         });
     }
 
@@ -600,20 +584,10 @@ impl Filesystem for ConcertoFuse {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            let read = async {
-                let file = ctx.file(fh)?;
-                let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
-                ctx.client
-                    .read(&file, offset, size as u64)
-                    .await
-                    .map_err(|e| errno(&e))
-            };
-            match read.await {
-                Ok(data) => reply.data(&data),
-                Err(e) => reply.error(e),
-            }
+        self.run(req, reply, |ctx| async move {
+            let file = ctx.file(fh)?;
+            let offset = u64::try_from(offset).map_err(|_| Errno(libc::EINVAL))?;
+            Ok(ctx.client.read(&file, offset, size as u64).await?)
         });
     }
 
@@ -629,40 +603,24 @@ impl Filesystem for ConcertoFuse {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
-        let ctx = self.ctx(req);
         let data = data.to_vec();
-        self.spawn(async move {
-            let written = async {
-                let file = ctx.file(fh)?;
-                let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
-                ctx.client
-                    .write(&file, offset, &data)
-                    .await
-                    .map_err(|e| errno(&e))
-            };
-            match written.await {
-                Ok(()) => reply.written(data.len() as u32),
-                Err(e) => reply.error(e),
-            }
+        self.run(req, reply, |ctx| async move {
+            let file = ctx.file(fh)?;
+            let offset = u64::try_from(offset).map_err(|_| Errno(libc::EINVAL))?;
+            ctx.client.write(&file, offset, &data).await?;
+            Ok(data.len() as u32)
         });
     }
 
     /// close(2): the file's data is made durable on its servers before close returns.
-    fn flush(&mut self, req: &Request<'_>, _ino: u64, fh: u64, _owner: u64, reply: ReplyEmpty) {
-        self.fsync(req, 0, fh, false, reply);
+    fn flush(&mut self, req: &Request<'_>, ino: u64, fh: u64, _owner: u64, reply: ReplyEmpty) {
+        self.fsync(req, ino, fh, false, reply);
     }
 
     fn fsync(&mut self, req: &Request<'_>, _ino: u64, fh: u64, _datasync: bool, reply: ReplyEmpty) {
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            let synced = async {
-                let file = ctx.file(fh)?;
-                ctx.client.fsync(&file).await.map_err(|e| errno(&e))
-            };
-            match synced.await {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
+        self.run(req, reply, |ctx| async move {
+            let file = ctx.file(fh)?;
+            Ok(ctx.client.fsync(&file).await?)
         });
     }
 
@@ -681,20 +639,10 @@ impl Filesystem for ConcertoFuse {
     }
 
     fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            let listed = async {
-                let path = ctx.state().path(ino)?;
-                let entries = ctx.client.readdir(&path).await.map_err(|e| errno(&e))?;
-                let mut state = ctx.state();
-                let fh = state.handle();
-                state.listings.insert(fh, entries);
-                Ok(fh)
-            };
-            match listed.await {
-                Ok(fh) => reply.opened(fh, 0),
-                Err(e) => reply.error(e),
-            }
+        self.run(req, reply, |ctx| async move {
+            let path = ctx.state().path(ino)?;
+            let entries = ctx.client.readdir(&path).await?;
+            Ok((ctx.keep(|s| &mut s.listings, entries), 0))
         });
     }
 
@@ -745,12 +693,8 @@ impl Filesystem for ConcertoFuse {
     }
 
     fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
-        let ctx = self.ctx(req);
-        self.spawn(async move {
-            let counts = match ctx.client.statfs().await {
-                Ok(c) => c,
-                Err(e) => return reply.error(errno(&e)),
-            };
+        self.run(req, reply, |ctx| async move {
+            let counts = ctx.client.statfs().await?;
             // Space is what the data servers' file systems have, summed.
             let (mut total, mut free) = (0u64, 0u64);
             for s in ctx.client.stats().await.into_iter().flatten() {
@@ -759,16 +703,15 @@ impl Filesystem for ConcertoFuse {
             }
             const BLOCK: u64 = 4096;
             let files = counts.files + counts.directories;
-            reply.statfs(
-                total / BLOCK,
-                free / BLOCK,
-                free / BLOCK,
+            Ok(Statfs {
+                blocks: total / BLOCK,
+                free: free / BLOCK,
                 files,
-                u64::MAX - files,
-                BLOCK as u32,
-                crate::namespace::MAX_NAME as u32,
-                counts.default_layout.0.min(u32::MAX as u64) as u32,
-            );
+                ffree: u64::MAX - files,
+                bsize: BLOCK as u32,
+                namelen: crate::namespace::MAX_NAME as u32,
+                frsize: counts.default_layout.0.min(u32::MAX as u64) as u32,
+            })
         });
     }
 }

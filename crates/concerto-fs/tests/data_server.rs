@@ -29,11 +29,7 @@ async fn start(dir: &std::path::Path, policy: &str) -> ServerHandle {
 }
 
 fn who(app: u32) -> Identity {
-    Identity {
-        app,
-        rank: 0,
-        weight: None,
-    }
+    Identity::new(app, 0)
 }
 
 /// Several applications write random ranges of their own objects at once,

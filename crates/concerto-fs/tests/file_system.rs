@@ -25,14 +25,7 @@ fn spec(policy: PolicyConfig) -> LocalClusterSpec {
 }
 
 fn client(c: &LocalCluster, app: u32, rank: u32) -> FsClient {
-    FsClient::new(
-        c.cluster.clone(),
-        Identity {
-            app,
-            rank,
-            weight: None,
-        },
-    )
+    FsClient::new(c.cluster.clone(), Identity::new(app, rank))
 }
 
 fn kind(e: &ClientError) -> Option<ErrorKind> {

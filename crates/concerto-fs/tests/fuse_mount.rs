@@ -56,14 +56,7 @@ fn posix_calls_and_programs_on_the_mount() {
             },
         ))
         .unwrap();
-    let client = FsClient::new(
-        cluster.cluster.clone(),
-        Identity {
-            app: 1,
-            rank: 0,
-            weight: None,
-        },
-    );
+    let client = FsClient::new(cluster.cluster.clone(), Identity::new(1, 0));
     let mnt = dir.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
     let mounted = mount(

@@ -79,6 +79,15 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// Application `app`, rank `rank`, the servers' default weight.
+    pub fn new(app: u32, rank: u32) -> Identity {
+        Identity {
+            app,
+            rank,
+            weight: None,
+        }
+    }
+
     /// The application id from `CONCERTO_APP_ID`, else the batch job id
     /// (`SLURM_JOB_ID`), else this process's id; rank from `CONCERTO_RANK`
     /// (else 0).
@@ -91,11 +100,7 @@ impl Identity {
         let app = num("CONCERTO_APP_ID")
             .or_else(|| num("SLURM_JOB_ID"))
             .unwrap_or_else(std::process::id);
-        Identity {
-            app,
-            rank: num("CONCERTO_RANK").unwrap_or(0),
-            weight: None,
-        }
+        Identity::new(app, num("CONCERTO_RANK").unwrap_or(0))
     }
 
     pub fn tags(&self) -> Tags {
