@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
+import subprocess
+import sys
+import time
+import tomllib
 from pathlib import Path
 
 from conftest import ROOT, concerto
+
+from concerto import cluster as local
 
 
 def test_sim_run_writes_results(small_scenario: Path, tmp_path: Path) -> None:
@@ -66,21 +73,19 @@ def test_bad_input_gives_clear_errors(small_scenario: Path, tmp_path: Path) -> N
     assert r.returncode == 2 and "invalid TOML" in r.stderr
 
 
-def _demo_servers() -> list[str]:
-    """Command lines of running servers the demo started (its cluster lives in a concerto-demo-* directory)."""
-    out = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if "concerto-demo-" in cmd and " server " in cmd:
-            out.append(cmd)
-    return out
+def _server_pids(cluster_dir: Path) -> list[int]:
+    """The server processes a demo started, from its own cluster file."""
+    text = (cluster_dir / "cluster.toml").read_text()
+    return [s["pid"] for s in tomllib.loads(text)["servers"]]
+
+
+def _running(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if local.server_alive(pid)]
 
 
 def test_demo_runs_real_and_simulated(tmp_path: Path) -> None:
-    r = concerto("demo", "--out", str(tmp_path))
+    cluster_dir = tmp_path / "cluster"
+    r = concerto("demo", "--out", str(tmp_path), "--cluster-dir", str(cluster_dir))
     assert r.returncode == 0, r.stderr
     data = json.loads((tmp_path / "demo.json").read_text())
     assert list(data) == ["fifo", "coordinated", "sfq-d-plus"]
@@ -92,33 +97,26 @@ def test_demo_runs_real_and_simulated(tmp_path: Path) -> None:
     assert data["coordinated"]["simulated"]["avg_completion_s"] < data["fifo"]["simulated"]["avg_completion_s"]
     assert (tmp_path / "demo.png").exists()
     assert "stopped 4 servers" in r.stdout
-    assert _demo_servers() == []
+    pids = _server_pids(cluster_dir)
+    assert len(pids) == 4 and _running(pids) == []
 
 
 def test_an_interrupted_demo_stops_its_servers(tmp_path: Path) -> None:
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    p = subprocess.Popen([sys.executable, "-m", "concerto", "demo", "--out", str(tmp_path)], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
-    def cluster_running() -> bool:
-        servers = _demo_servers()
-        if not servers:
-            return False
-        config = Path(servers[0].split("--config ")[1].split()[0])
-        return (config.parent / "cluster.toml").exists()
-
+    cluster_dir = tmp_path / "cluster"
+    p = subprocess.Popen([sys.executable, "-m", "concerto", "demo", "--out", str(tmp_path), "--cluster-dir",
+                          str(cluster_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # The cluster file is written once every server answers; the demo is then running its first policy.
     deadline = time.monotonic() + 60
-    while not cluster_running() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert cluster_running(), "the demo started no cluster"
-    time.sleep(0.5)
+    while not (cluster_dir / "cluster.toml").exists():
+        assert p.poll() is None, p.communicate()[0]
+        assert time.monotonic() < deadline, "the demo started no cluster"
+        time.sleep(0.05)
+    pids = _server_pids(cluster_dir)
+    assert len(_running(pids)) == 4
     p.send_signal(signal.SIGTERM)
     out, _ = p.communicate(timeout=60)
     assert "stopped 4 servers" in out, out
-    assert _demo_servers() == []
+    assert _running(pids) == []
 
 
 def test_reproduce_coordination_quick(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def mounted(tmp_path):
     local.down(tmp_path / "cluster")
 
 
-def test_fio_verifies_every_block_written_through_the_mount(mounted):
+def test_fio_verifies_every_block_written_through_the_mount(mounted, tmp_path):
     cluster, mnt, proc = mounted
     # Two jobs (two processes) write their own files in random 64 KiB blocks
     # with a checksum in each, then read every block back and check it.
@@ -52,7 +52,8 @@ def test_fio_verifies_every_block_written_through_the_mount(mounted):
         ["fio", "--name=verify", f"--directory={mnt}", "--rw=randwrite", "--bs=64k", "--size=4m",
          "--numjobs=2", "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
          "--end_fsync=1", "--output-format=json"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "CONCERTO_APP_ID": "41"})
+        # fio writes its verify state files into its working directory.
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**os.environ, "CONCERTO_APP_ID": "41"})
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout[run.stdout.index("{"):])
     jobs = report["jobs"]

@@ -30,6 +30,14 @@ def test_policy_parameters_only_reach_policies_that_take_them() -> None:
     assert p.key("fifo") == Point({"policy.window": "1s", "cluster.servers": 4}).key("fifo")
 
 
+def test_sfq_parameters_reach_the_sfq_policies() -> None:
+    # Sweeping L or D for SFQ(D)+ must run different points, not repeat one.
+    p = Point({"policy.large_slots": 3, "policy.depth": 8})
+    assert p.overrides("sfq-d-plus") == ["policy.large_slots=3", "policy.depth=8", "policy.kind=sfq-d-plus"]
+    assert p.overrides("sfq-d") == ["policy.depth=8", "policy.kind=sfq-d"]
+    assert p.key("sfq-d-plus") != Point({"policy.large_slots": 5, "policy.depth": 8}).key("sfq-d-plus")
+
+
 def test_bad_sweeps_are_reported() -> None:
     with pytest.raises(ConfigError, match="non-empty list"):
         expand({"a": 3}, n_apps=1, where="experiment.sweep")

@@ -179,6 +179,18 @@ def reproduce_vpfs(quick: bool, out: Path, seed: int | None) -> None:
     _reproduce("vpfs", out, quick, seed)
 
 
+@reproduce.command("total-service")
+@click.option("--quick", is_flag=True, help="Shorter runs (about half a minute).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/total-service"),
+              show_default=True)
+@seed_opt
+@guarded
+def reproduce_total_service(quick: bool, out: Path, seed: int | None) -> None:
+    """vPFS claim v7 on a real 4-server cluster and in the simulator: per-server SFQ(D)+ against service-sync
+    (service reports exchanged between the real servers)."""
+    _reproduce("total_service", out, quick, seed)
+
+
 @main.command("profile")
 @click.option("--device", "device", required=True, metavar="SPEC",
               help="The device: a TOML file (a scenario's [cluster.device], a [device] table, or the keys alone) "
@@ -219,12 +231,15 @@ def profile_cmd(device: str, sizes: str | None, depths: str | None, count: int |
 
 @main.command()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/demo"), show_default=True)
+@click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the demo cluster's files (server files, logs, cluster.toml) here; "
+                   "default: a temporary directory removed at the end.")
 @guarded
-def demo(out: Path) -> None:
+def demo(out: Path, cluster_dir: Path | None) -> None:
     """FIFO, coordinated and SFQ(D)+ on a real local cluster and in the simulator, side by side."""
     from concerto.demo import run_demo
 
-    run_demo(out, console)
+    run_demo(out, console, cluster_dir)
 
 
 # The real file system's commands live in their own module.

@@ -44,16 +44,23 @@ class ClusterSpec:
     timeout_s: float = 10.0
     metrics: bool = True
     depth: int = 8
+    # An emulated device given by its numbers (bandwidth, latency, seek,
+    # parallelism), in place of a throttle preset.
+    device: dict | None = None
 
 
 def server_file(spec: ClusterSpec, directory: Path, i: int, listen: str = "127.0.0.1:0",
-                metrics: str | None = "127.0.0.1:0") -> dict:
+                metrics: str | None = "127.0.0.1:0", peers: list[str] | None = None) -> dict:
     roles = ["data", "metadata"] if i == spec.meta else ["data"]
     server = {"listen": listen, "data_dir": str((directory / f"s{i}").resolve()), "roles": roles, "depth": spec.depth}
     if spec.metrics and metrics:
         server["metrics"] = metrics
-    cfg: dict = {"server": server, "policy": {"kind": spec.policy, **(spec.policy_params or {})}}
-    if spec.throttle != "none":
+    if peers:
+        server["peers"] = peers
+    cfg: dict = {"server": server, "policy": policy_table(spec.policy, spec.policy_params or {})}
+    if spec.device is not None:
+        cfg["throttle"] = dict(spec.device)
+    elif spec.throttle != "none":
         cfg["throttle"] = {"preset": spec.throttle}
     if i == spec.meta:
         meta = {"data_servers": list(range(spec.servers)), "stripe_unit": spec.stripe_unit}
@@ -82,7 +89,7 @@ def _wait_ready(proc: subprocess.Popen, ready: Path, log: Path, deadline: float)
     raise ClusterError(f"server {ready.stem} did not start within the time allowed (log: {log})")
 
 
-def _alive(pid: int) -> bool:
+def server_alive(pid: int) -> bool:
     """Whether ``pid`` is a running ``concerto server`` (not a reused pid)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -107,7 +114,7 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
         raise ClusterError(f"--throttle {spec.throttle!r} is not one of {', '.join(THROTTLES)}")
     directory.mkdir(parents=True, exist_ok=True)
     cluster_file = directory / "cluster.toml"
-    if cluster_file.exists() and any(_alive(s.get("pid", -1)) for s in read_cluster(cluster_file)["servers"]):
+    if cluster_file.exists() and any(server_alive(s.get("pid", -1)) for s in read_cluster(cluster_file)["servers"]):
         raise ClusterError(f"{cluster_file}: a cluster is already running there (stop it with `concerto cluster down --dir {directory}`)")
     procs: list[subprocess.Popen] = []
     entries = []
@@ -119,10 +126,12 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
             path.write_text(tomli_w.dumps(cfg))
             procs.append(_spawn(path, directory / f"s{i}.ready", directory / f"s{i}.log"))
         deadline = time.monotonic() + start_timeout_s
-        for i, proc in enumerate(procs):
-            ready = _wait_ready(proc, directory / f"s{i}.ready", directory / f"s{i}.log", deadline)
-            # Pin the ports it got, so a restart from this file comes back at the same address.
-            cfg = server_file(spec, directory, i, listen=ready["address"], metrics=ready.get("metrics"))
+        readies = [_wait_ready(proc, directory / f"s{i}.ready", directory / f"s{i}.log", deadline)
+                   for i, proc in enumerate(procs)]
+        peers = [r["address"] for r in readies]  # every server has the data role
+        for i, (proc, ready) in enumerate(zip(procs, readies)):
+            # Pin the ports it got, so a restart from this file comes back at the same address, with its peers.
+            cfg = server_file(spec, directory, i, listen=ready["address"], metrics=ready.get("metrics"), peers=peers)
             (directory / f"s{i}.toml").write_text(tomli_w.dumps(cfg))
             entry = {"id": i, "address": ready["address"], "roles": cfg["server"]["roles"], "pid": proc.pid,
                      "config": str((directory / f"s{i}.toml").resolve())}
@@ -133,6 +142,8 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
         _native.check_cluster_file(text)
         cluster_file.write_text(text)
         wait_answering(cluster_file, deadline)
+        # The running servers learn their peers now; their files name them for a restart.
+        Client(cluster_file).introduce_peers()
     except BaseException:
         for proc in procs:
             _stop_pid(proc.pid)
@@ -165,17 +176,17 @@ def read_cluster(cluster_file: Path) -> dict:
 
 def _stop_pid(pid: int, grace_s: float = 10.0) -> bool:
     """SIGTERM, then SIGKILL after ``grace_s``; True if it was running."""
-    if not _alive(pid):
+    if not server_alive(pid):
         return False
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + grace_s
-    while _alive(pid) and time.monotonic() < deadline:
+    while server_alive(pid) and time.monotonic() < deadline:
         _reap(pid)
         time.sleep(0.05)
-    if _alive(pid):
+    if server_alive(pid):
         os.kill(pid, signal.SIGKILL)
     _reap(pid)
     return True
@@ -209,10 +220,16 @@ def restart_server(cluster_file: Path, server_id: int, timeout_s: float = 30.0) 
     return proc.pid
 
 
-def policy_toml(name: str, params: dict[str, str]) -> str:
-    """A ``[policy]`` table's text from a name and ``key=value`` parameters
-    (values in TOML syntax; a bare word is taken as a string)."""
-    return tomli_w.dumps({"kind": name, **{k: _toml_value(v) for k, v in params.items()}})
+def policy_table(name: str, params: dict) -> dict:
+    """A ``[policy]`` table from a name and parameters: a string value is read
+    as TOML (``"5"`` is the number 5, as with ``sim --set``; a bare word
+    stays a string), other values are taken as they are."""
+    return {"kind": name, **{k: _toml_value(v) if isinstance(v, str) else v for k, v in params.items()}}
+
+
+def policy_toml(name: str, params: dict) -> str:
+    """The text of :func:`policy_table`, as servers take it over the wire."""
+    return tomli_w.dumps(policy_table(name, params))
 
 
 def _toml_value(text: str):

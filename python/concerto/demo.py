@@ -14,6 +14,7 @@ Every server the demo starts is stopped when it ends, also on Ctrl-C.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import signal
@@ -188,13 +189,16 @@ def plot(results: dict, base: Path) -> None:
     plt.close(fig)
 
 
-def run_demo(out: Path, console: Console) -> dict:
+def run_demo(out: Path, console: Console, cluster_dir: Path | None = None) -> dict:
     console.print(f"[bold]Concerto demo[/]: starting {SERVERS} HDD-class servers on loopback ...")
     results: dict[str, dict] = {}
     # SIGTERM ends the demo like Ctrl-C does, so the servers are stopped either way.
     previous = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    with tempfile.TemporaryDirectory(prefix="concerto-demo-") as tmp:
-        directory = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        if cluster_dir is None:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="concerto-demo-")))
+        else:
+            directory = cluster_dir
         try:
             cluster_file = local.up(directory, local.ClusterSpec(servers=SERVERS, policy="fifo", throttle="hdd",
                                                                  stripe_unit=STRIPE_UNIT, timeout_s=30.0, depth=DEPTH))

@@ -190,9 +190,16 @@ class Client:
         """One dict per server: ``{"policy", "roles"}`` or ``{"error": ...}``."""
         return json.loads(self._native.ping())
 
-    def set_policy(self, policy_toml: str) -> None:
-        """Switches every server's policy live, e.g. ``'kind = "sfq-d-plus"'``."""
-        self._native.set_policy(policy_toml)
+    def set_policy(self, policy_toml: str) -> list[int]:
+        """Switches every server's policy live, e.g. ``'kind = "sfq-d-plus"'``.
+
+        Returns, per server, how many requests the previous policy still held
+        (queued or in service): it finishes them before it goes."""
+        return self._native.set_policy(policy_toml)
+
+    def introduce_peers(self) -> None:
+        """Tells every data server the others' addresses, where ``service-sync`` sends its service reports."""
+        self._native.introduce_peers()
 
 
 def connect(cluster: str | Path | None = None, **identity) -> Client:

@@ -229,8 +229,9 @@ def _seconds(bound: float | None, last: float) -> str:
 def cluster_policy(cluster_file: Path | None, name: str, params) -> None:
     """Switch every server to policy NAME, live (queued requests are not lost)."""
     text = local.policy_toml(name, _params(params))
-    Client(cluster_path(cluster_file)).set_policy(text)
-    console.print(f"every server now schedules with {name}")
+    retiring = Client(cluster_path(cluster_file)).set_policy(text)
+    console.print(f"every server now schedules with {name}; the previous policy finishes the "
+                  f"{sum(retiring)} requests it still held")
 
 
 # ---------------------------------------------------------------- fs

@@ -22,8 +22,9 @@ from typing import Any, Callable
 from concerto import _native
 from concerto.sim import ScenarioSource, simulate
 
-# Policy parameters each policy accepts (the rest are dropped for it).
-POLICY_PARAMS = {"coordinated": {"policy.window", "policy.time_source"}}
+def _accepted(policy: str) -> set[str]:
+    """The ``policy.*`` keys ``policy`` takes, as the Rust side defines them (the rest are dropped for it)."""
+    return {f"policy.{k}" for k in _native.policy_keys(policy)}
 
 
 def toml_literal(value: Any) -> str:
@@ -46,12 +47,12 @@ class Point:
     params: dict[str, Any]
 
     def overrides(self, policy: str) -> list[str]:
-        accepted = POLICY_PARAMS.get(policy, set())
+        accepted = _accepted(policy)
         sets = [f"{k}={toml_literal(v)}" for k, v in self.params.items() if not k.startswith("policy.") or k in accepted]
         return [*sets, f"policy.kind={policy}"]
 
     def key(self, policy: str) -> tuple:
-        accepted = POLICY_PARAMS.get(policy, set())
+        accepted = _accepted(policy)
         return tuple((k, json.dumps(v)) for k, v in self.params.items() if not k.startswith("policy.") or k in accepted)
 
 

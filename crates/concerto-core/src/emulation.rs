@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::server::DeviceClass;
 use crate::time::Time;
 use crate::units::Bandwidth;
 
@@ -56,6 +57,15 @@ impl EmulationConfig {
             "hdd" => Some(EmulationConfig::hdd()),
             "ssd" => Some(EmulationConfig::ssd()),
             _ => None,
+        }
+    }
+
+    /// Several channels make it flash-like for policy defaults; one, a disk arm.
+    pub fn class(&self) -> DeviceClass {
+        if self.parallelism > 1 {
+            DeviceClass::Flash
+        } else {
+            DeviceClass::Rotational
         }
     }
 

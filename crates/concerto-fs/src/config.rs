@@ -59,6 +59,9 @@ struct ServerSection {
     #[serde(default = "default_depth")]
     depth: u32,
     capacity: Option<Bandwidth>,
+    /// The other data servers (`service-sync` sends them its service reports).
+    #[serde(default)]
+    peers: Vec<SocketAddr>,
 }
 
 fn default_depth() -> u32 {
@@ -174,6 +177,7 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
         metadata,
         throttle,
         metrics: f.server.metrics,
+        peers: f.server.peers,
     })
 }
 

@@ -19,6 +19,7 @@ pub mod local;
 pub mod metadata;
 mod metrics;
 pub mod namespace;
+mod peers;
 pub mod protocol;
 pub mod server;
 pub mod stats;

@@ -8,6 +8,7 @@ use std::path::Path;
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::PolicyConfig;
 
+use crate::client::{FsClient, Identity};
 use crate::config::{ClusterFile, ClusterSection, ServerEntry};
 use crate::metadata::MetadataConfig;
 use crate::protocol::Role;
@@ -68,6 +69,11 @@ impl LocalCluster {
             },
             servers: entries,
         };
+        // Every data server learns the others, for service reports.
+        FsClient::new(cluster.clone(), Identity::new(0, 0))
+            .introduce_peers()
+            .await
+            .map_err(|e| io::Error::other(e.to_string()))?;
         Ok(LocalCluster { servers, cluster })
     }
 

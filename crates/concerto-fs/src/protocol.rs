@@ -23,13 +23,16 @@ use thiserror::Error;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio_util::codec::LengthDelimitedCodec;
 
+use std::net::SocketAddr;
+
+use concerto_core::server::ServiceReport;
 use concerto_core::{Extent, MetaOp};
 
 use crate::namespace;
 use crate::stats::ServerStats;
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -40,6 +43,9 @@ pub const MAX_SEGMENTS: usize = 4096;
 pub const MAX_TEXT: usize = 64 * 1024;
 /// Most entries one readdir reply carries; larger directories are read in pages.
 pub const MAX_ENTRIES: usize = 1024;
+/// Most applications one service report names, and most peers a server is given.
+pub const MAX_REPORT_APPS: usize = 64 * 1024;
+pub const MAX_PEERS: usize = 4096;
 /// Largest stripe unit a layout may ask for.
 pub const MAX_STRIPE_UNIT: u64 = 1 << 30;
 
@@ -113,8 +119,19 @@ pub enum Message {
     },
     /// The server's statistics.
     Stats,
+    /// Another data server's service report (total-service sharing, `service-sync`).
+    ServiceReport(ServiceReport),
+    /// The other data servers this one sends its service reports to (replaces the list).
+    SetPeers {
+        peers: Vec<SocketAddr>,
+    },
     /// Replies.
     Done,
+    /// The policy was switched; the previous policies still hold `retiring`
+    /// requests (queued or in service), which they finish before they go.
+    Switched {
+        retiring: u64,
+    },
     Data {
         /// Travels as the frame's payload.
         #[serde(skip)]
@@ -562,6 +579,28 @@ impl Envelope {
                 }
             }
             Message::SetPolicy { policy } => check_text("policy", policy),
+            Message::ServiceReport(report) => {
+                if report.served.len() > MAX_REPORT_APPS {
+                    return field(
+                        "served",
+                        format!("more than {MAX_REPORT_APPS} applications"),
+                    );
+                }
+                if let Some((app, _, w)) = report
+                    .served
+                    .iter()
+                    .find(|(_, _, w)| !(w.is_finite() && *w > 0.0))
+                {
+                    return field(
+                        "served",
+                        format!("application {}: weight {w} is not > 0", app.0),
+                    );
+                }
+                Ok(())
+            }
+            Message::SetPeers { peers } if peers.len() > MAX_PEERS => {
+                field("peers", format!("more than {MAX_PEERS} peers"))
+            }
             Message::Error { message, .. } => check_text("message", message),
             Message::Data { data } if data.len() as u64 > MAX_IO => {
                 field("data", "over the size limit".into())
@@ -671,7 +710,30 @@ mod tests {
             Just(Message::Ping),
             Just(Message::Stats),
             ".{0,40}".prop_map(|policy| Message::SetPolicy { policy }),
+            proptest::collection::vec((any::<u32>(), any::<u64>(), 0.01f64..100.0), 0..8).prop_map(
+                |served| Message::ServiceReport(ServiceReport {
+                    served: served
+                        .into_iter()
+                        .map(|(app, bytes, w)| (concerto_core::AppId(app), bytes, w))
+                        .collect()
+                })
+            ),
+            any::<u64>().prop_map(|retiring| Message::Switched { retiring }),
         ]
+    }
+
+    #[test]
+    fn a_report_with_a_weight_that_is_not_positive_is_refused() {
+        for w in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let env = Envelope::new(
+                1,
+                Message::ServiceReport(ServiceReport {
+                    served: vec![(concerto_core::AppId(7), 10, w)],
+                }),
+            );
+            let err = Envelope::decode(env.encode().into()).unwrap_err();
+            assert!(err.to_string().contains("application 7"), "{err}");
+        }
     }
 
     proptest! {

@@ -24,13 +24,12 @@ use tokio::task::JoinHandle;
 use tokio_util::codec::FramedRead;
 
 use concerto_core::emulation::EmulationConfig;
-use concerto_core::server::default_window;
+use concerto_core::server::{DeviceClass, DeviceDefaults, Driver, ServiceReport, Ticket};
 use concerto_core::units::Bandwidth;
-use concerto_core::{
-    AppId, Extent, MetaOp, ObjectId, Op, PolicyConfig, Request, RequestId, RequestQueue, Time,
-};
+use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, PolicyConfig, Request, RequestId, Time};
 
 use crate::metadata::{MetadataConfig, MetadataStore};
+use crate::peers::PeerLink;
 use crate::protocol::{
     frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Role, Tags,
 };
@@ -55,6 +54,23 @@ pub struct ServerConfig {
     pub throttle: Option<EmulationConfig>,
     /// Where to serve Prometheus metrics over HTTP.
     pub metrics: Option<SocketAddr>,
+    /// The other data servers, which a `service-sync` policy sends its service reports to.
+    pub peers: Vec<SocketAddr>,
+}
+
+impl ServerConfig {
+    /// The device facts the policy's unset parameters default to: the
+    /// throttle's device class when there is one, else a disk's.
+    pub fn device_defaults(&self) -> DeviceDefaults {
+        DeviceDefaults {
+            class: self
+                .throttle
+                .as_ref()
+                .map_or(DeviceClass::Rotational, |t| t.class()),
+            depth: self.depth,
+            capacity: self.capacity,
+        }
+    }
 }
 
 impl ServerConfig {
@@ -70,6 +86,7 @@ impl ServerConfig {
             metadata: None,
             throttle: None,
             metrics: None,
+            peers: Vec::new(),
         }
     }
 }
@@ -187,9 +204,25 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
 /// What the scheduling loop is asked to do.
 pub(crate) enum Command {
     Submit(Job),
-    SetPolicy { policy: String, reply: Reply },
-    Ping { reply: Reply },
-    Stats { reply: oneshot::Sender<ServerStats> },
+    SetPolicy {
+        policy: String,
+        reply: Reply,
+    },
+    Ping {
+        reply: Reply,
+    },
+    Stats {
+        reply: oneshot::Sender<ServerStats>,
+    },
+    /// A peer's service report, to charge to the policy.
+    Absorb {
+        report: ServiceReport,
+        reply: Reply,
+    },
+    SetPeers {
+        peers: Vec<SocketAddr>,
+        reply: Reply,
+    },
 }
 
 /// A request as the policy sees it, what the storage does for it, and where the answer goes.
@@ -420,6 +453,8 @@ async fn connection(
             ),
             Message::Ping => Command::Ping { reply },
             Message::SetPolicy { policy } => Command::SetPolicy { policy, reply },
+            Message::ServiceReport(report) => Command::Absorb { report, reply },
+            Message::SetPeers { peers } => Command::SetPeers { peers, reply },
             Message::Stats => {
                 let (tx, rx) = oneshot::channel();
                 tokio::spawn(async move {
@@ -486,19 +521,10 @@ impl Clock {
     }
 }
 
-/// A policy and the requests it dispatched that are still in flight. After
-/// a live switch the old one keeps serving what it holds until it drains.
-struct Generation {
-    queue: Box<dyn RequestQueue>,
-    depth: u32,
-    in_flight: u32,
-    slots_used: u32,
-}
-
 /// A request on the storage (its reply already travels with the work).
 struct InFlight {
-    generation: usize,
     req: Request,
+    ticket: Ticket,
     arrived: Time,
 }
 
@@ -515,6 +541,9 @@ struct Finished {
     moved: u64,
 }
 
+/// The scheduling loop: core's [`Driver`] decides what runs and when; this
+/// loop carries requests to the storage executor and back, moves service
+/// reports to and from the peers, and keeps the statistics.
 async fn schedule(
     cfg: ServerConfig,
     addr: SocketAddr,
@@ -524,94 +553,74 @@ async fn schedule(
 ) {
     let clock = Clock::new();
     let backend = Arc::new(backend);
-    let build = |p: &PolicyConfig| -> Generation {
-        let mut p = p.clone();
-        p.resolve(default_window::HDD, cfg.capacity);
-        let queue = p.build(default_window::HDD);
-        let depth = queue.depth().unwrap_or(cfg.depth).max(1);
-        Generation {
-            queue,
-            depth,
-            in_flight: 0,
-            slots_used: 0,
-        }
-    };
-    let mut generations: Vec<Generation> = vec![build(&cfg.policy)];
-    let mut policy_name = cfg.policy.name().to_string();
+    let mut driver = Driver::new(&cfg.policy, cfg.device_defaults());
+    let peers = PeerLink::start(addr, cfg.peers.clone());
     let mut waiting: HashMap<u64, Waiting> = HashMap::new();
     let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
     let mut recorder = Recorder::new(clock.now());
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Finished>();
     let mut next_id = 0u64;
-    let mut out = Vec::new();
+    let mut started = Vec::new();
     loop {
-        // Start whatever fits, oldest generation first so a retiring policy drains.
         let now = clock.now();
         recorder.advance(now);
-        let mut wakeup: Option<Time> = None;
-        let mut free_while_waiting = false;
-        for (gi, g) in generations.iter_mut().enumerate() {
-            let free = g.depth.saturating_sub(g.slots_used);
-            if free > 0 && !g.queue.is_empty() {
-                out.clear();
-                g.queue.dispatch(now, free, &mut out);
-                for req in out.drain(..) {
-                    g.slots_used += g.queue.slot_cost(&req);
-                    g.in_flight += 1;
-                    recorder.dispatched(req.app.0);
-                    let id = req.id.0;
-                    let Some(w) = waiting.remove(&id) else {
-                        continue;
-                    };
-                    let (backend, done) = (backend.clone(), done_tx.clone());
-                    let at = Placement {
-                        object: req.object.0,
-                        offset: req.offset,
-                        len: req.len,
-                    };
-                    let now_ns = now.as_nanos();
-                    let writes = req.op == Op::Write;
-                    in_flight.insert(
-                        id,
-                        InFlight {
-                            generation: gi,
-                            req,
-                            arrived: w.arrived,
-                        },
-                    );
-                    let (action, reply) = (w.action, w.reply);
-                    tokio::task::spawn_blocking(move || {
-                        let message = action.execute(&backend, at, now_ns);
-                        let moved = match &message {
-                            Message::Data { data } => data.len() as u64,
-                            Message::Done if writes => at.len,
-                            _ => 0,
-                        };
-                        // Answer first: the client need not wait for the scheduling loop.
-                        reply.send(message);
-                        let _ = done.send(Finished { id, moved });
-                    });
-                }
-            }
-            free_while_waiting |= g.slots_used < g.depth && !g.queue.is_empty();
-            if let Some(at) = g.queue.next_wakeup(now) {
-                wakeup = Some(wakeup.map_or(at, |w: Time| w.min(at)));
-            }
+        started.clear();
+        driver.dispatch(now, &mut started);
+        for (req, ticket) in started.drain(..) {
+            recorder.dispatched(req.app.0);
+            let id = req.id.0;
+            let Some(w) = waiting.remove(&id) else {
+                continue;
+            };
+            let (backend, done) = (backend.clone(), done_tx.clone());
+            let at = Placement {
+                object: req.object.0,
+                offset: req.offset,
+                len: req.len,
+            };
+            let now_ns = now.as_nanos();
+            let writes = req.op == Op::Write;
+            in_flight.insert(
+                id,
+                InFlight {
+                    req,
+                    ticket,
+                    arrived: w.arrived,
+                },
+            );
+            let (action, reply) = (w.action, w.reply);
+            tokio::task::spawn_blocking(move || {
+                let message = action.execute(&backend, at, now_ns);
+                let moved = match &message {
+                    Message::Data { data } => data.len() as u64,
+                    Message::Done if writes => at.len,
+                    _ => 0,
+                };
+                // Bookkeeping first: once the client has its answer it may
+                // ask for statistics, and those must already count this
+                // request (the loop drains completions before commands).
+                let _ = done.send(Finished { id, moved });
+                reply.send(message);
+            });
         }
-        recorder.set_free_slots(free_while_waiting);
-        // Drop retired generations that have nothing left.
-        while generations.len() > 1
-            && generations[0].queue.is_empty()
-            && generations[0].in_flight == 0
-        {
-            generations.remove(0);
-            for f in in_flight.values_mut() {
-                f.generation -= 1;
-            }
-        }
-        let sleep = wakeup
+        recorder.set_free_slots(driver.waiting_with_free_slots());
+        let sleep = driver
+            .next_wakeup(now)
             .map(|at| std::time::Duration::from_nanos((at.saturating_sub(clock.now())).as_nanos()));
         tokio::select! {
+            // Completions before commands: a command that follows a reply
+            // (statistics, a policy switch) sees that request finished.
+            biased;
+            Some(Finished { id, moved }) = done_rx.recv() => {
+                if let Some(f) = in_flight.remove(&id) {
+                    let now = clock.now();
+                    if let Some(report) = driver.complete(&f.req, f.ticket, now) {
+                        recorder.report_sent();
+                        peers.send(report);
+                    }
+                    recorder.completed(f.req.app.0, f.req.op, moved, now.saturating_sub(f.arrived));
+                }
+            }
             cmd = rx.recv() => match cmd {
                 None => break,
                 Some(Command::Submit(mut job)) => {
@@ -621,22 +630,25 @@ async fn schedule(
                     recorder.advance(arrived);
                     recorder.enqueued(job.req.app.0);
                     waiting.insert(next_id, Waiting { action: job.action, reply: job.reply, arrived });
-                    let current = generations.len() - 1;
-                    generations[current].queue.enqueue(job.req, arrived);
+                    driver.enqueue(job.req, arrived);
                 }
                 Some(Command::Ping { reply }) => {
-                    reply.send(Message::Pong { policy: policy_name.clone(), roles: cfg.roles.clone() });
+                    reply.send(Message::Pong { policy: driver.policy().name().to_string(), roles: cfg.roles.clone() });
                 }
                 Some(Command::SetPolicy { policy, reply }) => {
-                    let answer = match parse_policy(&policy) {
-                        Ok(p) => {
-                            policy_name = p.name().to_string();
-                            generations.push(build(&p));
-                            Message::Done
-                        }
+                    reply.send(match parse_policy(&policy) {
+                        Ok(p) => Message::Switched { retiring: driver.switch(&p) },
                         Err(message) => Message::Error { kind: ErrorKind::Invalid, message },
-                    };
-                    reply.send(answer);
+                    });
+                }
+                Some(Command::Absorb { report, reply }) => {
+                    driver.absorb(&report);
+                    recorder.report_received();
+                    reply.send(Message::Done);
+                }
+                Some(Command::SetPeers { peers: list, reply }) => {
+                    peers.set(list);
+                    reply.send(Message::Done);
                 }
                 Some(Command::Stats { reply }) => {
                     let now = clock.now();
@@ -645,28 +657,19 @@ async fn schedule(
                     let _ = reply.send(ServerStats {
                         address: addr.to_string(),
                         roles: cfg.roles.clone(),
-                        policy: policy_name.clone(),
+                        policy: driver.policy().name().to_string(),
                         throttle: backend.throttle.as_ref().map(|t| t.describe()),
                         uptime_s: recorder.uptime_s(now),
-                        queued: generations.iter().map(|g| g.queue.len() as u64).sum(),
+                        queued: driver.queued() as u64,
                         in_flight: in_flight.len() as u64,
                         apps: recorder.apps(),
                         latency: recorder.latency(),
+                        reports: recorder.reports(),
                         space_total,
                         space_free,
                     });
                 }
             },
-            Some(Finished { id, moved }) = done_rx.recv() => {
-                if let Some(f) = in_flight.remove(&id) {
-                    let now = clock.now();
-                    let g = &mut generations[f.generation];
-                    g.slots_used = g.slots_used.saturating_sub(g.queue.slot_cost(&f.req));
-                    g.in_flight -= 1;
-                    g.queue.complete(&f.req, now);
-                    recorder.completed(f.req.app.0, f.req.op, moved, now.saturating_sub(f.arrived));
-                }
-            }
             _ = tokio::time::sleep(sleep.unwrap_or_default()), if sleep.is_some() => {}
             _ = stopped.changed() => break,
         }

@@ -102,9 +102,18 @@ pub struct ServerStats {
     pub in_flight: u64,
     pub apps: Vec<AppStats>,
     pub latency: Vec<LatencyHistogram>,
+    /// Service reports exchanged with the peers (total-service sharing).
+    pub reports: ReportCounts,
     /// The data directory's file system, bytes.
     pub space_total: u64,
     pub space_free: u64,
+}
+
+/// Service reports a server sent (each to every peer) and received.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportCounts {
+    pub sent: u64,
+    pub received: u64,
 }
 
 /// What the scheduling loop updates as requests move.
@@ -115,6 +124,7 @@ pub struct Recorder {
     free_slots: bool,
     apps: BTreeMap<u32, AppStats>,
     latency: [LatencyHistogram; 3],
+    reports: ReportCounts,
 }
 
 impl Recorder {
@@ -129,7 +139,20 @@ impl Recorder {
                 LatencyHistogram::new("write"),
                 LatencyHistogram::new("metadata"),
             ],
+            reports: ReportCounts::default(),
         }
+    }
+
+    pub fn report_sent(&mut self) {
+        self.reports.sent += 1;
+    }
+
+    pub fn report_received(&mut self) {
+        self.reports.received += 1;
+    }
+
+    pub fn reports(&self) -> ReportCounts {
+        self.reports
     }
 
     /// Accounts the time since the last call to the applications waiting.
@@ -275,6 +298,18 @@ impl ServerStats {
             "Requests served per application.",
             &ops,
         );
+        metric(
+            "service_reports_total",
+            "counter",
+            "Service reports sent to the peers and received from them (service-sync).",
+            &[
+                ("{direction=\"sent\"}".to_string(), self.reports.sent as f64),
+                (
+                    "{direction=\"received\"}".to_string(),
+                    self.reports.received as f64,
+                ),
+            ],
+        );
         let queued = per_app("", &[("", |a| a.queued as f64)]);
         metric(
             "app_queued",
@@ -367,6 +402,10 @@ mod tests {
             in_flight: 0,
             apps: r.apps(),
             latency: r.latency(),
+            reports: ReportCounts {
+                sent: 3,
+                received: 2,
+            },
             space_total: 0,
             space_free: 0,
         };
@@ -374,5 +413,6 @@ mod tests {
         assert!(text.contains("concerto_app_bytes_total{app=\"7\",op=\"read\"} 16384"));
         assert!(text.contains("concerto_request_latency_seconds_bucket{op=\"read\",le=\"+Inf\"} 4"));
         assert!(text.contains("concerto_request_latency_seconds_count{op=\"read\"} 4"));
+        assert!(text.contains("concerto_service_reports_total{direction=\"sent\"} 3"));
     }
 }

@@ -11,8 +11,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use concerto_core::emulation::EmulationConfig;
 use concerto_core::units::Bandwidth;
-use concerto_core::Extent;
+use concerto_core::{Extent, Time};
 use concerto_fs::client::{ClientError, Identity, ServerConnection};
 use concerto_fs::protocol::{Envelope, ErrorKind, Message, MAX_FRAME};
 use concerto_fs::server::{self, parse_policy, ServerConfig, ServerHandle};
@@ -97,9 +98,23 @@ async fn bytes_round_trip_under_every_policy() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_live_policy_switch_loses_nothing() {
+async fn a_live_policy_switch_under_load_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), "kind = \"fifo\"").await;
+    // A slow device, so that requests are in service or queued while the writers run.
+    let cfg = ServerConfig {
+        depth: 2,
+        throttle: Some(EmulationConfig {
+            bandwidth: Bandwidth(10e6),
+            latency: Time::from_micros(500),
+            seek: Time::ZERO,
+            parallelism: 1,
+        }),
+        ..ServerConfig::data(
+            dir.path().to_path_buf(),
+            parse_policy("kind = \"fifo\"").unwrap(),
+        )
+    };
+    let s = server::start(cfg).await.unwrap();
     let addr = s.addr;
     let writers = tokio::spawn(random_ranges_round_trip(addr, 99));
     let admin = ServerConnection::connect(addr, TIMEOUT).await.unwrap();
@@ -108,12 +123,23 @@ async fn a_live_policy_switch_loses_nothing() {
         "kind = \"coordinated\"",
         "kind = \"fifo\"",
     ] {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        admin.set_policy(policy).await.unwrap();
-        assert_eq!(
-            admin.ping().await.unwrap().0,
-            parse_policy(policy).unwrap().name()
-        );
+        // The switch must find work under the old policy, or it tests nothing:
+        // switch (again) until the reply says the retiring policy held requests.
+        loop {
+            let retiring = admin.set_policy(policy).await.unwrap();
+            assert_eq!(
+                admin.ping().await.unwrap().0,
+                parse_policy(policy).unwrap().name()
+            );
+            if retiring > 0 {
+                break;
+            }
+            assert!(
+                !writers.is_finished(),
+                "the writers finished before a switch to {policy} found requests to hand over"
+            );
+            tokio::task::yield_now().await;
+        }
     }
     writers.await.unwrap();
     match admin

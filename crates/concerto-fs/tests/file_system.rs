@@ -317,3 +317,106 @@ async fn a_stopped_server_gives_an_error_naming_it() {
     assert!(e.to_string().contains(&addr.to_string()), "{e}");
     c.shutdown().await;
 }
+
+/// Two applications, equal weights, on two throttled servers: "narrow"
+/// stripes over one server, "wide" over both. Each writes until the first
+/// of them is done; returns wide's bytes over narrow's at that moment, and
+/// the reports the servers sent and received.
+async fn uneven_service(policy: &str) -> (f64, Vec<(u64, u64)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = LocalClusterSpec {
+        servers: 2,
+        policy: concerto_fs::server::parse_policy(policy).unwrap(),
+        stripe_unit: 65536,
+        throttle: Some(concerto_core::emulation::EmulationConfig {
+            bandwidth: concerto_core::units::Bandwidth(50e6),
+            latency: concerto_core::Time::from_micros(200),
+            seek: concerto_core::Time::ZERO,
+            parallelism: 1,
+        }),
+        timeout_ms: 30_000,
+    };
+    let c = LocalCluster::start(dir.path(), spec).await.unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for (app, count, size) in [(1u32, 1u32, 65536usize), (2, 2, 131072)] {
+        let fs = client(&c, app, 0);
+        let f = fs
+            .create(
+                &format!("/app{app}"),
+                LayoutRequest {
+                    unit: Some(65536),
+                    count: Some(count),
+                },
+                true,
+            )
+            .await
+            .unwrap();
+        for rank in 0..8u64 {
+            let (fs, f) = (client(&c, app, rank as u32), f.clone());
+            let (stop, done) = (stop.clone(), done_tx.clone());
+            tasks.push(tokio::spawn(async move {
+                let block = vec![rank as u8; size];
+                for k in 0..30u64 {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        return;
+                    }
+                    let at = (k * 8 + rank) * size as u64;
+                    fs.write(&f, at, &block).await.unwrap();
+                }
+                let _ = done.send(app);
+            }));
+        }
+    }
+    // Measure when the first application has written everything.
+    let mut finished = std::collections::HashMap::new();
+    while let Some(app) = done_rx.recv().await {
+        *finished.entry(app).or_insert(0) += 1;
+        if finished[&app] == 8 {
+            break;
+        }
+    }
+    let stats: Vec<_> = client(&c, 1, 0)
+        .stats()
+        .await
+        .into_iter()
+        .map(|s| s.unwrap())
+        .collect();
+    let written = |app: u32| -> f64 {
+        stats
+            .iter()
+            .flat_map(|s| s.apps.iter())
+            .filter(|a| a.app == app)
+            .map(|a| a.write_bytes as f64)
+            .sum()
+    };
+    let reports = stats
+        .iter()
+        .map(|s| (s.reports.sent, s.reports.received))
+        .collect();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    c.shutdown().await;
+    (written(2) / written(1), reports)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_reports_cross_between_real_servers_and_even_out_total_service() {
+    // Per-server fairness gives the wide application about twice the total.
+    let (ratio, reports) = uneven_service("kind = \"sfq-d-plus\"\ndepth = 2").await;
+    assert!(ratio > 1.6, "sfq-d-plus: wide/narrow {ratio:.3}");
+    assert!(reports.iter().all(|&r| r == (0, 0)), "{reports:?}");
+    // Service reports charge what wide got on the other server.
+    let (ratio, reports) =
+        uneven_service("kind = \"service-sync\"\ndepth = 2\nthreshold = \"256KiB\"").await;
+    for (server, &(sent, received)) in reports.iter().enumerate() {
+        assert!(sent > 0 && received > 0, "server {server}: {reports:?}");
+    }
+    assert!(
+        (ratio - 1.0).abs() < 0.15,
+        "service-sync: wide/narrow {ratio:.3}"
+    );
+}

@@ -292,9 +292,15 @@ impl FsClientHandle {
         serde_json::Value::Array(out).to_string()
     }
 
-    /// Switches every server's policy live (TOML text of a `[policy]` table).
-    fn set_policy(&self, py: Python<'_>, policy: &str) -> PyResult<()> {
+    /// Switches every server's policy live (TOML text of a `[policy]` table);
+    /// returns per server the requests the previous policy still held.
+    fn set_policy(&self, py: Python<'_>, policy: &str) -> PyResult<Vec<u64>> {
         self.run(py, self.inner.set_policy(policy))
+    }
+
+    /// Tells every data server the others' addresses (service reports).
+    fn introduce_peers(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, self.inner.introduce_peers())
     }
 }
 

@@ -177,6 +177,19 @@ fn policy_names() -> Vec<&'static str> {
     concerto_core::PolicyConfig::NAMES.to_vec()
 }
 
+/// The parameters (besides `kind`) the policy called `name` takes: the
+/// fields of its configuration as core serializes it.
+#[pyfunction]
+fn policy_keys(name: &str) -> PyResult<Vec<String>> {
+    let policy = concerto_core::PolicyConfig::from_name(name)
+        .ok_or_else(|| ConcertoConfigError::new_err(format!("unknown policy '{name}'")))?;
+    let fields = match serde_json::to_value(policy) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => return Ok(Vec::new()),
+    };
+    Ok(fields.keys().filter(|k| *k != "kind").cloned().collect())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", concerto_sim::VERSION)?;
@@ -187,6 +200,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fifo_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(coordinated_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_keys, m)?)?;
     m.add_function(wrap_pyfunction!(profile_device, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_class::<fs::FsClientHandle>()?;

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use concerto_core::emulation::EmulationConfig;
-use concerto_core::server::default_window;
+use concerto_core::server::{DeviceClass, DeviceDefaults};
 use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{MetaOp, PolicyConfig, Time};
 
@@ -219,14 +219,12 @@ pub enum DeviceConfig {
 }
 
 impl DeviceConfig {
-    /// The coordination paper's default window for this device class.
-    pub fn default_window(&self) -> Time {
+    /// The device class policy defaults follow (the coordination window).
+    pub fn class(&self) -> DeviceClass {
         match self {
-            DeviceConfig::Ssd(_) => default_window::SSD,
-            DeviceConfig::Emulated(e) if e.parallelism > 1 => default_window::SSD,
-            DeviceConfig::Fixed(_) | DeviceConfig::Hdd(_) | DeviceConfig::Emulated(_) => {
-                default_window::HDD
-            }
+            DeviceConfig::Ssd(_) => DeviceClass::Flash,
+            DeviceConfig::Emulated(e) => e.class(),
+            DeviceConfig::Fixed(_) | DeviceConfig::Hdd(_) => DeviceClass::Rotational,
         }
     }
 
@@ -730,17 +728,25 @@ impl Scenario {
         Ok(())
     }
 
+    /// What the data servers' policy defaults to on this cluster's device,
+    /// with `depth` slots when the policy sets no depth of its own.
+    pub fn device_defaults(&self, depth: u32) -> DeviceDefaults {
+        DeviceDefaults {
+            class: self.cluster.device.class(),
+            depth,
+            // Validation guarantees a capacity where it is needed; the fallback is never used then.
+            capacity: self
+                .cluster
+                .device
+                .nominal_bandwidth()
+                .unwrap_or(Bandwidth(100e6)),
+        }
+    }
+
     /// The policy with device-dependent defaults filled in.
     pub fn resolved_policy(&self) -> PolicyConfig {
-        let mut p = self.policy.clone();
-        // Validation guarantees a capacity where it is needed; the fallback is never used then.
-        let capacity = self
-            .cluster
-            .device
-            .nominal_bandwidth()
-            .unwrap_or(Bandwidth(100e6));
-        p.resolve(self.cluster.device.default_window(), capacity);
-        p
+        self.device_defaults(self.cluster.depth)
+            .resolve(&self.policy)
     }
 
     /// Total synchronized operations (barrier mode) or calls (otherwise):

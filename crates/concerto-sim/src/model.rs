@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use concerto_core::metrics::finish_spread;
-use concerto_core::server::{RequestQueue, ServiceReport};
+use concerto_core::server::{Driver, ServiceReport, Ticket};
 use concerto_core::{AppId, ObjectId, Op, Request, RequestId, StripeLayout, Time};
 
 use crate::config::{AppIdRule, DataOp, DeviceConfig, MetadataPlacement, Placement, Scenario};
@@ -135,12 +135,10 @@ struct FileState {
 
 struct ServerState {
     role: ServerRole,
-    queue: Box<dyn RequestQueue>,
-    /// Slots in service at once when the policy does not set its own depth.
-    depth: u32,
+    /// The server's queue, its slots and its reports.
+    driver: Driver,
     device: Device,
     nic: Nic,
-    slots_used: u32,
     kick_pending: bool,
     /// The earliest wakeup the queue asked for that is still scheduled.
     wakeup: Option<Time>,
@@ -185,7 +183,9 @@ struct Piece {
     arrive: Time,
     start: Time,
     done: Time,
+    /// Before dispatch the request to enqueue; in service the request and its ticket.
     req: Option<Request>,
+    ticket: Option<Ticket>,
 }
 
 pub struct Simulation<'a> {
@@ -203,7 +203,7 @@ pub struct Simulation<'a> {
     servers: Vec<ServerState>,
     pieces: Vec<Piece>,
     free_pieces: Vec<u32>,
-    dispatched: Vec<Request>,
+    dispatched: Vec<(Request, Ticket)>,
     detail: Option<Vec<PieceRecord>>,
     progress: Option<&'a Progress>,
     /// Service reports in flight between servers, by index.
@@ -217,8 +217,6 @@ impl<'a> Simulation<'a> {
     pub fn new(sc: &'a Scenario, seed: u64, progress: Option<&'a Progress>) -> Simulation<'a> {
         let cl = &sc.cluster;
         let mut setup = rng(seed, STREAM_SETUP);
-        let policy = sc.resolved_policy();
-        let default_window = cl.device.default_window();
         let n_instances: usize = sc.apps.iter().map(|a| a.instances as usize).sum();
 
         let md = &cl.metadata;
@@ -249,18 +247,19 @@ impl<'a> Simulation<'a> {
             .iter()
             .map(|&role| ServerState {
                 role,
-                queue: policy.build(default_window),
-                depth: if role == ServerRole::Metadata {
-                    md.depth.unwrap_or(cl.depth)
-                } else {
-                    cl.depth
-                },
+                driver: Driver::new(
+                    &sc.policy,
+                    sc.device_defaults(if role == ServerRole::Metadata {
+                        md.depth.unwrap_or(cl.depth)
+                    } else {
+                        cl.depth
+                    }),
+                ),
                 device: Device::new(match (role, &md.device) {
                     (ServerRole::Metadata, Some(d)) => d,
                     _ => &cl.device,
                 }),
                 nic: Nic::default(),
-                slots_used: 0,
                 kick_pending: false,
                 wakeup: None,
                 requests: 0,
@@ -408,8 +407,8 @@ impl<'a> Simulation<'a> {
                 Event::Response { piece } => self.response(piece, now),
                 Event::ServiceReport { server, report } => {
                     self.servers[server as usize]
-                        .queue
-                        .absorb_service(&self.reports[report as usize]);
+                        .driver
+                        .absorb(&self.reports[report as usize]);
                 }
             }
         }
@@ -521,6 +520,7 @@ impl<'a> Simulation<'a> {
                 start: Time::ZERO,
                 done: Time::ZERO,
                 req: Some(req),
+                ticket: None,
             });
             let wire = header + if op == Op::Write { bytes } else { 0 };
             let arrival = self.net.transmit(
@@ -573,13 +573,14 @@ impl<'a> Simulation<'a> {
         req.id = RequestId(piece as u64);
         let server = p.server;
         let s = &mut self.servers[server as usize];
-        s.queue.enqueue(req, now);
+        s.driver.enqueue(req, now);
         if let Some(t) = s.timeline.as_mut() {
             t[self.ranks[p.rank as usize].app as usize].enqueued(now);
         }
-        s.max_queue = s.max_queue.max(s.queue.len());
+        let queued = s.driver.queued();
+        s.max_queue = s.max_queue.max(queued);
         let poll = self.sc.cluster.poll_interval;
-        if !poll.is_zero() && s.slots_used == 0 && s.queue.len() == 1 && !s.kick_pending {
+        if !poll.is_zero() && s.driver.in_flight() == 0 && queued == 1 && !s.kick_pending {
             // Idle: pick this request up with whatever else arrives within the poll interval.
             s.kick_pending = true;
             self.events
@@ -601,42 +602,38 @@ impl<'a> Simulation<'a> {
 
     fn dispatch(&mut self, server: u32, now: Time) {
         let s = &mut self.servers[server as usize];
-        let depth = s.queue.depth().unwrap_or(s.depth);
         s.kick_pending = false;
         if s.wakeup == Some(now) {
             s.wakeup = None;
         }
-        let free = depth.saturating_sub(s.slots_used);
-        if free > 0 && !s.queue.is_empty() {
-            self.dispatched.clear();
-            s.queue.dispatch(now, free, &mut self.dispatched);
-            for req in self.dispatched.drain(..) {
-                s.slots_used += s.queue.slot_cost(&req);
-                let piece = req.id.0 as u32;
-                let p = &mut self.pieces[piece as usize];
-                if let Some(t) = s.timeline.as_mut() {
-                    t[self.ranks[p.rank as usize].app as usize].dispatched(now);
-                }
-                let done = match req.op {
-                    Op::Meta(op) => s
-                        .device
-                        .start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
-                    Op::Read | Op::Write => s.device.start(
-                        now,
-                        self.files[p.file as usize].base,
-                        &req,
-                        &mut self.rng_dev,
-                    ),
-                };
-                s.busy += done - now.max(s.device_free);
-                s.device_free = s.device_free.max(done);
-                p.start = now;
-                p.req = Some(req);
-                self.events
-                    .schedule(done, Class::Normal, 0, Event::DeviceDone { piece });
+        self.dispatched.clear();
+        s.driver.dispatch(now, &mut self.dispatched);
+        for (req, ticket) in self.dispatched.drain(..) {
+            let piece = req.id.0 as u32;
+            let p = &mut self.pieces[piece as usize];
+            if let Some(t) = s.timeline.as_mut() {
+                t[self.ranks[p.rank as usize].app as usize].dispatched(now);
             }
+            let done = match req.op {
+                Op::Meta(op) => s
+                    .device
+                    .start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
+                Op::Read | Op::Write => s.device.start(
+                    now,
+                    self.files[p.file as usize].base,
+                    &req,
+                    &mut self.rng_dev,
+                ),
+            };
+            s.busy += done - now.max(s.device_free);
+            s.device_free = s.device_free.max(done);
+            p.start = now;
+            p.req = Some(req);
+            p.ticket = Some(ticket);
+            self.events
+                .schedule(done, Class::Normal, 0, Event::DeviceDone { piece });
         }
-        if let Some(at) = s.queue.next_wakeup(now) {
+        if let Some(at) = s.driver.next_wakeup(now) {
             // One pending wakeup suffices: when it fires the queue is asked again.
             if at > now && s.wakeup.map_or(true, |w| at < w) {
                 s.wakeup = Some(at);
@@ -652,15 +649,13 @@ impl<'a> Simulation<'a> {
         let (server, rank, bytes, op) = (p.server, p.rank, p.bytes, p.op);
         let is_meta = !op.is_data();
         let n_servers = self.servers.len();
-        let req = p.req.take();
+        let running = p.req.take().zip(p.ticket.take());
         let s = &mut self.servers[server as usize];
-        if let Some(req) = req {
-            s.slots_used = s.slots_used.saturating_sub(s.queue.slot_cost(&req));
-            s.queue.complete(&req, now);
-        }
-        if let Some(report) = s.queue.service_report(now) {
-            s.reports_sent += 1;
-            self.send_report(server, report, now);
+        if let Some((req, ticket)) = running {
+            if let Some(report) = s.driver.complete(&req, ticket, now) {
+                s.reports_sent += 1;
+                self.send_report(server, report, now);
+            }
         }
         let s = &mut self.servers[server as usize];
         s.requests += 1;

@@ -1,12 +1,14 @@
 //! Per-server scheduling: the [`RequestQueue`] contract and its policies.
 //!
 //! The owner of a device (the simulator's server model, or a real server's
-//! scheduling loop) drives a queue: it enqueues requests as they arrive,
-//! asks for requests to start whenever slots are free, reports completions,
-//! and wakes the queue up at `next_wakeup` for policies that wait.
+//! scheduling loop) drives a queue through the one [`Driver`]: it enqueues
+//! requests as they arrive, asks for requests to start whenever it may,
+//! reports completions, carries service reports between servers, and calls
+//! again at `next_wakeup` for policies that wait.
 
 mod capped;
 mod coordinated;
+mod driver;
 mod fifo;
 mod per_object;
 mod service_sync;
@@ -14,10 +16,13 @@ mod sfq;
 
 pub use capped::Capped;
 pub use coordinated::{Coordinated, TimeSource};
+pub use driver::{DeviceClass, DeviceDefaults, Driver, Ticket};
 pub use fifo::Fifo;
 pub use per_object::PerObjectFcfs;
 pub use service_sync::ServiceSync;
 pub use sfq::{Sfq, SfqParams, SlotCosts};
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +36,25 @@ use crate::units::{Bandwidth, Bytes};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ServiceReport {
     pub served: Vec<(AppId, u64, f64)>,
+}
+
+impl ServiceReport {
+    /// Adds a later report from the same server to this one: bytes add up
+    /// per application and the later weight holds, so while weights stay
+    /// the same one merged report charges a peer what the two would have.
+    pub fn merge(&mut self, later: &ServiceReport) {
+        let mut all: BTreeMap<AppId, (u64, f64)> = self
+            .served
+            .iter()
+            .map(|&(app, b, w)| (app, (b, w)))
+            .collect();
+        for &(app, bytes, weight) in &later.served {
+            let e = all.entry(app).or_insert((0, weight));
+            e.0 = e.0.saturating_add(bytes);
+            e.1 = weight;
+        }
+        self.served = all.into_iter().map(|(app, (b, w))| (app, b, w)).collect();
+    }
 }
 
 /// A per-server scheduler.

@@ -379,12 +379,23 @@ impl ServerConnection {
         }
     }
 
-    /// Switches the server's policy live (TOML, e.g. `kind = "sfq-d-plus"`).
-    pub async fn set_policy(&self, policy: &str) -> Result<(), ClientError> {
-        self.expect_done(Message::SetPolicy {
-            policy: policy.to_string(),
-        })
-        .await
+    /// Switches the server's policy live (TOML, e.g. `kind = "sfq-d-plus"`);
+    /// returns how many requests the previous policy still held, to finish.
+    pub async fn set_policy(&self, policy: &str) -> Result<u64, ClientError> {
+        match self
+            .call(Message::SetPolicy {
+                policy: policy.to_string(),
+            })
+            .await?
+        {
+            Message::Switched { retiring } => Ok(retiring),
+            _ => self.unexpected(),
+        }
+    }
+
+    /// Tells a data server which peers to send its service reports to.
+    pub async fn set_peers(&self, peers: Vec<SocketAddr>) -> Result<(), ClientError> {
+        self.expect_done(Message::SetPeers { peers }).await
     }
 
     pub async fn stats(&self) -> Result<ServerStats, ClientError> {

@@ -11,6 +11,7 @@ mod connection;
 
 pub use connection::{ClientError, Identity, ServerConnection};
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -19,10 +20,10 @@ use tokio::sync::Mutex;
 
 use concerto_core::{Extent, StripeLayout};
 
-use crate::config::ClusterFile;
+use crate::config::{ClusterFile, ServerEntry};
 use crate::protocol::{
     ordered_total, DirEntry, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply, MetaRequest,
-    MAX_IO, MAX_SEGMENTS,
+    Role, MAX_IO, MAX_SEGMENTS,
 };
 use crate::stats::ServerStats;
 
@@ -602,9 +603,30 @@ impl FsClient {
     }
 
     /// Switches every server's policy live; stops at the first refusal.
-    pub async fn set_policy(&self, policy: &str) -> Result<(), ClientError> {
+    /// Returns, per server, how many requests the previous policy still
+    /// held (it finishes them before it goes).
+    pub async fn set_policy(&self, policy: &str) -> Result<Vec<u64>, ClientError> {
+        let mut retiring = Vec::with_capacity(self.cluster.servers.len());
         for s in &self.cluster.servers {
-            self.connection(s.id).await?.set_policy(policy).await?;
+            retiring.push(self.connection(s.id).await?.set_policy(policy).await?);
+        }
+        Ok(retiring)
+    }
+
+    /// Tells every data server the others' addresses, for service reports.
+    pub async fn introduce_peers(&self) -> Result<(), ClientError> {
+        let data: Vec<&ServerEntry> = self
+            .cluster
+            .servers
+            .iter()
+            .filter(|s| s.roles.contains(&Role::Data))
+            .collect();
+        let addresses: Vec<SocketAddr> = data.iter().map(|s| s.address).collect();
+        for s in data {
+            self.connection(s.id)
+                .await?
+                .set_peers(addresses.clone())
+                .await?;
         }
         Ok(())
     }
