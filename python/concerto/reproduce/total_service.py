@@ -30,6 +30,7 @@ from concerto import fs
 from concerto.reproduce import Claim, experiments_dir
 from concerto.report import markdown_table, write_json
 from concerto.sim import ScenarioSource, simulate
+from concerto.sweep import toml_literal
 
 # How close to the weight ratio (1) service-sync must bring wide/narrow, and
 # how close to 2 (wide's share of servers) per-server fairness leaves it.
@@ -106,8 +107,9 @@ def run_real(doc: dict, policy: dict, calls: int, directory: Path) -> dict:
 def run_simulated(doc: dict, policy: dict, quick: bool, seed: int | None) -> dict:
     text = _load()[1]
     sets = [f"{k}={v}" for k, v in doc["quick"].items()] if quick else []
-    fields = ", ".join(f"{k} = {v!r}".replace("'", '"') for k, v in policy.items())
-    src = ScenarioSource(text, "uneven-real", table="scenario", overrides=[*sets, f"policy={{ {fields} }}"])
+    # The base scenario's policy table holds only its kind, so key-by-key overrides replace it whole.
+    sets += [f"policy.{k}={toml_literal(v)}" for k, v in policy.items()]
+    src = ScenarioSource(text, "uneven-real", table="scenario", overrides=sets)
     run = simulate(src, seed=seed)["runs"][0]
     narrow, wide = run["apps"]
     end = min(narrow["end_s"], wide["end_s"])
