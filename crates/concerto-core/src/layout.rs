@@ -54,6 +54,44 @@ pub struct ServerPiece {
     pub bytes: u64,
 }
 
+/// Bounds on one request to one server (a wire protocol's limits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// Most bytes one request carries (at least 1).
+    pub max_bytes: u64,
+    /// Most object extents one request names (at least 1).
+    pub max_extents: usize,
+}
+
+/// A run of an access's bytes on one server: its object range and where
+/// its bytes sit in the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferPart {
+    pub object_offset: u64,
+    pub len: u64,
+    pub buf_offset: u64,
+}
+
+/// One request to one server, within [`RequestLimits`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerRequest {
+    pub slot: u32,
+    pub server: u32,
+    /// Object extents, ascending and coalesced.
+    pub extents: Vec<Extent>,
+    /// The request's bytes in object order, with their buffer places.
+    pub parts: Vec<BufferPart>,
+    pub bytes: u64,
+}
+
+/// Appends an object range, merged into the last extent when it continues it.
+fn push_coalesced(extents: &mut Vec<Extent>, offset: u64, len: u64) {
+    match extents.last_mut() {
+        Some(last) if last.end() == offset => last.len += len,
+        _ => extents.push(Extent::new(offset, len)),
+    }
+}
+
 impl StripeLayout {
     /// A layout over an explicit server list.
     pub fn new(unit: u64, servers: Vec<u32>) -> Result<StripeLayout, LayoutError> {
@@ -134,32 +172,106 @@ impl StripeLayout {
     /// Per-server pieces of a list of file extents (list I/O), ordered by
     /// slot, each with its object extents ascending and coalesced.
     pub fn split_extents(&self, extents: &[Extent]) -> Vec<ServerPiece> {
-        let mut chunks: Vec<Chunk> = extents
-            .iter()
-            .flat_map(|e| self.chunks(e.offset, e.len))
-            .collect();
-        chunks.sort_unstable_by_key(|c| (c.slot, c.object_offset));
         let mut pieces: Vec<ServerPiece> = Vec::new();
-        for c in chunks {
+        for (slot, part) in self.parts_by_server(extents) {
             match pieces.last_mut() {
-                Some(p) if p.slot == c.slot => {
-                    p.bytes += c.len;
-                    let last = p.extents.last_mut().expect("a piece always has an extent");
-                    if last.end() == c.object_offset {
-                        last.len += c.len;
-                    } else {
-                        p.extents.push(Extent::new(c.object_offset, c.len));
-                    }
+                Some(p) if p.slot == slot => {
+                    p.bytes += part.len;
+                    push_coalesced(&mut p.extents, part.object_offset, part.len);
                 }
                 _ => pieces.push(ServerPiece {
-                    slot: c.slot,
-                    server: c.server,
-                    extents: vec![Extent::new(c.object_offset, c.len)],
-                    bytes: c.len,
+                    slot,
+                    server: self.servers[slot as usize],
+                    extents: vec![Extent::new(part.object_offset, part.len)],
+                    bytes: part.len,
                 }),
             }
         }
         pieces
+    }
+
+    /// The requests a client sends for an access to the file `extents`
+    /// (list I/O; their bytes are concatenated in the caller's buffer): per
+    /// server, object extents ascending and coalesced, cut so that no request
+    /// carries more than `limits` allow. Each request also says where its
+    /// bytes sit in the caller's buffer.
+    pub fn requests(&self, extents: &[Extent], limits: RequestLimits) -> Vec<ServerRequest> {
+        // Limits of zero would never let a byte through: read them as one.
+        let (max_bytes, max_extents) = (limits.max_bytes.max(1), limits.max_extents.max(1));
+        let mut requests: Vec<ServerRequest> = Vec::new();
+        for (slot, mut part) in self.parts_by_server(extents) {
+            while part.len > 0 {
+                let fits = requests.last().is_some_and(|r| {
+                    r.slot == slot
+                        && r.bytes < max_bytes
+                        && (r.extents.len() < max_extents
+                            || r.extents
+                                .last()
+                                .is_some_and(|e| e.end() == part.object_offset))
+                });
+                if !fits {
+                    requests.push(ServerRequest {
+                        slot,
+                        server: self.servers[slot as usize],
+                        extents: Vec::new(),
+                        parts: Vec::new(),
+                        bytes: 0,
+                    });
+                }
+                let r = requests.last_mut().expect("a request was just ensured");
+                // A part larger than the room left is itself cut.
+                let take = part.len.min(max_bytes - r.bytes);
+                push_coalesced(&mut r.extents, part.object_offset, take);
+                r.parts.push(BufferPart { len: take, ..part });
+                r.bytes += take;
+                part.object_offset += take;
+                part.buf_offset += take;
+                part.len -= take;
+            }
+        }
+        requests
+    }
+
+    /// Every stripe-unit chunk of an access with its place in the caller's
+    /// buffer, grouped by slot and ascending by object offset: the grouping
+    /// and sorting both [`split_extents`](Self::split_extents) and
+    /// [`requests`](Self::requests) coalesce from.
+    fn parts_by_server(&self, extents: &[Extent]) -> Vec<(u32, BufferPart)> {
+        let mut parts = Vec::new();
+        let mut buf_offset = 0u64;
+        for e in extents {
+            parts.extend(self.chunks(e.offset, e.len).map(|c| {
+                let part = BufferPart {
+                    object_offset: c.object_offset,
+                    len: c.len,
+                    buf_offset: buf_offset + (c.file_offset - e.offset),
+                };
+                (c.slot, part)
+            }));
+            buf_offset += e.len;
+        }
+        parts.sort_unstable_by_key(|&(slot, p)| (slot, p.object_offset));
+        parts
+    }
+
+    /// Bytes of a file of `size` bytes that `slot`'s object holds.
+    pub fn object_len(&self, slot: u32, size: u64) -> u64 {
+        let row = self.unit * self.servers.len() as u64;
+        let rest = size % row;
+        (size / row) * self.unit + rest.saturating_sub(slot as u64 * self.unit).min(self.unit)
+    }
+
+    /// A file's size from its objects' lengths (layout order): one past the
+    /// furthest file byte any object holds. The inverse of
+    /// [`object_len`](Self::object_len) for files without holes at the end.
+    pub fn size_from_objects(&self, object_lens: &[u64]) -> u64 {
+        object_lens
+            .iter()
+            .enumerate()
+            .filter(|&(_, &len)| len > 0)
+            .map(|(slot, &len)| self.file_offset(slot as u32, len - 1) + 1)
+            .max()
+            .unwrap_or(0)
     }
 
     /// The file ranges a server piece covers, coalesced, in file order: the
@@ -338,6 +450,72 @@ mod tests {
             for p in &pieces {
                 prop_assert!(p.extents.windows(2).all(|w| w[0].offset <= w[1].offset));
             }
+        }
+
+        /// Every byte of an access lands in exactly one request part, at the
+        /// object offset the layout gives it and at its place in the buffer,
+        /// and no request exceeds the limits.
+        #[test]
+        fn requests_cover_every_byte_once_within_the_limits(
+            l in layout_strategy(),
+            gaps in prop::collection::vec((0u64..20_000, 1u64..20_000), 1..5),
+            max_bytes in 1u64..50_000,
+            max_extents in 1usize..5,
+        ) {
+            let mut at = 0u64;
+            let extents: Vec<Extent> = gaps.iter().map(|&(gap, len)| {
+                let e = Extent::new(at + gap, len);
+                at = e.end();
+                e
+            }).collect();
+            let file_of: Vec<u64> = extents.iter().flat_map(|e| e.offset..e.end()).collect();
+            let mut seen = vec![false; file_of.len()];
+            let limits = RequestLimits { max_bytes, max_extents };
+            for r in l.requests(&extents, limits) {
+                prop_assert!(r.bytes <= max_bytes && r.bytes > 0);
+                prop_assert!(r.extents.len() <= max_extents);
+                prop_assert!(r.extents.windows(2).all(|w| w[0].end() < w[1].offset));
+                prop_assert_eq!(r.extents.iter().map(|e| e.len).sum::<u64>(), r.bytes);
+                prop_assert_eq!(r.parts.iter().map(|p| p.len).sum::<u64>(), r.bytes);
+                prop_assert_eq!(r.server, l.servers()[r.slot as usize]);
+                for p in &r.parts {
+                    for k in 0..p.len {
+                        let i = (p.buf_offset + k) as usize;
+                        prop_assert!(!seen[i]);
+                        seen[i] = true;
+                        prop_assert_eq!(l.locate(file_of[i]), (r.slot, p.object_offset + k));
+                    }
+                }
+            }
+            prop_assert!(seen.iter().all(|&s| s));
+        }
+
+        /// Without limits, requests are exactly the pieces of `split_extents`.
+        #[test]
+        fn unlimited_requests_are_the_split_pieces(
+            l in layout_strategy(),
+            gaps in prop::collection::vec((0u64..1 << 20, 1u64..300_000), 1..5),
+        ) {
+            let mut at = 0u64;
+            let extents: Vec<Extent> = gaps.iter().map(|&(gap, len)| {
+                let e = Extent::new(at + gap, len);
+                at = e.end();
+                e
+            }).collect();
+            let unlimited = RequestLimits { max_bytes: u64::MAX, max_extents: usize::MAX };
+            let requests: Vec<(u32, Vec<Extent>, u64)> = l.requests(&extents, unlimited)
+                .into_iter().map(|r| (r.slot, r.extents, r.bytes)).collect();
+            let pieces: Vec<(u32, Vec<Extent>, u64)> = l.split_extents(&extents)
+                .into_iter().map(|p| (p.slot, p.extents, p.bytes)).collect();
+            prop_assert_eq!(requests, pieces);
+        }
+
+        /// Object lengths add up to the size and give it back.
+        #[test]
+        fn object_lengths_give_back_the_size(l in layout_strategy(), size in 0u64..10_000_000) {
+            let lens: Vec<u64> = (0..l.stripe_count()).map(|s| l.object_len(s, size)).collect();
+            prop_assert_eq!(lens.iter().sum::<u64>(), size);
+            prop_assert_eq!(l.size_from_objects(&lens), size);
         }
 
         #[test]

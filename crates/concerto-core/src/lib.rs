@@ -16,7 +16,9 @@ pub mod server;
 pub mod time;
 pub mod units;
 
-pub use layout::{Chunk, LayoutError, ServerPiece, StripeLayout};
+pub use layout::{
+    BufferPart, Chunk, LayoutError, RequestLimits, ServerPiece, ServerRequest, StripeLayout,
+};
 pub use request::{AppId, Extent, MetaOp, ObjectId, Op, Request, RequestId};
 pub use server::{PolicyConfig, RequestQueue, TimeSource};
 pub use time::Time;

@@ -18,7 +18,7 @@ use bytes::BytesMut;
 use futures::future::try_join_all;
 use tokio::sync::Mutex;
 
-use concerto_core::{Extent, StripeLayout};
+use concerto_core::{Extent, RequestLimits, StripeLayout};
 
 use crate::config::{ClusterFile, ServerEntry};
 use crate::protocol::{
@@ -59,91 +59,11 @@ struct ObjectsState {
     mtime_ns: u64,
 }
 
-/// One piece of a data access on one server: object range and where its bytes sit in the caller's buffer.
-#[derive(Clone, Copy, Debug)]
-struct Part {
-    object_offset: u64,
-    len: u64,
-    buf_offset: usize,
-}
-
-/// One request to one server.
-struct Batch {
-    server: u32,
-    extents: Vec<Extent>,
-    parts: Vec<Part>,
-}
-
-/// Cuts file extents (ascending, disjoint) into per-server requests of at
-/// most [`MAX_IO`] bytes and [`MAX_SEGMENTS`] extents each, object extents
-/// ascending and coalesced.
-fn plan(layout: &StripeLayout, extents: &[Extent]) -> Vec<Batch> {
-    let mut per_slot: Vec<Vec<Part>> = vec![Vec::new(); layout.stripe_count() as usize];
-    let mut buf_offset = 0usize;
-    for e in extents {
-        for c in layout.chunks(e.offset, e.len) {
-            per_slot[c.slot as usize].push(Part {
-                object_offset: c.object_offset,
-                len: c.len,
-                buf_offset: buf_offset + (c.file_offset - e.offset) as usize,
-            });
-        }
-        buf_offset += e.len as usize;
-    }
-    let mut batches = Vec::new();
-    for (slot, mut parts) in per_slot.into_iter().enumerate() {
-        parts.sort_unstable_by_key(|p| p.object_offset);
-        let server = layout.servers()[slot];
-        let mut current: Option<(Batch, u64)> = None;
-        for p in parts {
-            // A part larger than the request limit is itself cut.
-            let mut p = p;
-            while p.len > 0 {
-                let (batch, bytes) = current.get_or_insert_with(|| {
-                    (
-                        Batch {
-                            server,
-                            extents: Vec::new(),
-                            parts: Vec::new(),
-                        },
-                        0,
-                    )
-                });
-                let room = MAX_IO - *bytes;
-                let take = p.len.min(room);
-                let piece = Part {
-                    object_offset: p.object_offset,
-                    len: take,
-                    buf_offset: p.buf_offset,
-                };
-                match batch.extents.last_mut() {
-                    Some(last) if last.end() == piece.object_offset => last.len += take,
-                    _ => batch.extents.push(Extent::new(piece.object_offset, take)),
-                }
-                batch.parts.push(piece);
-                *bytes += take;
-                p = Part {
-                    object_offset: p.object_offset + take,
-                    len: p.len - take,
-                    buf_offset: p.buf_offset + take as usize,
-                };
-                if *bytes == MAX_IO || batch.extents.len() == MAX_SEGMENTS {
-                    batches.extend(current.take().map(|(b, _)| b));
-                }
-            }
-        }
-        batches.extend(current.map(|(b, _)| b));
-    }
-    batches
-}
-
-/// Bytes of a file of `size` bytes that live on `slot` of `layout`: the object's length.
-fn object_len(layout: &StripeLayout, slot: u32, size: u64) -> u64 {
-    let unit = layout.unit();
-    let row = unit * layout.stripe_count() as u64;
-    let rest = size % row;
-    (size / row) * unit + rest.saturating_sub(slot as u64 * unit).min(unit)
-}
+/// The wire protocol's bounds on one data request.
+const LIMITS: RequestLimits = RequestLimits {
+    max_bytes: MAX_IO,
+    max_extents: MAX_SEGMENTS,
+};
 
 fn layout_of(attr: &MetaAttr, path: &str) -> Result<StripeLayout, ClientError> {
     let wire = attr
@@ -316,17 +236,22 @@ impl FsClient {
                 data.len()
             )));
         }
-        let sends = plan(&file.layout, extents).into_iter().map(|b| async move {
-            // The one copy on the client: the caller's bytes into the request's payload.
-            let mut bytes = BytesMut::with_capacity(b.parts.iter().map(|p| p.len as usize).sum());
-            for p in &b.parts {
-                bytes.extend_from_slice(&data[p.buf_offset..p.buf_offset + p.len as usize]);
-            }
-            self.connection(b.server)
-                .await?
-                .write(&self.identity, file.inode, b.extents, bytes.freeze())
-                .await
-        });
+        let sends = file
+            .layout
+            .requests(extents, LIMITS)
+            .into_iter()
+            .map(|b| async move {
+                // The one copy on the client: the caller's bytes into the request's payload.
+                let mut bytes = BytesMut::with_capacity(b.bytes as usize);
+                for p in &b.parts {
+                    let at = p.buf_offset as usize;
+                    bytes.extend_from_slice(&data[at..at + p.len as usize]);
+                }
+                self.connection(b.server)
+                    .await?
+                    .write(&self.identity, file.inode, b.extents, bytes.freeze())
+                    .await
+            });
         try_join_all(sends).await.map(|_| ())
     }
 
@@ -373,7 +298,7 @@ impl FsClient {
         if total > MAX_READ {
             return Err(ClientError::Invalid(format!("a read of {total} bytes is over the {MAX_READ}-byte limit of one call; read in pieces")));
         }
-        let batches = plan(&file.layout, extents);
+        let batches = file.layout.requests(extents, LIMITS);
         let replies = try_join_all(batches.iter().map(|b| async move {
             self.connection(b.server)
                 .await?
@@ -387,7 +312,8 @@ impl FsClient {
             let mut at = 0usize;
             for p in &b.parts {
                 let n = (p.len as usize).min(data.len().saturating_sub(at));
-                buf[p.buf_offset..p.buf_offset + n].copy_from_slice(&data[at..at + n]);
+                let to = p.buf_offset as usize;
+                buf[to..to + n].copy_from_slice(&data[at..at + n]);
                 at += n;
                 complete &= n == p.len as usize;
             }
@@ -423,13 +349,11 @@ impl FsClient {
             size: 0,
             mtime_ns: 0,
         };
-        for (slot, (len, mtime)) in answers.into_iter().enumerate() {
-            if len > 0 {
-                state.size = state.size.max(layout.file_offset(slot as u32, len - 1) + 1);
-            }
+        for (len, mtime) in answers {
             state.mtime_ns = state.mtime_ns.max(mtime);
             state.sizes.push(len);
         }
+        state.size = layout.size_from_objects(&state.sizes);
         Ok(state)
     }
 
@@ -547,7 +471,7 @@ impl FsClient {
                         .truncate(
                             &self.identity,
                             attr.inode,
-                            object_len(layout, slot as u32, size),
+                            layout.object_len(slot as u32, size),
                         )
                         .await
                 }),
@@ -629,52 +553,5 @@ impl FsClient {
                 .await?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Every byte of the access lands in exactly one part, at the object
-        /// offset the layout gives it, and no request exceeds the limits.
-        #[test]
-        fn plans_cover_every_byte_once(unit in 1u64..5000, count in 1u32..6, extents in proptest::collection::vec((0u64..20_000, 1u64..20_000), 1..5)) {
-            let layout = StripeLayout::round_robin(unit, count, 0, count).unwrap();
-            let mut at = 0;
-            let extents: Vec<Extent> = extents.into_iter().map(|(gap, len)| { at += gap; let e = Extent::new(at, len); at += len; e }).collect();
-            let total: u64 = extents.iter().map(|e| e.len).sum();
-            let mut seen = vec![false; total as usize];
-            // Map buffer positions back to file offsets.
-            let mut file_of = Vec::with_capacity(total as usize);
-            for e in &extents { file_of.extend(e.offset..e.end()); }
-            for b in plan(&layout, &extents) {
-                prop_assert!(b.extents.len() <= MAX_SEGMENTS);
-                prop_assert!(b.parts.iter().map(|p| p.len).sum::<u64>() <= MAX_IO);
-                prop_assert!(b.extents.windows(2).all(|w| w[0].end() < w[1].offset));
-                let slot = layout.servers().iter().position(|&s| s == b.server).unwrap() as u32;
-                for p in &b.parts {
-                    for k in 0..p.len as usize {
-                        let i = p.buf_offset + k;
-                        prop_assert!(!seen[i]);
-                        seen[i] = true;
-                        prop_assert_eq!(layout.locate(file_of[i]), (slot, p.object_offset + k as u64));
-                    }
-                }
-            }
-            prop_assert!(seen.iter().all(|&s| s));
-        }
-
-        /// Object lengths from `object_len` give back the file size.
-        #[test]
-        fn object_lengths_give_back_the_size(unit in 1u64..5000, count in 1u32..6, size in 0u64..100_000) {
-            let layout = StripeLayout::round_robin(unit, count, 0, count).unwrap();
-            let lens: Vec<u64> = (0..count).map(|s| object_len(&layout, s, size)).collect();
-            prop_assert_eq!(lens.iter().sum::<u64>(), size);
-            let back = lens.iter().enumerate().filter(|(_, &l)| l > 0).map(|(s, &l)| layout.file_offset(s as u32, l - 1) + 1).max().unwrap_or(0);
-            prop_assert_eq!(back, size);
-        }
     }
 }
