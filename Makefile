@@ -23,8 +23,12 @@ $(STAMP): requirements.txt | $(PY)
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
-# The one build of the Rust code per run: the release extension module.
+# The one build of the Rust code per run: the server and FUSE binaries
+# (installed beside the environment's Python, where `concerto` finds them)
+# and the release extension module (which links only the client library).
 build: toolchain $(STAMP)
+	cargo build --release -p concerto-server -p concerto-fuse
+	install -m 755 target/release/concerto-server target/release/concerto-fuse $(VENV)/bin/
 	$(VENV)/bin/maturin develop --release --quiet
 
 demo: build

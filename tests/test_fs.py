@@ -223,6 +223,9 @@ def test_cli_cluster_and_fs_commands(tmp_path):
         concerto(*cl, "put", "in.bin", "/d/x")
         concerto(*cl, "get", "/d/x", "out.bin")
         assert (tmp_path / "out.bin").read_bytes() == (tmp_path / "in.bin").read_bytes()
+        # A local error names the local path, and leaves no partial file.
+        denied = concerto(*cl, "get", "/d/x", "no/such/dir/out.bin", ok=False)
+        assert denied.returncode == 1 and "no/such/dir/out.bin.part: No such file or directory" in denied.stderr
         assert "x" in concerto(*cl, "ls", "/d").stdout
         layout = concerto(*cl, "layout", "/d/x").stdout
         assert "stripe unit 1.0 MiB, stripe count 2" in layout
@@ -243,12 +246,29 @@ def test_cli_cluster_and_fs_commands(tmp_path):
     assert gone.returncode == 1 and "do not answer" in gone.stderr
 
 
-def test_bad_server_files_are_named(tmp_path):
+def test_bad_server_files_are_named_with_file_line_and_key(tmp_path):
     cfg = tmp_path / "s.toml"
     cfg.write_text('[server]\nlisten = "nowhere"\ndata_dir = "x"\nroles = ["data"]\n')
     r = subprocess.run([sys.executable, "-m", "concerto", "server", "--config", str(cfg)], capture_output=True, text=True,
                        timeout=60)
-    assert r.returncode == 1 and "server.listen" in r.stderr
+    assert r.returncode == 2 and f"{cfg}: line 2, column 10: server.listen" in r.stderr, r.stderr
+    cfg.write_text('[server\nlisten = "127.0.0.1:0"\n')
+    r = subprocess.run([sys.executable, "-m", "concerto", "server", "--config", str(cfg)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and f"{cfg}: line 1, column" in r.stderr, r.stderr
+
+
+def test_server_check_validates_without_starting(tmp_path):
+    cfg = tmp_path / "s.toml"
+    data = tmp_path / "data"
+    cfg.write_text(f'[server]\nlisten = "127.0.0.1:0"\ndata_dir = "{data}"\nroles = ["data"]\n'
+                   '[policy]\nkind = "sfq-d-plus"\n[throttle]\npreset = "ssd"\n')
+    r = subprocess.run([sys.executable, "-m", "concerto", "server", "--config", str(cfg), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "data on 127.0.0.1:0" in r.stderr and "policy sfq-d-plus" in r.stderr and "throttled" in r.stderr
+    # Nothing was started: a server creates its data directory before it listens.
+    assert not data.exists()
 
 
 def test_reproduce_total_service_quick_on_a_real_cluster(tmp_path):

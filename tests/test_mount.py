@@ -94,6 +94,6 @@ def test_mount_bad_input_is_named(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("servers = 3\n")
     r = mount("--cluster", str(bad), str(tmp_path / "mnt"))
-    assert r.returncode != 0 and "cluster file" in r.stderr
+    assert r.returncode != 0 and f"{bad}: line 1, column 11: servers: invalid type" in r.stderr, r.stderr
     r = mount("--cluster", str(bad), str(tmp_path / "mnt"), "--attr-ttl", "-1")
     assert r.returncode != 0 and "attr-ttl" in r.stderr

@@ -1,4 +1,4 @@
-"""A local cluster on loopback: one ``concerto server`` process per server.
+"""A local cluster on loopback: one ``concerto-server`` process per server.
 
 ``up`` writes one server file per server (``DIR/s<i>.toml``), starts the
 processes in their own session (so they outlive the command and a Ctrl-C in
@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import tomllib
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import tomli_w
 
-from concerto import _native
+from concerto import _native, binaries
 from concerto.fs import Client
 
 THROTTLES = ("hdd", "ssd", "none")
@@ -70,11 +69,19 @@ def server_file(spec: ClusterSpec, directory: Path, i: int, listen: str = "127.0
     return cfg
 
 
+def check_server_file(config: Path) -> None:
+    """Validates a server file with ``concerto-server --check``; :class:`ClusterError` says what is wrong."""
+    r = subprocess.run([binaries.find(binaries.SERVER), "--config", str(config), "--check"],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        raise ClusterError(r.stderr.strip().removeprefix("concerto-server: "))
+
+
 def _spawn(config: Path, ready: Path, log: Path) -> subprocess.Popen:
     ready.unlink(missing_ok=True)
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "concerto", "server", "--config", str(config), "--ready-file", str(ready)],
+            [binaries.find(binaries.SERVER), "--config", str(config), "--ready-file", str(ready)],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -90,18 +97,8 @@ def _wait_ready(proc: subprocess.Popen, ready: Path, log: Path, deadline: float)
 
 
 def server_alive(pid: int) -> bool:
-    """Whether ``pid`` is a running ``concerto server`` (not a reused pid)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    if b"server" not in cmdline:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    """Whether ``pid`` is a running ``concerto-server`` (not a reused pid)."""
+    return binaries.is_running(pid, binaries.SERVER)
 
 
 def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Path:
@@ -120,10 +117,9 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
     entries = []
     try:
         for i in range(spec.servers):
-            cfg = server_file(spec, directory, i)
-            _native.check_server_config(tomli_w.dumps(cfg))
             path = directory / f"s{i}.toml"
-            path.write_text(tomli_w.dumps(cfg))
+            path.write_text(tomli_w.dumps(server_file(spec, directory, i)))
+            check_server_file(path)
             procs.append(_spawn(path, directory / f"s{i}.ready", directory / f"s{i}.log"))
         deadline = time.monotonic() + start_timeout_s
         readies = [_wait_ready(proc, directory / f"s{i}.ready", directory / f"s{i}.log", deadline)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from concerto import _native
+from concerto import _native, binaries
 from concerto import cluster as local
 from concerto.fs import Client, cluster_path
 
@@ -33,11 +33,19 @@ def fs_guarded(fn):
         try:
             return fn(*args, **kwargs)
         except (local.ClusterError, ValueError, OSError) as e:
-            raise FsProblem(e.strerror if isinstance(e, OSError) and e.strerror else str(e)) from e
+            raise FsProblem(_problem(e)) from e
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper
+
+
+def _problem(e: Exception) -> str:
+    """The message of an error: a local OS error names its path (and the second path of a rename)."""
+    if isinstance(e, OSError) and e.strerror:
+        paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
+        return ": ".join([" -> ".join(paths), e.strerror]) if paths else e.strerror
+    return str(e)
 
 
 def _size_arg(_ctx, _param, value):
@@ -66,16 +74,18 @@ cluster_opt = click.option("--cluster", "cluster_file", type=click.Path(dir_okay
 @click.command("server")
 @click.option("--config", "config", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The server file (see docs/deployment.md).")
+@click.option("--check", is_flag=True, help="Validate the file, print what it describes, and exit.")
 @click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the bound addresses here as JSON once listening.")
 @fs_guarded
-def server(config: Path, ready_file: Path | None) -> None:
-    """Run one server (data, metadata or both) until SIGINT or SIGTERM."""
-    text = config.read_text()
-    summary = json.loads(_native.check_server_config(text))
-    err_console.print(f"concerto server: {', '.join(summary['roles'])} on {summary['listen']}, policy {summary['policy']}"
-                      + (f", throttled to {summary['throttle']}" if summary["throttle"] else ""), highlight=False)
-    _native.run_server(text, ready_file)
+def server(config: Path, check: bool, ready_file: Path | None) -> None:
+    """Run one server (data, metadata or both) until SIGINT or SIGTERM.
+
+    The same as running the `concerto-server` binary, which is what a
+    service manager on an I/O node should start (no Python needed)."""
+    args = ["--config", str(config)] + (["--check"] if check else [])
+    args += ["--ready-file", str(ready_file)] if ready_file else []
+    binaries.exec_binary(binaries.SERVER, args)
 
 
 # ---------------------------------------------------------------- mount
@@ -93,12 +103,15 @@ def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_fi
 
     Unmodified programs then read and write striped files there; each
     caller's requests carry its CONCERTO_APP_ID (else SLURM_JOB_ID, else its
-    process group). Needs /dev/fuse and root (or fusermount3)."""
+    process group) and rank (CONCERTO_RANK, SLURM_PROCID, PMI_RANK or
+    OMPI_COMM_WORLD_RANK). Runs the `concerto-fuse` binary. Needs /dev/fuse
+    and root (or fusermount3)."""
     path = cluster_path(cluster_file)
     if not path.is_file():
         raise FsProblem(f"no cluster file at {path} (start one with `concerto cluster up`)")
-    err_console.print(f"concerto mount: {path} on {mountpoint}; stop with Ctrl-C", highlight=False)
-    _native.mount(path.read_text(), mountpoint, ready_file, attr_ttl)
+    args = ["--cluster", str(path), "--attr-ttl", str(attr_ttl), str(mountpoint)]
+    args += ["--ready-file", str(ready_file)] if ready_file else []
+    binaries.exec_binary(binaries.FUSE, args)
 
 
 # ---------------------------------------------------------------- cluster
@@ -171,6 +184,11 @@ def cluster_status(cluster_file: Path | None) -> None:
         raise FsProblem(f"{down} of {len(answers)} servers do not answer")
 
 
+# Applications shown by `cluster stats`; servers track up to 4096 each and
+# retire the idlest beyond that (their sums show as "retired").
+STATS_ROWS = 40
+
+
 @cluster.command("stats")
 @cluster_opt
 @click.option("--json", "as_json", is_flag=True, help="Print the raw statistics as JSON.")
@@ -201,11 +219,20 @@ def cluster_stats(cluster_file: Path | None, as_json: bool) -> None:
             for k, v in a.items():
                 if k != "app":
                     acc[k] += v
-    for app, a in sorted(per_app.items()):
+        retired = s.get("retired", {})
+        if retired.get("apps"):
+            acc = per_app.setdefault("retired", {k: 0 for k in retired})
+            for k, v in retired.items():
+                acc[k] += v
+    # The busiest first; a long table is cut (--json has every application).
+    shown = sorted(per_app.items(), key=lambda kv: (-(kv[1]["read_bytes"] + kv[1]["write_bytes"]), str(kv[0])))
+    for app, a in shown[:STATS_ROWS]:
         apps.add_row(str(app), human(a["read_bytes"]), human(a["write_bytes"]), str(a["data_ops"]), str(a["metadata_ops"]),
-                     str(a["queued"]), f"{a['waiting_s']:.2f}", f"{a['held_s']:.2f}")
+                     str(a.get("queued", 0)), f"{a['waiting_s']:.2f}", f"{a['held_s']:.2f}")
     console.print(servers)
     console.print(apps)
+    if len(shown) > STATS_ROWS:
+        console.print(f"... and {len(shown) - STATS_ROWS} more applications (all of them: --json)")
 
 
 def _quantiles(h: dict) -> str:
@@ -288,17 +315,21 @@ def fs_get(ctx, remote: str, local_path: Path) -> None:
     f = client.open(remote)
     size = client.stat(remote).size
     tmp = local_path.with_name(local_path.name + ".part")
-    with open(tmp, "wb") as dst, _transfer_bar(remote) as bar:
-        task = bar.add_task("get", total=size)
-        offset = 0
-        while offset < size:
-            data = f.read(offset, min(CHUNK, size - offset))
-            if not data:
-                break
-            dst.write(data)
-            offset += len(data)
-            bar.update(task, completed=offset)
-    os.replace(tmp, local_path)
+    try:
+        with open(tmp, "wb") as dst, _transfer_bar(remote) as bar:
+            task = bar.add_task("get", total=size)
+            offset = 0
+            while offset < size:
+                data = f.read(offset, min(CHUNK, size - offset))
+                if not data:
+                    break
+                dst.write(data)
+                offset += len(data)
+                bar.update(task, completed=offset)
+        os.replace(tmp, local_path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # never leave a partial copy behind
+        raise
     console.print(f"{local_path}: {human(offset)}")
 
 

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
-use concerto_fs::protocol::LayoutRequest;
+use concerto_proto::LayoutRequest;
 
 const MIB: u64 = 1 << 20;
 /// Bytes one iteration moves: 32 calls of 1 MiB.
@@ -137,11 +137,11 @@ fn filesystem(c: &mut Criterion) {
     // through the client library.
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).expect("mount point");
-    let mounted = concerto_fs::fuse::mount(
+    let mounted = concerto_fuse::mount(
         client.with_identity(client.identity()),
         &mnt,
         rt.handle().clone(),
-        concerto_fs::fuse::MountOptions::default(),
+        concerto_fuse::MountOptions::default(),
     )
     .expect("mount (needs /dev/fuse and root)");
     let posix = OpenOptions::new()

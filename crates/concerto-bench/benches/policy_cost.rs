@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use concerto_fs::protocol::LayoutRequest;
+use concerto_proto::LayoutRequest;
 
 const MIB: u64 = 1 << 20;
 /// Bytes one measurement writes: 64 calls of 1 MiB.

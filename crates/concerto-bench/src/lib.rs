@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
+use concerto_client::{FsClient, Identity};
 use concerto_core::PolicyConfig;
-use concerto_fs::client::{FsClient, Identity};
-use concerto_fs::local::{LocalCluster, LocalClusterSpec};
+use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
 /// A runtime for the benchmarks' clients and in-process servers.
 pub fn runtime() -> tokio::runtime::Runtime {

@@ -18,10 +18,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use serde_json::json;
 
+use concerto_client::proto::stats::ServerStats;
+use concerto_client::proto::{ErrorKind, LayoutRequest};
+use concerto_client::{ClientError, ClusterFile, FileHandle, FsClient, Identity};
 use concerto_core::Extent;
-use concerto_fs::client::{ClientError, FileHandle, FsClient, Identity};
-use concerto_fs::config::{self, ClusterFile};
-use concerto_fs::protocol::{ErrorKind, LayoutRequest};
 
 const ENOTEMPTY: i32 = 39;
 
@@ -304,109 +304,12 @@ impl FsClientHandle {
     }
 }
 
-/// Checks a server file; returns a JSON summary (listen, roles, policy, throttle).
-#[pyfunction]
-pub fn check_server_config(text: &str) -> PyResult<String> {
-    let c = config::server_config(text).map_err(PyValueError::new_err)?;
-    Ok(json!({
-        "listen": c.listen.to_string(), "roles": c.roles, "policy": c.policy.name(),
-        "throttle": c.throttle.map(|t| t.describe()), "data_dir": c.data_dir,
-    })
-    .to_string())
-}
-
 /// Checks a cluster file; returns it as JSON.
 #[pyfunction]
 pub fn check_cluster_file(text: &str) -> PyResult<String> {
     ClusterFile::parse(text)
         .map(|c| to_json(&c))
         .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))
-}
-
-/// Runs one server until SIGINT or SIGTERM. Once it listens, writes
-/// `{"address": ..., "metrics": ...}` to `ready_file` (atomically) if given.
-#[pyfunction]
-#[pyo3(signature = (config_text, ready_file=None))]
-pub fn run_server(
-    py: Python<'_>,
-    config_text: &str,
-    ready_file: Option<std::path::PathBuf>,
-) -> PyResult<()> {
-    let cfg = config::server_config(config_text).map_err(PyValueError::new_err)?;
-    py.allow_threads(|| {
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        runtime.block_on(async {
-            let handle = concerto_fs::server::start(cfg).await?;
-            if let Some(path) = ready_file {
-                let text = json!({"address": handle.addr.to_string(), "metrics": handle.metrics_addr.map(|a| a.to_string())}).to_string();
-                let tmp = path.with_extension("tmp");
-                std::fs::write(&tmp, text)?;
-                std::fs::rename(&tmp, &path)?;
-            }
-            until_stopped(|| true).await?;
-            handle.shutdown().await;
-            Ok::<(), std::io::Error>(())
-        })
-    })
-    .map_err(|e| PyOSError::new_err(e.to_string()))
-}
-
-/// Waits for SIGINT or SIGTERM, or until `running` turns false (checked each second).
-async fn until_stopped(running: impl Fn() -> bool) -> std::io::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            _ = term.recv() => return Ok(()),
-            _ = int.recv() => return Ok(()),
-            _ = tick.tick() => if !running() { return Ok(()) },
-        }
-    }
-}
-
-/// Mounts the cluster at `mountpoint` with FUSE and serves it until SIGINT
-/// or SIGTERM (then unmounts), or until someone else unmounts it. Once
-/// mounted, writes `{"mountpoint": ...}` to `ready_file` (atomically) if given.
-#[pyfunction]
-#[pyo3(signature = (cluster_text, mountpoint, ready_file=None, attr_ttl_s=1.0))]
-pub fn mount(
-    py: Python<'_>,
-    cluster_text: &str,
-    mountpoint: std::path::PathBuf,
-    ready_file: Option<std::path::PathBuf>,
-    attr_ttl_s: f64,
-) -> PyResult<()> {
-    let cluster = ClusterFile::parse(cluster_text)
-        .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))?;
-    if !(attr_ttl_s.is_finite() && (0.0..=3600.0).contains(&attr_ttl_s)) {
-        return Err(PyValueError::new_err(format!(
-            "attribute cache time {attr_ttl_s} s must be between 0 and 3600"
-        )));
-    }
-    let options = concerto_fs::fuse::MountOptions {
-        attr_ttl: std::time::Duration::from_secs_f64(attr_ttl_s),
-    };
-    py.allow_threads(|| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
-        let client = FsClient::new(cluster, Identity::from_env());
-        let mounted =
-            concerto_fs::fuse::mount(client, &mountpoint, runtime.handle().clone(), options)?;
-        if let Some(path) = ready_file {
-            let text =
-                json!({"mountpoint": mounted.mountpoint().display().to_string()}).to_string();
-            let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, text)?;
-            std::fs::rename(&tmp, &path)?;
-        }
-        runtime.block_on(until_stopped(|| mounted.is_mounted()))?;
-        drop(mounted);
-        Ok::<(), std::io::Error>(())
-    })
-    .map_err(|e| PyOSError::new_err(e.to_string()))
 }
 
 /// A throttle preset (`hdd`, `ssd`) as JSON: bandwidth_Bps, latency_ns, seek_ns, parallelism.
@@ -422,7 +325,7 @@ pub fn emulation_preset(name: &str) -> PyResult<String> {
 
 /// A server's statistics as JSON, each latency histogram with its p50 and
 /// p99 bucket bounds (`LatencyHistogram::quantile`) added.
-fn with_quantiles(stats: &concerto_fs::stats::ServerStats) -> serde_json::Value {
+fn with_quantiles(stats: &ServerStats) -> serde_json::Value {
     let mut value = serde_json::to_value(stats).unwrap_or_default();
     if let Some(hists) = value.get_mut("latency").and_then(|v| v.as_array_mut()) {
         for (h, json) in stats.latency.iter().zip(hists) {

@@ -205,9 +205,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_class::<fs::FsClientHandle>()?;
     m.add_class::<fs::FsFile>()?;
-    m.add_function(wrap_pyfunction!(fs::run_server, m)?)?;
-    m.add_function(wrap_pyfunction!(fs::mount, m)?)?;
-    m.add_function(wrap_pyfunction!(fs::check_server_config, m)?)?;
     m.add_function(wrap_pyfunction!(fs::check_cluster_file, m)?)?;
     m.add_function(wrap_pyfunction!(fs::emulation_preset, m)?)?;
     m.add_function(wrap_pyfunction!(fs::stripe_map, m)?)?;

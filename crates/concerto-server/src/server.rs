@@ -30,12 +30,12 @@ use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, PolicyConfig, Request, 
 
 use crate::metadata::{MetadataConfig, MetadataStore};
 use crate::peers::PeerLink;
-use crate::protocol::{
-    frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Role, Tags,
-};
 use crate::stats::{Recorder, ServerStats};
 use crate::storage::ObjectStore;
 use crate::throttle::Throttle;
+use concerto_proto::{
+    frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Role, Tags,
+};
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -663,6 +663,7 @@ async fn schedule(
                         queued: driver.queued() as u64,
                         in_flight: in_flight.len() as u64,
                         apps: recorder.apps(),
+                        retired: recorder.retired(),
                         latency: recorder.latency(),
                         reports: recorder.reports(),
                         space_total,
@@ -679,7 +680,7 @@ async fn schedule(
 /// A policy from TOML text (`kind = "sfq-d-plus"`, `depth = 8`, ...), validated.
 pub fn parse_policy(text: &str) -> Result<PolicyConfig, String> {
     let p: PolicyConfig =
-        toml::from_str(text).map_err(|e| format!("policy: {}", e.message().trim()))?;
+        concerto_proto::toml_file::parse(text).map_err(|e| format!("policy: {e}"))?;
     p.validate()
         .map_err(|(field, msg)| format!("policy.{field}: {msg}"))?;
     Ok(p)

@@ -1,12 +1,13 @@
-//! A connection to one server: requests are tagged, sent, and matched with
-//! their replies by id, so many can be outstanding on one connection. Every
-//! request has a timeout whose error names the server.
+//! A connection to one server: requests are sent with the caller's tags and
+//! matched with their replies by id, so many can be outstanding on one
+//! connection. Every request has a timeout whose error names the server.
+//! The client library and the servers (service reports to peers) both use it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -18,10 +19,8 @@ use tokio_util::codec::FramedRead;
 
 use concerto_core::Extent;
 
-use crate::protocol::{
-    frame_codec, Envelope, ErrorKind, Message, MetaReply, MetaRequest, Role, Tags,
-};
 use crate::stats::ServerStats;
+use crate::{frame_codec, Envelope, ErrorKind, Message, MetaReply, MetaRequest, Role, Tags};
 
 #[derive(Debug, Error)]
 pub enum ClientError {
@@ -69,52 +68,6 @@ impl ClientError {
 }
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Message>>>>;
-
-/// Who this client is, stamped on every request.
-#[derive(Clone, Copy, Debug)]
-pub struct Identity {
-    pub app: u32,
-    pub rank: u32,
-    pub weight: Option<f64>,
-}
-
-impl Identity {
-    /// Application `app`, rank `rank`, the servers' default weight.
-    pub fn new(app: u32, rank: u32) -> Identity {
-        Identity {
-            app,
-            rank,
-            weight: None,
-        }
-    }
-
-    /// The application id from `CONCERTO_APP_ID`, else the batch job id
-    /// (`SLURM_JOB_ID`), else this process's id; rank from `CONCERTO_RANK`
-    /// (else 0).
-    pub fn from_env() -> Identity {
-        let num = |k: &str| {
-            std::env::var(k)
-                .ok()
-                .and_then(|v| v.trim().parse::<u32>().ok())
-        };
-        let app = num("CONCERTO_APP_ID")
-            .or_else(|| num("SLURM_JOB_ID"))
-            .unwrap_or_else(std::process::id);
-        Identity::new(app, num("CONCERTO_RANK").unwrap_or(0))
-    }
-
-    pub fn tags(&self) -> Tags {
-        let issue_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        Tags {
-            app: self.app,
-            rank: self.rank,
-            issue_ns,
-            weight: self.weight,
-        }
-    }
-}
 
 pub struct ServerConnection {
     server: SocketAddr,
@@ -271,14 +224,14 @@ impl ServerConnection {
     /// Writes `data` over the object's `extents` (ascending; lengths summing to `data.len()`).
     pub async fn write(
         &self,
-        who: &Identity,
+        tags: Tags,
         object: u64,
         extents: Vec<Extent>,
         data: Bytes,
     ) -> Result<(), ClientError> {
         match self
             .call(Message::Write {
-                tags: who.tags(),
+                tags,
                 object,
                 extents,
                 data,
@@ -293,13 +246,13 @@ impl ServerConnection {
     /// Reads the object's `extents`, concatenated; short where the object ends.
     pub async fn read(
         &self,
-        who: &Identity,
+        tags: Tags,
         object: u64,
         extents: Vec<Extent>,
     ) -> Result<Bytes, ClientError> {
         match self
             .call(Message::Read {
-                tags: who.tags(),
+                tags,
                 object,
                 extents,
             })
@@ -310,62 +263,29 @@ impl ServerConnection {
         }
     }
 
-    pub async fn fsync(&self, who: &Identity, object: u64) -> Result<(), ClientError> {
-        self.expect_done(Message::Fsync {
-            tags: who.tags(),
-            object,
-        })
-        .await
+    pub async fn fsync(&self, tags: Tags, object: u64) -> Result<(), ClientError> {
+        self.expect_done(Message::Fsync { tags, object }).await
     }
 
     /// The object's length and modification time.
-    pub async fn object_size(
-        &self,
-        who: &Identity,
-        object: u64,
-    ) -> Result<(u64, u64), ClientError> {
-        match self
-            .call(Message::ObjectSize {
-                tags: who.tags(),
-                object,
-            })
-            .await?
-        {
+    pub async fn object_size(&self, tags: Tags, object: u64) -> Result<(u64, u64), ClientError> {
+        match self.call(Message::ObjectSize { tags, object }).await? {
             Message::Size { size, mtime_ns } => Ok((size, mtime_ns)),
             _ => self.unexpected(),
         }
     }
 
-    pub async fn truncate(
-        &self,
-        who: &Identity,
-        object: u64,
-        size: u64,
-    ) -> Result<(), ClientError> {
-        self.expect_done(Message::Truncate {
-            tags: who.tags(),
-            object,
-            size,
-        })
-        .await
+    pub async fn truncate(&self, tags: Tags, object: u64, size: u64) -> Result<(), ClientError> {
+        self.expect_done(Message::Truncate { tags, object, size })
+            .await
     }
 
-    pub async fn remove(&self, who: &Identity, object: u64) -> Result<(), ClientError> {
-        self.expect_done(Message::Remove {
-            tags: who.tags(),
-            object,
-        })
-        .await
+    pub async fn remove(&self, tags: Tags, object: u64) -> Result<(), ClientError> {
+        self.expect_done(Message::Remove { tags, object }).await
     }
 
-    pub async fn meta(&self, who: &Identity, op: MetaRequest) -> Result<MetaReply, ClientError> {
-        match self
-            .call(Message::Meta {
-                tags: who.tags(),
-                op,
-            })
-            .await?
-        {
+    pub async fn meta(&self, tags: Tags, op: MetaRequest) -> Result<MetaReply, ClientError> {
+        match self.call(Message::Meta { tags, op }).await? {
             Message::MetaReply(reply) => Ok(reply),
             _ => self.unexpected(),
         }

@@ -7,25 +7,32 @@
 //! its objects holds, asked of its servers (as in PVFS2), so it is right
 //! after concurrent strided writes with no size update per write.
 
-mod connection;
+//!
+//! This crate links the wire protocol and the client only — no server,
+//! database or FUSE code — so the Python module and MPI-IO programs that
+//! use it stay small.
 
-pub use connection::{ClientError, Identity, ServerConnection};
+mod identity;
+
+pub use concerto_proto as proto;
+pub use concerto_proto::cluster::{ClusterFile, ServerEntry};
+pub use concerto_proto::connection::{ClientError, ServerConnection};
+pub use identity::Identity;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures::future::try_join_all;
 use tokio::sync::Mutex;
 
 use concerto_core::{Extent, RequestLimits, StripeLayout};
 
-use crate::config::{ClusterFile, ServerEntry};
-use crate::protocol::{
-    ordered_total, DirEntry, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply, MetaRequest,
-    Role, MAX_IO, MAX_SEGMENTS,
+use concerto_proto::stats::ServerStats;
+use concerto_proto::{
+    ordered_total, DirEntry, ErrorKind, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply,
+    MetaRequest, Role, Tags, MAX_IO, MAX_SEGMENTS,
 };
-use crate::stats::ServerStats;
 
 /// An open file: its inode and its layout.
 #[derive(Clone, Debug)]
@@ -84,12 +91,29 @@ fn check_extents(extents: &[Extent]) -> Result<u64, ClientError> {
 /// Largest buffer one read call fills.
 pub const MAX_READ: u64 = 1 << 30;
 
+/// A client of one cluster, acting for one identity. Cloning it, or making
+/// it act for someone else ([`FsClient::with_identity`]), shares the cluster
+/// file and the connections: a FUSE mount has one client for all its callers.
+#[derive(Clone)]
 pub struct FsClient {
-    cluster: Arc<ClusterFile>,
+    shared: Arc<Shared>,
     identity: Identity,
+}
+
+struct Shared {
+    cluster: ClusterFile,
     /// One lazily opened connection per server (index in the cluster file),
-    /// reopened after a failure; shared by clients made with [`FsClient::with_identity`].
-    connections: Arc<Vec<Mutex<Option<Arc<ServerConnection>>>>>,
+    /// reopened after a failure.
+    connections: Vec<Mutex<Option<Arc<ServerConnection>>>>,
+}
+
+/// A write planned and copied into its per-server requests, ready to send:
+/// what [`FsClient::prepare_write`] returns. The caller's bytes are copied
+/// once, here, straight into the requests' payloads.
+pub struct PreparedWrite {
+    inode: u64,
+    tags: Tags,
+    requests: Vec<(u32, Vec<Extent>, Bytes)>,
 }
 
 impl FsClient {
@@ -97,9 +121,11 @@ impl FsClient {
     pub fn new(cluster: ClusterFile, identity: Identity) -> FsClient {
         let connections = cluster.servers.iter().map(|_| Mutex::new(None)).collect();
         FsClient {
-            cluster: Arc::new(cluster),
+            shared: Arc::new(Shared {
+                cluster,
+                connections,
+            }),
             identity,
-            connections: Arc::new(connections),
         }
     }
 
@@ -107,14 +133,13 @@ impl FsClient {
     /// FUSE mount tags each caller's requests with the caller's application.
     pub fn with_identity(&self, identity: Identity) -> FsClient {
         FsClient {
-            cluster: self.cluster.clone(),
+            shared: self.shared.clone(),
             identity,
-            connections: self.connections.clone(),
         }
     }
 
     pub fn cluster(&self) -> &ClusterFile {
-        &self.cluster
+        &self.shared.cluster
     }
 
     pub fn identity(&self) -> Identity {
@@ -123,20 +148,20 @@ impl FsClient {
 
     async fn connection(&self, id: u32) -> Result<Arc<ServerConnection>, ClientError> {
         let index = self
-            .cluster
+            .cluster()
             .servers
             .iter()
             .position(|s| s.id == id)
             .ok_or_else(|| {
                 ClientError::Invalid(format!("server id {id} is not in the cluster file"))
             })?;
-        let mut slot = self.connections[index].lock().await;
+        let mut slot = self.shared.connections[index].lock().await;
         if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
+        let cluster = self.cluster();
         let c = Arc::new(
-            ServerConnection::connect(self.cluster.servers[index].address, self.cluster.timeout())
-                .await?,
+            ServerConnection::connect(cluster.servers[index].address, cluster.timeout()).await?,
         );
         *slot = Some(c.clone());
         Ok(c)
@@ -144,17 +169,20 @@ impl FsClient {
 
     async fn meta(&self, op: MetaRequest) -> Result<MetaReply, ClientError> {
         for path in op.paths() {
-            crate::namespace::components(path).map_err(ClientError::Invalid)?;
+            concerto_proto::namespace::components(path).map_err(ClientError::Invalid)?;
         }
-        let id = self.cluster.metadata_server().id;
-        self.connection(id).await?.meta(&self.identity, op).await
+        let id = self.cluster().metadata_server().id;
+        self.connection(id)
+            .await?
+            .meta(self.identity.tags(), op)
+            .await
     }
 
     async fn meta_attr(&self, op: MetaRequest) -> Result<MetaAttr, ClientError> {
         match self.meta(op).await? {
             MetaReply::Attr(a) => Ok(a),
             _ => Err(ClientError::Unexpected {
-                server: self.cluster.metadata_server().address,
+                server: self.cluster().metadata_server().address,
             }),
         }
     }
@@ -199,8 +227,8 @@ impl FsClient {
             .await?;
         if attr.kind == FileKind::Directory {
             return Err(ClientError::Server {
-                server: self.cluster.metadata_server().address,
-                kind: crate::protocol::ErrorKind::IsADirectory,
+                server: self.cluster().metadata_server().address,
+                kind: ErrorKind::IsADirectory,
                 message: format!("{path}: is a directory"),
             });
         }
@@ -229,6 +257,20 @@ impl FsClient {
         extents: &[Extent],
         data: &[u8],
     ) -> Result<(), ClientError> {
+        let prepared = self.prepare_write(file, extents, data)?;
+        self.send_write(prepared).await
+    }
+
+    /// The first half of a write, done where the caller's bytes are still
+    /// borrowed (a FUSE callback): plans the per-server requests and copies
+    /// the bytes into their payloads, the one copy on the client. The tags
+    /// (and so the issue time) are taken now, once for every server.
+    pub fn prepare_write(
+        &self,
+        file: &FileHandle,
+        extents: &[Extent],
+        data: &[u8],
+    ) -> Result<PreparedWrite, ClientError> {
         let total = check_extents(extents)?;
         if total != data.len() as u64 {
             return Err(ClientError::Invalid(format!(
@@ -236,23 +278,46 @@ impl FsClient {
                 data.len()
             )));
         }
-        let sends = file
+        let requests = file
             .layout
             .requests(extents, LIMITS)
             .into_iter()
-            .map(|b| async move {
-                // The one copy on the client: the caller's bytes into the request's payload.
-                let mut bytes = BytesMut::with_capacity(b.bytes as usize);
-                for p in &b.parts {
+            .map(|r| {
+                let mut bytes = BytesMut::with_capacity(r.bytes as usize);
+                for p in &r.parts {
                     let at = p.buf_offset as usize;
                     bytes.extend_from_slice(&data[at..at + p.len as usize]);
                 }
-                self.connection(b.server)
-                    .await?
-                    .write(&self.identity, file.inode, b.extents, bytes.freeze())
-                    .await
-            });
-        try_join_all(sends).await.map(|_| ())
+                (r.server, r.extents, bytes.freeze())
+            })
+            .collect();
+        Ok(PreparedWrite {
+            inode: file.inode,
+            tags: self.identity.tags(),
+            requests,
+        })
+    }
+
+    /// The second half of a write: sends the prepared requests, to every
+    /// server at once, and waits for all of them.
+    pub async fn send_write(&self, write: PreparedWrite) -> Result<(), ClientError> {
+        let PreparedWrite {
+            inode,
+            tags,
+            requests,
+        } = write;
+        try_join_all(
+            requests
+                .into_iter()
+                .map(|(server, extents, bytes)| async move {
+                    self.connection(server)
+                        .await?
+                        .write(tags, inode, extents, bytes)
+                        .await
+                }),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Reads up to `len` bytes at `offset`; shorter only at the end of the file.
@@ -299,10 +364,11 @@ impl FsClient {
             return Err(ClientError::Invalid(format!("a read of {total} bytes is over the {MAX_READ}-byte limit of one call; read in pieces")));
         }
         let batches = file.layout.requests(extents, LIMITS);
+        let tags = self.identity.tags();
         let replies = try_join_all(batches.iter().map(|b| async move {
             self.connection(b.server)
                 .await?
-                .read(&self.identity, file.inode, b.extents.clone())
+                .read(tags, file.inode, b.extents.clone())
                 .await
         }))
         .await?;
@@ -323,12 +389,13 @@ impl FsClient {
 
     /// Makes everything written to the file durable on every server holding part of it.
     pub async fn fsync(&self, file: &FileHandle) -> Result<(), ClientError> {
-        try_join_all(file.layout.servers().iter().map(|&s| async move {
-            self.connection(s)
-                .await?
-                .fsync(&self.identity, file.inode)
-                .await
-        }))
+        let tags = self.identity.tags();
+        try_join_all(
+            file.layout
+                .servers()
+                .iter()
+                .map(|&s| async move { self.connection(s).await?.fsync(tags, file.inode).await }),
+        )
         .await
         .map(|_| ())
     }
@@ -337,10 +404,11 @@ impl FsClient {
     /// The size is the furthest byte any object holds.
     async fn objects_state(&self, file: &FileHandle) -> Result<ObjectsState, ClientError> {
         let layout = &file.layout;
+        let tags = self.identity.tags();
         let answers = try_join_all(layout.servers().iter().map(|&s| async move {
             self.connection(s)
                 .await?
-                .object_size(&self.identity, file.inode)
+                .object_size(tags, file.inode)
                 .await
         }))
         .await?;
@@ -407,7 +475,7 @@ impl FsClient {
                 }
                 _ => {
                     return Err(ClientError::Unexpected {
-                        server: self.cluster.metadata_server().address,
+                        server: self.cluster().metadata_server().address,
                     })
                 }
             }
@@ -417,12 +485,13 @@ impl FsClient {
     /// Removes the file's objects once its name is gone.
     async fn remove_objects(&self, attr: &MetaAttr, path: &str) -> Result<(), ClientError> {
         let layout = layout_of(attr, path)?;
-        try_join_all(layout.servers().iter().map(|&s| async move {
-            self.connection(s)
-                .await?
-                .remove(&self.identity, attr.inode)
-                .await
-        }))
+        let tags = self.identity.tags();
+        try_join_all(
+            layout
+                .servers()
+                .iter()
+                .map(|&s| async move { self.connection(s).await?.remove(tags, attr.inode).await }),
+        )
         .await
         .map(|_| ())
     }
@@ -448,7 +517,7 @@ impl FsClient {
             }
             MetaReply::Replaced(_) => Ok(()),
             _ => Err(ClientError::Unexpected {
-                server: self.cluster.metadata_server().address,
+                server: self.cluster().metadata_server().address,
             }),
         }
     }
@@ -460,6 +529,7 @@ impl FsClient {
             .await?;
         let layout = layout_of(&attr, path)?;
         let layout = &layout;
+        let tags = self.identity.tags();
         try_join_all(
             layout
                 .servers()
@@ -468,11 +538,7 @@ impl FsClient {
                 .map(|(slot, &s)| async move {
                     self.connection(s)
                         .await?
-                        .truncate(
-                            &self.identity,
-                            attr.inode,
-                            layout.object_len(slot as u32, size),
-                        )
+                        .truncate(tags, attr.inode, layout.object_len(slot as u32, size))
                         .await
                 }),
         )
@@ -499,7 +565,7 @@ impl FsClient {
         match self.meta(MetaRequest::Statfs).await? {
             MetaReply::Statfs(c) => Ok(c),
             _ => Err(ClientError::Unexpected {
-                server: self.cluster.metadata_server().address,
+                server: self.cluster().metadata_server().address,
             }),
         }
     }
@@ -507,7 +573,7 @@ impl FsClient {
     /// Every server's statistics, in cluster-file order.
     pub async fn stats(&self) -> Vec<Result<ServerStats, ClientError>> {
         futures::future::join_all(
-            self.cluster
+            self.cluster()
                 .servers
                 .iter()
                 .map(|s| async move { self.connection(s.id).await?.stats().await }),
@@ -516,9 +582,9 @@ impl FsClient {
     }
 
     /// Every server's policy and roles, in cluster-file order.
-    pub async fn ping_all(&self) -> Vec<Result<(String, Vec<crate::protocol::Role>), ClientError>> {
+    pub async fn ping_all(&self) -> Vec<Result<(String, Vec<Role>), ClientError>> {
         futures::future::join_all(
-            self.cluster
+            self.cluster()
                 .servers
                 .iter()
                 .map(|s| async move { self.connection(s.id).await?.ping().await }),
@@ -530,8 +596,8 @@ impl FsClient {
     /// Returns, per server, how many requests the previous policy still
     /// held (it finishes them before it goes).
     pub async fn set_policy(&self, policy: &str) -> Result<Vec<u64>, ClientError> {
-        let mut retiring = Vec::with_capacity(self.cluster.servers.len());
-        for s in &self.cluster.servers {
+        let mut retiring = Vec::with_capacity(self.cluster().servers.len());
+        for s in &self.cluster().servers {
             retiring.push(self.connection(s.id).await?.set_policy(policy).await?);
         }
         Ok(retiring)
@@ -540,7 +606,7 @@ impl FsClient {
     /// Tells every data server the others' addresses, for service reports.
     pub async fn introduce_peers(&self) -> Result<(), ClientError> {
         let data: Vec<&ServerEntry> = self
-            .cluster
+            .cluster()
             .servers
             .iter()
             .filter(|s| s.roles.contains(&Role::Data))

@@ -12,6 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::server::Command;
+use crate::stats::prometheus;
 
 const MAX_REQUEST_HEAD: usize = 8192;
 
@@ -53,7 +54,7 @@ async fn scrape(mut stream: TcpStream, sched: mpsc::Sender<Command>) {
     let response = if head.starts_with(b"GET ") {
         let (tx, rx) = oneshot::channel();
         let body = match sched.send(Command::Stats { reply: tx }).await {
-            Ok(()) => rx.await.map(|s| s.prometheus()).ok(),
+            Ok(()) => rx.await.map(|s| prometheus(&s)).ok(),
             Err(_) => None,
         };
         match body {

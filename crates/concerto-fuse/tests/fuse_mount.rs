@@ -14,10 +14,10 @@ use std::process::Command;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use concerto_client::{FsClient, Identity};
 use concerto_core::PolicyConfig;
-use concerto_fs::client::{FsClient, Identity};
-use concerto_fs::fuse::{mount, MountOptions};
-use concerto_fs::local::{LocalCluster, LocalClusterSpec};
+use concerto_fuse::{mount, MountOptions};
+use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

@@ -1,39 +1,24 @@
-//! The two files a deployment is described by:
+//! The server file (`concerto-server --config FILE`): one server's address,
+//! data directory, roles, policy, throttle and, for the metadata role, the
+//! cluster's data servers and default layout. (The cluster file, what
+//! clients connect with, is concerto-proto's `cluster`.)
 //!
-//! - a **server file** (`concerto server --config FILE`): one server's
-//!   address, data directory, roles, policy, throttle and, for the metadata
-//!   role, the cluster's data servers and default layout;
-//! - a **cluster file** (`cluster.toml`, what clients connect with): every
-//!   server's id, address and roles.
-//!
-//! Both are TOML; an error names the key (`server.listen: invalid socket address syntax`).
+//! TOML; an error names the key (`server.listen: invalid socket address
+//! syntax`), or the line and column of a syntax error.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{PolicyConfig, Time};
 
 use crate::metadata::MetadataConfig;
-use crate::protocol::{Role, MAX_STRIPE_UNIT};
 use crate::server::ServerConfig;
-
-fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
-    let de = toml::Deserializer::new(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let msg = e.inner().message().trim().to_string();
-        if path == "." {
-            msg
-        } else {
-            format!("{path}: {msg}")
-        }
-    })
-}
+use concerto_proto::toml_file::parse;
+use concerto_proto::{Role, MAX_STRIPE_UNIT};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -181,87 +166,6 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
     })
 }
 
-/// One server as clients see it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerEntry {
-    pub id: u32,
-    pub address: SocketAddr,
-    pub roles: Vec<Role>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metrics: Option<SocketAddr>,
-    /// Set by `concerto cluster up` for the servers it started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<PathBuf>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClusterSection {
-    /// How long a client waits for any one server before giving up on it.
-    #[serde(default = "default_timeout")]
-    pub timeout: Time,
-}
-
-fn default_timeout() -> Time {
-    Time::from_millis(10_000)
-}
-
-/// A cluster file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClusterFile {
-    pub cluster: ClusterSection,
-    pub servers: Vec<ServerEntry>,
-}
-
-impl ClusterFile {
-    pub fn parse(text: &str) -> Result<ClusterFile, String> {
-        let c: ClusterFile = parse(text)?;
-        let metadata = c
-            .servers
-            .iter()
-            .filter(|s| s.roles.contains(&Role::Metadata))
-            .count();
-        if metadata != 1 {
-            return Err(format!(
-                "servers: exactly one server must have the \"metadata\" role (found {metadata})"
-            ));
-        }
-        let mut ids: Vec<u32> = c.servers.iter().map(|s| s.id).collect();
-        ids.sort_unstable();
-        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
-            return Err(format!("servers: id {} appears twice", w[0]));
-        }
-        if c.cluster.timeout == Time::ZERO {
-            return Err("cluster.timeout: must be > 0".into());
-        }
-        Ok(c)
-    }
-
-    pub fn timeout(&self) -> Duration {
-        Duration::from_nanos(self.cluster.timeout.as_nanos())
-    }
-
-    pub fn metadata_server(&self) -> &ServerEntry {
-        // `parse` checked there is exactly one.
-        self.servers
-            .iter()
-            .find(|s| s.roles.contains(&Role::Metadata))
-            .unwrap_or(&self.servers[0])
-    }
-
-    pub fn server(&self, id: u32) -> Option<&ServerEntry> {
-        self.servers.iter().find(|s| s.id == id)
-    }
-
-    pub fn to_toml(&self) -> String {
-        toml::to_string(self).unwrap_or_default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,7 +201,9 @@ stripe_unit = "1MiB"
     #[test]
     fn bad_server_files_name_the_key() {
         let err = |text: &str| server_config(text).unwrap_err();
-        assert!(err(&SERVER.replace("127.0.0.1:4100", "nowhere")).starts_with("server.listen"));
+        // A bad value names its line, column and key.
+        assert!(err(&SERVER.replace("127.0.0.1:4100", "nowhere"))
+            .starts_with("line 3, column 10: server.listen: "));
         assert!(
             err(&SERVER.replace("preset = \"hdd\"", "preset = \"tape\""))
                 .contains("throttle.preset: unknown preset \"tape\"")
@@ -320,36 +226,6 @@ stripe_unit = "1MiB"
             "roles = [\"data\", \"metadata\"]",
             "roles = [\"data\", \"cache\"]"
         ))
-        .starts_with("server.roles"));
-    }
-
-    #[test]
-    fn cluster_files_round_trip_and_need_one_metadata_server() {
-        let text = r#"
-[cluster]
-timeout = "2s"
-[[servers]]
-id = 0
-address = "127.0.0.1:4100"
-roles = ["data", "metadata"]
-[[servers]]
-id = 1
-address = "127.0.0.1:4101"
-roles = ["data"]
-"#;
-        let c = ClusterFile::parse(text).unwrap();
-        assert_eq!(c.metadata_server().id, 0);
-        assert_eq!(ClusterFile::parse(&c.to_toml()).unwrap(), c);
-        assert!(
-            ClusterFile::parse(&text.replace("[\"data\", \"metadata\"]", "[\"data\"]"))
-                .unwrap_err()
-                .contains("exactly one")
-        );
-        assert!(ClusterFile::parse(&text.replace("id = 1", "id = 0"))
-            .unwrap_err()
-            .contains("id 0 appears twice"));
-        assert!(ClusterFile::parse(&text.replace("4101\"", "x\""))
-            .unwrap_err()
-            .starts_with("servers[1].address"));
+        .contains("server.roles"));
     }
 }

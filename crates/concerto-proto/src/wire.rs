@@ -32,7 +32,7 @@ use crate::namespace;
 use crate::stats::ServerStats;
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -159,6 +159,16 @@ pub enum Message {
 pub enum Role {
     Data,
     Metadata,
+}
+
+impl Role {
+    /// As the files spell it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Role::Data => "data",
+            Role::Metadata => "metadata",
+        }
+    }
 }
 
 /// A stripe layout as the client asks for it; unset fields come from the directory's default.

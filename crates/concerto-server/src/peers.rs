@@ -19,8 +19,8 @@ use tokio::sync::mpsc;
 
 use concerto_core::server::ServiceReport;
 
-use crate::client::ServerConnection;
-use crate::protocol::Message;
+use concerto_proto::connection::ServerConnection;
+use concerto_proto::Message;
 
 /// How long a peer may take to accept a connection or a report.
 const PEER_TIMEOUT: Duration = Duration::from_secs(5);

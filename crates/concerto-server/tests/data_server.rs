@@ -14,9 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::units::Bandwidth;
 use concerto_core::{Extent, Time};
-use concerto_fs::client::{ClientError, Identity, ServerConnection};
-use concerto_fs::protocol::{Envelope, ErrorKind, Message, MAX_FRAME};
-use concerto_fs::server::{self, parse_policy, ServerConfig, ServerHandle};
+use concerto_proto::connection::{ClientError, ServerConnection};
+use concerto_proto::{Envelope, ErrorKind, Message, Tags, MAX_FRAME};
+use concerto_server::server::{self, parse_policy, ServerConfig, ServerHandle};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -29,8 +29,17 @@ async fn start(dir: &std::path::Path, policy: &str) -> ServerHandle {
     server::start(cfg).await.unwrap()
 }
 
-fn who(app: u32) -> Identity {
-    Identity::new(app, 0)
+/// Tags of a request of application `app` issued now.
+fn who(app: u32) -> Tags {
+    Tags {
+        app,
+        rank: 0,
+        issue_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+        weight: None,
+    }
 }
 
 /// Several applications write random ranges of their own objects at once,
@@ -51,7 +60,7 @@ async fn random_ranges_round_trip(addr: SocketAddr, seed: u64) {
                 model[offset..offset + len].copy_from_slice(&data);
                 end = end.max(offset + len);
                 conn.write(
-                    &who(app),
+                    who(app),
                     object,
                     vec![Extent::new(offset as u64, data.len() as u64)],
                     data.into(),
@@ -59,16 +68,16 @@ async fn random_ranges_round_trip(addr: SocketAddr, seed: u64) {
                 .await
                 .unwrap();
             }
-            conn.fsync(&who(app), object).await.unwrap();
+            conn.fsync(who(app), object).await.unwrap();
             let back = conn
-                .read(&who(app), object, vec![Extent::new(0, 1 << 20)])
+                .read(who(app), object, vec![Extent::new(0, 1 << 20)])
                 .await
                 .unwrap();
             assert_eq!(back.len(), end, "the object ends at the last byte written");
             assert!(back == model[..end], "app {app}: bytes differ");
             // Reading past the end gives a short (here empty) reply.
             assert!(conn
-                .read(&who(app), object, vec![Extent::new(end as u64 + 10, 100)])
+                .read(who(app), object, vec![Extent::new(end as u64 + 10, 100)])
                 .await
                 .unwrap()
                 .is_empty());
@@ -176,7 +185,7 @@ async fn malformed_frames_are_answered_and_cut_off() {
     let s = start(dir.path(), "kind = \"fifo\"").await;
     let good = Arc::new(ServerConnection::connect(s.addr, TIMEOUT).await.unwrap());
     good.write(
-        &who(1),
+        who(1),
         1,
         vec![Extent::new(0, 4)],
         bytes::Bytes::from_static(b"kept"),
@@ -219,9 +228,7 @@ async fn malformed_frames_are_answered_and_cut_off() {
         assert_eq!(n, 0, "connection closed");
         // Everyone else is still served.
         assert_eq!(
-            good.read(&who(1), 1, vec![Extent::new(0, 4)])
-                .await
-                .unwrap(),
+            good.read(who(1), 1, vec![Extent::new(0, 4)]).await.unwrap(),
             &b"kept"[..]
         );
     }

@@ -9,10 +9,17 @@
 //! reply when done, so several callers' I/O is in flight at once rather than
 //! queued behind one FUSE thread.
 //!
-//! Each request is tagged with its caller's application: `CONCERTO_APP_ID`,
-//! else `SLURM_JOB_ID`, from the calling process's environment as it was at
-//! exec (`/proc/PID/environ`), else the caller's process group, so the
-//! ranks of one job share an id without any change to the program.
+//! Each request is tagged with its caller's identity, read from the calling
+//! process's environment as it was at exec (`/proc/PID/environ`) by the
+//! client library's one reader of identities: the application from
+//! `CONCERTO_APP_ID`, else `SLURM_JOB_ID`, else the caller's process group,
+//! so the ranks of one job share an id without any change to the program;
+//! the rank from `CONCERTO_RANK`, `SLURM_PROCID`, `PMI_RANK` or
+//! `OMPI_COMM_WORLD_RANK`. The identity is resolved once per open file
+//! (reads, writes and closes of that file use it), and for other operations
+//! once per process per second ([`CALLER_TTL`]). One client, with one set
+//! of connections, serves every caller; a write's bytes are copied once,
+//! from the kernel's buffer straight into the per-server requests.
 //!
 //! Files are opened in direct-I/O mode, as PVFS2's client keeps no data
 //! cache: every read(2) and write(2) goes to the servers, so what one node
@@ -28,7 +35,7 @@ use std::future::Future;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
@@ -38,8 +45,17 @@ use fuser::{
 use libc::c_int;
 use tokio::runtime::Handle;
 
-use crate::client::{ClientError, FileHandle, FsClient, Identity, Stat};
-use crate::protocol::{DirEntry, ErrorKind, FileKind, LayoutRequest};
+use concerto_client::{ClientError, FileHandle, FsClient, Identity, Stat};
+use concerto_core::Extent;
+use concerto_proto::{DirEntry, ErrorKind, FileKind, LayoutRequest};
+
+/// How long a process's identity is reused before its environment is read
+/// again. Short, so a process that execs with a new environment, or a
+/// process id that is reused, is seen as its new self within a second.
+pub const CALLER_TTL: Duration = Duration::from_secs(1);
+/// Most processes whose identity is remembered; beyond it, expired entries
+/// are dropped, and if none has expired, all of them.
+const MAX_CALLERS: usize = 4096;
 
 /// How a mount behaves.
 #[derive(Clone, Debug)]
@@ -106,12 +122,13 @@ pub fn mount(
     let fs = ConcertoFuse {
         runtime,
         mount: Ctx {
-            client: Arc::new(client),
+            client,
             state: Arc::new(Mutex::new(State::new())),
             ttl: options.attr_ttl,
             // SAFETY: geteuid and getegid only read the process's credentials.
             owner: unsafe { (libc::geteuid(), libc::getegid()) },
         },
+        callers: HashMap::new(),
     };
     let opts = [
         MountOption::FSName("concerto".into()),
@@ -130,11 +147,18 @@ pub fn mount(
     })
 }
 
+/// An open file and the client acting for the process that opened it.
+#[derive(Clone)]
+struct OpenFile {
+    file: FileHandle,
+    client: FsClient,
+}
+
 /// What the mount remembers between calls.
 struct State {
     /// inode → (path, how many lookups the kernel holds).
     names: HashMap<u64, (String, u64)>,
-    files: HashMap<u64, FileHandle>,
+    files: HashMap<u64, OpenFile>,
     /// Directory listings taken at opendir, served in pieces by readdir.
     listings: HashMap<u64, Vec<DirEntry>>,
     next_handle: u64,
@@ -229,42 +253,23 @@ impl From<ClientError> for Errno {
     }
 }
 
-/// Who issued a FUSE request: its application and rank, from the caller's
-/// environment at exec, else its process group; the mount's own identity
-/// for requests the kernel makes itself (pid 0).
-fn caller(pid: u32, fallback: Identity) -> Identity {
-    if pid == 0 {
-        return fallback;
-    }
+/// Who process `pid` is: the identity its environment at exec names, else
+/// its process group as the application.
+fn identity_of(pid: u32) -> Identity {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    let var = |key: &str| {
-        environ.split(|&b| b == 0).find_map(|kv| {
-            let value = kv.strip_prefix(key.as_bytes())?.strip_prefix(b"=")?;
-            std::str::from_utf8(value).ok()?.trim().parse::<u32>().ok()
-        })
-    };
-    let app = var("CONCERTO_APP_ID")
-        .or_else(|| var("SLURM_JOB_ID"))
-        .unwrap_or_else(|| {
-            // SAFETY: getpgid only reads the process table.
-            let group = unsafe { libc::getpgid(pid as libc::pid_t) };
-            if group > 0 {
-                group as u32
-            } else {
-                pid
-            }
-        });
-    Identity::new(app, var("CONCERTO_RANK").unwrap_or(0))
+    // SAFETY: getpgid only reads the process table.
+    let group = unsafe { libc::getpgid(pid as libc::pid_t) };
+    Identity::from_environ(&environ, if group > 0 { group as u32 } else { pid })
 }
 
 fn time(ns: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(ns)
 }
 
-/// What an operation's task gets: the caller's client, the shared state and how to build attributes.
+/// What an operation's task gets: the client acting for the caller, the shared state and how to build attributes.
 #[derive(Clone)]
 struct Ctx {
-    client: Arc<FsClient>,
+    client: FsClient,
     state: Arc<Mutex<State>>,
     ttl: Duration,
     owner: (u32, u32),
@@ -319,14 +324,6 @@ impl Ctx {
         let stat = self.client.stat(path).await?;
         self.state().looked_up(stat.inode, path);
         Ok(self.attr(&stat))
-    }
-
-    fn file(&self, fh: u64) -> Result<FileHandle, Errno> {
-        self.state()
-            .files
-            .get(&fh)
-            .cloned()
-            .ok_or(Errno(libc::EBADF))
     }
 
     /// Keeps `value` under a new handle number.
@@ -393,6 +390,8 @@ struct ConcertoFuse {
     runtime: Handle,
     /// Acting as the mount itself; each request gets a copy acting as its caller.
     mount: Ctx,
+    /// pid → (identity, when it was read): see [`CALLER_TTL`].
+    callers: HashMap<u32, (Identity, Instant)>,
 }
 
 impl ConcertoFuse {
@@ -400,17 +399,66 @@ impl ConcertoFuse {
         self.mount.state()
     }
 
+    /// The client acting for process `pid`; the mount's own identity for
+    /// requests the kernel makes itself (pid 0).
+    fn client_for(&mut self, pid: u32) -> FsClient {
+        if pid == 0 {
+            return self.mount.client.clone();
+        }
+        let now = Instant::now();
+        let fresh = |(_, at): &(Identity, Instant)| now.duration_since(*at) < CALLER_TTL;
+        let who = match self.callers.get(&pid).filter(|c| fresh(c)) {
+            Some(&(who, _)) => who,
+            None => {
+                if self.callers.len() >= MAX_CALLERS {
+                    self.callers.retain(|_, c| fresh(c));
+                    if self.callers.len() >= MAX_CALLERS {
+                        self.callers.clear();
+                    }
+                }
+                let who = identity_of(pid);
+                self.callers.insert(pid, (who, now));
+                who
+            }
+        };
+        self.mount.client.with_identity(who)
+    }
+
     /// Runs `work` as a task acting for `req`'s caller, and answers `reply` with its result.
-    fn run<T, R, W, F>(&self, req: &Request<'_>, reply: R, work: W)
+    fn run<T, R, W, F>(&mut self, req: &Request<'_>, reply: R, work: W)
     where
         T: Send + 'static,
         R: Answer<T>,
         W: FnOnce(Ctx) -> F,
         F: Future<Output = Result<T, Errno>> + Send + 'static,
     {
-        let who = caller(req.pid(), self.mount.client.identity());
+        let client = self.client_for(req.pid());
+        self.spawn(client, reply, work);
+    }
+
+    /// Runs `work` on open file `fh`, acting for the process that opened it.
+    fn run_on_file<T, R, W, F>(&self, fh: u64, reply: R, work: W)
+    where
+        T: Send + 'static,
+        R: Answer<T>,
+        W: FnOnce(Ctx, FileHandle) -> F,
+        F: Future<Output = Result<T, Errno>> + Send + 'static,
+    {
+        let Some(open) = self.state().files.get(&fh).cloned() else {
+            return reply.fail(Errno(libc::EBADF));
+        };
+        self.spawn(open.client, reply, |ctx| work(ctx, open.file));
+    }
+
+    fn spawn<T, R, W, F>(&self, client: FsClient, reply: R, work: W)
+    where
+        T: Send + 'static,
+        R: Answer<T>,
+        W: FnOnce(Ctx) -> F,
+        F: Future<Output = Result<T, Errno>> + Send + 'static,
+    {
         let ctx = Ctx {
-            client: Arc::new(self.mount.client.with_identity(who)),
+            client,
             ..self.mount.clone()
         };
         let done = work(ctx.clone());
@@ -546,7 +594,11 @@ impl Filesystem for ConcertoFuse {
             if file.inode != ino {
                 return Err(Errno(libc::ESTALE));
             }
-            Ok((ctx.keep(|s| &mut s.files, file), FOPEN_DIRECT_IO))
+            let open = OpenFile {
+                file,
+                client: ctx.client.clone(),
+            };
+            Ok((ctx.keep(|s| &mut s.files, open), FOPEN_DIRECT_IO))
         });
     }
 
@@ -569,13 +621,17 @@ impl Filesystem for ConcertoFuse {
                 .create(&path, LayoutRequest::default(), exclusive)
                 .await?;
             let attr = ctx.entry(&path).await?;
-            Ok((attr, ctx.keep(|s| &mut s.files, file)))
+            let open = OpenFile {
+                file,
+                client: ctx.client.clone(),
+            };
+            Ok((attr, ctx.keep(|s| &mut s.files, open)))
         });
     }
 
     fn read(
         &mut self,
-        req: &Request<'_>,
+        _req: &Request<'_>,
         _ino: u64,
         fh: u64,
         offset: i64,
@@ -584,8 +640,7 @@ impl Filesystem for ConcertoFuse {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
-        self.run(req, reply, |ctx| async move {
-            let file = ctx.file(fh)?;
+        self.run_on_file(fh, reply, |ctx, file| async move {
             let offset = u64::try_from(offset).map_err(|_| Errno(libc::EINVAL))?;
             Ok(ctx.client.read(&file, offset, size as u64).await?)
         });
@@ -593,7 +648,7 @@ impl Filesystem for ConcertoFuse {
 
     fn write(
         &mut self,
-        req: &Request<'_>,
+        _req: &Request<'_>,
         _ino: u64,
         fh: u64,
         offset: i64,
@@ -603,12 +658,23 @@ impl Filesystem for ConcertoFuse {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
-        let data = data.to_vec();
-        self.run(req, reply, |ctx| async move {
-            let file = ctx.file(fh)?;
-            let offset = u64::try_from(offset).map_err(|_| Errno(libc::EINVAL))?;
-            ctx.client.write(&file, offset, &data).await?;
-            Ok(data.len() as u32)
+        // Planned and copied here, while the kernel's buffer is borrowed:
+        // the only copy of the data on its way to the servers.
+        let Some(open) = self.state().files.get(&fh).cloned() else {
+            return reply.error(libc::EBADF);
+        };
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(libc::EINVAL);
+        };
+        let extent = [Extent::new(offset, data.len() as u64)];
+        let prepared = match open.client.prepare_write(&open.file, &extent, data) {
+            Ok(p) => p,
+            Err(e) => return reply.error(Errno::from(e).0),
+        };
+        let written = data.len() as u32;
+        self.spawn(open.client, reply, |ctx| async move {
+            ctx.client.send_write(prepared).await?;
+            Ok(written)
         });
     }
 
@@ -617,9 +683,15 @@ impl Filesystem for ConcertoFuse {
         self.fsync(req, ino, fh, false, reply);
     }
 
-    fn fsync(&mut self, req: &Request<'_>, _ino: u64, fh: u64, _datasync: bool, reply: ReplyEmpty) {
-        self.run(req, reply, |ctx| async move {
-            let file = ctx.file(fh)?;
+    fn fsync(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.run_on_file(fh, reply, |ctx, file| async move {
             Ok(ctx.client.fsync(&file).await?)
         });
     }
@@ -709,7 +781,7 @@ impl Filesystem for ConcertoFuse {
                 files,
                 ffree: u64::MAX - files,
                 bsize: BLOCK as u32,
-                namelen: crate::namespace::MAX_NAME as u32,
+                namelen: concerto_proto::namespace::MAX_NAME as u32,
                 frsize: counts.default_layout.0.min(u32::MAX as u64) as u32,
             })
         });

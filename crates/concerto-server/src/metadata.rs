@@ -21,8 +21,8 @@ use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::namespace;
-use crate::protocol::{
+use concerto_proto::namespace;
+use concerto_proto::{
     DirEntry, ErrorKind, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply, MetaRequest,
     WireLayout, MAX_ENTRIES,
 };

@@ -8,10 +8,11 @@ use std::path::Path;
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::PolicyConfig;
 
-use crate::client::{FsClient, Identity};
-use crate::config::{ClusterFile, ClusterSection, ServerEntry};
+use concerto_proto::cluster::{ClusterFile, ClusterSection, ServerEntry};
+use concerto_proto::connection::ServerConnection;
+use concerto_proto::Role;
+
 use crate::metadata::MetadataConfig;
-use crate::protocol::Role;
 use crate::server::{self, ServerConfig, ServerHandle};
 
 pub struct LocalCluster {
@@ -70,10 +71,14 @@ impl LocalCluster {
             servers: entries,
         };
         // Every data server learns the others, for service reports.
-        FsClient::new(cluster.clone(), Identity::new(0, 0))
-            .introduce_peers()
-            .await
-            .map_err(|e| io::Error::other(e.to_string()))?;
+        let addresses: Vec<_> = servers.iter().map(|s: &ServerHandle| s.addr).collect();
+        let failed = |e: concerto_proto::connection::ClientError| io::Error::other(e.to_string());
+        for &addr in &addresses {
+            let c = ServerConnection::connect(addr, cluster.timeout())
+                .await
+                .map_err(failed)?;
+            c.set_peers(addresses.clone()).await.map_err(failed)?;
+        }
         Ok(LocalCluster { servers, cluster })
     }
 

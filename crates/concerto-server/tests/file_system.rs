@@ -9,10 +9,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use concerto_client::{ClientError, FsClient, Identity};
 use concerto_core::{Extent, PolicyConfig};
-use concerto_fs::client::{ClientError, FsClient, Identity};
-use concerto_fs::local::{LocalCluster, LocalClusterSpec};
-use concerto_fs::protocol::{ErrorKind, FileKind, LayoutRequest};
+use concerto_proto::{ErrorKind, FileKind, LayoutRequest};
+use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
 fn spec(policy: PolicyConfig) -> LocalClusterSpec {
     LocalClusterSpec {
@@ -279,11 +279,11 @@ async fn statistics_count_per_application_and_serve_prometheus() {
     c.shutdown().await;
 
     // The metrics port, on a server started with one.
-    let cfg = concerto_fs::server::ServerConfig {
+    let cfg = concerto_server::server::ServerConfig {
         metrics: Some("127.0.0.1:0".parse().unwrap()),
-        ..concerto_fs::server::ServerConfig::data(dir.path().join("m"), PolicyConfig::Fifo)
+        ..concerto_server::server::ServerConfig::data(dir.path().join("m"), PolicyConfig::Fifo)
     };
-    let s = concerto_fs::server::start(cfg).await.unwrap();
+    let s = concerto_server::server::start(cfg).await.unwrap();
     let mut sock = tokio::net::TcpStream::connect(s.metrics_addr.unwrap())
         .await
         .unwrap();
@@ -326,7 +326,7 @@ async fn uneven_service(policy: &str) -> (f64, Vec<(u64, u64)>) {
     let dir = tempfile::tempdir().unwrap();
     let spec = LocalClusterSpec {
         servers: 2,
-        policy: concerto_fs::server::parse_policy(policy).unwrap(),
+        policy: concerto_server::server::parse_policy(policy).unwrap(),
         stripe_unit: 65536,
         throttle: Some(concerto_core::emulation::EmulationConfig {
             bandwidth: concerto_core::units::Bandwidth(50e6),

@@ -1,0 +1,84 @@
+//! `concerto-fuse --cluster FILE MOUNTPOINT`: mounts a Concerto cluster with
+//! FUSE and serves it until SIGINT or SIGTERM (then unmounts), or until
+//! someone else unmounts it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use concerto_client::{ClusterFile, FsClient, Identity};
+use concerto_fuse::MountOptions;
+use concerto_proto::process::{until_stopped, write_ready_file};
+
+/// Mount a Concerto cluster at MOUNTPOINT.
+#[derive(Parser)]
+#[command(name = "concerto-fuse", version)]
+struct Args {
+    /// The cluster file (what `concerto cluster up` writes).
+    #[arg(long, value_name = "FILE")]
+    cluster: PathBuf,
+    /// An existing directory to mount on.
+    mountpoint: PathBuf,
+    /// Seconds the kernel may cache names and attributes (0 to 3600).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = attr_ttl)]
+    attr_ttl: f64,
+    /// Once mounted, write `{"mountpoint": ...}` here as JSON.
+    #[arg(long, value_name = "FILE")]
+    ready_file: Option<PathBuf>,
+}
+
+fn attr_ttl(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=3600.0).contains(&s) => Ok(s),
+        _ => Err(format!(
+            "{text:?} is not a number of seconds between 0 and 3600"
+        )),
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let cluster = match std::fs::read_to_string(&args.cluster)
+        .map_err(|e| e.to_string())
+        .and_then(|text| ClusterFile::parse(&text))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("concerto-fuse: {}: {e}", args.cluster.display());
+            return ExitCode::from(2);
+        }
+    };
+    match run(cluster, &args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("concerto-fuse: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cluster: ClusterFile, args: &Args) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let options = MountOptions {
+        attr_ttl: Duration::from_secs_f64(args.attr_ttl),
+    };
+    let client = FsClient::new(cluster, Identity::from_env());
+    let mounted =
+        concerto_fuse::mount(client, &args.mountpoint, runtime.handle().clone(), options)?;
+    eprintln!(
+        "concerto-fuse: {} mounted on {}; stop with Ctrl-C",
+        args.cluster.display(),
+        mounted.mountpoint().display()
+    );
+    if let Some(path) = &args.ready_file {
+        let ready = serde_json::json!({"mountpoint": mounted.mountpoint().display().to_string()});
+        write_ready_file(path, &ready.to_string())?;
+    }
+    runtime.block_on(until_stopped(|| mounted.is_mounted()))?;
+    drop(mounted);
+    Ok(())
+}

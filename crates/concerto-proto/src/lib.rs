@@ -1,0 +1,14 @@
+//! Concerto's wire protocol: frames, messages and their validation, the
+//! cluster file clients connect with, and a connection that speaks the
+//! protocol. Everything that talks to a Concerto server links this crate;
+//! it knows nothing of how servers store or schedule.
+
+pub mod cluster;
+pub mod connection;
+pub mod namespace;
+pub mod process;
+pub mod stats;
+pub mod toml_file;
+mod wire;
+
+pub use wire::*;

@@ -1,0 +1,161 @@
+//! A server's statistics as they cross the wire (`Stats` reply): per
+//! application, per operation latency histograms, and service reports. The
+//! server's recorder that fills them lives in concerto-server.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Role;
+
+/// Upper bounds of the latency buckets: 50 us doubling to about 6.5 s.
+fn bucket_bounds() -> Vec<f64> {
+    (0..18).map(|k| 50e-6 * f64::from(1u32 << k)).collect()
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppStats {
+    pub app: u32,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub data_ops: u64,
+    pub metadata_ops: u64,
+    /// Requests of this application waiting in the queue now.
+    pub queued: u64,
+    /// Time this application had requests waiting in the queue.
+    pub waiting_s: f64,
+    /// Time it had requests waiting while the storage had free slots: the
+    /// policy held it back (a coordinated window, a cap, a share) rather
+    /// than the storage being full.
+    pub held_s: f64,
+}
+
+/// Time from arrival at the server to the reply, queueing included.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencyHistogram {
+    pub op: String,
+    /// Upper bound of each bucket, seconds; one more bucket counts the rest.
+    pub bounds_s: Vec<f64>,
+    pub counts: Vec<u64>,
+    pub sum_s: f64,
+    pub count: u64,
+}
+
+impl LatencyHistogram {
+    /// An empty histogram over the standard buckets.
+    pub fn new(op: &str) -> LatencyHistogram {
+        let bounds_s = bucket_bounds();
+        let counts = vec![0; bounds_s.len() + 1];
+        LatencyHistogram {
+            op: op.into(),
+            bounds_s,
+            counts,
+            sum_s: 0.0,
+            count: 0,
+        }
+    }
+
+    /// Counts one sample.
+    pub fn record(&mut self, seconds: f64) {
+        let i = self
+            .bounds_s
+            .iter()
+            .position(|&b| seconds <= b)
+            .unwrap_or(self.bounds_s.len());
+        self.counts[i] += 1;
+        self.sum_s += seconds;
+        self.count += 1;
+    }
+
+    /// The bound below which `q` of the samples fall (the bucket's upper bound).
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let target = (q * self.count as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= target {
+                return Some(self.bounds_s.get(i).copied().unwrap_or(f64::INFINITY));
+            }
+        }
+        None
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerStats {
+    pub address: String,
+    pub roles: Vec<Role>,
+    pub policy: String,
+    /// The throttle's description, or `None` when the storage runs at full speed.
+    pub throttle: Option<String>,
+    pub uptime_s: f64,
+    /// Requests waiting in the policy's queue.
+    pub queued: u64,
+    /// Requests on the storage now.
+    pub in_flight: u64,
+    /// The applications the server tracks: at most [`MAX_TRACKED_APPS`]
+    /// idle ones, plus any with requests at the server.
+    pub apps: Vec<AppStats>,
+    /// What applications dropped from `apps` (idle the longest when the
+    /// table was full) had been served: totals stay right on a long-lived
+    /// server while the table stays bounded.
+    pub retired: RetiredApps,
+    pub latency: Vec<LatencyHistogram>,
+    /// Service reports exchanged with the peers (total-service sharing).
+    pub reports: ReportCounts,
+    /// The data directory's file system, bytes.
+    pub space_total: u64,
+    pub space_free: u64,
+}
+
+/// How many applications a server keeps statistics for by id. When a new
+/// one arrives and the table is full, the application idle the longest
+/// (nothing queued or in flight) is folded into [`RetiredApps`].
+pub const MAX_TRACKED_APPS: usize = 4096;
+
+/// The sum of the applications a server stopped tracking.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RetiredApps {
+    pub apps: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub data_ops: u64,
+    pub metadata_ops: u64,
+    pub waiting_s: f64,
+    pub held_s: f64,
+}
+
+impl RetiredApps {
+    /// Adds one application's counters.
+    pub fn absorb(&mut self, a: &AppStats) {
+        self.apps += 1;
+        self.read_bytes += a.read_bytes;
+        self.write_bytes += a.write_bytes;
+        self.data_ops += a.data_ops;
+        self.metadata_ops += a.metadata_ops;
+        self.waiting_s += a.waiting_s;
+        self.held_s += a.held_s;
+    }
+
+    /// The retired applications' sum as one pseudo-application (id 0).
+    pub fn as_app(&self) -> AppStats {
+        AppStats {
+            app: 0,
+            read_bytes: self.read_bytes,
+            write_bytes: self.write_bytes,
+            data_ops: self.data_ops,
+            metadata_ops: self.metadata_ops,
+            queued: 0,
+            waiting_s: self.waiting_s,
+            held_s: self.held_s,
+        }
+    }
+}
+
+/// Service reports a server sent (each to every peer) and received.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportCounts {
+    pub sent: u64,
+    pub received: u64,
+}

@@ -1,0 +1,424 @@
+//! Per-server statistics: what the scheduling loop records, what
+//! `concerto cluster stats` shows, and the Prometheus text exposition served
+//! on the metrics port.
+//!
+//! The exposition format is a handful of `name{labels} value` lines, so it
+//! is written here directly from the one snapshot type rather than mirroring
+//! every counter into a metrics library's registry.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+use concerto_core::{Op, Time};
+
+pub use concerto_proto::stats::{
+    AppStats, LatencyHistogram, ReportCounts, RetiredApps, ServerStats, MAX_TRACKED_APPS,
+};
+
+/// One tracked application.
+struct Tracked {
+    stats: AppStats,
+    /// Its requests at the server: queued or on the storage.
+    present: u64,
+    /// When it last enqueued or completed a request.
+    last_active: Time,
+}
+
+/// What the scheduling loop updates as requests move.
+pub struct Recorder {
+    started: Time,
+    last: Time,
+    /// Whether, after the last dispatch, the storage had slots the policy left unused.
+    free_slots: bool,
+    apps: BTreeMap<u32, Tracked>,
+    /// Applications with requests queued now (what `advance` charges).
+    waiting: BTreeSet<u32>,
+    retired: RetiredApps,
+    latency: [LatencyHistogram; 3],
+    reports: ReportCounts,
+}
+
+impl Recorder {
+    pub fn new(now: Time) -> Recorder {
+        Recorder {
+            started: now,
+            last: now,
+            free_slots: false,
+            apps: BTreeMap::new(),
+            waiting: BTreeSet::new(),
+            retired: RetiredApps::default(),
+            latency: [
+                LatencyHistogram::new("read"),
+                LatencyHistogram::new("write"),
+                LatencyHistogram::new("metadata"),
+            ],
+            reports: ReportCounts::default(),
+        }
+    }
+
+    pub fn report_sent(&mut self) {
+        self.reports.sent += 1;
+    }
+
+    pub fn report_received(&mut self) {
+        self.reports.received += 1;
+    }
+
+    pub fn reports(&self) -> ReportCounts {
+        self.reports
+    }
+
+    /// Accounts the time since the last call to the applications waiting.
+    pub fn advance(&mut self, now: Time) {
+        let dt = now.saturating_sub(self.last).as_secs_f64();
+        self.last = now;
+        for app in &self.waiting {
+            if let Some(t) = self.apps.get_mut(app) {
+                t.stats.waiting_s += dt;
+                if self.free_slots {
+                    t.stats.held_s += dt;
+                }
+            }
+        }
+    }
+
+    /// After a dispatch round: were slots left free while requests waited?
+    pub fn set_free_slots(&mut self, free: bool) {
+        self.free_slots = free;
+    }
+
+    /// The application's entry, made (and the table kept bounded) if new;
+    /// it is active now.
+    fn app(&mut self, app: u32) -> &mut Tracked {
+        if !self.apps.contains_key(&app) && self.apps.len() >= MAX_TRACKED_APPS {
+            self.retire_one_idle();
+        }
+        let now = self.last;
+        let t = self.apps.entry(app).or_insert_with(|| Tracked {
+            stats: AppStats {
+                app,
+                ..AppStats::default()
+            },
+            present: 0,
+            last_active: now,
+        });
+        t.last_active = now;
+        t
+    }
+
+    /// Folds the application idle the longest into the retired totals; none
+    /// when every tracked application has requests at the server (the table
+    /// then grows only as far as the requests the server holds).
+    fn retire_one_idle(&mut self) {
+        let idlest = self
+            .apps
+            .iter()
+            .filter(|(_, t)| t.present == 0)
+            .min_by_key(|(&app, t)| (t.last_active, app))
+            .map(|(&app, _)| app);
+        if let Some(t) = idlest.and_then(|app| self.apps.remove(&app)) {
+            self.retired.absorb(&t.stats);
+        }
+    }
+
+    pub fn enqueued(&mut self, app: u32) {
+        let t = self.app(app);
+        t.stats.queued += 1;
+        t.present += 1;
+        self.waiting.insert(app);
+    }
+
+    pub fn dispatched(&mut self, app: u32) {
+        let t = self.app(app);
+        t.stats.queued = t.stats.queued.saturating_sub(1);
+        if t.stats.queued == 0 {
+            self.waiting.remove(&app);
+        }
+    }
+
+    pub fn completed(&mut self, app: u32, op: Op, bytes: u64, latency: Time) {
+        let a = self.app(app);
+        a.present = a.present.saturating_sub(1);
+        let a = &mut a.stats;
+        match op {
+            Op::Read => a.read_bytes += bytes,
+            Op::Write => a.write_bytes += bytes,
+            Op::Meta(_) => {}
+        }
+        if op.is_data() {
+            a.data_ops += 1;
+        } else {
+            a.metadata_ops += 1;
+        }
+        let h = match op {
+            Op::Read => 0,
+            Op::Write => 1,
+            Op::Meta(_) => 2,
+        };
+        self.latency[h].record(latency.as_secs_f64());
+    }
+
+    pub fn apps(&self) -> Vec<AppStats> {
+        self.apps.values().map(|t| t.stats.clone()).collect()
+    }
+
+    pub fn retired(&self) -> RetiredApps {
+        self.retired
+    }
+
+    pub fn latency(&self) -> Vec<LatencyHistogram> {
+        self.latency.to_vec()
+    }
+
+    pub fn uptime_s(&self, now: Time) -> f64 {
+        now.saturating_sub(self.started).as_secs_f64()
+    }
+}
+
+/// A server's statistics in the Prometheus text exposition format (version 0.0.4).
+pub fn prometheus(stats: &ServerStats) -> String {
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(
+            out,
+            "# HELP concerto_{name} {help}\n# TYPE concerto_{name} {kind}"
+        );
+        for (labels, value) in samples {
+            let _ = writeln!(out, "concerto_{name}{labels} {value}");
+        }
+    };
+    let policy = format!("{{policy=\"{}\"}}", stats.policy);
+    metric(
+        "info",
+        "gauge",
+        "The server's current policy.",
+        &[(policy, 1.0)],
+    );
+    metric(
+        "uptime_seconds",
+        "gauge",
+        "Seconds since the server started.",
+        &[(String::new(), stats.uptime_s)],
+    );
+    metric(
+        "queue_length",
+        "gauge",
+        "Requests waiting in the policy's queue.",
+        &[(String::new(), stats.queued as f64)],
+    );
+    metric(
+        "in_flight",
+        "gauge",
+        "Requests on the storage.",
+        &[(String::new(), stats.in_flight as f64)],
+    );
+    // One sample per application, or per application and a second label's
+    // values. Counters also get an `app="retired"` sample, the sum of the
+    // applications no longer tracked, so sums over `app` never go down.
+    type Field = (&'static str, fn(&AppStats) -> f64);
+    let retired = stats.retired.as_app();
+    let tracked: Vec<(String, &AppStats)> =
+        stats.apps.iter().map(|a| (a.app.to_string(), a)).collect();
+    let mut with_retired = tracked.clone();
+    if stats.retired.apps > 0 {
+        with_retired.push(("retired".to_string(), &retired));
+    }
+    let per_app =
+        |apps: &[(String, &AppStats)], label: &str, parts: &[Field]| -> Vec<(String, f64)> {
+            apps.iter()
+                .flat_map(|(id, a)| {
+                    parts.iter().map(move |(value, get)| match label {
+                        "" => (format!("{{app=\"{id}\"}}"), get(a)),
+                        _ => (format!("{{app=\"{id}\",{label}=\"{value}\"}}"), get(a)),
+                    })
+                })
+                .collect()
+        };
+    let bytes = per_app(
+        &with_retired,
+        "op",
+        &[
+            ("read", |a| a.read_bytes as f64),
+            ("write", |a| a.write_bytes as f64),
+        ],
+    );
+    metric(
+        "app_bytes_total",
+        "counter",
+        "Bytes served per application.",
+        &bytes,
+    );
+    let ops = per_app(
+        &with_retired,
+        "kind",
+        &[
+            ("data", |a| a.data_ops as f64),
+            ("metadata", |a| a.metadata_ops as f64),
+        ],
+    );
+    metric(
+        "app_operations_total",
+        "counter",
+        "Requests served per application.",
+        &ops,
+    );
+    metric(
+        "service_reports_total",
+        "counter",
+        "Service reports sent to the peers and received from them (service-sync).",
+        &[
+            (
+                "{direction=\"sent\"}".to_string(),
+                stats.reports.sent as f64,
+            ),
+            (
+                "{direction=\"received\"}".to_string(),
+                stats.reports.received as f64,
+            ),
+        ],
+    );
+    let queued = per_app(&tracked, "", &[("", |a| a.queued as f64)]);
+    metric(
+        "app_queued",
+        "gauge",
+        "Requests waiting per application.",
+        &queued,
+    );
+    let waiting = per_app(&with_retired, "", &[("", |a| a.waiting_s)]);
+    metric(
+        "app_waiting_seconds_total",
+        "counter",
+        "Time an application had requests queued.",
+        &waiting,
+    );
+    let held = per_app(&with_retired, "", &[("", |a| a.held_s)]);
+    metric(
+        "app_held_seconds_total",
+        "counter",
+        "Time an application was held back by the policy while storage slots were free.",
+        &held,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP concerto_request_latency_seconds Arrival to reply, queueing included."
+    );
+    let _ = writeln!(out, "# TYPE concerto_request_latency_seconds histogram");
+    for h in &stats.latency {
+        let mut cumulative = 0;
+        for (i, c) in h.counts.iter().enumerate() {
+            cumulative += c;
+            let le = h
+                .bounds_s
+                .get(i)
+                .map_or("+Inf".to_string(), |b| format!("{b}"));
+            let _ = writeln!(
+                out,
+                "concerto_request_latency_seconds_bucket{{op=\"{}\",le=\"{le}\"}} {cumulative}",
+                h.op
+            );
+        }
+        let _ = writeln!(
+            out,
+            "concerto_request_latency_seconds_sum{{op=\"{}\"}} {}",
+            h.op, h.sum_s
+        );
+        let _ = writeln!(
+            out,
+            "concerto_request_latency_seconds_count{{op=\"{}\"}} {}",
+            h.op, h.count
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use concerto_proto::Role;
+
+    #[test]
+    fn waiting_and_held_time_accumulate_only_while_queued() {
+        let mut r = Recorder::new(Time::ZERO);
+        r.enqueued(1);
+        r.advance(Time::from_millis(10));
+        r.set_free_slots(true);
+        r.advance(Time::from_millis(30));
+        r.dispatched(1);
+        r.advance(Time::from_millis(100));
+        let a = &r.apps()[0];
+        assert!((a.waiting_s - 0.030).abs() < 1e-9, "{}", a.waiting_s);
+        assert!((a.held_s - 0.020).abs() < 1e-9, "{}", a.held_s);
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative_in_the_exposition() {
+        let mut r = Recorder::new(Time::ZERO);
+        for ms in [1, 1, 3, 200] {
+            r.completed(7, Op::Read, 4096, Time::from_millis(ms));
+        }
+        let h = &r.latency()[0];
+        assert_eq!(h.count, 4);
+        assert_eq!(h.quantile(0.5), Some(0.0016));
+        let stats = ServerStats {
+            address: "a".into(),
+            roles: vec![Role::Data],
+            policy: "fifo".into(),
+            throttle: None,
+            uptime_s: 1.0,
+            queued: 0,
+            in_flight: 0,
+            apps: r.apps(),
+            retired: r.retired(),
+            latency: r.latency(),
+            reports: ReportCounts {
+                sent: 3,
+                received: 2,
+            },
+            space_total: 0,
+            space_free: 0,
+        };
+        let text = prometheus(&stats);
+        assert!(text.contains("concerto_app_bytes_total{app=\"7\",op=\"read\"} 16384"));
+        assert!(text.contains("concerto_request_latency_seconds_bucket{op=\"read\",le=\"+Inf\"} 4"));
+        assert!(text.contains("concerto_request_latency_seconds_count{op=\"read\"} 4"));
+        assert!(text.contains("concerto_service_reports_total{direction=\"sent\"} 3"));
+    }
+
+    #[test]
+    fn the_table_retires_the_idlest_application_and_keeps_the_totals() {
+        let mut r = Recorder::new(Time::ZERO);
+        // One application stays busy: a request queued from the start.
+        r.enqueued(u32::MAX);
+        for app in 0..MAX_TRACKED_APPS as u32 + 10 {
+            r.advance(Time::from_millis(app as u64 + 1));
+            r.enqueued(app);
+            r.dispatched(app);
+            r.completed(app, Op::Write, 100, Time::from_millis(1));
+        }
+        let apps = r.apps();
+        assert_eq!(apps.len(), MAX_TRACKED_APPS);
+        let retired = r.retired();
+        // The eleven idlest went (the busy one never does), in order of idleness.
+        assert_eq!(retired.apps, 11);
+        assert!(apps.iter().any(|a| a.app == u32::MAX));
+        assert!(apps.iter().all(|a| a.app == u32::MAX || a.app >= 11));
+        let tracked: u64 = apps.iter().map(|a| a.write_bytes).sum();
+        assert_eq!(
+            tracked + retired.write_bytes,
+            100 * (MAX_TRACKED_APPS as u64 + 10)
+        );
+        assert_eq!(retired.data_ops, 11);
+    }
+
+    #[test]
+    fn an_application_with_requests_at_the_server_is_never_retired() {
+        let mut r = Recorder::new(Time::ZERO);
+        for app in 0..MAX_TRACKED_APPS as u32 {
+            r.enqueued(app);
+            r.dispatched(app); // in flight, not complete
+        }
+        r.enqueued(1 << 20);
+        assert_eq!(r.apps().len(), MAX_TRACKED_APPS + 1);
+        assert_eq!(r.retired().apps, 0);
+    }
+}
