@@ -281,3 +281,13 @@ def test_reproduce_total_service_quick_on_a_real_cluster(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     # The real servers exchanged reports only under service-sync.
     assert results["service-sync"]["real"]["reports"] > 0 and results["sfq-d-plus"]["real"]["reports"] == 0
+
+
+def test_the_python_module_links_the_client_but_no_server_database_or_fuse_code():
+    from concerto import _native
+
+    native = Path(_native.__file__).read_bytes()
+    # Line tables name every crate compiled in (the release profile keeps them).
+    assert b"concerto_client" in native
+    for crate in (b"concerto_server", b"redb", b"fuser"):
+        assert crate not in native, crate

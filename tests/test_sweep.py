@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from concerto import ConfigError
-from concerto.sweep import Point, expand, load_experiment, toml_literal
+from concerto.sweep import Point, expand, load_experiment, policy_override, toml_literal
 
 
 def test_cartesian_product_and_zipped_keys() -> None:
@@ -44,7 +44,17 @@ def test_bad_sweeps_are_reported() -> None:
     with pytest.raises(ConfigError, match="list of 2 items"):
         expand({"a,b": [[1]]}, n_apps=1, where="experiment.sweep")
     with pytest.raises(ConfigError, match="sweep value"):
-        toml_literal({"x": 1})
+        toml_literal(None)
+    with pytest.raises(ConfigError, match="as a key"):
+        toml_literal({"a b": 1})
+
+
+def test_override_values_are_written_by_the_toml_library() -> None:
+    # Quotes and backslashes survive (a hand-written writer broke on them).
+    assert toml_literal('say "hi" \\ now') == '"say \\"hi\\" \\\\ now"'
+    assert toml_literal([1, 2.5, True]) == "[\n    1,\n    2.5,\n    true,\n]"
+    assert policy_override("sfq-d-plus", {"large_slots": 5, "note": 'a"b'}) == \
+        'policy={ kind = "sfq-d-plus", large_slots = 5, note = "a\\"b" }'
 
 
 def test_experiment_files_load(tmp_path: Path) -> None:

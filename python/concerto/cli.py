@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from concerto import __version__, _native
-from concerto.report import compare_plot, compare_table, runset_table, write_json
+from concerto.report import apps_csv, compare_plot, compare_table, runset_table, write_json
 from concerto.sim import ScenarioSource, simulate
+from concerto.sweep import policy_override
 
 console = Console()
 err_console = Console(stderr=True)
@@ -96,7 +97,8 @@ def sim_run(scenario: Path, out: Path | None, seed: int | None, reps: int, sets:
     console.print(runset_table(result, f"{result['config']['name']} ({scenario})"))
     if out:
         write_json(out / "results.json", result)
-        console.print(f"wrote {out / 'results.json'}" + (f" and {detail_csv}" if detail_csv else ""))
+        apps_csv(result, out / "apps.csv")
+        console.print(f"wrote {out / 'results.json'}, {out / 'apps.csv'}" + (f" and {detail_csv}" if detail_csv else ""))
 
 
 @sim.command("compare")
@@ -122,7 +124,7 @@ def sim_compare(scenario: Path, policies: str, out: Path | None, seed: int | Non
     results = {}
     for p in names:
         # The scenario's own policy keeps its parameters; the others run with their defaults.
-        source = base if p == own else base.with_overrides(f"policy={{kind = \"{p}\"}}")
+        source = base if p == own else base.with_overrides(policy_override(p))
         results[p] = run_with_progress(source, seed=seed, reps=reps, label=p)
     console.print(compare_table(results, f"{scenario}: policies compared (same workload and seeds)"))
     if out:

@@ -113,6 +113,9 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
     cluster_file = directory / "cluster.toml"
     if cluster_file.exists() and any(server_alive(s.get("pid", -1)) for s in read_cluster(cluster_file)["servers"]):
         raise ClusterError(f"{cluster_file}: a cluster is already running there (stop it with `concerto cluster down --dir {directory}`)")
+    # A cluster file left by a stopped cluster describes nothing now; it
+    # reappears once this cluster is up.
+    cluster_file.unlink(missing_ok=True)
     procs: list[subprocess.Popen] = []
     entries = []
     try:
@@ -136,13 +139,19 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
             entries.append(entry)
         text = tomli_w.dumps({"cluster": {"timeout": f"{spec.timeout_s}s"}, "servers": entries})
         _native.check_cluster_file(text)
-        cluster_file.write_text(text)
-        wait_answering(cluster_file, deadline)
+        starting = cluster_file.with_suffix(".starting")
+        starting.write_text(text)
+        wait_answering(starting, deadline)
         # The running servers learn their peers now; their files name them for a restart.
-        Client(cluster_file).introduce_peers()
+        Client(starting).introduce_peers()
+        # The last step: once cluster.toml exists, the cluster is up and
+        # stopping it is the caller's business (`down`); before, it is ours.
+        starting.replace(cluster_file)
     except BaseException:
-        for proc in procs:
-            _stop_pid(proc.pid)
+        if not cluster_file.exists():
+            for proc in procs:
+                _stop_pid(proc.pid)
+            cluster_file.with_suffix(".starting").unlink(missing_ok=True)
         raise
     return cluster_file
 

@@ -23,18 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import matplotlib
+from rich.console import Console
+from rich.table import Table
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from concerto import _native  # noqa: E402
-from concerto import cluster as local  # noqa: E402
-from concerto import fs  # noqa: E402
-from concerto.report import write_json  # noqa: E402
-from concerto.sim import ScenarioSource, simulate  # noqa: E402
+from concerto import _native
+from concerto import cluster as local
+from concerto import fs
+from concerto.report import pyplot, write_json
+from concerto.sim import ScenarioSource, simulate
 
 POLICIES = ["fifo", "coordinated", "sfq-d-plus"]
 SERVERS = 4
@@ -170,6 +166,7 @@ def table(results: dict) -> Table:
 
 
 def plot(results: dict, base: Path) -> None:
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4))
     policies = list(results)
     width = 0.8 / (2 * APPS)
@@ -205,7 +202,7 @@ def run_demo(out: Path, console: Console, cluster_dir: Path | None = None) -> di
             client = fs.connect(cluster_file, app=999)
             client.mkdir("/demo")
             for policy in POLICIES:
-                client.set_policy(f'kind = "{policy}"')
+                client.set_policy(local.policy_toml(policy, {}))
                 console.print(f"  {policy}: real cluster ...", end="")
                 real = run_real(client, cluster_file, policy)
                 console.print(" simulator ...", end="")

@@ -12,10 +12,11 @@ import re
 import tomllib
 from pathlib import Path
 
+import tomli_w
 from rich.table import Table
 
 from concerto import _native
-from concerto.report import fmt_bw, fmt_time, save, write_json
+from concerto.report import fmt_bw, fmt_time, pyplot, save, write_json
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
@@ -48,19 +49,16 @@ def device_toml(spec: str) -> str:
         pairs[key.strip()] = value.strip()
     if "kind" not in pairs:
         raise _native.ConfigError("--device: say which kind of device (kind=ssd, kind=hdd or kind=fixed)")
-    return "\n".join(f"{k} = {v if _NUMBER.match(v) else json.dumps(v)}" for k, v in pairs.items())
+    # A number stays a number (`channels=4`); anything else is a string (`latency=2ms`).
+    return _dump({k: _number(v) if _NUMBER.match(v) else v for k, v in pairs.items()})
+
+
+def _number(text: str) -> int | float:
+    return float(text) if "." in text else int(text)
 
 
 def _dump(table: dict) -> str:
-    lines = []
-    for k, v in table.items():
-        if isinstance(v, bool):
-            lines.append(f"{k} = {'true' if v else 'false'}")
-        elif isinstance(v, (int, float)):
-            lines.append(f"{k} = {v}")
-        else:
-            lines.append(f"{k} = {json.dumps(str(v))}")
-    return "\n".join(lines)
+    return tomli_w.dumps(table)
 
 
 def profile(device: str, spec: dict | None = None, seed: int = 1) -> dict:
@@ -90,8 +88,7 @@ def table(p: dict) -> Table:
 
 
 def plot(p: dict, base: Path) -> None:
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for s in p["sizes"]:
         left.plot([x["depth"] for x in s["samples"]], [x["throughput_Bps"] / 1e6 for x in s["samples"]],

@@ -7,11 +7,19 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-import matplotlib
+from rich.table import Table
 
-matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-from rich.table import Table  # noqa: E402
+
+def pyplot():
+    """matplotlib's pyplot, drawing to files only (never needs a display).
+    Imported on first use: it costs about a second of start-up that a
+    command drawing nothing (``sim run``) must not pay."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def fmt_time(seconds: float) -> str:
@@ -26,9 +34,17 @@ def fmt_bw(bps: float) -> str:
     return f"{bps / 1e6:.1f} MB/s"
 
 
-def runset_table(runset: dict, title: str) -> Table:
+# Above this many applications, `runset_table` shows one row per workload
+# (its instances summarised) instead of one per instance: printing costs
+# milliseconds a row, more than simulating them.
+TABLE_ROWS = 40
+
+
+def runset_table(runset: dict, title: str, max_rows: int = TABLE_ROWS) -> Table:
     """Per-application figures of the first run, with the run set's aggregate in the caption."""
     run = runset["runs"][0]
+    if len(run["apps"]) > max_rows:
+        return _summary_table(runset, title)
     t = Table(title=title, title_justify="left")
     for col in ["app", "app id", "procs", "ops", "avg completion", "p95", "bandwidth", "finish spread"]:
         t.add_column(col, justify="right" if col != "app" else "left")
@@ -44,9 +60,52 @@ def runset_table(runset: dict, title: str) -> Table:
             fmt_bw(a["bandwidth_Bps"]),
             f"{spread:.2f}" if spread is not None else "-",
         )
+    t.caption = _caption(runset)
+    return t
+
+
+def _summary_table(runset: dict, title: str) -> Table:
+    """One row per workload (the apps sharing a name): its instances' figures summarised."""
+    run = runset["runs"][0]
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for a in run["apps"]:
+        groups[a["name"]].append(a)
+    t = Table(title=f"{title}: {len(run['apps'])} applications, by workload", title_justify="left")
+    for col in ["app", "instances", "ops", "avg completion (mean)", "p95 (worst)", "bandwidth (sum)",
+                "finish spread (worst)"]:
+        t.add_column(col, justify="right" if col != "app" else "left")
+    for name, apps in groups.items():
+        ops = sum(a["operations"] for a in apps)
+        mean = sum(a["completion_s"]["mean"] * a["operations"] for a in apps) / ops if ops else 0.0
+        spreads = [a["finish_spread"] for a in apps if a.get("finish_spread") is not None]
+        t.add_row(name, str(len(apps)), str(ops), fmt_time(mean),
+                  fmt_time(max(a["completion_s"]["p95"] for a in apps)),
+                  fmt_bw(sum(a["bandwidth_Bps"] for a in apps)),
+                  f"{max(spreads):.2f}" if spreads else "-")
+    t.caption = _caption(runset) + "; every application: --out DIR (results.json, apps.csv)"
+    return t
+
+
+def apps_csv(runset: dict, path: Path) -> None:
+    """The first run's per-application figures, one row per application."""
+    import csv
+
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["app", "instance", "app_id", "processes", "operations", "avg_completion_s", "p95_completion_s",
+                    "bandwidth_Bps", "finish_spread"])
+        for a in runset["runs"][0]["apps"]:
+            w.writerow([a["name"], a["instance"], a["app_id"], a["processes"], a["operations"],
+                        a["completion_s"]["mean"], a["completion_s"]["p95"], a["bandwidth_Bps"],
+                        "" if a.get("finish_spread") is None else a["finish_spread"]])
+
+
+def _caption(runset: dict) -> str:
+    """The run set's aggregate figures."""
+    run = runset["runs"][0]
     agg = runset["aggregate"]
     n = len(runset["runs"])
-    t.caption = (
+    return (
         f"policy {run['policy']['kind']}, seed{'s' if n > 1 else ''} {runset['seeds'][0]}"
         + (f"..{runset['seeds'][-1]}" if n > 1 else "")
         + f": average completion {fmt_time(agg['avg_completion_s']['mean'])}"
@@ -54,7 +113,6 @@ def runset_table(runset: dict, title: str) -> Table:
         + f", aggregate bandwidth {fmt_bw(agg['aggregate_bandwidth_Bps']['mean'])}"
         + f", makespan {fmt_time(agg['makespan_s']['mean'])}"
     )
-    return t
 
 
 def compare_table(results: dict[str, dict], title: str) -> Table:
@@ -84,6 +142,7 @@ def compare_plot(results: dict[str, dict], path: Path, title: str) -> None:
     """Per-application average completion time under each policy."""
     policies = list(results)
     apps = [f"{a['name']}#{a['instance']}" for a in results[policies[0]]["runs"][0]["apps"]]
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(apps) * len(policies)), 4))
     width = 0.8 / len(policies)
     for i, p in enumerate(policies):
@@ -101,7 +160,7 @@ def save(fig, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path.with_suffix(".png"), dpi=110)
     fig.savefig(path.with_suffix(".svg"))
-    plt.close(fig)
+    pyplot().close(fig)
 
 
 def line_plot(
@@ -121,6 +180,7 @@ def line_plot(
     """y against params[x], one line per (series values), one panel per params[facet]."""
     rows = list(rows)
     facets = sorted({r["params"].get(facet) if facet else None for r in rows}, key=str)
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(facets), figsize=(5.5 * len(facets), 4), squeeze=False)
     for ax, fv in zip(axes[0], facets):
         lines: dict[str, list[tuple[Any, float]]] = defaultdict(list)

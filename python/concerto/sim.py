@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import tomllib
@@ -39,7 +40,16 @@ class ScenarioSource:
 
     def config(self) -> dict:
         """The validated scenario with defaults filled in."""
-        return json.loads(_native.load_scenario(self.text, self.table, self.overrides))
+        with self.naming_errors():
+            return json.loads(_native.load_scenario(self.text, self.table, self.overrides))
+
+    @contextlib.contextmanager
+    def naming_errors(self):
+        """A configuration error from the native side, prefixed with this source's file name."""
+        try:
+            yield
+        except _native.ConfigError as e:
+            raise _native.ConfigError(f"{self.label}: {e}") from None
 
 
 def _is_experiment(text: str) -> bool:
@@ -70,15 +80,16 @@ def simulate(
 
     def work() -> None:
         try:
-            outcome["json"] = _native.simulate(
-                source.text,
-                source.table,
-                source.overrides,
-                seed,
-                reps,
-                progress,
-                str(detail_csv) if detail_csv else None,
-            )
+            with source.naming_errors():
+                outcome["json"] = _native.simulate(
+                    source.text,
+                    source.table,
+                    source.overrides,
+                    seed,
+                    reps,
+                    progress,
+                    str(detail_csv) if detail_csv else None,
+                )
         except BaseException as e:  # re-raised in the caller's thread
             outcome["error"] = e
 

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+import tomli_w
 
 from concerto import _native
 from concerto.sim import ScenarioSource, simulate
@@ -27,17 +30,28 @@ def _accepted(policy: str) -> set[str]:
     return {f"policy.{k}" for k in _native.policy_keys(policy)}
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
 def toml_literal(value: Any) -> str:
-    """A Python value as TOML value text, for ``--set``-style overrides."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_literal(v) for v in value) + "]"
-    raise _native.ConfigError(f"cannot use {value!r} as a sweep value")
+    """A Python value as TOML value text, for ``--set``-style overrides
+    (tomli_w writes it, so any string is quoted and escaped right); a dict
+    becomes an inline table."""
+    if isinstance(value, dict):
+        bad = next((k for k in value if not isinstance(k, str) or not _BARE_KEY.match(k)), None)
+        if bad is not None:
+            raise _native.ConfigError(f"cannot use {bad!r} as a key in an override")
+        return "{ " + ", ".join(f"{k} = {toml_literal(v)}" for k, v in value.items()) + " }"
+    try:
+        text = tomli_w.dumps({"v": value})
+    except TypeError:
+        raise _native.ConfigError(f"cannot use {value!r} as a sweep value") from None
+    return text.removeprefix("v = ").strip()
+
+
+def policy_override(kind: str, params: dict | None = None) -> str:
+    """An override that replaces the scenario's whole ``[policy]`` table."""
+    return "policy=" + toml_literal({"kind": kind, **(params or {})})
 
 
 @dataclass

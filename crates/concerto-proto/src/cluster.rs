@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use concerto_core::Time;
 
-use crate::toml_file::parse;
 use crate::Role;
+use concerto_toml::parse;
 
 /// One server as clients see it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

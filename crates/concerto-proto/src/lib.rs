@@ -8,7 +8,6 @@ pub mod connection;
 pub mod namespace;
 pub mod process;
 pub mod stats;
-pub mod toml_file;
 mod wire;
 
 pub use wire::*;

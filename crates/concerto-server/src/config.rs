@@ -17,8 +17,8 @@ use concerto_core::{PolicyConfig, Time};
 
 use crate::metadata::MetadataConfig;
 use crate::server::ServerConfig;
-use concerto_proto::toml_file::parse;
 use concerto_proto::{Role, MAX_STRIPE_UNIT};
+use concerto_toml::parse;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

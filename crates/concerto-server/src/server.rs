@@ -679,8 +679,7 @@ async fn schedule(
 
 /// A policy from TOML text (`kind = "sfq-d-plus"`, `depth = 8`, ...), validated.
 pub fn parse_policy(text: &str) -> Result<PolicyConfig, String> {
-    let p: PolicyConfig =
-        concerto_proto::toml_file::parse(text).map_err(|e| format!("policy: {e}"))?;
+    let p: PolicyConfig = concerto_toml::parse(text).map_err(|e| format!("policy: {e}"))?;
     p.validate()
         .map_err(|(field, msg)| format!("policy.{field}: {msg}"))?;
     Ok(p)

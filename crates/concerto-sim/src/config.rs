@@ -14,10 +14,23 @@ use concerto_core::{MetaOp, PolicyConfig, Time};
 /// A configuration problem, with the key path it concerns.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum ConfigError {
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
+    /// A bad value: its key path, and its line and column when the text holds it.
+    #[error("{}{path}: {message}", position.map_or(String::new(), |(l, c)| format!("line {l}, column {c}: ")))]
+    Invalid {
+        path: String,
+        message: String,
+        position: Option<(usize, usize)>,
+    },
     #[error("{0}")]
     Syntax(String),
+}
+
+/// Whether key path `inner` is `outer` or lies inside it (`a.b` in `a`, `a[0]` in `a`).
+fn within(outer: &str, inner: &str) -> bool {
+    inner == outer
+        || inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.starts_with(['.', '[']))
 }
 
 impl ConfigError {
@@ -25,6 +38,42 @@ impl ConfigError {
         ConfigError::Invalid {
             path: path.into(),
             message: message.into(),
+            position: None,
+        }
+    }
+
+    /// Points a bad value's error at where `text` (the scenario, found at
+    /// `table` if given) writes it; a value an override set says so instead.
+    fn placed(self, text: &str, table: Option<&str>, overrides: &[String]) -> ConfigError {
+        let ConfigError::Invalid {
+            path,
+            message,
+            position: None,
+        } = self
+        else {
+            return self;
+        };
+        // The value, a table above it, or a key inside it came from an override.
+        let set_by_override = overrides
+            .iter()
+            .filter_map(|o| o.split_once('=').map(|(p, _)| p.trim()))
+            .any(|p| within(p, &path) || within(&path, p));
+        if set_by_override {
+            return ConfigError::Invalid {
+                path,
+                message: format!("{message} (as set by --set)"),
+                position: None,
+            };
+        }
+        let full = match table {
+            Some(t) => format!("{t}.{path}"),
+            None => path.clone(),
+        };
+        let position = concerto_toml::locate(text, &full);
+        ConfigError::Invalid {
+            path,
+            message,
+            position,
         }
     }
 }
@@ -579,7 +628,10 @@ impl Scenario {
         overrides: &[String],
     ) -> Result<Scenario, ConfigError> {
         let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            ConfigError::Syntax(format!("invalid TOML: {}", e.message().trim()))
+            ConfigError::Syntax(format!(
+                "invalid TOML: {}",
+                concerto_toml::syntax_message(text, &e)
+            ))
         })?;
         if let Some(key) = table {
             doc = match doc.remove(key) {
@@ -592,16 +644,17 @@ impl Scenario {
             crate::overrides::apply(&mut doc, o)?;
         }
         let de = toml::Value::Table(doc);
+        let placed = |e: ConfigError| e.placed(text, table, overrides);
         let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             let message = e.inner().message().trim().to_string();
             if path == "." || path.is_empty() {
                 ConfigError::Syntax(message)
             } else {
-                ConfigError::at(path, message)
+                placed(ConfigError::at(path, message))
             }
         })?;
-        scenario.validate()?;
+        scenario.validate().map_err(placed)?;
         Ok(scenario)
     }
 

@@ -33,7 +33,12 @@ impl DeviceProbe {
         let value: toml::Value = text
             .parse::<toml::Table>()
             .map(toml::Value::Table)
-            .map_err(|e| ConfigError::Syntax(format!("invalid TOML: {}", e.message().trim())))?;
+            .map_err(|e| {
+                ConfigError::Syntax(format!(
+                    "invalid TOML: {}",
+                    concerto_toml::syntax_message(text, &e)
+                ))
+            })?;
         let cfg: DeviceConfig = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             let message = e.inner().message().trim().to_string();

@@ -312,11 +312,23 @@ fn configuration_errors_name_their_key() {
     for (sets, expected) in cases {
         let e = error_of(IOR, sets);
         assert!(
-            e.starts_with(expected),
-            "{sets:?}: got \"{e}\", expected \"{expected}...\""
+            e.contains(expected),
+            "{sets:?}: got \"{e}\", expected \"...{expected}...\""
         );
     }
-    assert!(error_of("[cluster\nservers=1", &[]).starts_with("invalid TOML"));
+    // Where: a syntax error's line and column; a bad value written in the
+    // text, its line and column; a bad value an override set, that it did.
+    assert_eq!(
+        error_of("name = \"x\"\n[cluster\nservers=1", &[]),
+        "invalid TOML: line 2, column 9: invalid table header\nexpected `.`, `]`"
+    );
+    let servers = IOR.lines().position(|l| l.starts_with("servers")).unwrap() + 1;
+    assert!(error_of(&IOR.replace("servers = 8", "servers = 0"), &[])
+        .starts_with(&format!("line {servers}, column 11: cluster.servers: ")));
+    assert_eq!(
+        error_of(IOR, &["cluster.servers=0"]),
+        "cluster.servers: must be > 0 (as set by --set)"
+    );
     assert!(error_of("name = \"x\"", &[]).contains("missing field `cluster`"));
 }
 

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Callable
 
 from concerto import _native, profile
-from concerto.report import markdown_table, save, write_json
+from concerto.report import markdown_table, pyplot, save, write_json
 from concerto.reproduce import Claim, experiments_dir
 from concerto.sim import ScenarioSource, simulate
+from concerto.sweep import policy_override
 
 POLICIES = ["fifo", "sfq-d", "sfq-d-plus", "capped"]
 CASES = {"btio_a": "BTIO Class A with IOR", "btio_c": "BTIO Class C with IOR", "wrf": "WRF with IOR"}
@@ -49,11 +50,6 @@ def _sets(table: dict) -> list[str]:
     return out
 
 
-def _policy(kind: str, extra: dict | None = None) -> str:
-    fields = [f'kind = "{kind}"'] + [f'{k} = {v!r}'.replace("'", '"') for k, v in (extra or {}).items()]
-    return "policy={ " + ", ".join(fields) + " }"
-
-
 def _served_until(app: dict, end_s: float) -> int:
     tl = app["timeline"]
     return sum(tl["bytes"][: int(end_s / tl["bin_s"])])
@@ -82,7 +78,7 @@ def _contention_case(src: ScenarioSource, doc: dict, variant: list[str], seed: i
     rows = {"standalone": _pair_run(src, alone_sets, seed)}
     for p in POLICIES:
         extra = doc.get("capped", {}) if p == "capped" else None
-        rows[p] = _pair_run(src, [*variant, _policy(p, extra)], seed)
+        rows[p] = _pair_run(src, [*variant, policy_override(p, extra)], seed)
     base = rows["standalone"]["runtime_s"]
     for r in rows.values():
         r["relative_runtime"] = r["runtime_s"] / base
@@ -108,7 +104,7 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     results["profile"] = prof["recommendation"]
     status("slot-cost sweep (L), WRF vs IOR")
     results["l_sweep"] = {
-        L: _pair_run(wrf_src, [*wq, _policy("sfq-d-plus", {"large_slots": L})], seed) for L in L_SWEEP
+        L: _pair_run(wrf_src, [*wq, policy_override("sfq-d-plus", {"large_slots": L})], seed) for L in L_SWEEP
     }
     md_src, md_doc = _load("mdtest_pair.toml")
     status("two md-test instances, weights 2:1")
@@ -118,7 +114,7 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     status("total-service sharing across servers")
     results["uneven"] = {"sfq-d-plus": _uneven_run(uneven_src, uq, seed)}
     for t in uneven_doc["sweep"]["thresholds"]:
-        results["uneven"][t] = _uneven_run(uneven_src, [*uq, _policy("service-sync", {"threshold": t})], seed)
+        results["uneven"][t] = _uneven_run(uneven_src, [*uq, policy_override("service-sync", {"threshold": t})], seed)
     claims = evaluate(results, uneven_doc["sweep"]["thresholds"])
     write_outputs(out, results, claims, quick)
     return claims
@@ -267,11 +263,7 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
 
 
 def write_outputs(out: Path, results: dict, claims: list[Claim], quick: bool) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "claims.json", [c.as_json() for c in claims])
     write_json(out / "results.json", {k: {str(kk): vv for kk, vv in v.items()} for k, v in results.items()})
