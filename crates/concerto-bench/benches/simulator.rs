@@ -1,5 +1,7 @@
 //! Simulator speed in events per second (criterion's "elements/s"), on the
-//! largest Figure 6 configuration and on a scale scenario.
+//! largest Figure 6 configuration and on a scale scenario; and in request
+//! completions per second on the workload `benches/simgrid/` runs in
+//! SimGrid, for the ratio between the two engines (docs/performance.md).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
@@ -41,6 +43,48 @@ processes = 32
 requests = 4
 request_size = "512KiB"
 "#;
+
+/// The workload of `benches/simgrid/disk_reads.cpp`: `apps` applications of
+/// one process, each reading 100 MiB from one disk in 100 sequential 1 MiB
+/// requests, all starting at once.
+fn simgrid_equivalent(apps: u32) -> String {
+    format!(
+        r#"
+name = "simgrid-equivalent"
+[cluster]
+servers = 1
+stripe_unit = "1MiB"
+[cluster.device]
+kind = "fixed"
+service_time = "10ms"
+[policy]
+kind = "fifo"
+[[apps]]
+workload = "ior"
+instances = {apps}
+processes = 1
+requests = 100
+request_size = "1MiB"
+op = "read"
+"#
+    )
+}
+
+/// Time per request completion (criterion's "elements" are completions).
+fn completions_per_second(c: &mut Criterion) {
+    let mut group = c.benchmark_group("simulator_simgrid_equivalent");
+    group.sample_size(10);
+    for apps in [10, 100, 1000] {
+        let sc =
+            Scenario::from_toml(&simgrid_equivalent(apps), &[]).expect("valid benchmark scenario");
+        let completions = simulate(&sc, 1, None).summary.requests;
+        group.throughput(Throughput::Elements(completions));
+        group.bench_function(format!("{apps}_apps"), |b| {
+            b.iter(|| simulate(&sc, 1, None))
+        });
+    }
+    group.finish();
+}
 
 fn events_per_second(c: &mut Criterion) {
     let mut group = c.benchmark_group("simulator_events");
@@ -113,5 +157,10 @@ fn service_sync_effect(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, events_per_second, service_sync_effect);
+criterion_group!(
+    benches,
+    completions_per_second,
+    events_per_second,
+    service_sync_effect
+);
 criterion_main!(benches);

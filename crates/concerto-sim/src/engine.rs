@@ -26,14 +26,21 @@ pub enum Class {
 }
 
 struct Entry<E> {
-    time: Time,
-    order: u64,
+    /// Time in the high 64 bits, the order within an instant in the low 64:
+    /// one integer comparison orders two events.
+    key: u128,
     event: E,
+}
+
+impl<E> Entry<E> {
+    fn time(&self) -> Time {
+        Time::from_nanos((self.key >> 64) as u64)
+    }
 }
 
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, other: &Self) -> bool {
-        self.time == other.time && self.order == other.order
+        self.key == other.key
     }
 }
 impl<E> Eq for Entry<E> {}
@@ -45,7 +52,7 @@ impl<E> PartialOrd for Entry<E> {
 impl<E> Ord for Entry<E> {
     /// Reversed: `BinaryHeap` is a max-heap and the earliest event must surface.
     fn cmp(&self, other: &Self) -> Ordering {
-        (other.time, other.order).cmp(&(self.time, self.order))
+        other.key.cmp(&self.key)
     }
 }
 
@@ -100,8 +107,7 @@ impl<E> EventQueue<E> {
             | (self.seq & 0xffff_ffff);
         self.seq = self.seq.wrapping_add(1);
         self.heap.push(Entry {
-            time: at,
-            order,
+            key: ((at.as_nanos() as u128) << 64) | order as u128,
             event,
         });
     }
@@ -109,9 +115,9 @@ impl<E> EventQueue<E> {
     /// Removes the earliest event and advances the clock to it.
     pub fn pop(&mut self) -> Option<(Time, E)> {
         let e = self.heap.pop()?;
-        self.now = e.time;
+        self.now = e.time();
         self.processed += 1;
-        Some((e.time, e.event))
+        Some((self.now, e.event))
     }
 }
 

@@ -31,6 +31,7 @@ use crate::results::{AppResult, PieceRecord, RunResult, ServerAppResult, ServerR
 use crate::timeline::{Backlog, Bins};
 use crate::workload::{self, MetaTarget, Step};
 use crate::Progress;
+use rustc_hash::FxHashMap;
 
 #[derive(Clone, Copy, Debug)]
 enum Event {
@@ -101,8 +102,10 @@ struct AppState {
     op_issue: Time,
     completions: Vec<f64>,
     spreads: Vec<f64>,
-    /// Per server: when this operation's last piece there finished.
-    op_finish: Vec<Time>,
+    /// Per server the operation touched: when its last piece there finished
+    /// (only servers with pieces have an entry).
+    op_finish: FxHashMap<u32, Time>,
+    /// Those servers in the order the operation first finished there.
     op_servers: Vec<u32>,
     bytes: u64,
     pieces: u64,
@@ -148,8 +151,10 @@ struct ServerState {
     busy: Time,
     device_free: Time,
     max_queue: usize,
-    /// Per application: first and last finish time of a piece here.
-    finish: Vec<(Time, Time)>,
+    /// Per application with pieces here: first and last finish time of a
+    /// piece (only applications that used the server have an entry, so a
+    /// run's memory grows with pieces placed, not applications × servers).
+    finish: FxHashMap<u32, (Time, Time)>,
     /// Per application: service and backlog over time (`output.server_timeline`).
     timeline: Option<Vec<Backlog>>,
     reports_sent: u64,
@@ -268,7 +273,7 @@ impl<'a> Simulation<'a> {
                 busy: Time::ZERO,
                 device_free: Time::ZERO,
                 max_queue: 0,
-                finish: vec![(Time::MAX, Time::ZERO); n_instances],
+                finish: FxHashMap::default(),
                 timeline: sc
                     .output
                     .timeline
@@ -335,7 +340,7 @@ impl<'a> Simulation<'a> {
                     op_issue: Time::ZERO,
                     completions: Vec::new(),
                     spreads: Vec::new(),
-                    op_finish: Vec::new(),
+                    op_finish: FxHashMap::default(),
                     op_servers: Vec::new(),
                     bytes: 0,
                     pieces: 0,
@@ -648,7 +653,6 @@ impl<'a> Simulation<'a> {
         p.done = now;
         let (server, rank, bytes, op) = (p.server, p.rank, p.bytes, p.op);
         let is_meta = !op.is_data();
-        let n_servers = self.servers.len();
         let running = p.req.take().zip(p.ticket.take());
         let s = &mut self.servers[server as usize];
         if let Some((req, ticket)) = running {
@@ -662,7 +666,7 @@ impl<'a> Simulation<'a> {
         s.metadata_ops += is_meta as u64;
         s.bytes += bytes;
         let app = self.ranks[rank as usize].app;
-        let f = &mut s.finish[app as usize];
+        let f = s.finish.entry(app).or_insert((Time::MAX, Time::ZERO));
         f.0 = f.0.min(now);
         f.1 = f.1.max(now);
         let a = &mut self.apps[app as usize];
@@ -673,13 +677,9 @@ impl<'a> Simulation<'a> {
             t[app as usize].bins.served(now, bytes, is_meta);
         }
         if self.sc.apps[a.spec].barrier {
-            if a.op_finish.is_empty() {
-                a.op_finish = vec![Time::MAX; n_servers];
-            }
-            if a.op_finish[server as usize] == Time::MAX {
+            if a.op_finish.insert(server, now).is_none() {
                 a.op_servers.push(server);
             }
-            a.op_finish[server as usize] = now;
         }
         let wire = self.net.header_bytes() + if op == Op::Read { bytes } else { 0 };
         let arrival = self.net.transmit(
@@ -787,14 +787,13 @@ impl<'a> Simulation<'a> {
         let finishes: Vec<f64> = a
             .op_servers
             .iter()
-            .map(|&s| (a.op_finish[s as usize] - issue).as_secs_f64())
+            .map(|s| (a.op_finish[s] - issue).as_secs_f64())
             .collect();
         if let Some(spread) = finish_spread(&finishes) {
             a.spreads.push(spread);
         }
-        for s in a.op_servers.drain(..) {
-            a.op_finish[s as usize] = Time::MAX;
-        }
+        a.op_servers.clear();
+        a.op_finish.clear();
         a.next_call += 1;
         if a.next_call < spec.calls() {
             self.events.schedule(
@@ -880,17 +879,19 @@ impl<'a> Simulation<'a> {
                     .timeline
                     .as_ref()
                     .map(|per_app| per_app.iter().map(|t| t.bins.to_timeline(true)).collect()),
-                apps: s
-                    .finish
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, f)| f.0 != Time::MAX)
-                    .map(|(app, f)| ServerAppResult {
-                        app: app as u32,
-                        first_finish_s: f.0.as_secs_f64(),
-                        last_finish_s: f.1.as_secs_f64(),
-                    })
-                    .collect(),
+                apps: {
+                    let mut apps: Vec<ServerAppResult> = s
+                        .finish
+                        .iter()
+                        .map(|(&app, f)| ServerAppResult {
+                            app,
+                            first_finish_s: f.0.as_secs_f64(),
+                            last_finish_s: f.1.as_secs_f64(),
+                        })
+                        .collect();
+                    apps.sort_unstable_by_key(|a| a.app);
+                    apps
+                },
             })
             .collect();
         let pooled: Vec<f64> = self
