@@ -1,7 +1,8 @@
 # Concerto's entry points. Each target installs what it needs first.
 #   make demo   - build, then run Concerto's demo
 #   make test   - build once, then run every test (Rust, Python, quick reproduction)
-#   make bench  - criterion benchmarks (see docs/performance.md)
+#   make bench  - criterion benchmarks, then the SimGrid side of the engine
+#                 comparison (see docs/performance.md)
 
 SHELL := /bin/bash
 VENV := .venv
@@ -40,6 +41,7 @@ test: build
 
 bench: toolchain
 	cargo bench -p concerto-bench
+	bash benches/simgrid/run.sh
 
 clean:
 	rm -rf target $(VENV) results

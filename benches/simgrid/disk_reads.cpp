@@ -1,0 +1,58 @@
+// The SimGrid side of Concerto's engine comparison (docs/performance.md):
+// APPS actors on one host, each reading 100 MiB from the host's one disk in
+// 100 sequential 1 MiB reads, all starting at once. Concerto runs the same
+// workload in the `simulator_simgrid_equivalent` benchmark group
+// (crates/concerto-bench/benches/simulator.rs); both count 100 x APPS
+// request completions.
+//
+// Build and run (needs Debian's libsimgrid-dev; `make bench` does this):
+//   g++ -O2 -std=c++17 benches/simgrid/disk_reads.cpp -o target/simgrid-disk-reads $(pkg-config --cflags --libs simgrid)
+//   target/simgrid-disk-reads 100 --log=root.thres:critical
+// It prints the wall time of the engine run alone, per completion.
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <simgrid/s4u.hpp>
+
+namespace sg4 = simgrid::s4u;
+
+static long completions = 0;
+
+static void reader(sg4::Disk* disk)
+{
+  for (int i = 0; i < 100; i++) {
+    disk->read(1 << 20);
+    completions++;
+  }
+}
+
+int main(int argc, char** argv)
+{
+  sg4::Engine engine(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s APPS [SimGrid options]\n", argv[0]);
+    return 2;
+  }
+  int apps = std::atoi(argv[1]);
+  if (apps < 1) {
+    std::fprintf(stderr, "APPS must be a positive number, not %s\n", argv[1]);
+    return 2;
+  }
+  auto* zone = sg4::create_full_zone("zone");
+  auto* host = zone->create_host("io", 1e9);
+  // 100 MB/s: a 1 MiB read alone takes about 10 ms, as Concerto's fixed device.
+  auto* disk = host->create_disk("disk", 1e8, 1e8);
+  zone->seal();
+  for (int a = 0; a < apps; a++)
+    sg4::Actor::create("app" + std::to_string(a), host, reader, disk);
+
+  auto start = std::chrono::steady_clock::now();
+  engine.run();
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("simgrid apps=%d completions=%ld simulated_s=%.3f wall_s=%.6f ns_per_completion=%.1f\n", apps,
+              completions, sg4::Engine::get_clock(), wall, wall * 1e9 / completions);
+  return 0;
+}
