@@ -67,10 +67,27 @@ def test_bad_input_gives_clear_errors(small_scenario: Path, tmp_path: Path) -> N
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert expected in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
+    # The file, the line and the column of a syntax error; the line of a bad value written in the file.
     bad = tmp_path / "bad.toml"
     bad.write_text("[cluster\nservers = 1")
     r = concerto("sim", "run", str(bad))
-    assert r.returncode == 2 and "invalid TOML" in r.stderr
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "bad.toml: invalid TOML: line 1, column 9" in said, said
+    small_scenario.write_text(small_scenario.read_text().replace('stripe_unit = "4KiB"', 'stripe_unit = "big"'))
+    r = concerto("sim", "run", str(small_scenario))
+    said = " ".join(r.stderr.split())
+    line = next(i for i, t in enumerate(small_scenario.read_text().splitlines(), 1) if t.startswith("stripe_unit"))
+    assert r.returncode == 2 and f"small.toml: line {line}, column 15: cluster.stripe_unit:" in said, said
+
+
+def test_many_applications_are_summarised_and_listed_in_apps_csv(small_scenario: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = concerto("sim", "run", str(small_scenario), "--set", "apps[0].instances=60", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "60 applications, by workload" in " ".join(r.stdout.split())
+    rows = list(csv.DictReader((out / "apps.csv").open()))
+    apps = json.loads((out / "results.json").read_text())["runs"][0]["apps"]
+    assert [int(r["app_id"]) for r in rows] == [a["app_id"] for a in apps] and len(rows) == 60
 
 
 def _server_pids(cluster_dir: Path) -> list[int]:
