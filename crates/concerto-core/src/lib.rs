@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod emulation;
+pub mod job;
 pub mod layout;
 pub mod metrics;
 pub mod profile;

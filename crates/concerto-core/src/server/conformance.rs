@@ -283,7 +283,7 @@ proptest! {
         sizes in prop::collection::vec(prop::collection::vec(1u64..65_536, 40..60), 5),
     ) {
         let arrivals: Vec<(u32, u64, f64)> = (0..60)
-            .flat_map(|k| weights.iter().enumerate().filter_map(move |(a, &w)| Some((a as u32, k, w as f64))))
+            .flat_map(|k| weights.iter().enumerate().map(move |(a, &w)| (a as u32, k, w as f64)))
             .filter_map(|(a, k, w)| sizes[a as usize].get(k).map(|&s| (a, s, w)))
             .collect();
         let mut q = Sfq::new("sfq", SfqParams::sfq());
