@@ -5,6 +5,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
+use concerto_core::job::{SetRule, Sets};
+use concerto_sim::fluid::{self, GeneratorSpec, GroupSpec};
 use concerto_sim::{simulate, Scenario};
 
 const FIG6_LARGEST: &str = r#"
@@ -157,8 +159,51 @@ fn service_sync_effect(c: &mut Criterion) {
     group.finish();
 }
 
+/// The fluid mode on io-sets.txt's workload size: 60 applications (20 of
+/// w_iter about 10 s, 100 s and 1,000 s each) over h = 20,000 s at I/O
+/// stress 0.8: about 45,400 I/O phases. Elements are I/O phases.
+fn fluid_phases_per_second(c: &mut Criterion) {
+    let mut group = c.benchmark_group("fluid_iosets_60_apps");
+    group.sample_size(20);
+    let spec = GeneratorSpec {
+        groups: [10.0, 100.0, 1000.0]
+            .iter()
+            .map(|&mu_s| GroupSpec {
+                count: 20,
+                mu_s,
+                sigma_s: mu_s / 10.0,
+            })
+            .collect(),
+        horizon_s: 20_000.0,
+        io_stress: 0.8,
+        noise: 0.0,
+        release: false,
+        bandwidth: 1e9,
+    };
+    let apps: Vec<fluid::FluidApp> = fluid::generate(&spec, 1)
+        .expect("valid generator spec")
+        .into_iter()
+        .map(|g| g.app)
+        .collect();
+    for (name, rule) in [
+        ("set10", SetRule::Set10),
+        ("fair-share", SetRule::FairShare),
+        ("exclusive-fcfs", SetRule::ExclusiveFcfs),
+    ] {
+        let phases = fluid::run(&apps, 1e9, &mut Sets::new(rule.clone()))
+            .phases
+            .len();
+        group.throughput(Throughput::Elements(phases as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| fluid::run(&apps, 1e9, &mut Sets::new(rule.clone())))
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    fluid_phases_per_second,
     completions_per_second,
     events_per_second,
     service_sync_effect

@@ -11,6 +11,7 @@
 pub mod config;
 pub mod device;
 pub mod engine;
+pub mod fluid;
 pub mod model;
 pub mod network;
 pub mod overrides;

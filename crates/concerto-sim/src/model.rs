@@ -676,10 +676,8 @@ impl<'a> Simulation<'a> {
         if let Some(t) = s.timeline.as_mut() {
             t[app as usize].bins.served(now, bytes, is_meta);
         }
-        if self.sc.apps[a.spec].barrier {
-            if a.op_finish.insert(server, now).is_none() {
-                a.op_servers.push(server);
-            }
+        if self.sc.apps[a.spec].barrier && a.op_finish.insert(server, now).is_none() {
+            a.op_servers.push(server);
         }
         let wire = self.net.header_bytes() + if op == Op::Read { bytes } else { 0 };
         let arrival = self.net.transmit(

@@ -1,0 +1,530 @@
+//! The fluid mode for job-level studies (io-sets.txt Section V): the
+//! platform's I/O bandwidth B is shared by the applications an
+//! [`IoArbiter`] has granted, each at x_i = p_i / Σ p_j of B; applications
+//! alternate compute phases (seconds) and I/O phases (bytes).
+//!
+//! Event times are exact, with no time steps, and an event costs
+//! O(log n) whatever the number of applications doing I/O. Shares change at
+//! every grant and completion, but not a granted phase's place in the
+//! queue of completions: with V(t) the work done per unit of priority
+//! (dV/dt = B / Σ p_j), a phase of `bytes` granted at priority p when V is
+//! V₀ completes when V reaches V₀ + bytes / p, however the shares move in
+//! between. Completions are a heap on that value; only the time of the next
+//! one is recomputed when Σ p_j changes.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+use serde::{Deserialize, Serialize};
+
+use concerto_core::job::{Decision, IoArbiter, PhaseInfo};
+use concerto_core::{AppId, Time};
+
+/// One phase of an application: compute for `compute_s` seconds, then
+/// write or read `io_bytes`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FluidPhase {
+    pub compute_s: f64,
+    pub io_bytes: f64,
+}
+
+/// An application of the fluid mode.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FluidApp {
+    /// When it starts its first compute phase, seconds.
+    pub release_s: f64,
+    pub phases: Vec<FluidPhase>,
+    /// What it tells the arbiter (w_iter, group).
+    pub info: PhaseInfo,
+}
+
+/// One I/O phase as it ran.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PhaseRecord {
+    pub app: u32,
+    pub phase: u32,
+    /// When the application asked to do its I/O.
+    pub request_s: f64,
+    /// When the arbiter let it.
+    pub start_s: f64,
+    pub end_s: f64,
+    pub bytes: f64,
+    pub priority: f64,
+}
+
+/// A fluid run: every I/O phase, and when each application finished.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FluidRun {
+    pub phases: Vec<PhaseRecord>,
+    pub app_end_s: Vec<f64>,
+    pub events: u64,
+}
+
+/// A heap entry ordered by an `f64` key (earliest first), then by a
+/// sequence number, so that equal keys come out in a fixed order.
+#[derive(Clone, Copy, Debug)]
+struct Earliest {
+    key: f64,
+    seq: u64,
+    app: u32,
+}
+
+impl PartialEq for Earliest {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Earliest {}
+impl PartialOrd for Earliest {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Earliest {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Reversed: BinaryHeap pops the largest.
+        other
+            .key
+            .total_cmp(&self.key)
+            .then(other.seq.cmp(&self.seq))
+    }
+}
+
+/// Where one application is.
+#[derive(Clone, Copy, Debug, Default)]
+struct AppState {
+    /// The phase it is in (compute, then I/O).
+    phase: usize,
+    request_s: f64,
+    start_s: f64,
+    priority: f64,
+}
+
+/// Starts an application's I/O phase at `now` with `priority`; returns the
+/// value of V at which it completes.
+fn start_io(s: &mut AppState, app: &FluidApp, priority: f64, now: f64, v: f64) -> f64 {
+    s.start_s = now;
+    s.priority = priority;
+    v + app.phases[s.phase].io_bytes / priority
+}
+
+/// Runs the applications on bandwidth `bandwidth` (bytes per second) under `arbiter`.
+pub fn run(apps: &[FluidApp], bandwidth: f64, arbiter: &mut dyn IoArbiter) -> FluidRun {
+    let mut state = vec![AppState::default(); apps.len()];
+    let mut computing: BinaryHeap<Earliest> = BinaryHeap::new();
+    let mut completions: BinaryHeap<Earliest> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut next_seq = || {
+        seq += 1;
+        seq
+    };
+    for (i, a) in apps.iter().enumerate() {
+        if let Some(first) = a.phases.first() {
+            computing.push(Earliest {
+                key: a.release_s + first.compute_s,
+                seq: next_seq(),
+                app: i as u32,
+            });
+        }
+    }
+    let mut run = FluidRun {
+        phases: Vec::new(),
+        app_end_s: apps.iter().map(|a| a.release_s).collect(),
+        events: 0,
+    };
+    // V: work per unit of priority done so far; `v_at` is when it was last brought up to date.
+    let (mut v, mut v_at, mut total_priority) = (0.0f64, 0.0f64, 0.0f64);
+    loop {
+        let next_io = completions
+            .peek()
+            .map(|c| v_at + (c.key - v) * total_priority / bandwidth);
+        let next_compute = computing.peek().map(|c| c.key);
+        // At equal times a completion goes first: it may free the set a request wants.
+        let completion_first = match (next_io, next_compute) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(io), Some(cpu)) => io <= cpu,
+        };
+        run.events += 1;
+        if completion_first {
+            let done = completions.pop().expect("peeked above");
+            let now = next_io.expect("a completion is due").max(v_at);
+            v = done.key;
+            v_at = now;
+            let app = done.app as usize;
+            let s = state[app];
+            total_priority -= s.priority;
+            if completions.is_empty() {
+                total_priority = 0.0; // no residue from rounding
+            }
+            let phase = &apps[app].phases[s.phase];
+            run.phases.push(PhaseRecord {
+                app: app as u32,
+                phase: s.phase as u32,
+                request_s: s.request_s,
+                start_s: s.start_s,
+                end_s: now,
+                bytes: phase.io_bytes,
+                priority: s.priority,
+            });
+            let granted = arbiter.end_phase(AppId(app as u32), Time::from_secs_f64(now));
+            for (next, priority) in granted {
+                let i = next.0 as usize;
+                let key = start_io(&mut state[i], &apps[i], priority, now, v);
+                total_priority += priority;
+                completions.push(Earliest {
+                    key,
+                    seq: next_seq(),
+                    app: next.0,
+                });
+            }
+            state[app].phase += 1;
+            match apps[app].phases.get(state[app].phase) {
+                Some(p) => computing.push(Earliest {
+                    key: now + p.compute_s,
+                    seq: next_seq(),
+                    app: app as u32,
+                }),
+                None => run.app_end_s[app] = now,
+            }
+        } else {
+            let ready = computing.pop().expect("peeked above");
+            let now = ready.key;
+            if total_priority > 0.0 {
+                v += (now - v_at) * bandwidth / total_priority;
+            }
+            v_at = now;
+            let app = ready.app as usize;
+            state[app].request_s = now;
+            let info = &apps[app].info;
+            if let Decision::Granted { priority } =
+                arbiter.begin_phase(AppId(app as u32), Time::from_secs_f64(now), info)
+            {
+                let key = start_io(&mut state[app], &apps[app], priority, now, v);
+                total_priority += priority;
+                completions.push(Earliest {
+                    key,
+                    seq: next_seq(),
+                    app: app as u32,
+                });
+            }
+        }
+    }
+    run
+}
+
+/// A group of applications of the generator: `count` applications whose
+/// w_iter is drawn from N(`mu_s`, `sigma_s`) truncated to positive values.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSpec {
+    pub count: u32,
+    pub mu_s: f64,
+    pub sigma_s: f64,
+}
+
+/// The workload generator of io-sets.txt Section V-B.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratorSpec {
+    pub groups: Vec<GroupSpec>,
+    /// Horizon h, seconds: each application runs n = ⌊h / w_iter⌉ iterations.
+    pub horizon_s: f64,
+    /// Target I/O stress ω = Σ α_io.
+    pub io_stress: f64,
+    /// Noise bound b: each phase's length is scaled by 1 + U[-b, b] (0: periodic).
+    #[serde(default)]
+    pub noise: f64,
+    /// Release times drawn from U[0, w_iter] (the journal version), else all at 0.
+    #[serde(default)]
+    pub release: bool,
+    /// The platform bandwidth, bytes per second: an I/O phase of t_io seconds
+    /// alone on the platform is t_io × bandwidth bytes.
+    pub bandwidth: f64,
+}
+
+impl GeneratorSpec {
+    /// Checks the numbers; the error names the field.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let positive = |field: &'static str, v: f64, unit: &str| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err((field, format!("{v} must be a positive number{unit}")))
+            }
+        };
+        if self.groups.iter().all(|g| g.count == 0) {
+            return Err(("groups", "need at least one application".into()));
+        }
+        for g in &self.groups {
+            positive("groups.mu_s", g.mu_s, " of seconds")?;
+            if !(g.sigma_s.is_finite() && g.sigma_s >= 0.0) {
+                return Err((
+                    "groups.sigma_s",
+                    format!("{} must be a number >= 0", g.sigma_s),
+                ));
+            }
+        }
+        positive("horizon_s", self.horizon_s, " of seconds")?;
+        positive("io_stress", self.io_stress, "")?;
+        positive("bandwidth", self.bandwidth, " of bytes per second")?;
+        if !(0.0..1.0).contains(&self.noise) {
+            return Err(("noise", format!("{} must be in [0, 1)", self.noise)));
+        }
+        Ok(())
+    }
+}
+
+/// One generated application: its phases, and what it was drawn as.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generated {
+    pub app: FluidApp,
+    pub group: u32,
+    pub w_iter_s: f64,
+    pub io_fraction: f64,
+}
+
+/// Draws a workload (Section V-B): per application w_iter ~ N(μ, σ)
+/// truncated to positive values, n = ⌊h / w_iter⌉ iterations (at least 1),
+/// α_j ~ U[0, 1] rescaled so that Σ α_io = ω, t_cpu = (1 − α_io) w_iter and
+/// t_io = α_io w_iter, each phase scaled by 1 + U[−b, b] when noisy.
+/// The info each application gives the arbiter is its w_iter and its group
+/// (with the group's μ).
+pub fn generate(spec: &GeneratorSpec, seed: u64) -> Result<Vec<Generated>, (&'static str, String)> {
+    spec.validate()?;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut drawn: Vec<(u32, f64, f64)> = Vec::new(); // (group, w_iter, α_j)
+    for (g, group) in spec.groups.iter().enumerate() {
+        let normal = Normal::new(group.mu_s, group.sigma_s).expect("validated: σ >= 0");
+        for _ in 0..group.count {
+            let w = loop {
+                let w: f64 = normal.sample(&mut rng);
+                if w > 0.0 {
+                    break w;
+                }
+            };
+            drawn.push((g as u32, w, rng.gen::<f64>()));
+        }
+    }
+    let alpha_sum: f64 = drawn.iter().map(|d| d.2).sum();
+    Ok(drawn
+        .into_iter()
+        .map(|(group, w, alpha)| {
+            let io_fraction = if alpha_sum > 0.0 {
+                spec.io_stress * alpha / alpha_sum
+            } else {
+                0.0
+            };
+            let (t_cpu, t_io) = ((1.0 - io_fraction) * w, io_fraction * w);
+            let n = ((spec.horizon_s / w).round() as u64).max(1);
+            let noise = |rng: &mut ChaCha8Rng| {
+                if spec.noise > 0.0 {
+                    1.0 + rng.gen_range(-spec.noise..=spec.noise)
+                } else {
+                    1.0
+                }
+            };
+            let phases = (0..n)
+                .map(|_| FluidPhase {
+                    compute_s: (t_cpu * noise(&mut rng)).max(0.0),
+                    io_bytes: (t_io * noise(&mut rng)).max(0.0) * spec.bandwidth,
+                })
+                .collect();
+            let release_s = if spec.release {
+                rng.gen_range(0.0..=w)
+            } else {
+                0.0
+            };
+            let mu = spec.groups[group as usize].mu_s;
+            Generated {
+                app: FluidApp {
+                    release_s,
+                    phases,
+                    info: PhaseInfo {
+                        w_iter: Some(Time::from_secs_f64(w)),
+                        group: Some((group, Time::from_secs_f64(mu))),
+                    },
+                },
+                group,
+                w_iter_s: w,
+                io_fraction,
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use concerto_core::job::sets::TableEntry;
+    use concerto_core::job::{SetRule, Sets};
+    use proptest::prelude::*;
+
+    fn app(release_s: f64, phases: &[(f64, f64)]) -> FluidApp {
+        FluidApp {
+            release_s,
+            phases: phases
+                .iter()
+                .map(|&(compute_s, io_bytes)| FluidPhase {
+                    compute_s,
+                    io_bytes,
+                })
+                .collect(),
+            info: PhaseInfo::default(),
+        }
+    }
+
+    /// io-sets claim 5: priorities 1 and 2, 10 GB each on 10 GB/s. The
+    /// second runs at 2/3 of B and ends at 1.5 s, having let the first
+    /// write 5 GB; the first then has B alone for its last 5 GB: 2.0 s.
+    #[test]
+    fn two_priorities_finish_when_the_hand_computation_says() {
+        let table = SetRule::Table {
+            entries: vec![
+                TableEntry {
+                    app: 0,
+                    set: 0,
+                    priority: 1.0,
+                },
+                TableEntry {
+                    app: 1,
+                    set: 1,
+                    priority: 2.0,
+                },
+            ],
+            default_set: 9,
+            default_priority: 1.0,
+        };
+        let apps = [app(0.0, &[(0.0, 10e9)]), app(0.0, &[(0.0, 10e9)])];
+        let r = run(&apps, 10e9, &mut Sets::new(table));
+        assert!((r.app_end_s[0] - 2.0).abs() < 1e-12, "{:?}", r.app_end_s);
+        assert!((r.app_end_s[1] - 1.5).abs() < 1e-12, "{:?}", r.app_end_s);
+    }
+
+    #[test]
+    fn inside_one_set_phases_take_turns_in_request_order() {
+        let apps = [
+            app(0.0, &[(1.0, 10.0), (1.0, 10.0)]),
+            app(0.0, &[(1.5, 10.0)]),
+        ];
+        // One set: the second asks at 1.5 while the first writes [1, 2); it goes at 2.
+        let r = run(&apps, 10.0, &mut Sets::new(SetRule::ExclusiveFcfs));
+        let by = |a: u32, p: u32| {
+            *r.phases
+                .iter()
+                .find(|x| x.app == a && x.phase == p)
+                .unwrap()
+        };
+        assert_eq!((by(0, 0).start_s, by(0, 0).end_s), (1.0, 2.0));
+        assert_eq!(
+            (by(1, 0).request_s, by(1, 0).start_s, by(1, 0).end_s),
+            (1.5, 2.0, 3.0)
+        );
+        // The first computes [2, 3) and asks at 3, when the set is free again.
+        assert_eq!(
+            (by(0, 1).request_s, by(0, 1).start_s, by(0, 1).end_s),
+            (3.0, 3.0, 4.0)
+        );
+    }
+
+    fn paper_spec(noise: f64) -> GeneratorSpec {
+        GeneratorSpec {
+            groups: vec![
+                GroupSpec {
+                    count: 5,
+                    mu_s: 10.0,
+                    sigma_s: 1.0,
+                },
+                GroupSpec {
+                    count: 20,
+                    mu_s: 100.0,
+                    sigma_s: 10.0,
+                },
+                GroupSpec {
+                    count: 35,
+                    mu_s: 1000.0,
+                    sigma_s: 100.0,
+                },
+            ],
+            horizon_s: 20_000.0,
+            io_stress: 0.8,
+            noise,
+            release: false,
+            bandwidth: 1e9,
+        }
+    }
+
+    #[test]
+    fn the_generator_hits_the_io_stress_and_the_iteration_count() {
+        let apps = generate(&paper_spec(0.0), 7).unwrap();
+        assert_eq!(apps.len(), 60);
+        let stress: f64 = apps.iter().map(|g| g.io_fraction).sum();
+        assert!((stress - 0.8).abs() < 1e-12, "{stress}");
+        for g in &apps {
+            let n = g.app.phases.len() as f64;
+            assert_eq!(n, (20_000.0 / g.w_iter_s).round().max(1.0));
+            // Periodic: every phase t_cpu + t_io = w_iter.
+            let p = g.app.phases[0];
+            assert!((p.compute_s + p.io_bytes / 1e9 - g.w_iter_s).abs() < 1e-9);
+        }
+        assert_eq!(generate(&paper_spec(0.5), 7), generate(&paper_spec(0.5), 7));
+    }
+
+    #[test]
+    fn a_bad_generator_spec_names_the_field() {
+        let mut spec = paper_spec(0.0);
+        spec.groups[1].sigma_s = -1.0;
+        assert_eq!(generate(&spec, 1).unwrap_err().0, "groups.sigma_s");
+        let mut spec = paper_spec(1.5);
+        assert_eq!(generate(&spec, 1).unwrap_err().0, "noise");
+        spec.noise = 0.0;
+        spec.horizon_s = 0.0;
+        assert_eq!(generate(&spec, 1).unwrap_err().0, "horizon_s");
+    }
+
+    proptest! {
+        /// Work conservation and accounting: whatever the rule, every phase
+        /// completes once, never before its request, and the bandwidth is
+        /// never oversubscribed: the bytes done by any time fit in B times
+        /// the time spent with someone doing I/O.
+        #[test]
+        fn every_phase_completes_and_bandwidth_is_never_oversubscribed(
+            shape in prop::collection::vec((0.0f64..5.0, prop::collection::vec((0.0f64..3.0, 0.0f64..50.0), 1..6)), 1..8),
+            fair in any::<bool>(),
+        ) {
+            let apps: Vec<FluidApp> = shape.iter().map(|(r, ph)| app(*r, ph)).collect();
+            let rule = if fair { SetRule::FairShare } else { SetRule::ExclusiveFcfs };
+            let r = run(&apps, 10.0, &mut Sets::new(rule));
+            let total: usize = apps.iter().map(|a| a.phases.len()).sum();
+            prop_assert_eq!(r.phases.len(), total);
+            for p in &r.phases {
+                prop_assert!(p.request_s <= p.start_s + 1e-9 && p.start_s <= p.end_s + 1e-9);
+                // A phase alone on the platform is the fastest it can go.
+                prop_assert!(p.end_s - p.start_s >= p.bytes / 10.0 - 1e-6);
+            }
+            // The union of busy intervals carries all the bytes at B at most.
+            let mut spans: Vec<(f64, f64)> = r.phases.iter().map(|p| (p.start_s, p.end_s)).collect();
+            spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut busy = 0.0;
+            let mut cur: Option<(f64, f64)> = None;
+            for (s, e) in spans {
+                cur = match cur {
+                    Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+                    Some((cs, ce)) => { busy += ce - cs; Some((s, e)) }
+                    None => Some((s, e)),
+                };
+            }
+            if let Some((cs, ce)) = cur { busy += ce - cs; }
+            let bytes: f64 = r.phases.iter().map(|p| p.bytes).sum();
+            prop_assert!(bytes <= 10.0 * busy + 1e-6);
+            // Under FCFS only one phase runs at a time, so the platform is busy exactly bytes / B.
+            if !fair {
+                prop_assert!((bytes / 10.0 - busy).abs() < 1e-6);
+            }
+        }
+    }
+}
