@@ -217,6 +217,89 @@ pub fn run(apps: &[FluidApp], bandwidth: f64, arbiter: &mut dyn IoArbiter) -> Fl
     run
 }
 
+/// io-sets.txt's metrics over a window [begin, end] (Section V-D), and the
+/// journal version's I/O slowdown.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WindowMetrics {
+    /// Σ_j e_cpu,j / (n (end − begin)): the share of the applications' time spent computing.
+    pub utilization: f64,
+    /// max_j (end − begin) / e_j.
+    pub max_stretch: f64,
+    /// (end − begin) / e_j per application.
+    pub stretch: Vec<f64>,
+    /// Geometric mean over the applications with I/O in the window of the
+    /// time they spent in I/O (waiting included) over the I/O time they
+    /// would need alone.
+    pub io_slowdown: f64,
+}
+
+/// The length of `[a, b]` inside `[lo, hi]`.
+fn overlap(a: f64, b: f64, lo: f64, hi: f64) -> f64 {
+    (b.min(hi) - a.max(lo)).max(0.0)
+}
+
+/// The metrics of `run` over `[begin, end]`. An application's effective
+/// work e_j = e_cpu + e_io counts what it did inside the window:
+/// - a compute phase (from the end of the previous I/O phase, or the
+///   release, to the next I/O request) counts the part of it inside the
+///   window;
+/// - an I/O phase counts its time alone on the platform (bytes / B) times
+///   the fraction of its transfer (grant to end) inside the window; a
+///   phase of no bytes counts nothing.
+///
+/// The I/O slowdown's time in I/O runs from the request (waiting for the
+/// set included) to the end, clipped to the window the same way.
+pub fn window_metrics(
+    apps: &[FluidApp],
+    run: &FluidRun,
+    bandwidth: f64,
+    begin: f64,
+    end: f64,
+) -> WindowMetrics {
+    let span = end - begin;
+    let n = apps.len();
+    let (mut cpu, mut io, mut in_io) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+    // Where each application's next compute phase starts: its release, then each I/O end.
+    let mut compute_from: Vec<f64> = apps.iter().map(|a| a.release_s).collect();
+    let mut phases: Vec<&PhaseRecord> = run.phases.iter().collect();
+    phases.sort_by(|a, b| (a.app, a.phase).cmp(&(b.app, b.phase)));
+    for p in phases {
+        let j = p.app as usize;
+        cpu[j] += overlap(compute_from[j], p.request_s, begin, end);
+        compute_from[j] = p.end_s;
+        let transfer = p.end_s - p.start_s;
+        if transfer > 0.0 {
+            io[j] += p.bytes / bandwidth * overlap(p.start_s, p.end_s, begin, end) / transfer;
+        }
+        in_io[j] += overlap(p.request_s, p.end_s, begin, end);
+    }
+    let stretch: Vec<f64> = (0..n)
+        .map(|j| {
+            let e = cpu[j] + io[j];
+            if e > 0.0 {
+                span / e
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
+    let slowdowns: Vec<f64> = (0..n)
+        .filter(|&j| io[j] > 0.0)
+        .map(|j| in_io[j] / io[j])
+        .collect();
+    let io_slowdown = if slowdowns.is_empty() {
+        1.0
+    } else {
+        (slowdowns.iter().map(|x| x.ln()).sum::<f64>() / slowdowns.len() as f64).exp()
+    };
+    WindowMetrics {
+        utilization: cpu.iter().sum::<f64>() / (n as f64 * span),
+        max_stretch: stretch.iter().copied().fold(0.0, f64::max),
+        stretch,
+        io_slowdown,
+    }
+}
+
 /// A group of applications of the generator: `count` applications whose
 /// w_iter is drawn from N(`mu_s`, `sigma_s`) truncated to positive values.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -403,6 +486,27 @@ mod tests {
         let r = run(&apps, 10e9, &mut Sets::new(table));
         assert!((r.app_end_s[0] - 2.0).abs() < 1e-12, "{:?}", r.app_end_s);
         assert!((r.app_end_s[1] - 1.5).abs() < 1e-12, "{:?}", r.app_end_s);
+    }
+
+    /// Two applications on B = 1, both released at 0, one set:
+    /// A computes 1 s, writes 2 (alone: [1, 3]), computes 1 s (ends at 4);
+    /// B computes 2 s, asks at 2, waits for A, writes 1 at [3, 4].
+    /// Over [0, 4]: e_A = 2 + 2 = 4, e_B = 2 + 1 = 3; utilization 4 / 8;
+    /// stretch 4 / 3; I/O slowdown: A 2 / 2, B 2 / 1, geometric mean √2.
+    /// Over [2, 4] the phases are cut: A's write counts 1 of its 2, its
+    /// second compute 1; B's compute counts 0.
+    #[test]
+    fn window_metrics_equal_the_hand_computation() {
+        let apps = [app(0.0, &[(1.0, 2.0), (1.0, 0.0)]), app(0.0, &[(2.0, 1.0)])];
+        let r = run(&apps, 1.0, &mut Sets::new(SetRule::ExclusiveFcfs));
+        let m = window_metrics(&apps, &r, 1.0, 0.0, 4.0);
+        assert!((m.utilization - 0.5).abs() < 1e-12, "{m:?}");
+        assert!((m.max_stretch - 4.0 / 3.0).abs() < 1e-12, "{m:?}");
+        assert!((m.io_slowdown - 2f64.sqrt()).abs() < 1e-12, "{m:?}");
+        let m = window_metrics(&apps, &r, 1.0, 2.0, 4.0);
+        // A: compute [3, 4] = 1, I/O 2 x (1 / 2) = 1: e = 2. B: compute 0, I/O 1: e = 1.
+        assert_eq!(m.stretch, vec![1.0, 2.0]);
+        assert!((m.utilization - 0.25).abs() < 1e-12, "{m:?}");
     }
 
     #[test]
