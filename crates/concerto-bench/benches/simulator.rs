@@ -191,6 +191,7 @@ fn fluid_phases_per_second(c: &mut Criterion) {
         ("exclusive-fcfs", SetRule::ExclusiveFcfs),
     ] {
         let phases = fluid::run(&apps, 1e9, &mut Sets::new(rule.clone()))
+            .expect("valid bandwidth")
             .phases
             .len();
         group.throughput(Throughput::Elements(phases as u64));

@@ -111,8 +111,17 @@ fn start_io(s: &mut AppState, app: &FluidApp, priority: f64, now: f64, v: f64) -
     v + app.phases[s.phase].io_bytes / priority
 }
 
-/// Runs the applications on bandwidth `bandwidth` (bytes per second) under `arbiter`.
-pub fn run(apps: &[FluidApp], bandwidth: f64, arbiter: &mut dyn IoArbiter) -> FluidRun {
+/// Runs the applications on bandwidth `bandwidth` (bytes per second, > 0) under `arbiter`.
+pub fn run(
+    apps: &[FluidApp],
+    bandwidth: f64,
+    arbiter: &mut dyn IoArbiter,
+) -> Result<FluidRun, String> {
+    if !(bandwidth.is_finite() && bandwidth > 0.0) {
+        return Err(format!(
+            "bandwidth: {bandwidth} must be a positive number of bytes per second"
+        ));
+    }
     let mut state = vec![AppState::default(); apps.len()];
     let mut computing: BinaryHeap<Earliest> = BinaryHeap::new();
     let mut completions: BinaryHeap<Earliest> = BinaryHeap::new();
@@ -214,7 +223,7 @@ pub fn run(apps: &[FluidApp], bandwidth: f64, arbiter: &mut dyn IoArbiter) -> Fl
             }
         }
     }
-    run
+    Ok(run)
 }
 
 /// io-sets.txt's metrics over a window [begin, end] (Section V-D), and the
@@ -255,7 +264,13 @@ pub fn window_metrics(
     bandwidth: f64,
     begin: f64,
     end: f64,
-) -> WindowMetrics {
+) -> Result<WindowMetrics, String> {
+    if !(begin.is_finite() && end.is_finite() && end > begin) {
+        return Err(format!("window: [{begin}, {end}] must end after it begins"));
+    }
+    if apps.is_empty() {
+        return Err("window: there are no applications to measure".into());
+    }
     let span = end - begin;
     let n = apps.len();
     let (mut cpu, mut io, mut in_io) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
@@ -292,12 +307,12 @@ pub fn window_metrics(
     } else {
         (slowdowns.iter().map(|x| x.ln()).sum::<f64>() / slowdowns.len() as f64).exp()
     };
-    WindowMetrics {
+    Ok(WindowMetrics {
         utilization: cpu.iter().sum::<f64>() / (n as f64 * span),
         max_stretch: stretch.iter().copied().fold(0.0, f64::max),
         stretch,
         io_slowdown,
-    }
+    })
 }
 
 /// A group of applications of the generator: `count` applications whose
@@ -483,7 +498,7 @@ mod tests {
             default_priority: 1.0,
         };
         let apps = [app(0.0, &[(0.0, 10e9)]), app(0.0, &[(0.0, 10e9)])];
-        let r = run(&apps, 10e9, &mut Sets::new(table));
+        let r = run(&apps, 10e9, &mut Sets::new(table)).unwrap();
         assert!((r.app_end_s[0] - 2.0).abs() < 1e-12, "{:?}", r.app_end_s);
         assert!((r.app_end_s[1] - 1.5).abs() < 1e-12, "{:?}", r.app_end_s);
     }
@@ -498,12 +513,18 @@ mod tests {
     #[test]
     fn window_metrics_equal_the_hand_computation() {
         let apps = [app(0.0, &[(1.0, 2.0), (1.0, 0.0)]), app(0.0, &[(2.0, 1.0)])];
-        let r = run(&apps, 1.0, &mut Sets::new(SetRule::ExclusiveFcfs));
-        let m = window_metrics(&apps, &r, 1.0, 0.0, 4.0);
+        let r = run(&apps, 1.0, &mut Sets::new(SetRule::ExclusiveFcfs)).unwrap();
+        let m = window_metrics(&apps, &r, 1.0, 0.0, 4.0).unwrap();
         assert!((m.utilization - 0.5).abs() < 1e-12, "{m:?}");
         assert!((m.max_stretch - 4.0 / 3.0).abs() < 1e-12, "{m:?}");
         assert!((m.io_slowdown - 2f64.sqrt()).abs() < 1e-12, "{m:?}");
-        let m = window_metrics(&apps, &r, 1.0, 2.0, 4.0);
+        let m = window_metrics(&apps, &r, 1.0, 2.0, 4.0).unwrap();
+        assert!(window_metrics(&apps, &r, 1.0, 4.0, 4.0)
+            .unwrap_err()
+            .starts_with("window:"));
+        assert!(run(&apps, 0.0, &mut Sets::new(SetRule::FairShare))
+            .unwrap_err()
+            .starts_with("bandwidth:"));
         // A: compute [3, 4] = 1, I/O 2 x (1 / 2) = 1: e = 2. B: compute 0, I/O 1: e = 1.
         assert_eq!(m.stretch, vec![1.0, 2.0]);
         assert!((m.utilization - 0.25).abs() < 1e-12, "{m:?}");
@@ -516,7 +537,7 @@ mod tests {
             app(0.0, &[(1.5, 10.0)]),
         ];
         // One set: the second asks at 1.5 while the first writes [1, 2); it goes at 2.
-        let r = run(&apps, 10.0, &mut Sets::new(SetRule::ExclusiveFcfs));
+        let r = run(&apps, 10.0, &mut Sets::new(SetRule::ExclusiveFcfs)).unwrap();
         let by = |a: u32, p: u32| {
             *r.phases
                 .iter()
@@ -602,7 +623,7 @@ mod tests {
         ) {
             let apps: Vec<FluidApp> = shape.iter().map(|(r, ph)| app(*r, ph)).collect();
             let rule = if fair { SetRule::FairShare } else { SetRule::ExclusiveFcfs };
-            let r = run(&apps, 10.0, &mut Sets::new(rule));
+            let r = run(&apps, 10.0, &mut Sets::new(rule)).unwrap();
             let total: usize = apps.iter().map(|a| a.phases.len()).sum();
             prop_assert_eq!(r.phases.len(), total);
             for p in &r.phases {
