@@ -6,7 +6,6 @@
 //! sent to all of them at once. A file's size is the furthest byte any of
 //! its objects holds, asked of its servers (as in PVFS2), so it is right
 //! after concurrent strided writes with no size update per write.
-
 //!
 //! This crate links the wire protocol and the client only — no server,
 //! database or FUSE code — so the Python module and MPI-IO programs that
