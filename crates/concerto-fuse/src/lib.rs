@@ -326,6 +326,16 @@ impl Ctx {
         Ok(self.attr(&stat))
     }
 
+    /// Keeps an open file, with the client acting for whoever opened it,
+    /// under a new handle number.
+    fn keep_open(&self, file: FileHandle) -> u64 {
+        let open = OpenFile {
+            file,
+            client: self.client.clone(),
+        };
+        self.keep(|s| &mut s.files, open)
+    }
+
     /// Keeps `value` under a new handle number.
     fn keep<T>(&self, table: impl FnOnce(&mut State) -> &mut HashMap<u64, T>, value: T) -> u64 {
         let mut state = self.state();
@@ -594,11 +604,7 @@ impl Filesystem for ConcertoFuse {
             if file.inode != ino {
                 return Err(Errno(libc::ESTALE));
             }
-            let open = OpenFile {
-                file,
-                client: ctx.client.clone(),
-            };
-            Ok((ctx.keep(|s| &mut s.files, open), FOPEN_DIRECT_IO))
+            Ok((ctx.keep_open(file), FOPEN_DIRECT_IO))
         });
     }
 
@@ -621,11 +627,7 @@ impl Filesystem for ConcertoFuse {
                 .create(&path, LayoutRequest::default(), exclusive)
                 .await?;
             let attr = ctx.entry(&path).await?;
-            let open = OpenFile {
-                file,
-                client: ctx.client.clone(),
-            };
-            Ok((attr, ctx.keep(|s| &mut s.files, open)))
+            Ok((attr, ctx.keep_open(file)))
         });
     }
 
