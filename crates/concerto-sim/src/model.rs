@@ -209,6 +209,8 @@ pub struct Simulation<'a> {
     pieces: Vec<Piece>,
     free_pieces: Vec<u32>,
     dispatched: Vec<(Request, Ticket)>,
+    /// An operation's per-server finish times, reused (see `operation_done`).
+    finishes: Vec<f64>,
     detail: Option<Vec<PieceRecord>>,
     progress: Option<&'a Progress>,
     /// Service reports in flight between servers, by index.
@@ -368,6 +370,7 @@ impl<'a> Simulation<'a> {
             pieces: Vec::new(),
             free_pieces: Vec::new(),
             dispatched: Vec::new(),
+            finishes: Vec::new(),
             detail: sc.output.detail.then(Vec::new),
             progress,
             reports: Vec::new(),
@@ -782,14 +785,18 @@ impl<'a> Simulation<'a> {
         let spec = &self.sc.apps[a.spec];
         a.completions.push((now - a.op_issue).as_secs_f64());
         let issue = a.op_issue;
-        let finishes: Vec<f64> = a
-            .op_servers
-            .iter()
-            .map(|s| (a.op_finish[s] - issue).as_secs_f64())
-            .collect();
+        // The buffer is reused from operation to operation.
+        let mut finishes = std::mem::take(&mut self.finishes);
+        finishes.clear();
+        finishes.extend(
+            a.op_servers
+                .iter()
+                .map(|s| (a.op_finish[s] - issue).as_secs_f64()),
+        );
         if let Some(spread) = finish_spread(&finishes) {
             a.spreads.push(spread);
         }
+        self.finishes = finishes;
         a.op_servers.clear();
         a.op_finish.clear();
         a.next_call += 1;
