@@ -78,15 +78,35 @@ out_opt = click.option("--out", type=click.Path(file_okay=False, path_type=Path)
 
 
 @sim.command("run")
-@scenario_arg
+@click.argument("scenario", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @out_opt
 @seed_opt
 @reps_opt
 @set_opt
 @click.option("--detail", is_flag=True, help="Also write requests.csv: one row per request piece (needs --out).")
+@click.option("--workload", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Run a job-level workload (JSON, from `sim workload generate`) in the fluid mode instead.")
+@click.option("--rule", default="set10", show_default=True,
+              help="Fluid mode: the set rule, a preset (fair-share, exclusive-fcfs, set10, clairvoyant, "
+                   "set-fair-share, share-priority) or a TOML file with a rule table.")
+@click.option("--window", default="1000:9000", show_default=True, metavar="BEGIN:END",
+              help="Fluid mode: the measurement window, seconds.")
+@click.option("--phases", "phases_csv", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Fluid mode: write every I/O phase here as CSV.")
 @guarded
-def sim_run(scenario: Path, out: Path | None, seed: int | None, reps: int, sets: tuple[str, ...], detail: bool) -> None:
-    """Simulate SCENARIO (a TOML file) and print per-application results."""
+def sim_run(scenario: Path | None, out: Path | None, seed: int | None, reps: int, sets: tuple[str, ...], detail: bool,
+            workload: Path | None, rule: str, window: str, phases_csv: Path | None) -> None:
+    """Simulate SCENARIO (a TOML file) and print per-application results; or, with --workload, run a
+    job-level workload in the fluid mode and print its utilization, stretch and I/O slowdown."""
+    if workload is not None:
+        if scenario is not None or sets or detail:
+            raise UsageProblem("--workload runs the fluid mode: it takes no SCENARIO, --set or --detail")
+        _run_fluid(workload, rule, window, phases_csv, out)
+        return
+    if scenario is None:
+        raise UsageProblem("give a SCENARIO file (or --workload FILE)")
+    if phases_csv is not None:
+        raise UsageProblem("--phases needs --workload")
     if detail and out is None:
         raise UsageProblem("--detail needs --out DIR")
     source = ScenarioSource.from_path(scenario).with_overrides(*sets)
@@ -99,6 +119,36 @@ def sim_run(scenario: Path, out: Path | None, seed: int | None, reps: int, sets:
         write_json(out / "results.json", result)
         apps_csv(result, out / "apps.csv")
         console.print(f"wrote {out / 'results.json'}, {out / 'apps.csv'}" + (f" and {detail_csv}" if detail_csv else ""))
+
+
+def _run_fluid(workload: Path, rule: str, window: str, phases_csv: Path | None, out: Path | None) -> None:
+    from concerto import fluid
+
+    result = fluid.run(workload, rule, fluid.parse_window(window))
+    console.print(fluid.table(result, f"{workload}: rule {rule}, window {window} s"))
+    if phases_csv is not None:
+        fluid.write_phases(result, phases_csv)
+        console.print(f"wrote {phases_csv}")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "fluid.json", {k: result[k] for k in ("metrics", "apps", "app_end_s", "events")})
+        console.print(f"wrote {out / 'fluid.json'}")
+
+
+@sim.group("workload")
+def sim_workload() -> None:
+    """Job-level workloads for the fluid mode."""
+
+
+@sim_workload.command("generate")
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--seed", type=click.IntRange(min=0, max=2**64 - 1), default=1, show_default=True)
+@guarded
+def sim_workload_generate(spec: Path, seed: int) -> None:
+    """Draw a workload from a generator file (io-sets.txt Section V-B) and print it as JSON."""
+    from concerto import fluid
+
+    click.echo(fluid.generate(spec, seed))
 
 
 @sim.command("compare")

@@ -178,7 +178,7 @@ fn fluid_phases_per_second(c: &mut Criterion) {
         io_stress: 0.8,
         noise: 0.0,
         release: false,
-        bandwidth: 1e9,
+        bandwidth: concerto_core::units::Bandwidth(1e9),
     };
     let apps: Vec<fluid::FluidApp> = fluid::generate(&spec, 1)
         .expect("valid generator spec")

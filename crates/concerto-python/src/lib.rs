@@ -14,7 +14,11 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
 use concerto_core::analysis;
+use concerto_core::job::sets::UNKNOWN_SET;
+use concerto_core::job::Sets;
 use concerto_core::profile::{self, ProfileSpec};
+use concerto_core::AppId;
+use concerto_sim::fluid;
 use concerto_sim::profile::DeviceProbe;
 use concerto_sim::{simulate_reps, ConfigError, Scenario};
 
@@ -63,6 +67,64 @@ fn load(text: &str, table: Option<&str>, overrides: Vec<String>) -> PyResult<Sce
 fn load_scenario(text: &str, table: Option<&str>, overrides: Vec<String>) -> PyResult<String> {
     let sc = load(text, table, overrides)?;
     serde_json::to_string(&sc).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Draws a fluid-mode workload from a generator file (TOML text) with
+/// `seed`; returns the workload file as JSON.
+#[pyfunction]
+fn fluid_generate(spec: &str, seed: u64) -> PyResult<String> {
+    let spec = fluid::GeneratorSpec::from_toml(spec).map_err(ConcertoConfigError::new_err)?;
+    let apps = fluid::generate(&spec, seed)
+        .map_err(|(field, message)| ConcertoConfigError::new_err(format!("{field}: {message}")))?;
+    serde_json::to_string_pretty(&fluid::WorkloadFile::generated(&spec, &apps))
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Runs a fluid-mode workload (JSON text) under a set rule (TOML text) and
+/// measures it over [window_begin, window_end]. Returns JSON: `metrics`,
+/// `app_end_s`, `events`, and `phases` (one object per I/O phase, with the
+/// set the rule put its application in).
+#[pyfunction]
+fn fluid_run(
+    py: Python<'_>,
+    workload: &str,
+    rule: &str,
+    window_begin: f64,
+    window_end: f64,
+) -> PyResult<String> {
+    let mut de = serde_json::Deserializer::from_str(workload);
+    let file: fluid::WorkloadFile = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| ConcertoConfigError::new_err(format!("{}: {}", e.path(), e.inner())))?;
+    let apps = file.apps().map_err(ConcertoConfigError::new_err)?;
+    let rule = fluid::rule_from_toml(rule).map_err(ConcertoConfigError::new_err)?;
+    let (run, metrics) = py
+        .allow_threads(|| {
+            let run = fluid::run(&apps, file.bandwidth, &mut Sets::new(rule.clone()))?;
+            let metrics =
+                fluid::window_metrics(&apps, &run, file.bandwidth, window_begin, window_end)?;
+            Ok::<_, String>((run, metrics))
+        })
+        .map_err(ConcertoConfigError::new_err)?;
+    let set_of = |app: u32| {
+        rule.assign(AppId(app), &apps[app as usize].info)
+            .map_or(UNKNOWN_SET.0, |(set, _)| set.0)
+    };
+    let phases: Vec<serde_json::Value> = run
+        .phases
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "app": file.apps[p.app as usize].name, "phase": p.phase, "request_s": p.request_s,
+                "start_s": p.start_s, "end_s": p.end_s, "bytes": p.bytes, "priority": p.priority,
+                "set": set_of(p.app),
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "metrics": metrics, "app_end_s": run.app_end_s, "events": run.events, "phases": phases,
+        "apps": file.apps.iter().map(|a| &a.name).collect::<Vec<_>>(),
+    })
+    .to_string())
 }
 
 /// Runs a scenario `reps` times (seeds `seed`, `seed + 1`, ...; the
@@ -197,6 +259,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Progress>()?;
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(fluid_generate, m)?)?;
+    m.add_function(wrap_pyfunction!(fluid_run, m)?)?;
     m.add_function(wrap_pyfunction!(fifo_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(coordinated_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;

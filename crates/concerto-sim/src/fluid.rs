@@ -20,7 +20,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
-use concerto_core::job::{Decision, IoArbiter, PhaseInfo};
+use concerto_core::job::{Decision, IoArbiter, PhaseInfo, SetRule};
+use concerto_core::units::Bandwidth;
 use concerto_core::{AppId, Time};
 
 /// One phase of an application: compute for `compute_s` seconds, then
@@ -277,7 +278,7 @@ pub fn window_metrics(
     // Where each application's next compute phase starts: its release, then each I/O end.
     let mut compute_from: Vec<f64> = apps.iter().map(|a| a.release_s).collect();
     let mut phases: Vec<&PhaseRecord> = run.phases.iter().collect();
-    phases.sort_by(|a, b| (a.app, a.phase).cmp(&(b.app, b.phase)));
+    phases.sort_by_key(|p| (p.app, p.phase));
     for p in phases {
         let j = p.app as usize;
         cpu[j] += overlap(compute_from[j], p.request_s, begin, end);
@@ -340,12 +341,21 @@ pub struct GeneratorSpec {
     /// Release times drawn from U[0, w_iter] (the journal version), else all at 0.
     #[serde(default)]
     pub release: bool,
-    /// The platform bandwidth, bytes per second: an I/O phase of t_io seconds
-    /// alone on the platform is t_io × bandwidth bytes.
-    pub bandwidth: f64,
+    /// The platform bandwidth (`"1GB/s"`, or bytes per second): an I/O
+    /// phase of t_io seconds alone on the platform is t_io × bandwidth bytes.
+    pub bandwidth: Bandwidth,
 }
 
 impl GeneratorSpec {
+    /// Reads a generator file (TOML: the keys below, `[[groups]]` tables)
+    /// and checks it; an error names the line, column and key.
+    pub fn from_toml(text: &str) -> Result<GeneratorSpec, String> {
+        let spec: GeneratorSpec = concerto_toml::parse(text)?;
+        spec.validate()
+            .map_err(|(field, message)| format!("{field}: {message}"))?;
+        Ok(spec)
+    }
+
     /// Checks the numbers; the error names the field.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         let positive = |field: &'static str, v: f64, unit: &str| {
@@ -369,7 +379,7 @@ impl GeneratorSpec {
         }
         positive("horizon_s", self.horizon_s, " of seconds")?;
         positive("io_stress", self.io_stress, "")?;
-        positive("bandwidth", self.bandwidth, " of bytes per second")?;
+        positive("bandwidth", self.bandwidth.0, " of bytes per second")?;
         if !(0.0..1.0).contains(&self.noise) {
             return Err(("noise", format!("{} must be in [0, 1)", self.noise)));
         }
@@ -429,7 +439,7 @@ pub fn generate(spec: &GeneratorSpec, seed: u64) -> Result<Vec<Generated>, (&'st
             let phases = (0..n)
                 .map(|_| FluidPhase {
                     compute_s: (t_cpu * noise(&mut rng)).max(0.0),
-                    io_bytes: (t_io * noise(&mut rng)).max(0.0) * spec.bandwidth,
+                    io_bytes: (t_io * noise(&mut rng)).max(0.0) * spec.bandwidth.0,
                 })
                 .collect();
             let release_s = if spec.release {
@@ -453,6 +463,130 @@ pub fn generate(spec: &GeneratorSpec, seed: u64) -> Result<Vec<Generated>, (&'st
             }
         })
         .collect())
+}
+
+/// A set rule from TOML text (`kind = "set10"`, ...), checked; an error
+/// names the line, column and key.
+pub fn rule_from_toml(text: &str) -> Result<SetRule, String> {
+    let rule: SetRule = concerto_toml::parse(text).map_err(|e| format!("rule: {e}"))?;
+    rule.validate()
+        .map_err(|(field, message)| format!("rule.{field}: {message}"))?;
+    Ok(rule)
+}
+
+/// A workload of the fluid mode as a file (JSON): the platform's bandwidth
+/// and every application's phases, so users bring their own applications
+/// and results can be checked independently. `concerto sim workload
+/// generate` writes one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadFile {
+    /// Bytes per second.
+    pub bandwidth: f64,
+    pub apps: Vec<WorkloadApp>,
+}
+
+/// One application of a [`WorkloadFile`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadApp {
+    pub name: String,
+    /// Its characteristic time, seconds, when known (what SET-10 maps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w_iter_s: Option<f64>,
+    /// The group it was drawn from and the group's characteristic time
+    /// (what CLAIRVOYANT maps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_w_iter_s: Option<f64>,
+    #[serde(default)]
+    pub release_s: f64,
+    /// `[compute seconds, I/O bytes]` per iteration, in order.
+    pub phases: Vec<(f64, f64)>,
+}
+
+impl WorkloadFile {
+    /// A generated workload as a file.
+    pub fn generated(spec: &GeneratorSpec, apps: &[Generated]) -> WorkloadFile {
+        WorkloadFile {
+            bandwidth: spec.bandwidth.0,
+            apps: apps
+                .iter()
+                .enumerate()
+                .map(|(i, g)| WorkloadApp {
+                    name: format!("g{}-{i}", g.group),
+                    w_iter_s: Some(g.w_iter_s),
+                    group: Some(g.group),
+                    group_w_iter_s: Some(spec.groups[g.group as usize].mu_s),
+                    release_s: g.app.release_s,
+                    phases: g
+                        .app
+                        .phases
+                        .iter()
+                        .map(|p| (p.compute_s, p.io_bytes))
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The applications to run; an error names the application and field.
+    pub fn apps(&self) -> Result<Vec<FluidApp>, String> {
+        if !(self.bandwidth.is_finite() && self.bandwidth > 0.0) {
+            return Err(format!(
+                "bandwidth: {} must be a positive number of bytes per second",
+                self.bandwidth
+            ));
+        }
+        self.apps
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let bad = |field: &str, v: f64| {
+                    Err(format!(
+                        "apps[{i}].{field}: {v} must be a finite number >= 0"
+                    ))
+                };
+                let ok = |v: f64| v.is_finite() && v >= 0.0;
+                if !ok(a.release_s) {
+                    return bad("release_s", a.release_s);
+                }
+                for (k, &(c, b)) in a.phases.iter().enumerate() {
+                    if !ok(c) {
+                        return bad(&format!("phases[{k}][0]"), c);
+                    }
+                    if !ok(b) {
+                        return bad(&format!("phases[{k}][1]"), b);
+                    }
+                }
+                let seconds = |field: &str, v: Option<f64>| match v {
+                    Some(v) if !(v.is_finite() && v > 0.0) => Err(format!(
+                        "apps[{i}].{field}: {v} must be a positive number of seconds"
+                    )),
+                    v => Ok(v.map(Time::from_secs_f64)),
+                };
+                let w_iter = seconds("w_iter_s", a.w_iter_s)?;
+                let group = match (a.group, seconds("group_w_iter_s", a.group_w_iter_s)?) {
+                    (Some(g), Some(w)) => Some((g, w)),
+                    (None, None) => None,
+                    _ => return Err(format!("apps[{i}]: give group and group_w_iter_s together")),
+                };
+                Ok(FluidApp {
+                    release_s: a.release_s,
+                    phases: a
+                        .phases
+                        .iter()
+                        .map(|&(compute_s, io_bytes)| FluidPhase {
+                            compute_s,
+                            io_bytes,
+                        })
+                        .collect(),
+                    info: PhaseInfo { w_iter, group },
+                })
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -579,7 +713,7 @@ mod tests {
             io_stress: 0.8,
             noise,
             release: false,
-            bandwidth: 1e9,
+            bandwidth: Bandwidth(1e9),
         }
     }
 
@@ -597,6 +731,40 @@ mod tests {
             assert!((p.compute_s + p.io_bytes / 1e9 - g.w_iter_s).abs() < 1e-9);
         }
         assert_eq!(generate(&paper_spec(0.5), 7), generate(&paper_spec(0.5), 7));
+    }
+
+    #[test]
+    fn a_generated_workload_file_runs_as_generated() {
+        let spec = paper_spec(0.2);
+        let generated = generate(&spec, 3).unwrap();
+        let file = WorkloadFile::generated(&spec, &generated);
+        let text = serde_json::to_string(&file).unwrap();
+        let back: WorkloadFile = serde_json::from_str(&text).unwrap();
+        let apps = back.apps().unwrap();
+        let direct: Vec<FluidApp> = generated.into_iter().map(|g| g.app).collect();
+        let by_file = run(&apps, back.bandwidth, &mut Sets::new(SetRule::Set10)).unwrap();
+        let by_hand = run(&direct, spec.bandwidth.0, &mut Sets::new(SetRule::Set10)).unwrap();
+        assert!(
+            by_file == by_hand,
+            "a workload read back from JSON ran differently"
+        );
+        let mut broken = back.clone();
+        broken.apps[2].phases[1].1 = -1.0;
+        assert_eq!(
+            broken.apps().unwrap_err(),
+            "apps[2].phases[1][1]: -1 must be a finite number >= 0"
+        );
+    }
+
+    #[test]
+    fn a_generator_file_reads_with_units_and_names_bad_keys() {
+        let text = "horizon_s = 20000\nio_stress = 0.8\nbandwidth = \"1GB/s\"\n[[groups]]\ncount = 2\nmu_s = 10\nsigma_s = 1\n";
+        let spec = GeneratorSpec::from_toml(text).unwrap();
+        assert_eq!((spec.bandwidth, spec.groups.len()), (Bandwidth(1e9), 1));
+        let err = GeneratorSpec::from_toml(&text.replace("mu_s = 10", "mu_s = -10")).unwrap_err();
+        assert!(err.starts_with("groups.mu_s: -10 must be"), "{err}");
+        let err = GeneratorSpec::from_toml(&text.replace("io_stress", "io_stres")).unwrap_err();
+        assert!(err.starts_with("line 2, column 1: "), "{err}");
     }
 
     #[test]
