@@ -69,7 +69,8 @@ def test_bad_fluid_input_is_named(tmp_path: Path) -> None:
     spec.write_text(GENERATOR.replace("io_stress = 0.8", "io_stress = -1"))
     cases = [
         (["sim", "workload", "generate", str(spec)], "bad.toml: io_stress: -1 must be a positive number"),
-        (["sim", "run", "--workload", str(w), "--rule", "lottery"], "--rule 'lottery': not a preset"),
+        (["sim", "run", "--workload", str(w), "--rule", "lottery"],
+         "rule: line 1, column 8: kind: unknown variant `lottery`, expected one of `fair-share`"),
         (["sim", "run", "--workload", str(w), "--window", "9:1"], "--window '9:1'"),
         (["sim", "run", "--workload", str(tmp_path / "none.json")], "none.json"),
         (["sim", "run"], "give a SCENARIO file"),

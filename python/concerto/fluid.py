@@ -13,21 +13,11 @@ from rich.table import Table
 
 from concerto import _native
 
-# The set rules that need no parameters; any other rule is a TOML file with
-# its table (`kind = "thresholds"`, `bounds = [...]`, ...).
-PRESETS = ("fair-share", "exclusive-fcfs", "set10", "clairvoyant", "set-fair-share", "share-priority")
-# io-sets.txt's measurement window of its 20,000 s horizon.
-DEFAULT_WINDOW = (1000.0, 9000.0)
-
-
 def rule_toml(rule: str) -> str:
-    """A preset's name, or the path of a TOML file holding a rule table, as TOML text."""
-    if rule in PRESETS:
-        return tomli_w.dumps({"kind": rule})
+    """The path of a TOML file holding a rule table, or a rule's name
+    (`set10`; the Rust side knows the names and says which exist), as TOML text."""
     path = Path(rule)
-    if not path.is_file():
-        raise _native.ConfigError(f"--rule {rule!r}: not a preset ({', '.join(PRESETS)}) and not a file")
-    return path.read_text()
+    return path.read_text() if path.is_file() else tomli_w.dumps({"kind": rule})
 
 
 def parse_window(text: str) -> tuple[float, float]:

@@ -14,7 +14,6 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
 use concerto_core::analysis;
-use concerto_core::job::sets::UNKNOWN_SET;
 use concerto_core::job::Sets;
 use concerto_core::profile::{self, ProfileSpec};
 use concerto_core::AppId;
@@ -105,10 +104,7 @@ fn fluid_run(
             Ok::<_, String>((run, metrics))
         })
         .map_err(ConcertoConfigError::new_err)?;
-    let set_of = |app: u32| {
-        rule.assign(AppId(app), &apps[app as usize].info)
-            .map_or(UNKNOWN_SET.0, |(set, _)| set.0)
-    };
+    let set_of = |app: u32| rule.place(AppId(app), &apps[app as usize].info).0 .0;
     let phases: Vec<serde_json::Value> = run
         .phases
         .iter()

@@ -120,6 +120,13 @@ impl SetRule {
         }
     }
 
+    /// Where application `app` goes: [`assign`](Self::assign)'s set and
+    /// priority, or the conservative set when the rule cannot place it yet.
+    pub fn place(&self, app: AppId, info: &PhaseInfo) -> (SetId, f64) {
+        self.assign(app, info)
+            .unwrap_or((UNKNOWN_SET, UNKNOWN_PRIORITY))
+    }
+
     /// The set and priority of application `app`; `None` when the rule needs
     /// a w_iter (or a group) that `info` does not give.
     pub fn assign(&self, app: AppId, info: &PhaseInfo) -> Option<(SetId, f64)> {
@@ -211,10 +218,7 @@ impl IoArbiter for Sets {
                 _ => Decision::Queued,
             };
         }
-        let (set, priority) = self
-            .rule
-            .assign(app, info)
-            .unwrap_or((UNKNOWN_SET, UNKNOWN_PRIORITY));
+        let (set, priority) = self.rule.place(app, info);
         self.member.insert(app, set);
         match self.running.entry(set) {
             Entry::Occupied(_) => {
