@@ -1,13 +1,18 @@
-"""Experiment files: sweep expansion and its errors."""
+"""Sweep files: expansion, errors, the tidy table, resuming, and the same
+rows from one process, several processes and a Dask cluster."""
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 
 import pytest
 
+from conftest import ROOT, concerto
 from concerto import ConfigError
-from concerto.sweep import Point, expand, load_experiment, policy_override, toml_literal
+from concerto.sweep import (Point, aggregate, expand, load_sweep, parse_sweep, policy_override, run_sweep,
+                            toml_literal)
 
 
 def test_cartesian_product_and_zipped_keys() -> None:
@@ -27,7 +32,7 @@ def test_policy_parameters_only_reach_policies_that_take_them() -> None:
     p = Point({"policy.window": "250ms", "cluster.servers": 4})
     assert p.overrides("fifo") == ["cluster.servers=4", "policy.kind=fifo"]
     assert p.overrides("coordinated") == ['policy.window="250ms"', "cluster.servers=4", "policy.kind=coordinated"]
-    assert p.key("fifo") == Point({"policy.window": "1s", "cluster.servers": 4}).key("fifo")
+    assert p.overrides("fifo") == Point({"policy.window": "1s", "cluster.servers": 4}).overrides("fifo")
 
 
 def test_sfq_parameters_reach_the_sfq_policies() -> None:
@@ -35,14 +40,13 @@ def test_sfq_parameters_reach_the_sfq_policies() -> None:
     p = Point({"policy.large_slots": 3, "policy.depth": 8})
     assert p.overrides("sfq-d-plus") == ["policy.large_slots=3", "policy.depth=8", "policy.kind=sfq-d-plus"]
     assert p.overrides("sfq-d") == ["policy.depth=8", "policy.kind=sfq-d"]
-    assert p.key("sfq-d-plus") != Point({"policy.large_slots": 5, "policy.depth": 8}).key("sfq-d-plus")
 
 
-def test_bad_sweeps_are_reported() -> None:
+def test_bad_axes_are_reported() -> None:
     with pytest.raises(ConfigError, match="non-empty list"):
-        expand({"a": 3}, n_apps=1, where="experiment.sweep")
+        expand({"a": 3}, n_apps=1, where="sweep.axes")
     with pytest.raises(ConfigError, match="list of 2 items"):
-        expand({"a,b": [[1]]}, n_apps=1, where="experiment.sweep")
+        expand({"a,b": [[1]]}, n_apps=1, where="sweep.axes")
     with pytest.raises(ConfigError, match="sweep value"):
         toml_literal(None)
     with pytest.raises(ConfigError, match="as a key"):
@@ -57,15 +61,183 @@ def test_override_values_are_written_by_the_toml_library() -> None:
         'policy={ kind = "sfq-d-plus", large_slots = 5, note = "a\\"b" }'
 
 
-def test_experiment_files_load(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[1] / "experiments" / "coordination"
-    for f in root.glob("*.toml"):
-        full, quick = load_experiment(f), load_experiment(f, quick=True)
-        assert len(quick.points) <= len(full.points)
-        for pt in quick.points:  # every point is a valid scenario
-            for policy in quick.policies:
-                quick.source.with_overrides(*pt.overrides(policy)).config()
-    bad = tmp_path / "bad.toml"
-    bad.write_text("[experiment]\nid = 'x'\n")
-    with pytest.raises(ConfigError, match="needs an \\[experiment\\] table and a \\[scenario\\] table"):
-        load_experiment(bad)
+def test_every_shipped_sweep_file_loads_full_and_quick() -> None:
+    files = sorted((ROOT / "experiments").glob("*/*.toml"))
+    assert len([f for f in files if f.parent.name == "iosets"]) >= 5
+    for f in files:
+        if "[sweep]" not in f.read_text():
+            continue  # the vpfs scenario files are plain scenarios
+        full, quick = load_sweep(f), load_sweep(f, quick=True)  # every point is checked against the base
+        assert 0 < len(quick.points) <= len(full.points), f
+        assert quick.reps <= full.reps, f
+
+
+WORKLOAD_SWEEP = """
+[sweep]
+id = "tiny"
+policies = ["fair-share", "exclusive-fcfs", "set10"]
+reps = 3
+seed = 7
+window_s = [100, 900]
+[sweep.axes]
+io_stress = [0.4, 0.8]
+"groups[0].count" = [2, 4]
+[[sweep.plots]]
+x = "io_stress"
+y = "max_stretch"
+style = "box"
+[[sweep.plots]]
+x = "groups[0].count"
+y = "utilization"
+relative_to = "fair-share"
+
+[workload]
+horizon_s = 2000
+io_stress = 0.8
+bandwidth = "1GB/s"
+[[workload.groups]]
+count = 3
+mu_s = 10
+sigma_s = 1
+[[workload.groups]]
+count = 3
+mu_s = 100
+sigma_s = 10
+"""
+
+
+def test_a_workload_sweep_makes_one_tidy_row_per_point_policy_and_repetition(tmp_path: Path) -> None:
+    sweep = parse_sweep(WORKLOAD_SWEEP, "tiny.toml")
+    result = run_sweep(sweep, out=tmp_path, progress=False)
+    rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
+    assert len(rows) == len(result.rows) == 4 * 3 * 3
+    assert {(r["io_stress"], r["groups[0].count"], r["policy"], r["seed"]) for r in rows} == {
+        (s, c, p, str(seed)) for s in ("0.4", "0.8") for c in ("2", "4")
+        for p in ("fair-share", "exclusive-fcfs", "set10") for seed in (7, 8, 9)}
+    # Every rule saw the same drawn workload: FCFS never beats its own single set's stretch bound.
+    assert all(float(r["max_stretch"]) >= 1.0 and 0 < float(r["utilization"]) <= 1 for r in rows)
+    assert (tmp_path / "max_stretch_by_io_stress.png").exists()
+    assert (tmp_path / "utilization_vs_fair-share_by_groups_0_count.png").exists()
+    means = {(a["params"]["io_stress"], a["params"]["groups[0].count"], a["policy"]): a for a in aggregate(sweep, result.rows)}
+    assert means[(0.8, 4, "exclusive-fcfs")]["max_stretch"] > means[(0.8, 4, "fair-share")]["max_stretch"]
+
+
+def test_a_sweep_resumes_without_redoing_finished_runs(tmp_path: Path) -> None:
+    sweep = parse_sweep(WORKLOAD_SWEEP, "tiny.toml")
+    first = run_sweep(sweep, out=tmp_path, progress=False)
+    log = tmp_path / "runs.jsonl"
+    lines = log.read_text().splitlines()
+    assert first.ran == len(lines) == 4 * 3 and first.reused == 0  # a task per point and repetition
+    # A sweep that stopped part way: five tasks finished, the sixth line cut short by the crash.
+    log.write_text("\n".join(lines[:5]) + "\n" + lines[5][: len(lines[5]) // 2])
+    again = run_sweep(sweep, out=tmp_path, progress=False)
+    assert (again.ran, again.reused) == (7, 5)
+    assert again.rows == first.rows
+    assert run_sweep(sweep, out=tmp_path, progress=False).ran == 0
+    # More repetitions run only the new ones.
+    more = run_sweep(parse_sweep(WORKLOAD_SWEEP.replace("reps = 3", "reps = 4"), "tiny.toml"), out=tmp_path,
+                     progress=False)
+    assert (more.ran, more.reused) == (4, 12)
+    assert [r for r in more.rows if r["rep"] < 3] == first.rows
+
+
+def test_two_worker_processes_give_the_rows_of_one(tmp_path: Path) -> None:
+    sweep = parse_sweep(WORKLOAD_SWEEP, "tiny.toml")
+    one = run_sweep(sweep, out=tmp_path / "one", workers=1, progress=False)
+    two = run_sweep(sweep, out=tmp_path / "two", workers=2, progress=False)
+    assert one.rows == two.rows
+    assert (tmp_path / "one" / "runs.csv").read_text() == (tmp_path / "two" / "runs.csv").read_text()
+
+
+def test_a_dask_local_cluster_gives_the_rows_of_one_process(tmp_path: Path) -> None:
+    sweep = parse_sweep(WORKLOAD_SWEEP, "tiny.toml")
+    local = run_sweep(sweep, workers=1, progress=False)
+    dask = run_sweep(sweep, out=tmp_path, workers=2, dask="local", progress=False)
+    assert dask.rows == local.rows
+
+
+SCENARIO_SWEEP = """
+[sweep]
+id = "small"
+policies = ["fifo", "coordinated"]
+reps = 2
+[sweep.axes]
+"apps[0].instances" = [2, 3]
+"policy.window" = ["250ms", "1s"]
+
+[scenario]
+name = "small"
+seed = 3
+[scenario.cluster]
+servers = 2
+stripe_unit = "4KiB"
+[scenario.cluster.device]
+kind = "hdd"
+[[scenario.apps]]
+workload = "ior"
+instances = 2
+processes = 2
+requests = 2
+request_size = "16KiB"
+"""
+
+
+def test_a_scenario_sweep_runs_each_distinct_run_once(tmp_path: Path) -> None:
+    sweep = parse_sweep(SCENARIO_SWEEP, "small.toml")
+    result = run_sweep(sweep, out=tmp_path, progress=False)
+    # FIFO takes no window: its two window points are one run each.
+    assert result.ran == 2 * (1 + 2) * 2
+    assert len(result.rows) == 2 * 2 * 2 * 2
+    assert {r["seed"] for r in result.rows} == {3, 4}
+    fifo = [r for r in result.rows if r["policy"] == "fifo" and r["apps[0].instances"] == 2]
+    assert fifo[0]["avg_completion_s"] == fifo[2]["avg_completion_s"] and fifo[0]["policy.window"] != fifo[2]["policy.window"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[sweep]\n", "needs a \\[sweep\\] table and one base table"),
+    (WORKLOAD_SWEEP.replace("reps = 3", "reps = 0"), "sweep.reps: 0 must be a whole number >= 1"),
+    (WORKLOAD_SWEEP.replace('"set10"]', '"set11"]'), "unknown variant `set11`"),
+    (WORKLOAD_SWEEP.replace("io_stress = [0.4, 0.8]", "io_stress = [0.4, -1]"), "io_stress: -1 must be a positive number"),
+    (WORKLOAD_SWEEP.replace('"groups[0].count" = [2, 4]', '"groups[5].count" = [2]'), "groups\\[5\\].count: index 5 is out of range"),
+    (WORKLOAD_SWEEP.replace("window_s = [100, 900]", "window_s = [900, 100]"), "sweep.window_s"),
+    (WORKLOAD_SWEEP.replace('style = "box"', 'style = "pie"'), "sweep.plots\\[0\\].style: 'pie' is not one of"),
+    (WORKLOAD_SWEEP.replace('x = "io_stress"', 'x = "noise"'), "sweep.plots\\[0\\].x: 'noise' is not a swept key"),
+    (WORKLOAD_SWEEP.replace("sigma_s = 10", "sigma_s = 10\nwidth = 3"), "unknown field `width`"),
+    (SCENARIO_SWEEP.replace('"coordinated"]', '"lifo"]'), "sweep.policies: unknown policy 'lifo'"),
+    (SCENARIO_SWEEP.replace('"apps[0].instances" = [2, 3]', '"apps[0].instances" = [0]'), "apps\\[0\\].instances"),
+])
+def test_bad_sweep_files_name_the_key(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as e:
+        parse_sweep(text, "bad.toml")
+    assert str(e.value).startswith("bad.toml")
+
+
+def test_sim_sweep_from_the_command_line(tmp_path: Path) -> None:
+    f = tmp_path / "tiny.toml"
+    f.write_text(WORKLOAD_SWEEP)
+    out = tmp_path / "out"
+    r = concerto("sim", "sweep", str(f), "--reps", "2", "--workers", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "tiny" in r.stderr and "8/8" in r.stderr.replace(" ", "")  # the progress bar
+    assert len(list(csv.DictReader((out / "runs.csv").open()))) == 4 * 3 * 2
+    again = concerto("sim", "sweep", str(f), "--reps", "2", "--out", str(out))
+    assert again.returncode == 0 and "8 tasks reused" in again.stdout, again.stdout
+    bad = concerto("sim", "sweep", str(f), "--workers", "0")
+    assert bad.returncode != 0 and "--workers" in bad.stderr
+    unreachable = concerto("sim", "sweep", str(f), "--reps", "1", "--dask", "tcp://127.0.0.1:9")
+    assert unreachable.returncode != 0 and "cannot reach the scheduler" in unreachable.stderr, unreachable.stderr
+
+
+def test_reproduce_iosets_quick(tmp_path: Path) -> None:
+    r = concerto("reproduce", "iosets", "--quick", "--out", str(tmp_path), cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    claims = {c["id"]: c for c in json.loads((tmp_path / "claims.json").read_text())}
+    assert set(claims) == {"c1-exclusive-fcfs-worst-stretch", "c2a-set10-beats-fair-share-few-high-frequency",
+                           "c2b-utilization-gain", "c2c-difference-disappears", "c2d-sigma-relative-stretch",
+                           "c3-noise-no-effect", "c4-set10-close-to-clairvoyant", "c5-fluid-hand-computation"}
+    assert all(c["pass"] and "deviation" not in c for c in claims.values()), claims
+    report = (tmp_path / "report.md").read_text()
+    for sweep_id in ("periodic-0.8", "periodic-0.2", "noise", "sigma", "fourth-profile"):
+        assert (tmp_path / sweep_id / "runs.csv").exists()
+        assert f"({sweep_id}/" in report
+    assert (tmp_path / "periodic-0.8" / "max_stretch.png").exists()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from concerto import __version__, _native
@@ -24,7 +25,8 @@ class UsageProblem(click.ClickException):
     exit_code = 2
 
     def show(self, file=None) -> None:  # noqa: ARG002 - click's signature
-        err_console.print(f"[bold red]error:[/] {self.message}", highlight=False)
+        # The message is text, not markup: "[cluster]" in it must print as written.
+        err_console.print(f"[bold red]error:[/] {escape(self.message)}", highlight=False)
 
 
 def guarded(fn):
@@ -93,20 +95,30 @@ out_opt = click.option("--out", type=click.Path(file_okay=False, path_type=Path)
               help="Fluid mode: the measurement window, seconds.")
 @click.option("--phases", "phases_csv", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Fluid mode: write every I/O phase here as CSV.")
+@click.option("--cluster", "cluster", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --workload: also run the workload at request level on this cluster (a TOML file with "
+                   "[cluster] and optionally [policy], default sfq-d), the same rule gating its phases, and "
+                   "report both modes.")
+@click.option("--processes", type=click.IntRange(min=1, max=4096), default=8, show_default=True,
+              help="With --cluster: processes per application.")
+@click.option("--request-size", default=None, metavar="SIZE",
+              help="With --cluster: the largest request a process sends (default 4MiB).")
 @guarded
 def sim_run(scenario: Path | None, out: Path | None, seed: int | None, reps: int, sets: tuple[str, ...], detail: bool,
-            workload: Path | None, rule: str, window: str, phases_csv: Path | None) -> None:
+            workload: Path | None, rule: str, window: str, phases_csv: Path | None, cluster: Path | None,
+            processes: int, request_size: str | None) -> None:
     """Simulate SCENARIO (a TOML file) and print per-application results; or, with --workload, run a
-    job-level workload in the fluid mode and print its utilization, stretch and I/O slowdown."""
+    job-level workload in the fluid mode (and, with --cluster, at request level too) and print its
+    utilization, stretch and I/O slowdown."""
     if workload is not None:
         if scenario is not None or sets or detail:
             raise UsageProblem("--workload runs the fluid mode: it takes no SCENARIO, --set or --detail")
-        _run_fluid(workload, rule, window, phases_csv, out)
+        _run_fluid(workload, rule, window, phases_csv, out, cluster, processes, request_size, seed)
         return
     if scenario is None:
         raise UsageProblem("give a SCENARIO file (or --workload FILE)")
-    if phases_csv is not None:
-        raise UsageProblem("--phases needs --workload")
+    if phases_csv is not None or cluster is not None:
+        raise UsageProblem("--phases and --cluster need --workload")
     if detail and out is None:
         raise UsageProblem("--detail needs --out DIR")
     source = ScenarioSource.from_path(scenario).with_overrides(*sets)
@@ -121,11 +133,18 @@ def sim_run(scenario: Path | None, out: Path | None, seed: int | None, reps: int
         console.print(f"wrote {out / 'results.json'}, {out / 'apps.csv'}" + (f" and {detail_csv}" if detail_csv else ""))
 
 
-def _run_fluid(workload: Path, rule: str, window: str, phases_csv: Path | None, out: Path | None) -> None:
+def _run_fluid(workload: Path, rule: str, window: str, phases_csv: Path | None, out: Path | None,
+               cluster: Path | None, processes: int, request_size: str | None, seed: int | None) -> None:
     from concerto import fluid
 
-    result = fluid.run(workload, rule, fluid.parse_window(window))
-    console.print(fluid.table(result, f"{workload}: rule {rule}, window {window} s"))
+    span = fluid.parse_window(window)
+    result = fluid.run(workload, rule, span)
+    request_level = None
+    if cluster is not None:
+        text = fluid.request_level_scenario(workload, cluster, rule, span, processes, request_size)
+        source = ScenarioSource(text=text, label=f"{workload} on {cluster}")
+        request_level = run_with_progress(source, seed=seed, reps=1, label="request level")
+    console.print(fluid.table(result, f"{workload}: rule {rule}, window {window} s", request_level))
     if phases_csv is not None:
         fluid.write_phases(result, phases_csv)
         console.print(f"wrote {phases_csv}")
@@ -133,6 +152,9 @@ def _run_fluid(workload: Path, rule: str, window: str, phases_csv: Path | None, 
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / "fluid.json", {k: result[k] for k in ("metrics", "apps", "app_end_s", "events")})
         console.print(f"wrote {out / 'fluid.json'}")
+        if request_level is not None:
+            write_json(out / "results.json", request_level)
+            console.print(f"wrote {out / 'results.json'} (the request-level run)")
 
 
 @sim.group("workload")
@@ -149,6 +171,44 @@ def sim_workload_generate(spec: Path, seed: int) -> None:
     from concerto import fluid
 
     click.echo(fluid.generate(spec, seed))
+
+
+workers_opt = click.option("--workers", type=click.IntRange(min=1, max=1024), default=None,
+                           help="Local worker processes (default: the CPU count, at most 8), or Dask workers "
+                                "with --dask local.")
+dask_opt = click.option("--dask", "dask", default=None, metavar="ADDRESS|local",
+                        help="Run on a Dask distributed cluster: its scheduler's address (tcp://host:8786), or "
+                             "'local' to start a LocalCluster of --workers processes.")
+
+
+@sim.command("sweep")
+@click.argument("sweep_file", metavar="SWEEP", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--reps", type=click.IntRange(min=1, max=1_000_000), default=None,
+              help="Repetitions per point and policy (default: the file's).")
+@click.option("--quick", is_flag=True, help="Use the file's [sweep.quick] settings.")
+@workers_opt
+@dask_opt
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for runs.jsonl, runs.csv and plots (default: results/<sweep id>).")
+@click.option("--fresh", is_flag=True, help="Redo every run (default: resume, keeping finished runs).")
+@click.option("--seed", type=click.IntRange(min=0, max=2**64 - 1), default=None,
+              help="Seed of the first repetition (default: the file's).")
+@guarded
+def sim_sweep(sweep_file: Path, reps: int | None, quick: bool, workers: int | None, dask: str | None,
+              out: Path | None, fresh: bool, seed: int | None) -> None:
+    """Run every (point x policy x repetition) of a sweep file (docs/sweeps.md): a request-level [scenario]
+    or a fluid-mode [workload]. Resumable: runs already in OUT/runs.jsonl are not redone."""
+    from concerto import sweep as sweeps
+
+    sw = sweeps.load_sweep(sweep_file, quick=quick, reps=reps)
+    if seed is not None:
+        sw.seed = seed
+    out = out or Path("results") / sw.id
+    result = sweeps.run_sweep(sw, out=out, workers=workers or sweeps.default_workers(), dask=dask, fresh=fresh)
+    console.print(sweeps.summary_table(sw, result.rows))
+    reused = f" ({result.reused} tasks reused from {out / 'runs.jsonl'})" if result.reused else ""
+    console.print(f"wrote {out / 'runs.csv'} ({len(result.rows)} runs){reused}" +
+                  "".join(f", {out / p.file_stem()}.png" for p in sw.plots))
 
 
 @sim.command("compare")
@@ -192,7 +252,8 @@ def reproduce() -> None:
 def _report_claims(claims: list, out: Path) -> None:
     for c in claims:
         mark = "[green]PASS[/]" if c.passed else ("[yellow]DEVIATION[/]" if c.deviation else "[red]FAIL[/]")
-        console.print(f"{mark} {c.id}: {c.claim}\n     expected: {c.expected}\n     measured: {c.measured}", highlight=False)
+        console.print(f"{mark} {escape(f'{c.id}: {c.claim}')}\n     expected: {escape(c.expected)}\n"
+                      f"     measured: {escape(c.measured)}", highlight=False)
     console.print(f"report: {out / 'report.md'}, claims: {out / 'claims.json'}")
     failed = [c for c in claims if c.blocking_failure]
     if failed:
@@ -200,12 +261,12 @@ def _report_claims(claims: list, out: Path) -> None:
         sys.exit(1)
 
 
-def _reproduce(module: str, out: Path, quick: bool, seed: int | None) -> None:
+def _reproduce(module: str, out: Path, quick: bool, seed: int | None, **sweep_opts) -> None:
     """Runs ``concerto.reproduce.<module>`` and reports its claims."""
     import importlib
 
     run = importlib.import_module(f"concerto.reproduce.{module}").run
-    _report_claims(run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{s}[/]")), out)
+    _report_claims(run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{escape(s)}[/]"), **sweep_opts), out)
 
 
 @reproduce.command("coordination")
@@ -213,10 +274,14 @@ def _reproduce(module: str, out: Path, quick: bool, seed: int | None) -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/coordination"),
               show_default=True)
 @seed_opt
+@workers_opt
+@dask_opt
 @guarded
-def reproduce_coordination(quick: bool, out: Path, seed: int | None) -> None:
+def reproduce_coordination(quick: bool, out: Path, seed: int | None, workers: int | None, dask: str | None) -> None:
     """Server-side I/O coordination: Figures 3, 5, 6, 7, 8 and formulas (1)-(2)."""
-    _reproduce("coordination", out, quick, seed)
+    from concerto.sweep import default_workers
+
+    _reproduce("coordination", out, quick, seed, workers=workers or default_workers(), dask=dask)
 
 
 @reproduce.command("vpfs")
@@ -241,6 +306,22 @@ def reproduce_total_service(quick: bool, out: Path, seed: int | None) -> None:
     """vPFS claim v7 on a real 4-server cluster and in the simulator: per-server SFQ(D)+ against service-sync
     (service reports exchanged between the real servers)."""
     _reproduce("total_service", out, quick, seed)
+
+
+@reproduce.command("iosets")
+@click.option("--quick", is_flag=True, help="Fewer sweep points and 20 repetitions (about twenty seconds).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/iosets"),
+              show_default=True)
+@seed_opt
+@workers_opt
+@dask_opt
+@guarded
+def reproduce_iosets(quick: bool, out: Path, seed: int | None, workers: int | None, dask: str | None) -> None:
+    """IO-SETS in the fluid mode: Sections VI-A (nH, I/O stress 0.8 and 0.2, noise), VI-B1 (spread of w_iter)
+    and VI-B2 (a fourth profile against CLAIRVOYANT), 200 repetitions."""
+    from concerto.sweep import default_workers
+
+    _reproduce("iosets", out, quick, seed, workers=workers or default_workers(), dask=dask)
 
 
 @main.command("profile")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import tomllib
 from pathlib import Path
 
 import tomli_w
@@ -49,14 +50,56 @@ def run(workload: Path, rule: str, window: tuple[float, float]) -> dict:
     return json.loads(text)
 
 
-def table(result: dict, title: str) -> Table:
-    m = result["metrics"]
+def table(result: dict, title: str, request_level: dict | None = None) -> Table:
+    """The window metrics; with a request-level run of the same workload, both modes side by side."""
     t = Table(title=title, title_justify="left")
-    for col in ("applications", "I/O phases", "utilization", "max stretch", "I/O slowdown"):
+    for col in ("mode", "apps", "I/O phases", "utilization", "max stretch", "I/O slowdown"):
         t.add_column(col, justify="right")
-    t.add_row(str(len(result["apps"])), str(len(result["phases"])), f"{m['utilization']:.4f}",
-              f"{m['max_stretch']:.3f}", f"{m['io_slowdown']:.3f}")
+    rows = [("fluid", len(result["apps"]), len(result["phases"]), result["metrics"])]
+    if request_level is not None:
+        job = request_level["runs"][0]["job"]
+        rows.append(("request-level", len(request_level["runs"][0]["apps"]), job["phases"], job["metrics"]))
+    for mode, apps, phases, m in rows:
+        t.add_row(mode, str(apps), str(phases), f"{m['utilization']:.4f}", f"{m['max_stretch']:.3f}",
+                  f"{m['io_slowdown']:.3f}")
     return t
+
+
+def request_level_scenario(workload: Path, cluster: Path, rule: str, window: tuple[float, float], processes: int,
+                           request_size: str | None) -> str:
+    """The workload as a request-level scenario (TOML text) on the cluster
+    of ``cluster`` (a file with a ``[cluster]`` table and, optionally, a
+    ``[policy]``; default SFQ(D) so that priorities become weights): each
+    application writes its phases' bytes with ``processes`` processes, and
+    the same rule arbitrates its phases (``[job]``)."""
+    try:
+        doc = json.loads(workload.read_text())
+        base = tomllib.loads(cluster.read_text())
+    except (OSError, ValueError) as e:
+        raise _native.ConfigError(f"{cluster if isinstance(e, tomllib.TOMLDecodeError) else workload}: {e}") from None
+    if not isinstance(base.get("cluster"), dict):
+        raise _native.ConfigError(f"{cluster}: needs a [cluster] table (servers, device, ...)")
+    apps = []
+    for a in doc.get("apps", []):
+        app = {"name": a.get("name"), "workload": "phases", "op": "write", "processes": processes,
+               "phases": a.get("phases"), "start": round(a.get("release_s", 0.0) * 1e9)}
+        if request_size:
+            app["request_size"] = request_size
+        if a.get("w_iter_s") is not None:
+            app["w_iter"] = round(a["w_iter_s"] * 1e9)
+        if a.get("group") is not None:
+            app["group"] = a["group"]
+            app["group_w_iter"] = round(a.get("group_w_iter_s", 0.0) * 1e9)
+        apps.append({k: v for k, v in app.items() if v is not None})
+    scenario = {
+        "name": workload.stem,
+        "cluster": base["cluster"],
+        "policy": base.get("policy", {"kind": "sfq-d"}),
+        "apps": apps,
+        "job": {"rule": tomllib.loads(rule_toml(rule)), "bandwidth": doc.get("bandwidth"),
+                "window_s": list(window)},
+    }
+    return tomli_w.dumps(scenario)
 
 
 def write_phases(result: dict, path: Path) -> None:

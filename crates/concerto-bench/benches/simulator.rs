@@ -178,6 +178,7 @@ fn fluid_phases_per_second(c: &mut Criterion) {
         io_stress: 0.8,
         noise: 0.0,
         release: false,
+        min_w_iter_s: 0.01,
         bandwidth: concerto_core::units::Bandwidth(1e9),
     };
     let apps: Vec<fluid::FluidApp> = fluid::generate(&spec, 1)
@@ -202,9 +203,51 @@ fn fluid_phases_per_second(c: &mut Criterion) {
     group.finish();
 }
 
+/// How a fluid run's time grows with the number of applications: 125 to
+/// 1,000 applications of about 100 phases each (w_iter ~ N(100, 10) over
+/// h = 10,000 s, I/O stress 0.8), SET-10 and FAIR-SHARE. The exponent is
+/// the slope of log(time) against log(applications); docs/performance.md
+/// gives it.
+fn fluid_scaling(c: &mut Criterion) {
+    let mut group = c.benchmark_group("fluid_scaling");
+    group.sample_size(10);
+    for n in [125u32, 250, 500, 1000] {
+        let spec = GeneratorSpec {
+            groups: vec![GroupSpec {
+                count: n,
+                mu_s: 100.0,
+                sigma_s: 10.0,
+            }],
+            horizon_s: 10_000.0,
+            io_stress: 0.8,
+            noise: 0.0,
+            release: false,
+            min_w_iter_s: 0.01,
+            bandwidth: concerto_core::units::Bandwidth(1e9),
+        };
+        let apps: Vec<fluid::FluidApp> = fluid::generate(&spec, 1)
+            .expect("valid generator spec")
+            .into_iter()
+            .map(|g| g.app)
+            .collect();
+        let phases: usize = apps.iter().map(|a| a.phases.len()).sum();
+        group.throughput(Throughput::Elements(phases as u64));
+        for (name, rule) in [
+            ("set10", SetRule::Set10),
+            ("fair-share", SetRule::FairShare),
+        ] {
+            group.bench_function(format!("{name}/{n}"), |b| {
+                b.iter(|| fluid::run(&apps, 1e9, &mut Sets::new(rule.clone())))
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     fluid_phases_per_second,
+    fluid_scaling,
     completions_per_second,
     events_per_second,
     service_sync_effect

@@ -123,6 +123,52 @@ fn fluid_run(
     .to_string())
 }
 
+/// One repetition of a fluid-mode sweep point: draws a workload from the
+/// generator in `table` of `text` (after `overrides`) with `seed`, runs it
+/// under each rule (TOML text) and measures it over [window_begin,
+/// window_end]. Returns JSON: one outcome per rule, in order. With
+/// `check_only`, only reads and checks the generator and the rules.
+#[pyfunction]
+#[pyo3(signature = (text, table, overrides, seed, rules, window_begin, window_end, check_only=false))]
+#[allow(clippy::too_many_arguments)]
+fn fluid_measure(
+    py: Python<'_>,
+    text: &str,
+    table: Option<&str>,
+    overrides: Vec<String>,
+    seed: u64,
+    rules: Vec<String>,
+    window_begin: f64,
+    window_end: f64,
+    check_only: bool,
+) -> PyResult<String> {
+    let spec = fluid::GeneratorSpec::from_toml_table(text, table, &overrides)
+        .map_err(ConcertoConfigError::new_err)?;
+    let rules = rules
+        .iter()
+        .map(|r| fluid::rule_from_toml(r))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ConcertoConfigError::new_err)?;
+    if check_only {
+        return Ok("[]".into());
+    }
+    let outcomes = py
+        .allow_threads(|| {
+            let apps = fluid::generate(&spec, seed)
+                .map_err(|(field, message)| format!("{field}: {message}"))?;
+            fluid::measure(
+                &apps,
+                spec.groups.len(),
+                spec.bandwidth.0,
+                &rules,
+                window_begin,
+                window_end,
+            )
+        })
+        .map_err(ConcertoConfigError::new_err)?;
+    serde_json::to_string(&outcomes).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// Runs a scenario `reps` times (seeds `seed`, `seed + 1`, ...; the
 /// scenario's own seed when `seed` is None) and returns the results as JSON.
 /// With `detail_csv`, writes one row per request piece to that path.
@@ -257,6 +303,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(fluid_generate, m)?)?;
     m.add_function(wrap_pyfunction!(fluid_run, m)?)?;
+    m.add_function(wrap_pyfunction!(fluid_measure, m)?)?;
     m.add_function(wrap_pyfunction!(fifo_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(coordinated_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;

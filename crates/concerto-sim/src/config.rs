@@ -44,7 +44,12 @@ impl ConfigError {
 
     /// Points a bad value's error at where `text` (the scenario, found at
     /// `table` if given) writes it; a value an override set says so instead.
-    fn placed(self, text: &str, table: Option<&str>, overrides: &[String]) -> ConfigError {
+    pub(crate) fn placed(
+        self,
+        text: &str,
+        table: Option<&str>,
+        overrides: &[String],
+    ) -> ConfigError {
         let ConfigError::Invalid {
             path,
             message,
@@ -91,8 +96,33 @@ pub struct Scenario {
     #[serde(default)]
     pub app_ids: AppIdRule,
     pub apps: Vec<AppSpec>,
+    /// Job-level arbitration (IO-SETS): an arbiter gates each
+    /// application's operations (its I/O phases) and its priority becomes
+    /// the weight of the phase's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobConfig>,
     #[serde(default)]
     pub output: OutputConfig,
+}
+
+/// `[job]`: the same arbiter as the fluid mode's, in the request-level
+/// simulator. Each operation of an application (its processes' calls up
+/// to the barrier) is one I/O phase: it starts when the arbiter grants it,
+/// and its requests carry the application's weight times the granted
+/// priority, so the SFQ family shares the servers by priority.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobConfig {
+    /// The set rule (`kind = "set10"`, ...; as `--rule` takes it).
+    pub rule: concerto_core::job::SetRule,
+    /// The platform bandwidth B the window metrics take an I/O phase's
+    /// time alone from (bytes / B).
+    #[serde(default)]
+    pub bandwidth: Option<Bandwidth>,
+    /// Measure utilization, stretch and I/O slowdown over `[begin, end]`
+    /// seconds (needs `bandwidth`).
+    #[serde(default)]
+    pub window_s: Option<[f64; 2]>,
 }
 
 fn default_name() -> String {
@@ -425,6 +455,11 @@ pub enum WorkloadKind {
     /// rmtestdir over `items` files per process in a directory per process;
     /// each phase is one call (a barrier between phases when `barrier`).
     MdTest,
+    /// Explicit phases (a job-level workload): `phases` lists `[compute
+    /// seconds, bytes]`; each call computes, then the processes write the
+    /// bytes (an equal share each, contiguous, in requests of at most
+    /// `request_size`, default 4 MiB) over the same region of one file.
+    Phases,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -532,6 +567,19 @@ pub struct AppSpec {
     /// Server holding the first stripe of this application's files (default: cluster.placement).
     #[serde(default)]
     pub first_server: Option<u32>,
+    /// Workload "phases": `[compute seconds, bytes]` per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Vec<[f64; 2]>>,
+    /// What a job-level arbiter knows of the application: its
+    /// characteristic time (what `set10` maps) ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w_iter: Option<Time>,
+    /// ... and the group it belongs to with the group's characteristic
+    /// time (what `clairvoyant` maps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_w_iter: Option<Time>,
 }
 
 fn unit_weight() -> f64 {
@@ -561,6 +609,35 @@ impl AppSpec {
             WorkloadKind::Btio => "btio",
             WorkloadKind::Wrf => "wrf",
             WorkloadKind::MdTest => "md-test",
+            WorkloadKind::Phases => "phases",
+        }
+    }
+
+    /// The compute time before call `call`: after the previous call (or the
+    /// start), `compute_time` between calls, or the phase's own.
+    pub fn compute_before(&self, call: u32) -> Time {
+        match &self.phases {
+            Some(p) => Time::from_secs_f64(p[call as usize][0]),
+            None if call == 0 => Time::ZERO,
+            None => self.compute_time,
+        }
+    }
+
+    /// The bytes all of one instance's processes move in call `call`.
+    pub fn bytes_of_call(&self, call: u32) -> u64 {
+        match &self.phases {
+            Some(p) => phase_bytes(p[call as usize][1]),
+            None => self.bytes_per_call() * self.processes as u64,
+        }
+    }
+
+    /// What the application tells a job-level arbiter.
+    pub fn phase_info(&self) -> concerto_core::job::PhaseInfo {
+        concerto_core::job::PhaseInfo {
+            w_iter: self.w_iter,
+            group: self
+                .group
+                .map(|g| (g, self.group_w_iter.unwrap_or(Time::ZERO))),
         }
     }
 
@@ -569,6 +646,7 @@ impl AppSpec {
         match self.workload {
             WorkloadKind::MdTest => crate::workload::MDTEST_PHASES.len() as u32,
             WorkloadKind::Btio => self.requests.saturating_mul(2),
+            WorkloadKind::Phases => self.phases.as_ref().map_or(0, |p| p.len() as u32),
             _ => self.requests,
         }
     }
@@ -589,8 +667,19 @@ impl AppSpec {
                 x as u64 * y as u64 * self.element_size.map_or(0, |b| b.0)
             }
             WorkloadKind::Noncontig => elements(),
+            // The largest phase's share per process.
+            WorkloadKind::Phases => self.phases.as_ref().map_or(0, |p| {
+                p.iter().map(|x| phase_bytes(x[1])).max().unwrap_or(0)
+                    / self.processes.max(1) as u64
+            }),
         }
     }
+}
+
+/// A phase's bytes as a whole number (the file gives them as a number, as
+/// the fluid mode's workload files do).
+pub fn phase_bytes(bytes: f64) -> u64 {
+    bytes.round() as u64
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -705,6 +794,34 @@ impl Scenario {
                 return Err(ConfigError::at(
                     "policy.capacity",
                     "required with the fixed device, which has no rated bandwidth",
+                ));
+            }
+        }
+        if let Some(job) = &self.job {
+            job.rule
+                .validate()
+                .map_err(|(field, msg)| ConfigError::at(format!("job.rule.{field}"), msg))?;
+            if let Some(b) = job.bandwidth {
+                positive_f("job.bandwidth", b.0)?;
+            }
+            if let Some([begin, end]) = job.window_s {
+                if !(begin.is_finite() && end.is_finite() && begin >= 0.0 && end > begin) {
+                    return Err(ConfigError::at(
+                        "job.window_s",
+                        format!("[{begin}, {end}] must be [begin, end] seconds, end after begin"),
+                    ));
+                }
+                if job.bandwidth.is_none() {
+                    return Err(ConfigError::at(
+                        "job.bandwidth",
+                        "required with job.window_s: the metrics take an I/O phase's time alone from it",
+                    ));
+                }
+            }
+            if let Some(i) = self.apps.iter().position(|a| !a.barrier) {
+                return Err(ConfigError::at(
+                    format!("apps[{i}].barrier"),
+                    "must be true under [job]: the arbiter gates operations, which need a barrier",
                 ));
             }
         }
@@ -904,7 +1021,7 @@ fn positive(path: &str, v: u64) -> Result<(), ConfigError> {
 }
 
 fn positive_f(path: &str, v: f64) -> Result<(), ConfigError> {
-    if !(v > 0.0) || !v.is_finite() {
+    if !(v.is_finite() && v > 0.0) {
         return Err(ConfigError::at(path, "must be > 0"));
     }
     Ok(())
@@ -942,8 +1059,9 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
     not_for(
         "request_size",
         app.request_size.is_some(),
-        &[Ior, PioBench, Wrf, MdTest],
+        &[Ior, PioBench, Wrf, MdTest, Phases],
     )?;
+    not_for("phases", app.phases.is_some(), &[Phases])?;
     not_for("pattern", app.pattern.is_some(), &[Ior, PioBench])?;
     not_for("file", app.file.is_some(), &[Ior, PioBench])?;
     not_for("grid", app.grid.is_some(), &[MpiTileIo])?;
@@ -1014,6 +1132,42 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
                 positive(&key("request_size"), size.0)?;
             }
         }
+        Phases => {
+            required("phases", app.phases.is_some())?;
+            let phases = app.phases.as_deref().unwrap_or(&[]);
+            if phases.is_empty() {
+                return Err(ConfigError::at(key("phases"), "needs at least one phase"));
+            }
+            for (k, [compute, bytes]) in phases.iter().enumerate() {
+                for (j, v) in [(0, compute), (1, bytes)] {
+                    if !(v.is_finite() && *v >= 0.0) {
+                        return Err(ConfigError::at(
+                            format!("{at}.phases[{k}][{j}]"),
+                            format!("{v} must be a finite number >= 0"),
+                        ));
+                    }
+                }
+            }
+            if !app.barrier {
+                return Err(ConfigError::at(
+                    key("barrier"),
+                    "must be true for workload \"phases\" (each phase is one operation)",
+                ));
+            }
+            if let Some(size) = app.request_size {
+                positive(&key("request_size"), size.0)?;
+            }
+        }
+    }
+    if app.group.is_some() != app.group_w_iter.is_some() {
+        return Err(ConfigError::at(
+            key(if app.group.is_some() {
+                "group_w_iter"
+            } else {
+                "group"
+            }),
+            "group and group_w_iter go together (the group and its characteristic time)",
+        ));
     }
     if app.workload == MdTest && app.requests != 1 {
         return Err(ConfigError::at(

@@ -20,9 +20,11 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
-use concerto_core::job::{Decision, IoArbiter, PhaseInfo, SetRule};
+use concerto_core::job::{Decision, IoArbiter, PhaseInfo, SetRule, Sets};
 use concerto_core::units::Bandwidth;
 use concerto_core::{AppId, Time};
+
+use crate::config::ConfigError;
 
 /// One phase of an application: compute for `compute_s` seconds, then
 /// write or read `io_bytes`.
@@ -317,7 +319,7 @@ pub fn window_metrics(
 }
 
 /// A group of applications of the generator: `count` applications whose
-/// w_iter is drawn from N(`mu_s`, `sigma_s`) truncated to positive values.
+/// w_iter is drawn from N(`mu_s`, `sigma_s`) truncated to values of at least the generator's `min_w_iter_s`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GroupSpec {
@@ -325,6 +327,14 @@ pub struct GroupSpec {
     pub mu_s: f64,
     pub sigma_s: f64,
 }
+
+fn default_min_w_iter() -> f64 {
+    0.01
+}
+
+/// The most I/O phases a generated workload may have (each costs memory
+/// until the run ends).
+pub const MAX_PHASES: u64 = 50_000_000;
 
 /// The workload generator of io-sets.txt Section V-B.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -341,6 +351,13 @@ pub struct GeneratorSpec {
     /// Release times drawn from U[0, w_iter] (the journal version), else all at 0.
     #[serde(default)]
     pub release: bool,
+    /// The smallest w_iter drawn, seconds: N(μ, σ) is truncated to values
+    /// at least this large. io-sets.txt truncates at 0; a w_iter near 0
+    /// makes h / w_iter iterations without bound (10 µs: two billion), so
+    /// the default is 10 ms, below which N(10, 10), the widest profile the
+    /// paper draws, puts 0.03% of its mass.
+    #[serde(default = "default_min_w_iter")]
+    pub min_w_iter_s: f64,
     /// The platform bandwidth (`"1GB/s"`, or bytes per second): an I/O
     /// phase of t_io seconds alone on the platform is t_io × bandwidth bytes.
     pub bandwidth: Bandwidth,
@@ -353,6 +370,42 @@ impl GeneratorSpec {
         let spec: GeneratorSpec = concerto_toml::parse(text)?;
         spec.validate()
             .map_err(|(field, message)| format!("{field}: {message}"))?;
+        Ok(spec)
+    }
+
+    /// Reads the generator from `table` of `text` (the whole text when
+    /// `None`) after applying `overrides` (`key.path=value`, as `--set`
+    /// takes them), and checks it: what a sweep point of a sweep file
+    /// runs. An error names the key, and where the file writes it.
+    pub fn from_toml_table(
+        text: &str,
+        table: Option<&str>,
+        overrides: &[String],
+    ) -> Result<GeneratorSpec, String> {
+        let mut doc: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| concerto_toml::syntax_message(text, &e))?;
+        if let Some(key) = table {
+            doc = match doc.remove(key) {
+                Some(toml::Value::Table(t)) => t,
+                Some(_) => return Err(format!("{key}: must be a table")),
+                None => return Err(format!("{key}: missing table")),
+            };
+        }
+        for o in overrides {
+            crate::overrides::apply(&mut doc, o).map_err(|e| e.to_string())?;
+        }
+        let placed = |e: ConfigError| e.placed(text, table, overrides).to_string();
+        let spec: GeneratorSpec = serde_path_to_error::deserialize(toml::Value::Table(doc))
+            .map_err(|e| {
+                let message = e.inner().message().trim().to_string();
+                match e.path().to_string().as_str() {
+                    "." | "" => message,
+                    path => placed(ConfigError::at(path.to_string(), message)),
+                }
+            })?;
+        spec.validate()
+            .map_err(|(field, message)| placed(ConfigError::at(field, message)))?;
         Ok(spec)
     }
 
@@ -378,10 +431,27 @@ impl GeneratorSpec {
             }
         }
         positive("horizon_s", self.horizon_s, " of seconds")?;
+        if !(self.min_w_iter_s.is_finite() && self.min_w_iter_s >= 0.0) {
+            return Err((
+                "min_w_iter_s",
+                format!("{} must be a number of seconds >= 0", self.min_w_iter_s),
+            ));
+        }
+        for g in &self.groups {
+            if g.sigma_s == 0.0 && g.mu_s < self.min_w_iter_s {
+                return Err((
+                    "groups.mu_s",
+                    format!(
+                        "{} is below min_w_iter_s ({}) with sigma_s = 0",
+                        g.mu_s, self.min_w_iter_s
+                    ),
+                ));
+            }
+        }
         positive("io_stress", self.io_stress, "")?;
         positive("bandwidth", self.bandwidth.0, " of bytes per second")?;
-        if !(0.0..1.0).contains(&self.noise) {
-            return Err(("noise", format!("{} must be in [0, 1)", self.noise)));
+        if !(0.0..=1.0).contains(&self.noise) {
+            return Err(("noise", format!("{} must be in [0, 1]", self.noise)));
         }
         Ok(())
     }
@@ -397,7 +467,7 @@ pub struct Generated {
 }
 
 /// Draws a workload (Section V-B): per application w_iter ~ N(μ, σ)
-/// truncated to positive values, n = ⌊h / w_iter⌉ iterations (at least 1),
+/// truncated at min_w_iter_s, n = ⌊h / w_iter⌉ iterations (at least 1),
 /// α_j ~ U[0, 1] rescaled so that Σ α_io = ω, t_cpu = (1 − α_io) w_iter and
 /// t_io = α_io w_iter, each phase scaled by 1 + U[−b, b] when noisy.
 /// The info each application gives the arbiter is its w_iter and its group
@@ -411,12 +481,26 @@ pub fn generate(spec: &GeneratorSpec, seed: u64) -> Result<Vec<Generated>, (&'st
         for _ in 0..group.count {
             let w = loop {
                 let w: f64 = normal.sample(&mut rng);
-                if w > 0.0 {
+                if w > 0.0 && w >= spec.min_w_iter_s {
                     break w;
                 }
             };
             drawn.push((g as u32, w, rng.gen::<f64>()));
         }
+    }
+    let phases: f64 = drawn
+        .iter()
+        .map(|d| (spec.horizon_s / d.1).round().max(1.0))
+        .sum();
+    if phases > MAX_PHASES as f64 {
+        let shortest = drawn.iter().map(|d| d.1).fold(f64::INFINITY, f64::min);
+        return Err((
+            "min_w_iter_s",
+            format!(
+                "the workload would have {phases:.0} I/O phases (the shortest w_iter drawn is {shortest} s); \
+                 at most {MAX_PHASES} are simulated: raise min_w_iter_s or lower horizon_s"
+            ),
+        ));
     }
     let alpha_sum: f64 = drawn.iter().map(|d| d.2).sum();
     Ok(drawn
@@ -463,6 +547,63 @@ pub fn generate(spec: &GeneratorSpec, seed: u64) -> Result<Vec<Generated>, (&'st
             }
         })
         .collect())
+}
+
+/// What one set rule made of a generated workload over a window: one row
+/// of a sweep.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RuleOutcome {
+    pub utilization: f64,
+    pub max_stretch: f64,
+    /// The mean over the applications of their stretch.
+    pub mean_stretch: f64,
+    pub io_slowdown: f64,
+    /// The largest stretch among each generator group's applications
+    /// (index: group; 0 for an empty group).
+    pub group_max_stretch: Vec<f64>,
+    /// How many sets the rule put the applications in.
+    pub sets: usize,
+    pub events: u64,
+}
+
+/// Runs one generated workload under each rule and measures it over
+/// `[begin, end]`: every rule sees the same applications, so rules compare
+/// pairwise within a repetition.
+pub fn measure(
+    generated: &[Generated],
+    groups: usize,
+    bandwidth: f64,
+    rules: &[SetRule],
+    begin: f64,
+    end: f64,
+) -> Result<Vec<RuleOutcome>, String> {
+    let apps: Vec<FluidApp> = generated.iter().map(|g| g.app.clone()).collect();
+    rules
+        .iter()
+        .map(|rule| {
+            let run = run(&apps, bandwidth, &mut Sets::new(rule.clone()))?;
+            let m = window_metrics(&apps, &run, bandwidth, begin, end)?;
+            let mut group_max_stretch = vec![0.0f64; groups];
+            for (g, s) in generated.iter().zip(&m.stretch) {
+                let slot = &mut group_max_stretch[g.group as usize];
+                *slot = slot.max(*s);
+            }
+            let sets: std::collections::BTreeSet<i64> = apps
+                .iter()
+                .enumerate()
+                .map(|(i, a)| rule.place(AppId(i as u32), &a.info).0 .0)
+                .collect();
+            Ok(RuleOutcome {
+                utilization: m.utilization,
+                max_stretch: m.max_stretch,
+                mean_stretch: m.stretch.iter().sum::<f64>() / m.stretch.len() as f64,
+                io_slowdown: m.io_slowdown,
+                group_max_stretch,
+                sets: sets.len(),
+                events: run.events,
+            })
+        })
+        .collect()
 }
 
 /// A set rule from TOML text (`kind = "set10"`, ...), checked; an error
@@ -713,8 +854,36 @@ mod tests {
             io_stress: 0.8,
             noise,
             release: false,
+            min_w_iter_s: 0.01,
             bandwidth: Bandwidth(1e9),
         }
+    }
+
+    #[test]
+    fn w_iter_is_drawn_above_its_floor_and_huge_workloads_are_refused() {
+        let mut spec = paper_spec(0.0);
+        spec.groups = vec![GroupSpec {
+            count: 200,
+            mu_s: 1.0,
+            sigma_s: 1.0,
+        }];
+        spec.min_w_iter_s = 0.5;
+        let apps = generate(&spec, 3).unwrap();
+        assert!(apps.iter().all(|a| a.w_iter_s >= 0.5));
+        assert!(
+            apps.iter().any(|a| a.w_iter_s < 0.6),
+            "the floor truncates, it does not shift"
+        );
+        spec.min_w_iter_s = 0.0;
+        spec.horizon_s = 1e7;
+        let (field, message) = generate(&spec, 3).unwrap_err();
+        assert_eq!(field, "min_w_iter_s");
+        assert!(
+            message.contains("I/O phases") && message.contains("raise min_w_iter_s"),
+            "{message}"
+        );
+        spec.min_w_iter_s = -1.0;
+        assert_eq!(generate(&spec, 3).unwrap_err().0, "min_w_iter_s");
     }
 
     #[test]

@@ -19,15 +19,19 @@ use std::collections::HashSet;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use concerto_core::job::{Decision, IoArbiter, Sets};
 use concerto_core::metrics::finish_spread;
 use concerto_core::server::{Driver, ServiceReport, Ticket};
 use concerto_core::{AppId, ObjectId, Op, Request, RequestId, StripeLayout, Time};
 
-use crate::config::{AppIdRule, DataOp, DeviceConfig, MetadataPlacement, Placement, Scenario};
+use crate::config::{
+    AppIdRule, DataOp, DeviceConfig, JobConfig, MetadataPlacement, Placement, Scenario,
+};
 use crate::device::Device;
 use crate::engine::{Class, EventQueue};
+use crate::fluid::{window_metrics, FluidApp, FluidPhase, FluidRun, PhaseRecord};
 use crate::network::{Network, Nic};
-use crate::results::{AppResult, PieceRecord, RunResult, ServerAppResult, ServerResult};
+use crate::results::{AppResult, JobResult, PieceRecord, RunResult, ServerAppResult, ServerResult};
 use crate::timeline::{Backlog, Bins};
 use crate::workload::{self, MetaTarget, Step};
 use crate::Progress;
@@ -114,6 +118,12 @@ struct AppState {
     end: Time,
     /// Service over time (when the output asks for it).
     timeline: Option<Bins>,
+    /// The weight its requests carry: its own, times the priority the
+    /// job-level arbiter granted its current phase.
+    weight: f64,
+    /// Under `[job]`: when the current phase was granted, and at what priority.
+    phase_start: Time,
+    phase_priority: f64,
 }
 
 struct RankState {
@@ -217,6 +227,10 @@ pub struct Simulation<'a> {
     reports: Vec<ServiceReport>,
     /// Scratch space for the requests of the step being issued.
     sends: Vec<(u32, u32, u64, Request)>,
+    /// Under `[job]`: the arbiter (applications by instance index) and
+    /// every phase as it ran.
+    arbiter: Option<Sets>,
+    phases: Vec<PhaseRecord>,
 }
 
 impl<'a> Simulation<'a> {
@@ -350,6 +364,9 @@ impl<'a> Simulation<'a> {
                     start: spec.start,
                     timeline: sc.output.timeline.map(Bins::new),
                     end: spec.start,
+                    weight: spec.weight,
+                    phase_start: Time::ZERO,
+                    phase_priority: 1.0,
                 });
             }
         }
@@ -375,6 +392,8 @@ impl<'a> Simulation<'a> {
             progress,
             reports: Vec::new(),
             sends: Vec::new(),
+            arbiter: sc.job.as_ref().map(|j| Sets::new(j.rule.clone())),
+            phases: Vec::new(),
         }
     }
 
@@ -384,7 +403,7 @@ impl<'a> Simulation<'a> {
             let spec = &self.sc.apps[app.spec];
             if spec.barrier {
                 self.events.schedule(
-                    spec.start,
+                    spec.start + spec.compute_before(0),
                     Class::Normal,
                     0,
                     Event::Release { app: i as u32 },
@@ -423,10 +442,32 @@ impl<'a> Simulation<'a> {
         self.results()
     }
 
+    /// The application asks to do its next operation: at once, or when the
+    /// job-level arbiter grants it. Its completion time counts from here.
     fn release(&mut self, app: u32, now: Time) {
+        self.apps[app as usize].op_issue = now;
+        let Some(arbiter) = &mut self.arbiter else {
+            return self.start_operation(app, now);
+        };
+        let a = &self.apps[app as usize];
+        let info = self.sc.apps[a.spec].phase_info();
+        if let Decision::Granted { priority } = arbiter.begin_phase(AppId(app), now, &info) {
+            self.grant(app, priority, now);
+        }
+    }
+
+    /// The arbiter let `app` start its phase at `priority`.
+    fn grant(&mut self, app: u32, priority: f64, now: Time) {
+        let a = &mut self.apps[app as usize];
+        a.weight = self.sc.apps[a.spec].weight * priority;
+        a.phase_start = now;
+        a.phase_priority = priority;
+        self.start_operation(app, now);
+    }
+
+    fn start_operation(&mut self, app: u32, now: Time) {
         let a = &mut self.apps[app as usize];
         let processes = self.sc.apps[a.spec].processes;
-        a.op_issue = now;
         a.ranks_pending = processes;
         let first = a.first_rank;
         for r in 0..processes {
@@ -464,7 +505,6 @@ impl<'a> Simulation<'a> {
         let rs = &mut self.ranks[rank as usize];
         let Some(step) = rs.steps.pop() else { return };
         let a = &self.apps[rs.app as usize];
-        let spec = &self.sc.apps[a.spec];
         let (app_id, local_rank, call, dir_server) = (a.app_id, rs.rank, rs.call, rs.dir_server);
         let template = |op: Op, object: u64| Request {
             id: RequestId(0),
@@ -476,7 +516,7 @@ impl<'a> Simulation<'a> {
             offset: 0,
             len: 0,
             segments: Vec::new(),
-            weight: Some(spec.weight),
+            weight: Some(a.weight),
         };
         // (server, file, bytes, request); the buffer is reused across steps.
         let mut sends = std::mem::take(&mut self.sends);
@@ -766,7 +806,7 @@ impl<'a> Simulation<'a> {
             }
             if rs.call < spec.calls() {
                 self.events.schedule(
-                    now + spec.compute_time,
+                    now + spec.compute_before(rs.call),
                     Class::Normal,
                     0,
                     Event::Call { rank },
@@ -799,10 +839,11 @@ impl<'a> Simulation<'a> {
         self.finishes = finishes;
         a.op_servers.clear();
         a.op_finish.clear();
+        let call = a.next_call;
         a.next_call += 1;
         if a.next_call < spec.calls() {
             self.events.schedule(
-                now + spec.compute_time,
+                now + spec.compute_before(a.next_call),
                 Class::Normal,
                 0,
                 Event::Release { app },
@@ -811,6 +852,21 @@ impl<'a> Simulation<'a> {
             a.end = now;
         }
         self.count_progress();
+        if let Some(arbiter) = &mut self.arbiter {
+            let a = &self.apps[app as usize];
+            self.phases.push(PhaseRecord {
+                app,
+                phase: call,
+                request_s: a.op_issue.as_secs_f64(),
+                start_s: a.phase_start.as_secs_f64(),
+                end_s: now.as_secs_f64(),
+                bytes: spec.bytes_of_call(call) as f64,
+                priority: a.phase_priority,
+            });
+            for (next, priority) in arbiter.end_phase(AppId(app), now) {
+                self.grant(next.0, priority, now);
+            }
+        }
     }
 
     fn count_progress(&self) {
@@ -904,7 +960,8 @@ impl<'a> Simulation<'a> {
             .iter()
             .flat_map(|a| a.completions.iter().copied())
             .collect();
-        RunResult::new(
+        let job = self.sc.job.as_ref().map(|job| self.job_result(job));
+        let mut result = RunResult::new(
             self.sc,
             self.seed,
             self.sc.resolved_policy(),
@@ -914,7 +971,59 @@ impl<'a> Simulation<'a> {
             self.events.processed(),
             pooled,
             self.detail,
-        )
+        );
+        result.job = job;
+        result
+    }
+
+    /// The phases as they ran, and the window metrics the fluid mode
+    /// computes, over the same applications seen as compute and I/O phases.
+    fn job_result(&self, job: &JobConfig) -> JobResult {
+        let waits: Vec<f64> = self
+            .phases
+            .iter()
+            .map(|p| p.start_s - p.request_s)
+            .collect();
+        let metrics = job
+            .window_s
+            .zip(job.bandwidth)
+            .map(|([begin, end], bandwidth)| {
+                let apps: Vec<FluidApp> = self
+                    .apps
+                    .iter()
+                    .map(|a| {
+                        let spec = &self.sc.apps[a.spec];
+                        FluidApp {
+                            release_s: spec.start.as_secs_f64(),
+                            phases: (0..spec.calls())
+                                .map(|k| FluidPhase {
+                                    compute_s: spec.compute_before(k).as_secs_f64(),
+                                    io_bytes: spec.bytes_of_call(k) as f64,
+                                })
+                                .collect(),
+                            info: spec.phase_info(),
+                        }
+                    })
+                    .collect();
+                let run = FluidRun {
+                    phases: self.phases.clone(),
+                    app_end_s: self.apps.iter().map(|a| a.end.as_secs_f64()).collect(),
+                    events: self.events.processed(),
+                };
+                window_metrics(&apps, &run, bandwidth.0, begin, end).expect(
+                    "validated: the window ends after it begins, and there are applications",
+                )
+            });
+        JobResult {
+            phases: self.phases.len() as u64,
+            mean_wait_s: if waits.is_empty() {
+                0.0
+            } else {
+                waits.iter().sum::<f64>() / waits.len() as f64
+            },
+            metrics,
+            phase_records: self.phases.clone(),
+        }
     }
 }
 

@@ -8,6 +8,8 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use crate::fluid::{PhaseRecord, WindowMetrics};
+
 use concerto_core::metrics::{bandwidth, mean_sd, Distribution};
 use concerto_core::{Op, PolicyConfig, Time};
 
@@ -141,8 +143,27 @@ pub struct RunResult {
     pub summary: Summary,
     pub apps: Vec<AppResult>,
     pub servers: Vec<ServerResult>,
+    /// Under `[job]`: the I/O phases as the arbiter let them run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobResult>,
     #[serde(skip)]
     pub detail: Option<Vec<PieceRecord>>,
+}
+
+/// Job-level arbitration in a request-level run.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobResult {
+    pub phases: u64,
+    /// Mean over the phases of the wait for the arbiter's grant, seconds.
+    pub mean_wait_s: f64,
+    /// With `job.window_s`: utilization, stretch and I/O slowdown, computed
+    /// exactly as the fluid mode computes them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<WindowMetrics>,
+    /// Every phase (application instance, phase, request, grant and end
+    /// times, bytes, priority).
+    #[serde(skip)]
+    pub phase_records: Vec<PhaseRecord>,
 }
 
 impl RunResult {
@@ -186,6 +207,7 @@ impl RunResult {
             summary,
             apps,
             servers,
+            job: None,
             detail,
         }
     }

@@ -30,6 +30,9 @@ pub enum Step {
     Meta { op: MetaOp, target: MetaTarget },
 }
 
+/// The largest request of a "phases" workload when `request_size` is not given.
+pub const DEFAULT_PHASE_REQUEST: u64 = 4 << 20;
+
 /// md-test's phases, one call each, in order.
 pub const MDTEST_PHASES: [&str; 8] = [
     "mktestdir",
@@ -134,6 +137,29 @@ pub fn call_steps(
                 },
                 out,
             );
+        }
+        WorkloadKind::Phases => {
+            // The phase's bytes in equal shares (the first ones a byte more),
+            // each process's share contiguous, in requests of at most request_size.
+            let total =
+                crate::config::phase_bytes(app.phases.as_ref().map_or(0.0, |p| p[k as usize][1]));
+            let (share, extra) = (total / procs, total % procs);
+            let mine = share + u64::from(r < extra);
+            let mut offset = r * share + r.min(extra);
+            let chunk = app.request_size.map_or(DEFAULT_PHASE_REQUEST, |b| b.0);
+            let end = offset + mine;
+            while offset < end {
+                let len = chunk.min(end - offset);
+                data(
+                    app.op,
+                    Access {
+                        file: 0,
+                        extents: vec![Extent::new(offset, len)],
+                    },
+                    out,
+                );
+                offset += len;
+            }
         }
         WorkloadKind::MdTest => {
             let items = app.items.unwrap_or(1);

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from concerto import _native
 from concerto.report import line_plot, markdown_table, write_json
 from concerto.reproduce import Claim, experiments_dir
-from concerto.sweep import Experiment, Point, load_experiment, run_experiment
+from concerto.sweep import Sweep, aggregate, load_sweep, run_sweep
 
 PAPER_RANGE = (0.08, 0.46)  # reported reductions of average completion time
 FORMULA_TOLERANCE = 0.02
@@ -48,40 +48,37 @@ def reduction(fifo: dict, coord: dict) -> float:
     return 1.0 - coord["avg_completion_s"] / fifo["avg_completion_s"]
 
 
-def _formula_rows(exp: Experiment, seed: int | None) -> list[dict]:
-    """The analytical experiment: one point per (m, n), compared with formulas (1) and (2)."""
-    rows = []
-    cases = exp.extra.get("cases_mn", [])
-    for m, n in cases:
-        point = Point({"apps[0].instances": m, "cluster.servers": n, "apps[0].request_size": f"{n}MiB"})
-        sub = Experiment(exp.id, exp.title, exp.policies, exp.reps, [point], exp.source)
-        for r in run_experiment(sub, seed=seed):
-            t = 0.010
-            r["formula_s"] = (
-                _native.fifo_expected_completion(m, n, t) if r["policy"] == "fifo" else _native.coordinated_expected_completion(m, t)
-            )
-            r["m"], r["n"] = m, n
-            rows.append(r)
+def _formula_rows(rows: list[dict]) -> list[dict]:
+    """The analytical experiment's means beside formulas (1) and (2)."""
+    t = 0.010
+    for r in rows:
+        m, n = r["params"]["apps[0].instances"], r["params"]["cluster.servers"]
+        r["formula_s"] = (
+            _native.fifo_expected_completion(m, n, t) if r["policy"] == "fifo" else _native.coordinated_expected_completion(m, t)
+        )
+        r["m"], r["n"] = m, n
     return rows
 
 
-def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str], None] = print) -> list[Claim]:
+def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str], None] = print,
+        workers: int = 1, dask: str | None = None) -> list[Claim]:
     folder = experiments_dir() / "coordination"
     if not folder.is_dir():
         raise _native.ConfigError(f"{folder}: experiment folder not found (set CONCERTO_EXPERIMENTS)")
-    exps = {e.id: e for e in (load_experiment(p, quick) for p in sorted(folder.glob("*.toml")))}
+    sweeps = {s.id: s for s in (load_sweep(p, quick) for p in sorted(folder.glob("*.toml")))}
     for needed in ["fig3_5", "fig6", "fig7", "fig8", "formula"]:
-        if needed not in exps:
-            raise _native.ConfigError(f"{folder}: no experiment with id {needed!r}")
+        if needed not in sweeps:
+            raise _native.ConfigError(f"{folder}: no sweep with id {needed!r}")
     results: dict[str, list[dict]] = {}
-    for eid, exp in exps.items():
-        status(f"running {eid}: {exp.title} ({len(exp.points)} points x {len(exp.policies)} policies x {exp.reps} reps)")
-        if eid == "formula":
-            results[eid] = _formula_rows(exp, seed)
-        else:
-            results[eid] = run_experiment(exp, seed=seed)
+    for sid, sweep in sweeps.items():
+        if seed is not None:
+            sweep.seed = seed
+        status(f"{sid}: {sweep.title}")
+        done = run_sweep(sweep, out=out / "sweeps" / sid, workers=workers, dask=dask, fresh=True)
+        results[sid] = aggregate(sweep, done.rows)
+    results["formula"] = _formula_rows(results["formula"])
     claims = evaluate(results)
-    write_outputs(out, exps, results, claims, quick)
+    write_outputs(out, sweeps, results, claims, quick)
     return claims
 
 
@@ -211,7 +208,7 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
     return claims
 
 
-def write_outputs(out: Path, exps: dict[str, Experiment], results: dict[str, list[dict]], claims: list[Claim], quick: bool) -> None:
+def write_outputs(out: Path, exps: dict[str, Sweep], results: dict[str, list[dict]], claims: list[Claim], quick: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "claims.json", [c.as_json() for c in claims])
     write_json(out / "results.json", results)
