@@ -2,7 +2,7 @@
 #   make demo   - build, then run Concerto's demo
 #   make test   - build once, then run every test (Rust, Python, quick reproduction)
 #   make bench  - criterion benchmarks, then the SimGrid side of the engine
-#                 comparison (see docs/performance.md)
+#                 and fluid-mode comparisons (see docs/performance.md)
 
 SHELL := /bin/bash
 VENV := .venv
@@ -39,7 +39,7 @@ test: build
 	cargo test --workspace --release --exclude concerto-python --exclude concerto-bench
 	$(VENV)/bin/pytest -q tests
 
-bench: toolchain
+bench: build
 	cargo bench -p concerto-bench
 	bash benches/simgrid/run.sh
 

@@ -19,3 +19,18 @@ for apps in 10 100 1000; do
     target/simgrid-disk-reads "$apps" --log=root.thres:critical
 done
 echo "Concerto on the same workload: simulator_simgrid_equivalent/{10,100,1000}_apps above (time per completion = 1 / thrpt)"
+
+# The fluid mode (IO-SETS): the 60-application workload of the criterion
+# group fluid_iosets_60_apps, exported with each application's set and
+# priority, run by SimGrid's own sharing model; the two simulators' end
+# times are compared application by application.
+g++ -O2 -std=c++17 benches/simgrid/iosets_fluid.cpp -o target/simgrid-iosets $(pkg-config --cflags --libs simgrid)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+.venv/bin/concerto sim workload generate benches/simgrid/iosets_60.toml --seed 1 > "$work/w.json"
+for rule in set10 exclusive-fcfs fair-share; do
+    .venv/bin/python benches/simgrid/iosets_export.py export "$work/w.json" "$rule" "$work/$rule.txt" "$work/$rule-concerto.txt"
+    target/simgrid-iosets "$work/$rule.txt" "$work/$rule-simgrid.txt" --log=root.thres:critical
+    .venv/bin/python benches/simgrid/iosets_export.py compare "$work/$rule-concerto.txt" "$work/$rule-simgrid.txt"
+done
+echo "Concerto's engine alone on the same workload: fluid_iosets_60_apps/{set10,exclusive-fcfs,fair-share} above"

@@ -289,11 +289,15 @@ def reproduce_coordination(quick: bool, out: Path, seed: int | None, workers: in
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/vpfs"),
               show_default=True)
 @seed_opt
+@workers_opt
+@dask_opt
 @guarded
-def reproduce_vpfs(quick: bool, out: Path, seed: int | None) -> None:
+def reproduce_vpfs(quick: bool, out: Path, seed: int | None, workers: int | None, dask: str | None) -> None:
     """vPFS+: BTIO, WRF and md-test under SFQ(D)+, SFQ(D), native and Capped; slot-cost sweep; total-service
     sharing."""
-    _reproduce("vpfs", out, quick, seed)
+    from concerto.sweep import default_workers
+
+    _reproduce("vpfs", out, quick, seed, workers=workers or default_workers(), dask=dask)
 
 
 @reproduce.command("total-service")

@@ -30,7 +30,7 @@ class ScenarioSource:
         except OSError as e:
             raise _native.ConfigError(f"{p}: cannot read scenario ({e.strerror})") from e
         if table is None and _is_experiment(text):
-            # An experiment file carries its base scenario in [scenario]; running
+            # A sweep file carries its base scenario in [scenario]; running
             # it as a plain scenario means running that base.
             table = "scenario"
         return cls(text=text, label=str(p), table=table)
@@ -57,7 +57,7 @@ def _is_experiment(text: str) -> bool:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return False  # the native loader reports the syntax error with its position
-    # Experiment files (sweeps, reproductions) embed their scenario as a
+    # Sweep files (docs/sweeps.md) embed their scenario as a
     # table; a plain scenario has its cluster at the top level.
     return isinstance(doc.get("scenario"), dict) and "cluster" not in doc
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
+import importlib
 import itertools
 import json
 import math
@@ -162,6 +163,8 @@ class Sweep:
     # The base table as canonical JSON: what a run depends on (the rest of
     # the file, such as the repetitions, is not).
     base: str = ""
+    # Scenario sweeps: what each run is measured by ("module:function"; see Task).
+    measure: str = ""
 
     @property
     def metrics(self) -> list[str]:
@@ -212,10 +215,10 @@ def parse_sweep(text: str, label: str, quick: bool = False, reps: int | None = N
     quick_table = settings.get("quick", {})
     if not isinstance(quick_table, dict):
         raise _bad(label, "sweep.quick", "must be a table")
+    unknown = set(quick_table) - {"reps", "axes", "cases", "set"}
+    if unknown:
+        raise _bad(label, f"sweep.quick.{sorted(unknown)[0]}", "--quick replaces only reps, axes and cases, and adds set")
     if quick:
-        unknown = set(quick_table) - {"reps", "axes", "cases"}
-        if unknown:
-            raise _bad(label, f"sweep.quick.{sorted(unknown)[0]}", "--quick replaces only reps, axes and cases")
         settings.update(quick_table)
         if "axes" in quick_table:
             settings.pop("cases", None)
@@ -228,6 +231,11 @@ def parse_sweep(text: str, label: str, quick: bool = False, reps: int | None = N
         points = [pt for i, case in enumerate(settings["cases"]) for pt in expand(case, n_apps, f"sweep.cases[{i}]")]
     else:
         points = expand(settings.get("axes", {}), n_apps, "sweep.axes")
+    fixed = settings.get("set", {}) if quick else {}
+    if not isinstance(fixed, dict):
+        raise _bad(label, "sweep.quick.set", "must be a table of key paths to values")
+    for pt in points:  # the quick runs' own settings (shorter runs); a swept key keeps its swept value
+        pt.params = {**{k: v for k, v in fixed.items() if k not in pt.params}, **pt.params}
     n_reps = settings.get("reps", 1) if reps is None else reps
     if not isinstance(n_reps, int) or isinstance(n_reps, bool) or n_reps < 1:
         raise _bad(label, "sweep.reps", f"{n_reps!r} must be a whole number >= 1")
@@ -344,6 +352,9 @@ class Task:
     rules: tuple[str, ...]  # workload: each policy's rule table (TOML)
     seed: int
     window: tuple[float, float]
+    # Scenario tasks: "module:function" measuring a run (its JSON as a
+    # dict) into a row's metrics; default: the run's summary.
+    measure: str = ""
 
     def key(self) -> str:
         """Names the work, not where it came from: equal work is done once,
@@ -363,15 +374,21 @@ def run_task(task: Task) -> list[dict[str, Any]]:
         raise RuntimeError(f"{task.label}: {' '.join(task.overrides) or 'base'} (seed {task.seed}): {e}") from None
 
 
+def summary_metrics(run: dict) -> dict[str, Any]:
+    """A request-level run's summary: the metrics a scenario sweep records by default."""
+    s = run["summary"]
+    return {"avg_completion_s": s["avg_completion_s"], "p95_completion_s": s["p95_completion_s"],
+            "bandwidth_MBps": s["aggregate_bandwidth_Bps"] / 1e6, "makespan_s": s["makespan_s"],
+            "finish_spread": s.get("finish_spread")}
+
+
 def _scenario_rows(task: Task) -> list[dict[str, Any]]:
     runset = json.loads(_native.simulate(task.text, "scenario", list(task.overrides), task.seed, 1, None, None))
-    s = runset["runs"][0]["summary"]
-    return [{
-        "policy": task.policies[0], "seed": task.seed,
-        "avg_completion_s": s["avg_completion_s"], "p95_completion_s": s["p95_completion_s"],
-        "bandwidth_MBps": s["aggregate_bandwidth_Bps"] / 1e6, "makespan_s": s["makespan_s"],
-        "finish_spread": s.get("finish_spread"),
-    }]
+    measure = summary_metrics
+    if task.measure:
+        module, _, name = task.measure.partition(":")
+        measure = getattr(importlib.import_module(module), name)
+    return [{"policy": task.policies[0], "seed": task.seed, **measure(runset["runs"][0])}]
 
 
 def _workload_rows(task: Task) -> list[dict[str, Any]]:
@@ -413,7 +430,7 @@ def plan(sweep: Sweep) -> Plan:
             for policy in sweep.policies:
                 for rep in range(sweep.reps):
                     key = add(Task("scenario", sweep.text, sweep.label, sweep.base, tuple(pt.overrides(policy)), (policy,), (),
-                                   sweep.seed + rep, (0.0, 0.0)))
+                                   sweep.seed + rep, (0.0, 0.0), sweep.measure))
                     cells.append((i, policy, rep, key))
         else:
             keys = [add(Task("workload", sweep.text, sweep.label, sweep.base, tuple(pt.overrides()), tuple(sweep.policies),
@@ -624,7 +641,7 @@ def aggregate(sweep: Sweep, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                "reps": len(cell)}
         measured = [k for k in cell[0] if k not in _ROW_IDS and k not in params]
         for m in measured:
-            values = [r[m] for r in cell if r.get(m) is not None]
+            values = [r[m] for r in cell if isinstance(r.get(m), (int, float)) and not isinstance(r.get(m), bool)]
             if not values:
                 continue
             mu = mean(values)

@@ -860,6 +860,20 @@ mod tests {
     }
 
     #[test]
+    fn same_seed_same_workload_and_run_other_seed_other_workload() {
+        let spec = paper_spec(0.3);
+        let (a, b) = (generate(&spec, 11).unwrap(), generate(&spec, 11).unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, generate(&spec, 12).unwrap());
+        let apps: Vec<FluidApp> = a.into_iter().map(|g| g.app).collect();
+        let run_once = || run(&apps, 1e9, &mut Sets::new(SetRule::Set10)).unwrap();
+        let (first, second) = (run_once(), run_once());
+        assert_eq!(first, second);
+        let m = |r: &FluidRun| window_metrics(&apps, r, 1e9, 1000.0, 9000.0).unwrap();
+        assert_eq!(m(&first), m(&second));
+    }
+
+    #[test]
     fn w_iter_is_drawn_above_its_floor_and_huge_workloads_are_refused() {
         let mut spec = paper_spec(0.0);
         spec.groups = vec![GroupSpec {

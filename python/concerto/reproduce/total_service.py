@@ -25,12 +25,12 @@ from typing import Callable
 from rich.console import Console
 from rich.table import Table
 
+from concerto import _native
 from concerto import cluster as local
 from concerto import fs
 from concerto.reproduce import Claim, experiments_dir
 from concerto.report import markdown_table, write_json
-from concerto.sim import ScenarioSource, simulate
-from concerto.sweep import toml_literal
+from concerto.sweep import load_sweep, run_sweep
 
 # How close to the weight ratio (1) service-sync must bring wide/narrow, and
 # how close to 2 (wide's share of servers) per-server fairness leaves it.
@@ -39,15 +39,9 @@ PER_SERVER_RATIO = 2.0
 PER_SERVER_TOLERANCE = 0.15
 
 
-def _load() -> tuple[dict, str]:
-    path = experiments_dir() / "vpfs" / "uneven_real.toml"
-    text = path.read_text()
-    return tomllib.loads(text), text
-
-
-def run_real(doc: dict, policy: dict, calls: int, directory: Path) -> dict:
-    """One run on a fresh real cluster: the applications write until the first one is done."""
-    sc = doc["scenario"]
+def run_real(sc: dict, policy: dict, calls: int, directory: Path) -> dict:
+    """One run on a fresh real cluster (``sc``: the scenario table): the
+    applications write until the first one is done."""
     dev = sc["cluster"]["device"]
     unit = sc["cluster"]["stripe_unit"]
     spec = local.ClusterSpec(servers=sc["cluster"]["servers"], policy=policy["kind"],
@@ -104,25 +98,6 @@ def run_real(doc: dict, policy: dict, calls: int, directory: Path) -> dict:
             "reports": sum(s["reports"]["sent"] for s in stats)}
 
 
-def run_simulated(doc: dict, policy: dict, quick: bool, seed: int | None) -> dict:
-    text = _load()[1]
-    sets = [f"{k}={v}" for k, v in doc["quick"].items()] if quick else []
-    # The base scenario's policy table holds only its kind, so key-by-key overrides replace it whole.
-    sets += [f"policy.{k}={toml_literal(v)}" for k, v in policy.items()]
-    src = ScenarioSource(text, "uneven-real", table="scenario", overrides=sets)
-    run = simulate(src, seed=seed)["runs"][0]
-    narrow, wide = run["apps"]
-    end = min(narrow["end_s"], wide["end_s"])
-
-    def served(app: dict) -> int:
-        tl = app["timeline"]
-        return sum(tl["bytes"][: int(end / tl["bin_s"])])
-
-    n, w = served(narrow), served(wide)
-    return {"narrow_MB": n / 1e6, "wide_MB": w / 1e6, "ratio": w / n,
-            "reports": sum(s["service_reports"] for s in run["servers"])}
-
-
 def evaluate(results: dict) -> list[Claim]:
     claims = []
     for world in ("real", "simulated"):
@@ -153,20 +128,31 @@ def table(results: dict) -> Table:
     return t
 
 
-def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str], None] = print) -> list[Claim]:
-    doc, _ = _load()
-    calls = doc["quick"]["apps[0].requests"] if quick else doc["scenario"]["apps"][0]["requests"]
+def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str], None] = print,
+        workers: int = 1, dask: str | None = None) -> list[Claim]:
+    sweep = load_sweep(experiments_dir() / "vpfs" / "uneven_real.toml", quick=quick)
+    if seed is not None:
+        sweep.seed = seed
+    (point,) = sweep.points
+    sc = tomllib.loads(sweep.text)["scenario"]
+    calls = point.params.get("apps[0].requests", sc["apps"][0]["requests"])
+    status("simulator ...")
+    sweep.measure = "concerto.reproduce.vpfs:uneven_metrics"
+    simulated = {r["policy"]: r for r in run_sweep(sweep, out=out / "sweeps" / sweep.id, workers=workers, dask=dask,
+                                                   fresh=True).rows}
     results: dict[str, dict] = {}
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("sfq-d-plus", "service-sync"):
-        policy = doc["policies"][name]
+    for name in sweep.policies:
+        # The real servers run the very policy table the simulated run took.
+        policy = {"kind": name, **{k.removeprefix("policy."): v for k, v in point.params.items()
+                                   if k.startswith("policy.") and k.removeprefix("policy.") in _native.policy_keys(name)}}
         status(f"{name}: real cluster ...")
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="concerto-total-service-") as tmp:
-            real = run_real(doc, policy, calls, Path(tmp))
+            real = run_real(sc, policy, calls, Path(tmp))
         real["wall_s"] = time.monotonic() - started
-        status(f"{name}: simulator ...")
-        results[name] = {"real": real, "simulated": run_simulated(doc, policy, quick, seed)}
+        sim = simulated[name]
+        results[name] = {"real": real, "simulated": {k: sim[k] for k in ("narrow_MB", "wide_MB", "ratio", "reports")}}
     claims = evaluate(results)
     Console(stderr=True).print(table(results))
     write_json(out / "results.json", results)

@@ -10,15 +10,13 @@ total-service sharing across servers with ``service-sync``. Writes
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Callable
 
 from concerto import _native, profile
 from concerto.report import markdown_table, pyplot, save, write_json
 from concerto.reproduce import Claim, experiments_dir
-from concerto.sim import ScenarioSource, simulate
-from concerto.sweep import policy_override
+from concerto.sweep import Sweep, load_sweep, run_sweep
 
 POLICIES = ["fifo", "sfq-d", "sfq-d-plus", "capped"]
 CASES = {"btio_a": "BTIO Class A with IOR", "btio_c": "BTIO Class C with IOR", "wrf": "WRF with IOR"}
@@ -35,30 +33,14 @@ BACKLOGGED = 0.9  # a bin counts when both applications had requests waiting for
 MIN_BACKLOGGED_BINS = 5
 
 
-def _load(name: str) -> tuple[ScenarioSource, dict]:
-    path = experiments_dir() / "vpfs" / name
-    text = path.read_text()
-    return ScenarioSource(text=text, label=str(path), table="scenario"), tomllib.loads(text)
-
-
-def _sets(table: dict) -> list[str]:
-    """A TOML table of key paths -> values as ``--set`` assignments."""
-    out = []
-    for k, v in table.items():
-        value = f'"{v}"' if isinstance(v, str) else ("true" if v is True else "false" if v is False else str(v))
-        out.append(f"{k}={value}")
-    return out
-
-
 def _served_until(app: dict, end_s: float) -> int:
     tl = app["timeline"]
     return sum(tl["bytes"][: int(end_s / tl["bin_s"])])
 
 
-def _pair_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
-    """One run of an application (``apps[0]``) against IOR (``apps[1]``),
-    measured while the application runs."""
-    run = simulate(src.with_overrides(*sets), seed=seed)["runs"][0]
+def pair_metrics(run: dict) -> dict:
+    """An application (``apps[0]``) against IOR (``apps[1]``), measured while
+    the application runs (a sweep's measure: see concerto.sweep.Task)."""
     app, ior = run["apps"]
     end = app["end_s"]
     ior_bytes = _served_until(ior, end)
@@ -72,58 +54,9 @@ def _pair_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
     }
 
 
-def _contention_case(src: ScenarioSource, doc: dict, variant: list[str], seed: int | None) -> dict[str, dict]:
-    """Standalone, then with IOR under each policy; runtimes relative to standalone."""
-    alone_sets = [*variant, "apps[1].processes=1", "apps[1].requests=1"]
-    rows = {"standalone": _pair_run(src, alone_sets, seed)}
-    for p in POLICIES:
-        extra = doc.get("capped", {}) if p == "capped" else None
-        rows[p] = _pair_run(src, [*variant, policy_override(p, extra)], seed)
-    base = rows["standalone"]["runtime_s"]
-    for r in rows.values():
-        r["relative_runtime"] = r["runtime_s"] / base
-    return rows
-
-
-def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str], None] = print) -> list[Claim]:
-    def quick_sets(doc: dict) -> list[str]:
-        return _sets(doc.get("quick", {})) if quick else []
-
-    btio_src, btio_doc = _load("btio_ior.toml")
-    bq = quick_sets(btio_doc)
-    status("BTIO Class A vs IOR")
-    results: dict = {"btio_a": _contention_case(btio_src, btio_doc, bq, seed)}
-    status("BTIO Class C vs IOR")
-    results["btio_c"] = _contention_case(btio_src, btio_doc, [*bq, *_sets(btio_doc["variants"]["btio-c"])], seed)
-    wrf_src, wrf_doc = _load("wrf_ior.toml")
-    wq = quick_sets(wrf_doc)
-    status("WRF vs IOR")
-    results["wrf"] = _contention_case(wrf_src, wrf_doc, wq, seed)
-    status("profiling the device")
-    prof = profile.profile(str(experiments_dir() / "vpfs" / "wrf_ior.toml"), {"count": PROFILE_COUNT})
-    results["profile"] = prof["recommendation"]
-    status("slot-cost sweep (L), WRF vs IOR")
-    results["l_sweep"] = {
-        L: _pair_run(wrf_src, [*wq, policy_override("sfq-d-plus", {"large_slots": L})], seed) for L in L_SWEEP
-    }
-    md_src, md_doc = _load("mdtest_pair.toml")
-    status("two md-test instances, weights 2:1")
-    results["mdtest"] = _mdtest_run(md_src, quick_sets(md_doc), seed)
-    uneven_src, uneven_doc = _load("uneven.toml")
-    uq = quick_sets(uneven_doc)
-    status("total-service sharing across servers")
-    results["uneven"] = {"sfq-d-plus": _uneven_run(uneven_src, uq, seed)}
-    for t in uneven_doc["sweep"]["thresholds"]:
-        results["uneven"][t] = _uneven_run(uneven_src, [*uq, policy_override("service-sync", {"threshold": t})], seed)
-    claims = evaluate(results, uneven_doc["sweep"]["thresholds"])
-    write_outputs(out, results, claims, quick)
-    return claims
-
-
-def _mdtest_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
+def mdtest_metrics(run: dict) -> dict:
     """Metadata throughput of the two instances on the first metadata server,
     per bin, and which bins had both backlogged there."""
-    run = simulate(src.with_overrides(*sets), seed=seed)["runs"][0]
     server = next(s for s in run["servers"] if s["role"] in ("metadata", "data+metadata"))
     t1, t2 = server["timeline"]
     width = t1["bin_s"]
@@ -148,13 +81,74 @@ def _mdtest_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
     }
 
 
-def _uneven_run(src: ScenarioSource, sets: list[str], seed: int | None) -> dict:
-    run = simulate(src.with_overrides(*sets), seed=seed)["runs"][0]
+def uneven_metrics(run: dict) -> dict:
     narrow, wide = run["apps"]
     end = min(narrow["end_s"], wide["end_s"])
     n, w = _served_until(narrow, end), _served_until(wide, end)
     return {"narrow_MB": n / 1e6, "wide_MB": w / 1e6, "ratio": w / n if n else float("inf"),
             "reports": sum(s["service_reports"] for s in run["servers"])}
+
+
+_ROW_KEYS = {"sweep", "point", "policy", "rep", "seed"}
+
+
+def _pick(rows: list[dict], policy: str, where: dict | None = None) -> dict:
+    """The metrics of the one run under ``policy`` whose swept keys have the
+    values in ``where`` (``None``: not swept at that point)."""
+    want = where or {}
+    (row,) = [r for r in rows if r["policy"] == policy and all(r.get(k) == v for k, v in want.items())]
+    return {k: v for k, v in row.items() if k not in _ROW_KEYS and "." not in k and "[" not in k}
+
+
+def _sweep(name: str, measure: Callable, quick: bool, seed: int | None, out: Path, workers: int,
+           dask: str | None) -> tuple[Sweep, list[dict]]:
+    sweep = load_sweep(experiments_dir() / "vpfs" / name, quick=quick)
+    if seed is not None:
+        sweep.seed = seed
+    sweep.measure = f"{__name__}:{measure.__name__}"
+    return sweep, run_sweep(sweep, out=out / "sweeps" / sweep.id, workers=workers, dask=dask, fresh=True).rows
+
+
+def _relative(rows: dict[str, dict]) -> dict[str, dict]:
+    base = rows["standalone"]["runtime_s"]
+    for r in rows.values():
+        r["relative_runtime"] = r["runtime_s"] / base
+    return rows
+
+
+def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str], None] = print,
+        workers: int = 1, dask: str | None = None) -> list[Claim]:
+    results: dict = {}
+    status("BTIO Class A and C vs IOR")
+    _, btio = _sweep("btio_ior.toml", pair_metrics, quick, seed, out, workers, dask)
+    alone = {"apps[1].processes": 1}
+    for case, subtype in (("btio_a", "simple"), ("btio_c", "full")):
+        cls = {"apps[0].subtype": subtype}
+        rows = {"standalone": _pick(btio, "fifo", {**cls, **alone})}
+        rows |= {p: _pick(btio, p, {**cls, "apps[1].processes": None}) for p in POLICIES}
+        results[case] = _relative(rows)
+    status("WRF vs IOR, and over the slot cost L")
+    _, wrf = _sweep("wrf_ior.toml", pair_metrics, quick, seed, out, workers, dask)
+    default_l = {"policy.large_slots": 5}
+    rows = {"standalone": _pick(wrf, "fifo", alone)}
+    rows |= {p: _pick(wrf, p, default_l) for p in POLICIES}
+    results["wrf"] = _relative(rows)
+    results["l_sweep"] = {L: _pick(wrf, "sfq-d-plus", {"policy.large_slots": L}) for L in L_SWEEP}
+    status("profiling the device")
+    prof = profile.profile(str(experiments_dir() / "vpfs" / "wrf_ior.toml"), {"count": PROFILE_COUNT})
+    results["profile"] = prof["recommendation"]
+    status("two md-test instances, weights 2:1")
+    _, md = _sweep("mdtest_pair.toml", mdtest_metrics, quick, seed, out, workers, dask)
+    results["mdtest"] = _pick(md, "sfq-d-plus")
+    status("total-service sharing across servers")
+    uneven_sweep, uneven = _sweep("uneven.toml", uneven_metrics, quick, seed, out, workers, dask)
+    thresholds = [pt.params["policy.threshold"] for pt in uneven_sweep.points]
+    results["uneven"] = {"sfq-d-plus": _pick(uneven, "sfq-d-plus", {"policy.threshold": thresholds[0]})}
+    for t in thresholds:
+        results["uneven"][t] = _pick(uneven, "service-sync", {"policy.threshold": t})
+    claims = evaluate(results, thresholds)
+    write_outputs(out, results, claims, quick)
+    return claims
 
 
 def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
