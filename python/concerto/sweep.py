@@ -509,25 +509,31 @@ def _local(batches: list[list[Task]], workers: int) -> Iterator[list[tuple[str, 
 
 
 def _dask(batches: list[list[Task]], address: str, workers: int) -> Iterator[list[tuple[str, list[dict]]]]:
+    """Results from a Dask cluster; the import is checked here, before any
+    progress is shown, the connection when the first result is asked for."""
     try:
         from dask.distributed import Client, LocalCluster
         from dask.distributed import as_completed as dask_completed
-    except ImportError as e:  # pragma: no cover - dask is in requirements.txt
-        raise _native.ConfigError(f"--dask needs dask.distributed ({e})") from None
-    cluster = (LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-               if address == "local" else None)
-    try:
+    except ImportError as e:
+        raise _native.ConfigError(f"--dask needs dask.distributed ({e}); pip install -r requirements.txt") from None
+
+    def stream() -> Iterator[list[tuple[str, list[dict]]]]:
+        cluster = (LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+                   if address == "local" else None)
         try:
-            client = Client(cluster if cluster is not None else address, timeout="10s")
-        except OSError as e:
-            raise _native.ConfigError(f"--dask {address}: cannot reach the scheduler ({e})") from None
-        with client:
-            futures = client.map(run_batch, batches, pure=False)
-            for f in dask_completed(futures):
-                yield f.result()
-    finally:
-        if cluster is not None:
-            cluster.close()
+            try:
+                client = Client(cluster if cluster is not None else address, timeout="10s")
+            except OSError as e:
+                raise _native.ConfigError(f"--dask {address}: cannot reach the scheduler ({e})") from None
+            with client:
+                futures = client.map(run_batch, batches, pure=False)
+                for f in dask_completed(futures):
+                    yield f.result()
+        finally:
+            if cluster is not None:
+                cluster.close()
+
+    return stream()
 
 
 @dataclass
