@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -326,6 +327,47 @@ def reproduce_iosets(quick: bool, out: Path, seed: int | None, workers: int | No
     from concerto.sweep import default_workers
 
     _reproduce("iosets", out, quick, seed, workers=workers or default_workers(), dask=dask)
+
+
+@main.group()
+def plan() -> None:
+    """Client-side plans: transfer schedules (Clusterfile)."""
+
+
+@plan.command("transfers")
+@click.option("--matrix", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A file with one row per client and one number per server (commas or blanks; '#' comments).")
+@click.option("--random", "random_spec", default=None, metavar="SPEC",
+              help="A random instance: clients=C,servers=S,density=D,max=M[,seed=N].")
+@click.option("--weighted", is_flag=True, help="The entries are sizes in bytes, not counts of unit transfers.")
+@click.option("--unit", default="64KiB", show_default=True, metavar="SIZE",
+              help="With --weighted: the transfer unit sizes are split into.")
+@click.option("--seed", type=click.IntRange(min=0, max=2**64 - 1), default=1, show_default=True,
+              help="Seed of the randomized heuristics (uar, m-passes).")
+@click.option("--passes", type=click.IntRange(min=1, max=1000), default=3, show_default=True,
+              help="m-passes: bidding rounds per step.")
+@click.option("--show", default=None, metavar="NAME",
+              help="Also print this schedule step by step: fcfs, hdf, hcdf, uar, m-passes or optimal.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@guarded
+def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool, unit: str, seed: int, passes: int,
+                   show: str | None, as_json: bool) -> None:
+    """Schedule transfers between clients and I/O servers, each doing one at a time: the length of each
+    heuristic's schedule (FCFS, HDF, HCDF, UAR, MPASSES) against the optimum, Δ steps by bipartite edge
+    colouring (or, with --weighted, against the load bound)."""
+    from concerto import plan as plans
+
+    rows = plans.load_matrix(matrix, random_spec)
+    unit_bytes = _native.parse_size(unit) if weighted else 0
+    if weighted and unit_bytes < 1:
+        raise UsageProblem("--unit: must be at least 1 byte")
+    result = plans.plan_transfers(rows, unit_bytes, seed, passes, show)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    console.print(plans.table(result))
+    if show:
+        console.print(plans.steps_table(result, show))
 
 
 @main.command("profile")

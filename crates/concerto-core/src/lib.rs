@@ -7,6 +7,7 @@
 //! same code run inside the discrete-event simulator and inside a real server.
 
 pub mod analysis;
+pub mod client;
 pub mod emulation;
 pub mod job;
 pub mod layout;

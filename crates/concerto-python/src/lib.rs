@@ -14,6 +14,7 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
 use concerto_core::analysis;
+use concerto_core::client::transfers;
 use concerto_core::job::Sets;
 use concerto_core::profile::{self, ProfileSpec};
 use concerto_core::AppId;
@@ -169,6 +170,98 @@ fn fluid_measure(
     serde_json::to_string(&outcomes).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// Reads a transfer matrix (one row per client, one number per server);
+/// an error names the row and column.
+#[pyfunction]
+fn parse_transfer_matrix(text: &str) -> PyResult<Vec<Vec<u64>>> {
+    transfers::parse_counts(text).map_err(|e| ConcertoConfigError::new_err(e.to_string()))
+}
+
+/// A random transfer matrix: each (client, server) pair gets 1..=`max_per_pair`
+/// transfers with probability `density`, else none.
+#[pyfunction]
+fn random_transfer_matrix(
+    clients: u32,
+    servers: u32,
+    density: f64,
+    max_per_pair: u64,
+    seed: u64,
+) -> Vec<Vec<u64>> {
+    transfers::random_counts(clients, servers, density, max_per_pair, seed)
+}
+
+/// Schedules a transfer matrix with every heuristic and optimally. With
+/// `unit` > 0 the entries are sizes in bytes, split into transfers of
+/// `unit` bytes, and the load bound (bytes) is reported. `show` names the
+/// schedule whose steps to include. Returns JSON.
+#[pyfunction]
+#[pyo3(signature = (rows, unit=0, seed=1, passes=3, show=None))]
+fn plan_transfers(
+    py: Python<'_>,
+    rows: Vec<Vec<u64>>,
+    unit: u64,
+    seed: u64,
+    passes: u32,
+    show: Option<&str>,
+) -> PyResult<String> {
+    let counts = if unit > 0 {
+        transfers::split_sizes(&rows, unit)
+    } else {
+        rows.clone()
+    };
+    let t = transfers::Transfers::from_counts(&counts)
+        .map_err(|e| ConcertoConfigError::new_err(e.to_string()))?;
+    let heuristics = [
+        transfers::Heuristic::Fcfs,
+        transfers::Heuristic::Hdf,
+        transfers::Heuristic::Hcdf,
+        transfers::Heuristic::Uar,
+        transfers::Heuristic::MPasses { passes },
+    ];
+    let known: Vec<&str> = heuristics
+        .iter()
+        .map(|h| h.name())
+        .chain(["optimal"])
+        .collect();
+    if let Some(name) = show {
+        if !known.contains(&name) {
+            return Err(ConcertoConfigError::new_err(format!(
+                "--show: unknown schedule {name:?} (known: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    let (delta, schedules) = py.allow_threads(|| {
+        let mut out: Vec<(&'static str, transfers::Schedule)> = heuristics
+            .iter()
+            .map(|&h| (h.name(), transfers::schedule(&t, h, seed)))
+            .collect();
+        out.push(("optimal", transfers::optimal(&t)));
+        (t.max_degree(), out)
+    });
+    let entries: Vec<serde_json::Value> = schedules
+        .iter()
+        .map(|(name, s)| {
+            let mut v = serde_json::json!({ "name": name, "length": s.len(), "valid": s.check(&t).is_ok() });
+            if show == Some(*name) {
+                let steps: Vec<Vec<(u32, u32)>> = s
+                    .steps
+                    .iter()
+                    .map(|step| step.iter().map(|&e| t.edges()[e as usize]).collect())
+                    .collect();
+                v["steps"] = serde_json::json!(steps);
+            }
+            v
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "clients": t.clients(), "servers": t.servers(), "transfers": t.edges().len(), "delta": delta,
+        "unit": unit, "load_bound": if unit > 0 { Some(transfers::load_bound(&rows)) } else { None },
+        "schedules": entries,
+    })
+    .to_string())
+}
+
 /// Runs a scenario `reps` times (seeds `seed`, `seed + 1`, ...; the
 /// scenario's own seed when `seed` is None) and returns the results as JSON.
 /// With `detail_csv`, writes one row per request piece to that path.
@@ -304,6 +397,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fluid_generate, m)?)?;
     m.add_function(wrap_pyfunction!(fluid_run, m)?)?;
     m.add_function(wrap_pyfunction!(fluid_measure, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_transfer_matrix, m)?)?;
+    m.add_function(wrap_pyfunction!(random_transfer_matrix, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_transfers, m)?)?;
     m.add_function(wrap_pyfunction!(fifo_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(coordinated_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;

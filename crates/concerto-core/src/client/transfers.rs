@@ -1,0 +1,762 @@
+//! The parallel I/O scheduling problem (Jain et al., as the Clusterfile
+//! paper states it in its Section 2): clients and I/O servers each do one
+//! transfer at a time, and every transfer takes one step; find an order
+//! that finishes in as few steps as possible.
+//!
+//! The transfers form a bipartite multigraph (clients on one side, servers
+//! on the other, one edge per unit transfer), and a schedule is a proper
+//! edge colouring: the transfers of one step share no endpoint. By König's
+//! theorem a bipartite multigraph's edges can always be coloured with Δ
+//! colours, Δ its largest degree, and no schedule is shorter than Δ: so,
+//! unlike the general problem the paper calls NP-complete, this one has an
+//! optimum computed in polynomial time ([`optimal`]), and each heuristic is
+//! reported against it.
+//!
+//! The heuristics: the centralized FCFS, HDF and HCDF of Jain et al., and
+//! the distributed randomized UAR and MPASSES of Durand et al.
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// Unit transfers between `clients` clients and `servers` servers: edge
+/// `i` is `edges[i] = (client, server)`, in the order the clients issued
+/// them (what FCFS follows).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transfers {
+    clients: u32,
+    servers: u32,
+    edges: Vec<(u32, u32)>,
+}
+
+/// What is wrong with an instance.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TransferError {
+    #[error("transfer {index}: client {client} does not exist (there are {clients})")]
+    NoSuchClient {
+        index: usize,
+        client: u32,
+        clients: u32,
+    },
+    #[error("transfer {index}: server {server} does not exist (there are {servers})")]
+    NoSuchServer {
+        index: usize,
+        server: u32,
+        servers: u32,
+    },
+    #[error("row {row}: has {got} columns, the first row has {expected}")]
+    Ragged {
+        row: usize,
+        got: usize,
+        expected: usize,
+    },
+    #[error("the matrix has no rows or no columns")]
+    Empty,
+    #[error("{count} unit transfers in all; at most {max} are scheduled")]
+    TooMany { count: u64, max: u64 },
+    #[error("row {row}, column {column}: {text:?} is not a whole number >= 0")]
+    BadEntry {
+        row: usize,
+        column: usize,
+        text: String,
+    },
+}
+
+/// The most unit transfers an instance may hold (memory grows with them).
+pub const MAX_TRANSFERS: u64 = 100_000_000;
+
+impl Transfers {
+    pub fn new(
+        clients: u32,
+        servers: u32,
+        edges: Vec<(u32, u32)>,
+    ) -> Result<Transfers, TransferError> {
+        for (index, &(client, server)) in edges.iter().enumerate() {
+            if client >= clients {
+                return Err(TransferError::NoSuchClient {
+                    index,
+                    client,
+                    clients,
+                });
+            }
+            if server >= servers {
+                return Err(TransferError::NoSuchServer {
+                    index,
+                    server,
+                    servers,
+                });
+            }
+        }
+        Ok(Transfers {
+            clients,
+            servers,
+            edges,
+        })
+    }
+
+    /// From a matrix of counts: `rows[c][s]` unit transfers from client `c`
+    /// to server `s`. Each client's transfers are issued server by server,
+    /// clients taking turns (client 0's first, client 1's first, ...), the
+    /// arrival order FCFS follows.
+    pub fn from_counts(rows: &[Vec<u64>]) -> Result<Transfers, TransferError> {
+        let width = rows.first().map_or(0, Vec::len);
+        if rows.is_empty() || width == 0 {
+            return Err(TransferError::Empty);
+        }
+        if let Some((row, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != width) {
+            return Err(TransferError::Ragged {
+                row,
+                got: r.len(),
+                expected: width,
+            });
+        }
+        let count: u64 = rows.iter().flatten().sum();
+        if count > MAX_TRANSFERS {
+            return Err(TransferError::TooMany {
+                count,
+                max: MAX_TRANSFERS,
+            });
+        }
+        // Each client's own list, server by server; then round robin over the clients.
+        let mut own: Vec<std::collections::VecDeque<u32>> = rows
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .enumerate()
+                    .flat_map(|(s, &n)| std::iter::repeat(s as u32).take(n as usize))
+                    .collect()
+            })
+            .collect();
+        let mut edges = Vec::with_capacity(count as usize);
+        while edges.len() < count as usize {
+            for (c, list) in own.iter_mut().enumerate() {
+                if let Some(s) = list.pop_front() {
+                    edges.push((c as u32, s));
+                }
+            }
+        }
+        Transfers::new(rows.len() as u32, width as u32, edges)
+    }
+
+    pub fn clients(&self) -> u32 {
+        self.clients
+    }
+    pub fn servers(&self) -> u32 {
+        self.servers
+    }
+    pub fn edges(&self) -> &[(u32, u32)] {
+        &self.edges
+    }
+
+    /// Node `client` is node `client`; server `s` is node `clients + s`.
+    fn degrees(&self) -> Vec<u32> {
+        let mut d = vec![0u32; (self.clients + self.servers) as usize];
+        for &(c, s) in &self.edges {
+            d[c as usize] += 1;
+            d[(self.clients + s) as usize] += 1;
+        }
+        d
+    }
+
+    /// Δ: the largest number of transfers any client or server takes part
+    /// in, the length of the shortest schedule (König).
+    pub fn max_degree(&self) -> u32 {
+        self.degrees().into_iter().max().unwrap_or(0)
+    }
+}
+
+/// A schedule: the transfers (edge indices) of each step, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Schedule {
+    pub steps: Vec<Vec<u32>>,
+}
+
+impl Schedule {
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// Checks that no client or server is in two transfers of one step
+    /// (proper) and that every transfer is scheduled exactly once (complete).
+    pub fn check(&self, t: &Transfers) -> Result<(), String> {
+        let mut seen = vec![false; t.edges.len()];
+        let mut busy = vec![u32::MAX; (t.clients + t.servers) as usize];
+        for (step, edges) in self.steps.iter().enumerate() {
+            for &e in edges {
+                let Some(&(c, s)) = t.edges.get(e as usize) else {
+                    return Err(format!("step {step}: transfer {e} does not exist"));
+                };
+                if std::mem::replace(&mut seen[e as usize], true) {
+                    return Err(format!("step {step}: transfer {e} scheduled twice"));
+                }
+                for node in [c as usize, (t.clients + s) as usize] {
+                    if busy[node] == step as u32 {
+                        return Err(format!(
+                            "step {step}: transfer {e} shares an endpoint with another"
+                        ));
+                    }
+                    busy[node] = step as u32;
+                }
+            }
+        }
+        match seen.iter().position(|&x| !x) {
+            Some(e) => Err(format!("transfer {e} is never scheduled")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The scheduling heuristics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Heuristic {
+    /// First come, first served: each step takes, in arrival order, every
+    /// transfer whose client and server are still free (Jain et al.).
+    Fcfs,
+    /// Highest degree first: each step visits the clients and servers by
+    /// remaining degree, highest first; a free one takes the transfer to
+    /// its free partner of highest remaining degree (Jain et al.).
+    Hdf,
+    /// Highest common degree first: each step takes transfers by the sum of
+    /// their endpoints' remaining degrees, highest first (Jain et al.).
+    Hcdf,
+    /// Uniformly at random: each step, every client bids one of its
+    /// transfers at random and every server takes one bid at random
+    /// (Durand et al.).
+    Uar,
+    /// UAR with `passes` rounds of bidding per step: clients whose bid was
+    /// refused bid again, for servers still free (Durand et al.'s MPASSES).
+    MPasses { passes: u32 },
+}
+
+impl Heuristic {
+    pub const NAMES: [&'static str; 5] = ["fcfs", "hdf", "hcdf", "uar", "m-passes"];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Heuristic::Fcfs => "fcfs",
+            Heuristic::Hdf => "hdf",
+            Heuristic::Hcdf => "hcdf",
+            Heuristic::Uar => "uar",
+            Heuristic::MPasses { .. } => "m-passes",
+        }
+    }
+}
+
+/// The schedule `heuristic` makes; `seed` drives the randomized ones.
+pub fn schedule(t: &Transfers, heuristic: Heuristic, seed: u64) -> Schedule {
+    let mut state = Remaining::new(t);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut steps = Vec::new();
+    while state.left > 0 {
+        let step = match heuristic {
+            Heuristic::Fcfs => state.fcfs_step(),
+            Heuristic::Hdf => state.hdf_step(),
+            Heuristic::Hcdf => state.hcdf_step(),
+            Heuristic::Uar => state.bidding_step(1, &mut rng),
+            Heuristic::MPasses { passes } => state.bidding_step(passes.max(1), &mut rng),
+        };
+        state.take(&step);
+        steps.push(step);
+    }
+    Schedule { steps }
+}
+
+/// The transfers not yet scheduled.
+struct Remaining<'a> {
+    t: &'a Transfers,
+    /// Per node (clients, then servers): its transfers; the done ones are
+    /// dropped when the list is next read.
+    incident: Vec<Vec<u32>>,
+    /// Per node: how many of its transfers are not done.
+    degree: Vec<usize>,
+    /// The transfers not done, in arrival order.
+    order: Vec<u32>,
+    done: Vec<bool>,
+    left: usize,
+    /// Per node: the step it was last taken in (`busy[n] == stamp`: busy now).
+    busy: Vec<u64>,
+    stamp: u64,
+}
+
+impl<'a> Remaining<'a> {
+    fn new(t: &'a Transfers) -> Remaining<'a> {
+        let nodes = (t.clients + t.servers) as usize;
+        let mut incident = vec![Vec::new(); nodes];
+        for (e, &(c, s)) in t.edges.iter().enumerate() {
+            incident[c as usize].push(e as u32);
+            incident[(t.clients + s) as usize].push(e as u32);
+        }
+        Remaining {
+            t,
+            degree: incident.iter().map(Vec::len).collect(),
+            incident,
+            order: (0..t.edges.len() as u32).collect(),
+            done: vec![false; t.edges.len()],
+            left: t.edges.len(),
+            busy: vec![0; nodes],
+            stamp: 0,
+        }
+    }
+
+    fn ends(&self, e: u32) -> (usize, usize) {
+        let (c, s) = self.t.edges[e as usize];
+        (c as usize, (self.t.clients + s) as usize)
+    }
+
+    fn degree(&self, node: usize) -> usize {
+        self.degree[node]
+    }
+
+    /// A node's transfers not done, in arrival order.
+    fn open(&mut self, node: usize) -> &[u32] {
+        let done = &self.done;
+        self.incident[node].retain(|&e| !done[e as usize]);
+        &self.incident[node]
+    }
+
+    /// Starts a step: every node free.
+    fn begin(&mut self) {
+        self.stamp += 1;
+    }
+
+    fn free(&self, node: usize) -> bool {
+        self.busy[node] != self.stamp
+    }
+
+    /// Takes `e` into the step being built if both its ends are free.
+    fn try_take(&mut self, e: u32, step: &mut Vec<u32>) -> bool {
+        let (a, b) = self.ends(e);
+        if self.done[e as usize] || !self.free(a) || !self.free(b) {
+            return false;
+        }
+        self.busy[a] = self.stamp;
+        self.busy[b] = self.stamp;
+        step.push(e);
+        true
+    }
+
+    /// Marks a finished step's transfers done.
+    fn take(&mut self, step: &[u32]) {
+        for &e in step {
+            self.done[e as usize] = true;
+            let (a, b) = self.ends(e);
+            self.degree[a] -= 1;
+            self.degree[b] -= 1;
+        }
+        self.left -= step.len();
+        let done = &self.done;
+        self.order.retain(|&e| !done[e as usize]);
+    }
+
+    fn fcfs_step(&mut self) -> Vec<u32> {
+        self.begin();
+        let mut step = Vec::new();
+        let order = std::mem::take(&mut self.order);
+        for &e in &order {
+            self.try_take(e, &mut step);
+        }
+        self.order = order;
+        step
+    }
+
+    fn hdf_step(&mut self) -> Vec<u32> {
+        self.begin();
+        let mut step = Vec::new();
+        let mut nodes: Vec<usize> = (0..self.incident.len())
+            .filter(|&n| self.degree(n) > 0)
+            .collect();
+        // Highest remaining degree first; ties: clients before servers, lower index first.
+        nodes.sort_by_key(|&n| (std::cmp::Reverse(self.degree(n)), n));
+        for n in nodes {
+            if !self.free(n) {
+                continue;
+            }
+            let open = self.open(n).to_vec();
+            let best = open
+                .into_iter()
+                .filter(|&e| {
+                    let (a, b) = self.ends(e);
+                    self.free(if a == n { b } else { a })
+                })
+                .max_by_key(|&e| {
+                    let (a, b) = self.ends(e);
+                    let other = if a == n { b } else { a };
+                    (self.degree(other), std::cmp::Reverse(e))
+                });
+            if let Some(e) = best {
+                self.try_take(e, &mut step);
+            }
+        }
+        step
+    }
+
+    fn hcdf_step(&mut self) -> Vec<u32> {
+        self.begin();
+        let mut step = Vec::new();
+        // Transfers by the sum of their ends' degrees, highest first, ties in
+        // arrival order: a counting sort (the sums are at most 2Δ), so a
+        // step costs O(transfers left), not O(transfers left × log).
+        let order = std::mem::take(&mut self.order);
+        let key = |r: &Self, e: u32| {
+            let (a, b) = r.ends(e);
+            r.degree(a) + r.degree(b)
+        };
+        let top = order.iter().map(|&e| key(self, e)).max().unwrap_or(0);
+        let mut start = vec![0usize; top + 2];
+        for &e in &order {
+            start[top - key(self, e) + 1] += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut sorted = vec![0u32; order.len()];
+        for &e in &order {
+            let slot = &mut start[top - key(self, e)];
+            sorted[*slot] = e;
+            *slot += 1;
+        }
+        for e in sorted {
+            self.try_take(e, &mut step);
+        }
+        self.order = order;
+        step
+    }
+
+    fn bidding_step(&mut self, passes: u32, rng: &mut ChaCha8Rng) -> Vec<u32> {
+        self.begin();
+        let mut step = Vec::new();
+        let n_clients = self.t.clients as usize;
+        for _ in 0..passes {
+            // Every free client with a transfer to a free server bids one at random.
+            let mut bids: Vec<Vec<u32>> = vec![Vec::new(); self.t.servers as usize];
+            let mut any = false;
+            for c in 0..n_clients {
+                if !self.free(c) {
+                    continue;
+                }
+                let open: Vec<u32> = self
+                    .open(c)
+                    .to_vec()
+                    .into_iter()
+                    .filter(|&e| self.free(self.ends(e).1))
+                    .collect();
+                if let Some(&e) = open.choose(rng) {
+                    bids[self.t.edges[e as usize].1 as usize].push(e);
+                    any = true;
+                }
+            }
+            if !any {
+                break;
+            }
+            // Every server takes one bid at random.
+            for list in &bids {
+                if !list.is_empty() {
+                    let e = list[rng.gen_range(0..list.len())];
+                    self.try_take(e, &mut step);
+                }
+            }
+        }
+        step
+    }
+}
+
+/// An optimal schedule: a proper colouring of the transfers with exactly Δ
+/// colours (König), each colour one step.
+///
+/// The classic alternating-path construction: colour the transfers one by
+/// one; for transfer (u, v) take a colour α free at u and β free at v; if α
+/// is not free at v, swap α and β along the path from v whose transfers
+/// alternate α, β, ... (in a bipartite graph it cannot reach u), which
+/// frees α at v. Each node keeps which transfer holds each colour.
+pub fn optimal(t: &Transfers) -> Schedule {
+    let delta = t.max_degree() as usize;
+    if delta == 0 {
+        return Schedule::default();
+    }
+    let nodes = (t.clients + t.servers) as usize;
+    const NONE: u32 = u32::MAX;
+    // at[node * delta + colour] = the transfer of that colour at node.
+    let mut at = vec![NONE; nodes * delta];
+    let mut colour = vec![0u32; t.edges.len()];
+    // Per node, a hint below which every colour is taken (colours are used low first).
+    let mut first_free = vec![0usize; nodes];
+    let free_at = |at: &[u32], first_free: &mut [usize], n: usize| -> usize {
+        let mut c = first_free[n];
+        while at[n * delta + c] != NONE {
+            c += 1;
+        }
+        first_free[n] = c;
+        c
+    };
+    let ends = |e: usize| {
+        let (c, s) = t.edges[e];
+        (c as usize, (t.clients + s) as usize)
+    };
+    let mut path: Vec<usize> = Vec::new();
+    for e in 0..t.edges.len() {
+        let (u, v) = ends(e);
+        let alpha = free_at(&at, &mut first_free, u);
+        if at[v * delta + alpha] != NONE {
+            let beta = free_at(&at, &mut first_free, v);
+            // The path from v: its alpha transfer, then the beta one at the far end, ...
+            path.clear();
+            let (mut node, mut want, mut other) = (v, alpha, beta);
+            loop {
+                let f = at[node * delta + want];
+                if f == NONE {
+                    break;
+                }
+                path.push(f as usize);
+                let (a, b) = ends(f as usize);
+                node = if a == node { b } else { a };
+                std::mem::swap(&mut want, &mut other);
+            }
+            // Swap the two colours along it: clear, then set.
+            for &f in &path {
+                let (a, b) = ends(f);
+                let c = colour[f] as usize;
+                at[a * delta + c] = NONE;
+                at[b * delta + c] = NONE;
+                first_free[a] = first_free[a].min(c);
+                first_free[b] = first_free[b].min(c);
+            }
+            for &f in &path {
+                let (a, b) = ends(f);
+                let c = if colour[f] as usize == alpha {
+                    beta
+                } else {
+                    alpha
+                };
+                colour[f] = c as u32;
+                at[a * delta + c] = f as u32;
+                at[b * delta + c] = f as u32;
+            }
+        }
+        debug_assert_eq!(at[v * delta + alpha], NONE);
+        colour[e] = alpha as u32;
+        at[u * delta + alpha] = e as u32;
+        at[v * delta + alpha] = e as u32;
+    }
+    let mut steps = vec![Vec::new(); delta];
+    for (e, &c) in colour.iter().enumerate() {
+        steps[c as usize].push(e as u32);
+    }
+    steps.retain(|s| !s.is_empty());
+    Schedule { steps }
+}
+
+/// Reads a matrix: one row per client, one number per server, separated by
+/// commas or blanks; blank lines and `#` comments are skipped. Rows and
+/// columns in errors count from 1, as an editor shows them.
+pub fn parse_counts(text: &str) -> Result<Vec<Vec<u64>>, TransferError> {
+    let mut rows = Vec::new();
+    for (line, raw) in text.lines().enumerate() {
+        let content = raw.split('#').next().unwrap_or("").trim();
+        if content.is_empty() {
+            continue;
+        }
+        let row = content
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|x| !x.is_empty())
+            .enumerate()
+            .map(|(column, x)| {
+                x.parse::<u64>().map_err(|_| TransferError::BadEntry {
+                    row: line + 1,
+                    column: column + 1,
+                    text: x.to_string(),
+                })
+            })
+            .collect::<Result<Vec<u64>, _>>()?;
+        rows.push(row);
+    }
+    let width = rows.first().map_or(0, Vec::len);
+    if let Some((row, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != width) {
+        return Err(TransferError::Ragged {
+            row: row + 1,
+            got: r.len(),
+            expected: width,
+        });
+    }
+    Ok(rows)
+}
+
+/// Sizes (bytes) as unit transfers of `unit` bytes each (the last of a
+/// pair rounded up): what the colouring of weighted transfers schedules.
+pub fn split_sizes(rows: &[Vec<u64>], unit: u64) -> Vec<Vec<u64>> {
+    let unit = unit.max(1);
+    rows.iter()
+        .map(|r| r.iter().map(|&b| b.div_ceil(unit)).collect())
+        .collect()
+}
+
+/// Transfers of different sizes (bytes): no schedule of least makespan is
+/// known in polynomial time (open shop), so this is the bound every
+/// schedule must meet: the largest total any one client or server moves.
+pub fn load_bound(rows: &[Vec<u64>]) -> u64 {
+    let clients = rows
+        .iter()
+        .map(|r| r.iter().sum::<u64>())
+        .max()
+        .unwrap_or(0);
+    let width = rows.first().map_or(0, Vec::len);
+    let servers = (0..width)
+        .map(|s| {
+            rows.iter()
+                .map(|r| r.get(s).copied().unwrap_or(0))
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap_or(0);
+    clients.max(servers)
+}
+
+/// A random instance: each (client, server) pair gets a transfer count
+/// drawn from 0..=`max_per_pair` with probability `density`, else 0.
+pub fn random_counts(
+    clients: u32,
+    servers: u32,
+    density: f64,
+    max_per_pair: u64,
+    seed: u64,
+) -> Vec<Vec<u64>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..clients)
+        .map(|_| {
+            (0..servers)
+                .map(|_| {
+                    if rng.gen_bool(density.clamp(0.0, 1.0)) {
+                        rng.gen_range(1..=max_per_pair.max(1))
+                    } else {
+                        0
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The Clusterfile paper's Figure 1: P1 and P2 issue T1 (P1 to D1), T2
+    /// (P2 to D2), T3 (P1 to D3), T4 (P2 to D3), in that order.
+    fn figure_1() -> Transfers {
+        Transfers::new(2, 3, vec![(0, 0), (1, 1), (0, 2), (1, 2)]).unwrap()
+    }
+
+    #[test]
+    fn figure_1_fcfs_takes_three_steps_hcdf_and_the_optimum_two() {
+        let t = figure_1();
+        assert_eq!(t.max_degree(), 2);
+        let fcfs = schedule(&t, Heuristic::Fcfs, 0);
+        assert_eq!(fcfs.steps, vec![vec![0, 1], vec![2], vec![3]]);
+        let hcdf = schedule(&t, Heuristic::Hcdf, 0);
+        assert_eq!(hcdf.len(), 2);
+        assert_eq!(optimal(&t).len(), 2);
+        for s in [fcfs, hcdf, optimal(&t)] {
+            s.check(&t).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_bad_schedule_is_caught() {
+        let t = figure_1();
+        let twice = Schedule {
+            steps: vec![vec![2, 3], vec![0, 1]],
+        };
+        assert!(twice.check(&t).unwrap_err().contains("shares an endpoint"));
+        let missing = Schedule {
+            steps: vec![vec![0, 1]],
+        };
+        assert!(missing.check(&t).unwrap_err().contains("never scheduled"));
+        let repeated = Schedule {
+            steps: vec![vec![0, 1], vec![0], vec![2], vec![3]],
+        };
+        assert!(repeated.check(&t).unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn bad_instances_name_the_problem() {
+        assert_eq!(
+            Transfers::new(2, 2, vec![(0, 0), (2, 1)]).unwrap_err(),
+            TransferError::NoSuchClient {
+                index: 1,
+                client: 2,
+                clients: 2
+            }
+        );
+        assert_eq!(
+            Transfers::from_counts(&[]).unwrap_err(),
+            TransferError::Empty
+        );
+        assert_eq!(
+            Transfers::from_counts(&[vec![1, 2], vec![3]]).unwrap_err(),
+            TransferError::Ragged {
+                row: 1,
+                got: 1,
+                expected: 2
+            }
+        );
+        assert_eq!(
+            parse_counts("1, 2\n# note\n\n3 4 # tail\n").unwrap(),
+            vec![vec![1, 2], vec![3, 4]]
+        );
+        let bad = |text: &str| parse_counts(text).unwrap_err().to_string();
+        assert_eq!(
+            bad("1 2\n3 -4\n"),
+            "row 2, column 2: \"-4\" is not a whole number >= 0"
+        );
+        assert_eq!(
+            bad("1 2\n3 x\n"),
+            "row 2, column 2: \"x\" is not a whole number >= 0"
+        );
+        assert_eq!(bad("1 2\n3\n"), "row 2: has 1 columns, the first row has 2");
+        assert_eq!(split_sizes(&[vec![10, 0, 4]], 4), vec![vec![3, 0, 1]]);
+    }
+
+    #[test]
+    fn counts_become_transfers_with_the_clients_taking_turns() {
+        let t = Transfers::from_counts(&[vec![2, 0], vec![0, 1]]).unwrap();
+        assert_eq!(t.edges(), &[(0, 0), (1, 1), (0, 0)]);
+        assert_eq!(t.max_degree(), 2);
+        assert_eq!(load_bound(&[vec![2, 0], vec![0, 1]]), 2);
+    }
+
+    fn instance() -> impl Strategy<Value = Transfers> {
+        (1u32..8, 1u32..8).prop_flat_map(|(c, s)| {
+            prop::collection::vec((0..c, 0..s), 0..60)
+                .prop_map(move |edges| Transfers::new(c, s, edges).unwrap())
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn every_schedule_is_proper_and_complete_and_the_optimum_uses_delta_steps(
+            t in instance(), seed in any::<u64>()
+        ) {
+            let opt = optimal(&t);
+            opt.check(&t).map_err(TestCaseError::fail)?;
+            prop_assert_eq!(opt.len(), t.max_degree() as usize);
+            for h in [Heuristic::Fcfs, Heuristic::Hdf, Heuristic::Hcdf, Heuristic::Uar,
+                      Heuristic::MPasses { passes: 3 }] {
+                let s = schedule(&t, h, seed);
+                s.check(&t).map_err(TestCaseError::fail)?;
+                prop_assert!(s.len() >= opt.len(), "{h:?} beat the optimum");
+            }
+        }
+
+        #[test]
+        fn the_randomized_heuristics_are_deterministic_for_a_seed(t in instance(), seed in any::<u64>()) {
+            for h in [Heuristic::Uar, Heuristic::MPasses { passes: 2 }] {
+                prop_assert_eq!(schedule(&t, h, seed), schedule(&t, h, seed));
+            }
+        }
+    }
+}
