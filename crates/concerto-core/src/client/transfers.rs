@@ -615,8 +615,8 @@ pub fn load_bound(rows: &[Vec<u64>]) -> u64 {
     clients.max(servers)
 }
 
-/// A random instance: each (client, server) pair gets a transfer count
-/// drawn from 0..=`max_per_pair` with probability `density`, else 0.
+/// A random instance: with probability `density` a (client, server) pair
+/// gets a count drawn from 1..=`max_per_pair`, else 0; seeded.
 pub fn random_counts(
     clients: u32,
     servers: u32,
