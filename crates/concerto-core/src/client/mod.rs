@@ -1,6 +1,8 @@
 //! The client side of scheduling: how a client (or a group of clients)
-//! orders and plans its transfers to the I/O servers. `transfers` is the
-//! parallel I/O scheduling problem of Clusterfile's Section 2, with its
-//! heuristics and an optimal schedule.
+//! orders and plans its transfers to the I/O servers. `ordering` is the
+//! order one client sends its blocks in (Clusterfile's first-, random- and
+//! hash-IOS, Section 6); `transfers` is the parallel I/O scheduling problem
+//! of Clusterfile's Section 2, with its heuristics and an optimal schedule.
 
+pub mod ordering;
 pub mod transfers;
