@@ -281,6 +281,11 @@ struct Remaining<'a> {
     /// Per node: the step it was last taken in (`busy[n] == stamp`: busy now).
     busy: Vec<u64>,
     stamp: u64,
+    /// Clients and servers with transfers left, and how many of each the
+    /// step being built has taken: once one side is all taken, no other
+    /// transfer fits in the step, and the scan stops.
+    active: [usize; 2],
+    taken: [usize; 2],
 }
 
 impl<'a> Remaining<'a> {
@@ -291,6 +296,14 @@ impl<'a> Remaining<'a> {
             incident[c as usize].push(e as u32);
             incident[(t.clients + s) as usize].push(e as u32);
         }
+        let active = [
+            (0..t.clients as usize)
+                .filter(|&n| !incident[n].is_empty())
+                .count(),
+            (t.clients as usize..nodes)
+                .filter(|&n| !incident[n].is_empty())
+                .count(),
+        ];
         Remaining {
             t,
             degree: incident.iter().map(Vec::len).collect(),
@@ -300,7 +313,14 @@ impl<'a> Remaining<'a> {
             left: t.edges.len(),
             busy: vec![0; nodes],
             stamp: 0,
+            active,
+            taken: [0, 0],
         }
+    }
+
+    /// No more transfer fits in the step being built.
+    fn full(&self) -> bool {
+        self.taken[0] == self.active[0] || self.taken[1] == self.active[1]
     }
 
     fn ends(&self, e: u32) -> (usize, usize) {
@@ -322,6 +342,7 @@ impl<'a> Remaining<'a> {
     /// Starts a step: every node free.
     fn begin(&mut self) {
         self.stamp += 1;
+        self.taken = [0, 0];
     }
 
     fn free(&self, node: usize) -> bool {
@@ -336,6 +357,8 @@ impl<'a> Remaining<'a> {
         }
         self.busy[a] = self.stamp;
         self.busy[b] = self.stamp;
+        self.taken[0] += 1;
+        self.taken[1] += 1;
         step.push(e);
         true
     }
@@ -347,6 +370,8 @@ impl<'a> Remaining<'a> {
             let (a, b) = self.ends(e);
             self.degree[a] -= 1;
             self.degree[b] -= 1;
+            self.active[0] -= usize::from(self.degree[a] == 0);
+            self.active[1] -= usize::from(self.degree[b] == 0);
         }
         self.left -= step.len();
         let done = &self.done;
@@ -358,6 +383,9 @@ impl<'a> Remaining<'a> {
         let mut step = Vec::new();
         let order = std::mem::take(&mut self.order);
         for &e in &order {
+            if self.full() {
+                break;
+            }
             self.try_take(e, &mut step);
         }
         self.order = order;
@@ -373,6 +401,9 @@ impl<'a> Remaining<'a> {
         // Highest remaining degree first; ties: clients before servers, lower index first.
         nodes.sort_by_key(|&n| (std::cmp::Reverse(self.degree(n)), n));
         for n in nodes {
+            if self.full() {
+                break;
+            }
             if !self.free(n) {
                 continue;
             }
@@ -421,6 +452,9 @@ impl<'a> Remaining<'a> {
             *slot += 1;
         }
         for e in sorted {
+            if self.full() {
+                break;
+            }
             self.try_take(e, &mut step);
         }
         self.order = order;
