@@ -60,5 +60,5 @@ def test_bad_matrices_and_specs_name_the_problem(tmp_path: Path) -> None:
     assert "no rows or no columns" in err("# nothing\n")
     assert "give one of --matrix FILE or --random SPEC" in err(None)
     assert "--random: give servers, density, max" in err(None, "--random", "clients=4")
-    assert "--random: clients='x' is not a int" in err(None, "--random", "clients=x,servers=2,density=1,max=1")
+    assert "--random: clients='x' is not a whole number" in err(None, "--random", "clients=x,servers=2,density=1,max=1")
     assert 'unknown schedule "lifo"' in err("1 1\n", "--show", "lifo")

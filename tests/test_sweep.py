@@ -204,6 +204,7 @@ def test_a_scenario_sweep_runs_each_distinct_run_once(tmp_path: Path) -> None:
     (WORKLOAD_SWEEP.replace('x = "io_stress"', 'x = "noise"'), "sweep.plots\\[0\\].x: 'noise' is not a swept key"),
     (WORKLOAD_SWEEP.replace("sigma_s = 10", "sigma_s = 10\nwidth = 3"), "unknown field `width`"),
     (SCENARIO_SWEEP.replace('"coordinated"]', '"lifo"]'), "sweep.policies: unknown policy 'lifo'"),
+    (WORKLOAD_SWEEP.replace("reps = 3", "reps = 3\npolices = []"), "sweep.polices: unknown key"),
     (SCENARIO_SWEEP.replace('"apps[0].instances" = [2, 3]', '"apps[0].instances" = [0]'), "apps\\[0\\].instances"),
 ])
 def test_bad_sweep_files_name_the_key(text: str, message: str) -> None:

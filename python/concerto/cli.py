@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from concerto import __version__, _native
 from concerto.report import apps_csv, compare_plot, compare_table, runset_table, write_json
 from concerto.sim import ScenarioSource, simulate
-from concerto.sweep import policy_override
+from concerto.sweep import default_workers, policy_override
 
 console = Console()
 err_console = Console(stderr=True)
@@ -174,9 +174,9 @@ def sim_workload_generate(spec: Path, seed: int) -> None:
     click.echo(fluid.generate(spec, seed))
 
 
-workers_opt = click.option("--workers", type=click.IntRange(min=1, max=1024), default=None,
-                           help="Local worker processes (default: the CPU count, at most 8), or Dask workers "
-                                "with --dask local.")
+workers_opt = click.option("--workers", type=click.IntRange(min=1, max=1024), default=default_workers,
+                           show_default="the CPU count, at most 8",
+                           help="Local worker processes, or Dask workers with --dask local.")
 dask_opt = click.option("--dask", "dask", default=None, metavar="ADDRESS|local",
                         help="Run on a Dask distributed cluster: its scheduler's address (tcp://host:8786), or "
                              "'local' to start a LocalCluster of --workers processes.")
@@ -195,7 +195,7 @@ dask_opt = click.option("--dask", "dask", default=None, metavar="ADDRESS|local",
 @click.option("--seed", type=click.IntRange(min=0, max=2**64 - 1), default=None,
               help="Seed of the first repetition (default: the file's).")
 @guarded
-def sim_sweep(sweep_file: Path, reps: int | None, quick: bool, workers: int | None, dask: str | None,
+def sim_sweep(sweep_file: Path, reps: int | None, quick: bool, workers: int, dask: str | None,
               out: Path | None, fresh: bool, seed: int | None) -> None:
     """Run every (point x policy x repetition) of a sweep file (docs/sweeps.md): a request-level [scenario]
     or a fluid-mode [workload]. Resumable: runs already in OUT/runs.jsonl are not redone."""
@@ -205,7 +205,7 @@ def sim_sweep(sweep_file: Path, reps: int | None, quick: bool, workers: int | No
     if seed is not None:
         sw.seed = seed
     out = out or Path("results") / sw.id
-    result = sweeps.run_sweep(sw, out=out, workers=workers or sweeps.default_workers(), dask=dask, fresh=fresh)
+    result = sweeps.run_sweep(sw, out=out, workers=workers, dask=dask, fresh=fresh)
     console.print(sweeps.summary_table(sw, result.rows))
     reused = f" ({result.reused} tasks reused from {out / 'runs.jsonl'})" if result.reused else ""
     console.print(f"wrote {out / 'runs.csv'} ({len(result.rows)} runs){reused}" +
@@ -278,11 +278,9 @@ def _reproduce(module: str, out: Path, quick: bool, seed: int | None, **sweep_op
 @workers_opt
 @dask_opt
 @guarded
-def reproduce_coordination(quick: bool, out: Path, seed: int | None, workers: int | None, dask: str | None) -> None:
+def reproduce_coordination(quick: bool, out: Path, seed: int | None, workers: int, dask: str | None) -> None:
     """Server-side I/O coordination: Figures 3, 5, 6, 7, 8 and formulas (1)-(2)."""
-    from concerto.sweep import default_workers
-
-    _reproduce("coordination", out, quick, seed, workers=workers or default_workers(), dask=dask)
+    _reproduce("coordination", out, quick, seed, workers=workers, dask=dask)
 
 
 @reproduce.command("vpfs")
@@ -293,12 +291,10 @@ def reproduce_coordination(quick: bool, out: Path, seed: int | None, workers: in
 @workers_opt
 @dask_opt
 @guarded
-def reproduce_vpfs(quick: bool, out: Path, seed: int | None, workers: int | None, dask: str | None) -> None:
+def reproduce_vpfs(quick: bool, out: Path, seed: int | None, workers: int, dask: str | None) -> None:
     """vPFS+: BTIO, WRF and md-test under SFQ(D)+, SFQ(D), native and Capped; slot-cost sweep; total-service
     sharing."""
-    from concerto.sweep import default_workers
-
-    _reproduce("vpfs", out, quick, seed, workers=workers or default_workers(), dask=dask)
+    _reproduce("vpfs", out, quick, seed, workers=workers, dask=dask)
 
 
 @reproduce.command("total-service")
@@ -321,12 +317,10 @@ def reproduce_total_service(quick: bool, out: Path, seed: int | None) -> None:
 @workers_opt
 @dask_opt
 @guarded
-def reproduce_iosets(quick: bool, out: Path, seed: int | None, workers: int | None, dask: str | None) -> None:
+def reproduce_iosets(quick: bool, out: Path, seed: int | None, workers: int, dask: str | None) -> None:
     """IO-SETS in the fluid mode: Sections VI-A (nH, I/O stress 0.8 and 0.2, noise), VI-B1 (spread of w_iter)
     and VI-B2 (a fourth profile against CLAIRVOYANT), 200 repetitions."""
-    from concerto.sweep import default_workers
-
-    _reproduce("iosets", out, quick, seed, workers=workers or default_workers(), dask=dask)
+    _reproduce("iosets", out, quick, seed, workers=workers, dask=dask)
 
 
 @main.group()

@@ -28,7 +28,8 @@ def parse_random(spec: str) -> dict:
         try:
             out[key] = RANDOM_KEYS[key](value)
         except ValueError:
-            raise _native.ConfigError(f"--random: {key}={value!r} is not a {RANDOM_KEYS[key].__name__}") from None
+            kind = "a whole number" if RANDOM_KEYS[key] is int else "a number"
+            raise _native.ConfigError(f"--random: {key}={value!r} is not {kind}") from None
     missing = [k for k in ("clients", "servers", "density", "max") if k not in out]
     if missing:
         raise _native.ConfigError(f"--random: give {', '.join(missing)} (e.g. clients=8,servers=8,density=0.5,max=4)")

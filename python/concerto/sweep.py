@@ -84,6 +84,12 @@ class Point:
         sets = [f"{k}={toml_literal(v)}" for k, v in self.params.items() if not k.startswith("policy.") or k in accepted]
         return [*sets, f"policy.kind={policy}"]
 
+    def policy_table(self, policy: str) -> dict[str, Any]:
+        """The ``[policy]`` table ``policy`` runs with at this point: its
+        kind and the swept ``policy.*`` keys it takes."""
+        accepted = _accepted(policy)
+        return {"kind": policy, **{k.removeprefix("policy."): v for k, v in self.params.items() if k in accepted}}
+
 
 def _expand_keys(key: str, n_apps: int) -> list[str]:
     if "apps[*]" in key:
@@ -159,7 +165,6 @@ class Sweep:
     rules: dict[str, str] = field(default_factory=dict)
     window: tuple[float, float] = (1000.0, 9000.0)
     plots: list[Plot] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
     # The base table as canonical JSON: what a run depends on (the rest of
     # the file, such as the repetitions, is not).
     base: str = ""
@@ -169,6 +174,11 @@ class Sweep:
     @property
     def metrics(self) -> list[str]:
         return SCENARIO_METRICS if self.kind == "scenario" else WORKLOAD_METRICS
+
+    def metrics_of(self, row: dict[str, Any]) -> dict[str, Any]:
+        """What a tidy row measured: the row without its ids and its point's parameters."""
+        params = self.points[row["point"]].params
+        return {k: v for k, v in row.items() if k not in _ROW_IDS and k not in params}
 
     def columns(self) -> list[str]:
         """The parameters that vary, in the order the file gives them."""
@@ -212,6 +222,9 @@ def parse_sweep(text: str, label: str, quick: bool = False, reps: int | None = N
     kind = bases[0]
     known = {"id", "title", "policies", "reps", "seed", "axes", "cases", "quick", "rules", "window_s", "plots"}
     settings = dict(settings)
+    unknown_keys = sorted(set(settings) - known)
+    if unknown_keys:
+        raise _bad(label, f"sweep.{unknown_keys[0]}", f"unknown key (known: {', '.join(sorted(known))})")
     quick_table = settings.get("quick", {})
     if not isinstance(quick_table, dict):
         raise _bad(label, "sweep.quick", "must be a table")
@@ -254,7 +267,6 @@ def parse_sweep(text: str, label: str, quick: bool = False, reps: int | None = N
         points=points,
         text=text,
         label=label,
-        extra={k: v for k, v in settings.items() if k not in known},
     )
     _read_policies(sweep, settings)
     if kind == "workload":
@@ -449,7 +461,6 @@ class RunLog:
     it finishes. A line cut short by a crash is ignored (its task reruns)."""
 
     def __init__(self, path: Path | None, fresh: bool):
-        self.path = path
         self.done: dict[str, list[dict[str, Any]]] = {}
         self._file = None
         if path is None:
@@ -642,11 +653,9 @@ def aggregate(sweep: Sweep, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     parameters under ``params``."""
     out = []
     for (i, policy), cell in by_cell(rows).items():
-        params = sweep.points[i].params
-        row: dict[str, Any] = {"experiment": sweep.id, "policy": policy, "params": params, "point": i,
-                               "reps": len(cell)}
-        measured = [k for k in cell[0] if k not in _ROW_IDS and k not in params]
-        for m in measured:
+        row: dict[str, Any] = {"experiment": sweep.id, "policy": policy, "params": sweep.points[i].params,
+                               "point": i, "reps": len(cell)}
+        for m in sweep.metrics_of(cell[0]):
             values = [r[m] for r in cell if isinstance(r.get(m), (int, float)) and not isinstance(r.get(m), bool)]
             if not values:
                 continue

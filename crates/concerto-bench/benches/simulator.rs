@@ -6,7 +6,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 use concerto_core::job::{SetRule, Sets};
-use concerto_sim::fluid::{self, GeneratorSpec, GroupSpec};
+use concerto_sim::fluid::{self, GeneratorSpec};
 use concerto_sim::{simulate, Scenario};
 
 const FIG6_LARGEST: &str = r#"
@@ -159,33 +159,25 @@ fn service_sync_effect(c: &mut Criterion) {
     group.finish();
 }
 
-/// The fluid mode on io-sets.txt's workload size: 60 applications (20 of
-/// w_iter about 10 s, 100 s and 1,000 s each) over h = 20,000 s at I/O
-/// stress 0.8: about 45,400 I/O phases. Elements are I/O phases.
+/// The applications a generator file draws with seed 1, after `overrides`.
+fn generated(spec: &str, overrides: &[String]) -> Vec<fluid::FluidApp> {
+    let spec =
+        GeneratorSpec::from_toml_table(spec, None, overrides).expect("a valid generator file");
+    fluid::generate(&spec, 1)
+        .expect("a valid generator spec")
+        .into_iter()
+        .map(|g| g.app)
+        .collect()
+}
+
+/// The fluid mode on io-sets.txt's workload size, the workload the SimGrid
+/// side runs too (benches/simgrid/iosets_60.toml, seed 1): 60 applications
+/// (20 of w_iter about 10 s, 100 s and 1,000 s each) over h = 20,000 s at
+/// I/O stress 0.8, 45,437 I/O phases. Elements are I/O phases.
 fn fluid_phases_per_second(c: &mut Criterion) {
     let mut group = c.benchmark_group("fluid_iosets_60_apps");
     group.sample_size(20);
-    let spec = GeneratorSpec {
-        groups: [10.0, 100.0, 1000.0]
-            .iter()
-            .map(|&mu_s| GroupSpec {
-                count: 20,
-                mu_s,
-                sigma_s: mu_s / 10.0,
-            })
-            .collect(),
-        horizon_s: 20_000.0,
-        io_stress: 0.8,
-        noise: 0.0,
-        release: false,
-        min_w_iter_s: 0.01,
-        bandwidth: concerto_core::units::Bandwidth(1e9),
-    };
-    let apps: Vec<fluid::FluidApp> = fluid::generate(&spec, 1)
-        .expect("valid generator spec")
-        .into_iter()
-        .map(|g| g.app)
-        .collect();
+    let apps = generated(include_str!("../../../benches/simgrid/iosets_60.toml"), &[]);
     for (name, rule) in [
         ("set10", SetRule::Set10),
         ("fair-share", SetRule::FairShare),
@@ -209,27 +201,19 @@ fn fluid_phases_per_second(c: &mut Criterion) {
 /// the slope of log(time) against log(applications); docs/performance.md
 /// gives it.
 fn fluid_scaling(c: &mut Criterion) {
+    const SPEC: &str = r#"
+horizon_s = 10000
+io_stress = 0.8
+bandwidth = "1GB/s"
+[[groups]]
+count = 1
+mu_s = 100
+sigma_s = 10
+"#;
     let mut group = c.benchmark_group("fluid_scaling");
     group.sample_size(10);
     for n in [125u32, 250, 500, 1000] {
-        let spec = GeneratorSpec {
-            groups: vec![GroupSpec {
-                count: n,
-                mu_s: 100.0,
-                sigma_s: 10.0,
-            }],
-            horizon_s: 10_000.0,
-            io_stress: 0.8,
-            noise: 0.0,
-            release: false,
-            min_w_iter_s: 0.01,
-            bandwidth: concerto_core::units::Bandwidth(1e9),
-        };
-        let apps: Vec<fluid::FluidApp> = fluid::generate(&spec, 1)
-            .expect("valid generator spec")
-            .into_iter()
-            .map(|g| g.app)
-            .collect();
+        let apps = generated(SPEC, &[format!("groups[0].count={n}")]);
         let phases: usize = apps.iter().map(|a| a.phases.len()).sum();
         group.throughput(Throughput::Elements(phases as u64));
         for (name, rule) in [

@@ -336,15 +336,18 @@ fn with_quantiles(stats: &ServerStats) -> serde_json::Value {
     value
 }
 
+/// One stripe unit of a file: (stripe, first byte, last byte, server id, object offset).
+type StripeRow = (u64, u64, u64, u32, u64);
+
 /// The first `stripes` stripe units of a file of `size` bytes with layout
-/// (`unit`, `servers`), by core's layout: (stripe, first byte, last byte, server id, object offset).
+/// (`unit`, `servers`), by core's layout.
 #[pyfunction]
 pub fn stripe_map(
     unit: u64,
     servers: Vec<u32>,
     size: u64,
     stripes: u64,
-) -> PyResult<Vec<(u64, u64, u64, u32, u64)>> {
+) -> PyResult<Vec<StripeRow>> {
     let layout = concerto_core::StripeLayout::new(unit, servers)
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let shown = size.min(stripes.saturating_mul(unit));

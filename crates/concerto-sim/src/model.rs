@@ -894,7 +894,7 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    fn results(self) -> RunResult {
+    fn results(mut self) -> RunResult {
         let makespan = self.apps.iter().map(|a| a.end).max().unwrap_or(Time::ZERO);
         let apps: Vec<AppResult> = self
             .apps
@@ -960,7 +960,8 @@ impl<'a> Simulation<'a> {
             .iter()
             .flat_map(|a| a.completions.iter().copied())
             .collect();
-        let job = self.sc.job.as_ref().map(|job| self.job_result(job));
+        let sc = self.sc;
+        let job = sc.job.as_ref().map(|job| self.job_result(job));
         let mut result = RunResult::new(
             self.sc,
             self.seed,
@@ -978,12 +979,13 @@ impl<'a> Simulation<'a> {
 
     /// The phases as they ran, and the window metrics the fluid mode
     /// computes, over the same applications seen as compute and I/O phases.
-    fn job_result(&self, job: &JobConfig) -> JobResult {
-        let waits: Vec<f64> = self
-            .phases
-            .iter()
-            .map(|p| p.start_s - p.request_s)
-            .collect();
+    fn job_result(&mut self, job: &JobConfig) -> JobResult {
+        let run = FluidRun {
+            phases: std::mem::take(&mut self.phases),
+            app_end_s: self.apps.iter().map(|a| a.end.as_secs_f64()).collect(),
+            events: self.events.processed(),
+        };
+        let waited: f64 = run.phases.iter().map(|p| p.start_s - p.request_s).sum();
         let metrics = job
             .window_s
             .zip(job.bandwidth)
@@ -1005,24 +1007,19 @@ impl<'a> Simulation<'a> {
                         }
                     })
                     .collect();
-                let run = FluidRun {
-                    phases: self.phases.clone(),
-                    app_end_s: self.apps.iter().map(|a| a.end.as_secs_f64()).collect(),
-                    events: self.events.processed(),
-                };
                 window_metrics(&apps, &run, bandwidth.0, begin, end).expect(
                     "validated: the window ends after it begins, and there are applications",
                 )
             });
         JobResult {
-            phases: self.phases.len() as u64,
-            mean_wait_s: if waits.is_empty() {
+            phases: run.phases.len() as u64,
+            mean_wait_s: if run.phases.is_empty() {
                 0.0
             } else {
-                waits.iter().sum::<f64>() / waits.len() as f64
+                waited / run.phases.len() as f64
             },
             metrics,
-            phase_records: self.phases.clone(),
+            phase_records: run.phases,
         }
     }
 }

@@ -2,6 +2,8 @@
 //! operations, its priorities reach the servers as SFQ weights, and the
 //! window metrics are the fluid mode's.
 
+mod common;
+use common::{error_of, scenario};
 use concerto_sim::fluid::{self, FluidApp, FluidPhase};
 use concerto_sim::{simulate, Scenario};
 
@@ -40,11 +42,6 @@ workload = "phases"
 op = "write"
 phases = [[0.0, 8388608], [1.0, 8388608]]
 "#;
-
-fn scenario(text: &str, sets: &[&str]) -> Scenario {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    Scenario::from_toml(text, &sets).unwrap_or_else(|e| panic!("{e}"))
-}
 
 #[test]
 fn exclusive_fcfs_runs_one_phase_at_a_time_in_request_order() {
@@ -195,12 +192,7 @@ fn a_scenario_without_a_job_table_has_no_job_results() {
 
 #[test]
 fn job_and_phases_errors_name_their_key() {
-    let err = |sets: &[&str]| {
-        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        Scenario::from_toml(PHASES, &sets)
-            .expect_err("invalid")
-            .to_string()
-    };
+    let err = |sets: &[&str]| error_of(PHASES, sets);
     assert!(err(&["apps[0].barrier=false"]).contains("apps[0].barrier"));
     assert!(
         err(&["job.window_s=[0.0, 10.0]"]).contains("job.bandwidth: required with job.window_s")

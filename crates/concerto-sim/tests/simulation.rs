@@ -1,6 +1,8 @@
 //! End-to-end checks of the simulator: determinism, conservation, the
 //! analytical model, and configuration errors that name their key.
 
+mod common;
+use common::{error_of, scenario};
 use concerto_core::analysis::{coordinated_expected_completion, fifo_expected_completion};
 use concerto_sim::{simulate, simulate_reps, Scenario};
 
@@ -20,11 +22,6 @@ processes = 8
 requests = 6
 request_size = "128KiB"
 "#;
-
-fn scenario(text: &str, sets: &[&str]) -> Scenario {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    Scenario::from_toml(text, &sets).unwrap_or_else(|e| panic!("{e}"))
-}
 
 #[test]
 fn same_seed_gives_identical_results() {
@@ -158,14 +155,6 @@ fn coordination_shortens_completion_under_contention() {
         coord.aggregate["avg_completion_s"].mean,
     );
     assert!(c < 0.95 * f, "coordinated {c} vs fifo {f}");
-}
-
-fn error_of(text: &str, sets: &[&str]) -> String {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    match Scenario::from_toml(text, &sets) {
-        Ok(_) => panic!("accepted: {sets:?}"),
-        Err(e) => e.to_string(),
-    }
 }
 
 #[test]

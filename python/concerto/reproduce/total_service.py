@@ -25,7 +25,6 @@ from typing import Callable
 from rich.console import Console
 from rich.table import Table
 
-from concerto import _native
 from concerto import cluster as local
 from concerto import fs
 from concerto.reproduce import Claim, experiments_dir
@@ -144,8 +143,7 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     out.mkdir(parents=True, exist_ok=True)
     for name in sweep.policies:
         # The real servers run the very policy table the simulated run took.
-        policy = {"kind": name, **{k.removeprefix("policy."): v for k, v in point.params.items()
-                                   if k.startswith("policy.") and k.removeprefix("policy.") in _native.policy_keys(name)}}
+        policy = point.policy_table(name)
         status(f"{name}: real cluster ...")
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="concerto-total-service-") as tmp:

@@ -89,15 +89,13 @@ def uneven_metrics(run: dict) -> dict:
             "reports": sum(s["service_reports"] for s in run["servers"])}
 
 
-_ROW_KEYS = {"sweep", "point", "policy", "rep", "seed"}
-
-
-def _pick(rows: list[dict], policy: str, where: dict | None = None) -> dict:
+def _pick(swept: tuple[Sweep, list[dict]], policy: str, where: dict | None = None) -> dict:
     """The metrics of the one run under ``policy`` whose swept keys have the
     values in ``where`` (``None``: not swept at that point)."""
+    sweep, rows = swept
     want = where or {}
     (row,) = [r for r in rows if r["policy"] == policy and all(r.get(k) == v for k, v in want.items())]
-    return {k: v for k, v in row.items() if k not in _ROW_KEYS and "." not in k and "[" not in k}
+    return sweep.metrics_of(row)
 
 
 def _sweep(name: str, measure: Callable, quick: bool, seed: int | None, out: Path, workers: int,
@@ -120,7 +118,7 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
         workers: int = 1, dask: str | None = None) -> list[Claim]:
     results: dict = {}
     status("BTIO Class A and C vs IOR")
-    _, btio = _sweep("btio_ior.toml", pair_metrics, quick, seed, out, workers, dask)
+    btio = _sweep("btio_ior.toml", pair_metrics, quick, seed, out, workers, dask)
     alone = {"apps[1].processes": 1}
     for case, subtype in (("btio_a", "simple"), ("btio_c", "full")):
         cls = {"apps[0].subtype": subtype}
@@ -128,7 +126,7 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
         rows |= {p: _pick(btio, p, {**cls, "apps[1].processes": None}) for p in POLICIES}
         results[case] = _relative(rows)
     status("WRF vs IOR, and over the slot cost L")
-    _, wrf = _sweep("wrf_ior.toml", pair_metrics, quick, seed, out, workers, dask)
+    wrf = _sweep("wrf_ior.toml", pair_metrics, quick, seed, out, workers, dask)
     default_l = {"policy.large_slots": 5}
     rows = {"standalone": _pick(wrf, "fifo", alone)}
     rows |= {p: _pick(wrf, p, default_l) for p in POLICIES}
@@ -138,11 +136,11 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     prof = profile.profile(str(experiments_dir() / "vpfs" / "wrf_ior.toml"), {"count": PROFILE_COUNT})
     results["profile"] = prof["recommendation"]
     status("two md-test instances, weights 2:1")
-    _, md = _sweep("mdtest_pair.toml", mdtest_metrics, quick, seed, out, workers, dask)
+    md = _sweep("mdtest_pair.toml", mdtest_metrics, quick, seed, out, workers, dask)
     results["mdtest"] = _pick(md, "sfq-d-plus")
     status("total-service sharing across servers")
-    uneven_sweep, uneven = _sweep("uneven.toml", uneven_metrics, quick, seed, out, workers, dask)
-    thresholds = [pt.params["policy.threshold"] for pt in uneven_sweep.points]
+    uneven = _sweep("uneven.toml", uneven_metrics, quick, seed, out, workers, dask)
+    thresholds = [pt.params["policy.threshold"] for pt in uneven[0].points]
     results["uneven"] = {"sfq-d-plus": _pick(uneven, "sfq-d-plus", {"policy.threshold": thresholds[0]})}
     for t in thresholds:
         results["uneven"][t] = _pick(uneven, "service-sync", {"policy.threshold": t})

@@ -234,8 +234,6 @@ pub enum Heuristic {
 }
 
 impl Heuristic {
-    pub const NAMES: [&'static str; 5] = ["fcfs", "hdf", "hcdf", "uar", "m-passes"];
-
     pub fn name(&self) -> &'static str {
         match self {
             Heuristic::Fcfs => "fcfs",
