@@ -1,12 +1,18 @@
-"""`concerto plan transfers`: the Clusterfile scheduling problem from the
-command line: heuristics against the optimum, and bad input named."""
+"""Clusterfile from the command line: `concerto plan transfers` (the
+scheduling problem: heuristics against the optimum, bad input named) and
+`concerto reproduce clusterfile` (the paper's claims, which can fail)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from conftest import concerto
+import copy
+
+import pytest
+from conftest import ROOT, concerto
+
+from concerto.reproduce import clusterfile
 
 
 def _plan(*args: str) -> dict:
@@ -62,3 +68,61 @@ def test_bad_matrices_and_specs_name_the_problem(tmp_path: Path) -> None:
     assert "--random: give servers, density, max" in err(None, "--random", "clients=4")
     assert "--random: clients='x' is not a whole number" in err(None, "--random", "clients=x,servers=2,density=1,max=1")
     assert 'unknown schedule "lifo"' in err("1 1\n", "--show", "lifo")
+
+
+@pytest.fixture(scope="module")
+def clusterfile_quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("clusterfile")
+    r = concerto("reproduce", "clusterfile", "--quick", "--out", str(out), cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def test_reproduce_clusterfile_quick_passes_every_claim(clusterfile_quick: Path) -> None:
+    claims = {c["id"]: c for c in json.loads((clusterfile_quick / "claims.json").read_text())}
+    assert set(claims) == {"c1a-hash-ios-beats-first-ios-at-large-b", "c1b-first-ios-falls-as-b-grows",
+                           "c1c-contiguous-write-spread", "c1d-contiguous-read-spread",
+                           "c2a-optimal-schedule-has-delta-steps", "c2b-figure-1",
+                           "c3-btio-span-smaller-but-material", "c4-heuristics-against-the-optimum"}
+    assert all(c["pass"] and "deviation" not in c for c in claims.values()), claims
+    report = (clusterfile_quick / "report.md").read_text()
+    assert "## Claims" in report and "![synthetic](synthetic.png)" in report
+    for f in ("synthetic.png", "btio_c.svg", "heuristics.png", "synthetic/runs.csv", "btio_c/runs.csv"):
+        assert (clusterfile_quick / f).exists(), f
+
+
+def _failing(results: dict) -> set[str]:
+    return {c.id for c in clusterfile.evaluate(results) if not c.passed}
+
+
+def test_clusterfile_claims_fail_when_the_shapes_are_wrong(clusterfile_quick: Path) -> None:
+    results = json.loads((clusterfile_quick / "results.json").read_text())
+    assert _failing(results) == set()
+
+    # hash-IOS no better than first-IOS, and first-IOS flat in b: c1a, c1b and the write spread fail.
+    flat = copy.deepcopy(results)
+    for c in flat["throughput"]["synthetic"]:
+        if c["op"] == "write":
+            c["throughput_MBps"] = 500.0
+    assert _failing(flat) >= {"c1a-hash-ios-beats-first-ios-at-large-b", "c1b-first-ios-falls-as-b-grows",
+                              "c1c-contiguous-write-spread"}
+
+    # A spread far beyond the paper's fails too, not only one too small.
+    wide = copy.deepcopy(results)
+    worst = min((c for c in wide["throughput"]["synthetic"] if c["op"] == "read"), key=lambda c: c["throughput_MBps"])
+    worst["throughput_MBps"] /= 10
+    assert "c1d-contiguous-read-spread" in _failing(wide)
+
+    # BTIO spanning as much as contiguous access fails c3.
+    same = copy.deepcopy(results)
+    same["throughput"]["btio_c"] = copy.deepcopy(results["throughput"]["synthetic"])
+    assert "c3-btio-span-smaller-but-material" in _failing(same)
+
+    # An optimum above Δ, or a heuristic beating a better-informed one, fails c2a and c4.
+    broken = copy.deepcopy(results)
+    broken["graphs"]["densities"][0]["optimal_is_delta"] = False
+    d = broken["graphs"]["densities"][-1]
+    d["hcdf_ratio"], d["fcfs_ratio"] = d["fcfs_ratio"] + 0.1, d["hcdf_ratio"]
+    broken["graphs"]["figure_1"]["hcdf"] = 3
+    assert _failing(broken) == {"c2a-optimal-schedule-has-delta-steps", "c2b-figure-1",
+                                "c4-heuristics-against-the-optimum"}

@@ -323,6 +323,20 @@ def reproduce_iosets(quick: bool, out: Path, seed: int | None, workers: int, das
     _reproduce("iosets", out, quick, seed, workers=workers, dask=dask)
 
 
+@reproduce.command("clusterfile")
+@click.option("--quick", is_flag=True, help="Three repetitions and fewer transfer graphs (a few seconds).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/clusterfile"),
+              show_default=True)
+@seed_opt
+@workers_opt
+@dask_opt
+@guarded
+def reproduce_clusterfile(quick: bool, out: Path, seed: int | None, workers: int, dask: str | None) -> None:
+    """Clusterfile's client-side I/O scheduling: first-, random- and hash-IOS over the schedule block
+    (Figures 2-5), and the transfer-scheduling heuristics against the optimum."""
+    _reproduce("clusterfile", out, quick, seed, workers=workers, dask=dask)
+
+
 @main.group()
 def plan() -> None:
     """Client-side plans: transfer schedules (Clusterfile)."""

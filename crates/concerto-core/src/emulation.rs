@@ -23,10 +23,18 @@ pub struct EmulationConfig {
     /// Requests served at once (1 for a disk arm, several for flash channels).
     #[serde(default = "one")]
     pub parallelism: u32,
+    /// Added for each segment after the first of a list request: scattering
+    /// (or gathering) its pieces into file blocks.
+    #[serde(default, skip_serializing_if = "no_time")]
+    pub segment: Time,
 }
 
 fn one() -> u32 {
     1
+}
+
+fn no_time(t: &Time) -> bool {
+    t.is_zero()
 }
 
 impl EmulationConfig {
@@ -38,6 +46,7 @@ impl EmulationConfig {
             latency: Time::from_micros(100),
             seek: Time::from_millis(8),
             parallelism: 1,
+            segment: Time::ZERO,
         }
     }
 
@@ -48,6 +57,7 @@ impl EmulationConfig {
             latency: Time::from_micros(80),
             seek: Time::ZERO,
             parallelism: 8,
+            segment: Time::ZERO,
         }
     }
 
@@ -80,8 +90,13 @@ impl EmulationConfig {
     }
 
     pub fn describe(&self) -> String {
+        let segment = if self.segment.is_zero() {
+            String::new()
+        } else {
+            format!(", {} per extra segment", self.segment)
+        };
         format!(
-            "{:.0} MB/s, {} per request, {} seek, {} at a time",
+            "{:.0} MB/s, {} per request, {} seek, {} at a time{segment}",
             self.bandwidth.0 / 1e6,
             self.latency,
             self.seek,
@@ -113,13 +128,26 @@ impl EmulatedDevice {
         &self.cfg
     }
 
-    /// Starts an access of `len` bytes at `offset` of `object` at `now`;
-    /// returns when it finishes. `len == 0` with `object == u64::MAX` is a
-    /// metadata operation: latency only, and it moves the head away.
-    pub fn start(&mut self, now: Time, object: u64, offset: u64, len: u64) -> Time {
+    /// Starts an access of `len` bytes at `offset` of `object`, in
+    /// `segments` pieces (1 unless it is list I/O), at `now`; returns when
+    /// it finishes.
+    pub fn start(
+        &mut self,
+        now: Time,
+        object: u64,
+        offset: u64,
+        len: u64,
+        segments: usize,
+    ) -> Time {
         let continues = self.last == Some((object, offset));
         let seek = if continues { Time::ZERO } else { self.cfg.seek };
-        let service = self.cfg.latency + seek + self.cfg.bandwidth.transfer_time(len);
+        let scatter = Time::from_nanos(
+            self.cfg
+                .segment
+                .as_nanos()
+                .saturating_mul(segments.saturating_sub(1) as u64),
+        );
+        let service = self.cfg.latency + seek + scatter + self.cfg.bandwidth.transfer_time(len);
         self.last = Some((object, offset.saturating_add(len)));
         self.occupy(now, service)
     }
@@ -155,16 +183,16 @@ mod tests {
     fn sequential_access_skips_the_seek_and_interleaving_pays_it() {
         let mut d = EmulatedDevice::new(EmulationConfig::hdd());
         let mb = 1_000_000;
-        let t1 = d.start(Time::ZERO, 1, 0, mb);
+        let t1 = d.start(Time::ZERO, 1, 0, mb, 1);
         assert_eq!(t1, Time::from_micros(100 + 8000 + 10_000));
-        let t2 = d.start(Time::ZERO, 1, mb, mb);
+        let t2 = d.start(Time::ZERO, 1, mb, mb, 1);
         assert_eq!(
             t2 - t1,
             Time::from_micros(100 + 10_000),
             "a continuation does not seek"
         );
-        let t3 = d.start(Time::ZERO, 2, 0, mb);
-        let t4 = d.start(Time::ZERO, 1, 2 * mb, mb);
+        let t3 = d.start(Time::ZERO, 2, 0, mb, 1);
+        let t4 = d.start(Time::ZERO, 1, 2 * mb, mb, 1);
         assert_eq!(
             t4 - t3,
             Time::from_micros(100 + 8000 + 10_000),
@@ -173,9 +201,22 @@ mod tests {
     }
 
     #[test]
+    fn list_requests_pay_for_each_extra_segment() {
+        let cfg = EmulationConfig {
+            segment: Time::from_micros(30),
+            ..EmulationConfig::ssd()
+        };
+        let mut d = EmulatedDevice::new(cfg);
+        let one = d.start(Time::ZERO, 1, 0, 4096, 1);
+        let mut d = EmulatedDevice::new(d.config().clone());
+        let five = d.start(Time::ZERO, 1, 0, 4096, 5);
+        assert_eq!(five - one, Time::from_micros(4 * 30));
+    }
+
+    #[test]
     fn channels_overlap_requests() {
         let mut d = EmulatedDevice::new(EmulationConfig::ssd());
-        let ends: Vec<Time> = (0..9).map(|i| d.start(Time::ZERO, i, 0, 4096)).collect();
+        let ends: Vec<Time> = (0..9).map(|i| d.start(Time::ZERO, i, 0, 4096, 1)).collect();
         assert!(
             ends[..8].iter().all(|&t| t == ends[0]),
             "8 channels serve 8 requests at once"

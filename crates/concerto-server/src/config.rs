@@ -62,6 +62,7 @@ pub struct ThrottleSection {
     pub latency: Option<Time>,
     pub seek: Option<Time>,
     pub parallelism: Option<u32>,
+    pub segment: Option<Time>,
 }
 
 impl ThrottleSection {
@@ -92,6 +93,10 @@ impl ThrottleSection {
                 .parallelism
                 .or(base.as_ref().map(|b| b.parallelism))
                 .unwrap_or(1),
+            segment: self
+                .segment
+                .or(base.as_ref().map(|b| b.segment))
+                .unwrap_or(Time::ZERO),
         };
         cfg.validate()
             .map_err(|(field, msg)| format!("throttle.{field}: {msg}"))?;

@@ -309,13 +309,14 @@ struct Placement {
     object: u64,
     offset: u64,
     len: u64,
+    segments: usize,
 }
 
 impl Action {
     /// Runs on the storage executor, at the throttle's pace when there is one.
     fn execute(self, backend: &Backend, at: Placement, now_ns: u64) -> Message {
         let paced = |data: bool, f: &mut dyn FnMut() -> Message| match (&backend.throttle, data) {
-            (Some(t), true) => t.data(at.object, at.offset, at.len, f),
+            (Some(t), true) => t.data(at.object, at.offset, at.len, at.segments, f),
             (Some(t), false) => t.metadata(f),
             (None, _) => f(),
         };
@@ -577,6 +578,7 @@ async fn schedule(
                 object: req.object.0,
                 offset: req.offset,
                 len: req.len,
+                segments: req.segments.len().max(1),
             };
             let now_ns = now.as_nanos();
             let writes = req.op == Op::Write;

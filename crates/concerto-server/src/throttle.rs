@@ -47,13 +47,21 @@ impl Throttle {
         }
     }
 
-    /// Runs a data access of `len` bytes at `offset` of `object` at the emulated device's pace.
-    pub fn data<T>(&self, object: u64, offset: u64, len: u64, io: impl FnOnce() -> T) -> T {
+    /// Runs a data access of `len` bytes at `offset` of `object`, in
+    /// `segments` pieces, at the emulated device's pace.
+    pub fn data<T>(
+        &self,
+        object: u64,
+        offset: u64,
+        len: u64,
+        segments: usize,
+        io: impl FnOnce() -> T,
+    ) -> T {
         let now = self.now();
         let done = self
             .device
             .lock()
-            .map(|mut d| d.start(now, object, offset, len))
+            .map(|mut d| d.start(now, object, offset, len, segments))
             .unwrap_or(now);
         let out = io();
         self.sleep_until(done);

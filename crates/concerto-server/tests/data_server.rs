@@ -116,6 +116,7 @@ async fn a_live_policy_switch_under_load_loses_nothing() {
             bandwidth: Bandwidth(10e6),
             latency: Time::from_micros(500),
             seek: Time::ZERO,
+            segment: Time::ZERO,
             parallelism: 1,
         }),
         ..ServerConfig::data(

@@ -332,6 +332,7 @@ async fn uneven_service(policy: &str) -> (f64, Vec<(u64, u64)>) {
             bandwidth: concerto_core::units::Bandwidth(50e6),
             latency: concerto_core::Time::from_micros(200),
             seek: concerto_core::Time::ZERO,
+            segment: concerto_core::Time::ZERO,
             parallelism: 1,
         }),
         timeout_ms: 30_000,

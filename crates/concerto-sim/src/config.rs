@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use concerto_core::client::ordering::Ordering;
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::server::{DeviceClass, DeviceDefaults};
 use concerto_core::units::{Bandwidth, Bytes};
@@ -385,6 +386,31 @@ pub struct NetworkConfig {
     pub server_bandwidth: Bandwidth,
     /// Bytes of request or reply header on the wire.
     pub header_bytes: Bytes,
+    /// How NICs share the wire.
+    #[serde(skip_serializing_if = "NetworkMode::is_queued")]
+    pub mode: NetworkMode,
+}
+
+/// How a message uses the two NICs it crosses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    /// Each NIC serializes at its bandwidth on its own: the sender puts a
+    /// message on the wire when its NIC is free, and the receiver takes
+    /// messages in as they arrive, one after the other.
+    #[default]
+    Queued,
+    /// A transfer holds the sender's and the receiver's NIC together for its
+    /// whole length, at the slower of their bandwidths: every node does one
+    /// transfer at a time (the model of Jain et al. that Clusterfile's
+    /// scheduling assumes). A sender waits until the receiver is free.
+    Exclusive,
+}
+
+impl NetworkMode {
+    fn is_queued(&self) -> bool {
+        *self == NetworkMode::Queued
+    }
 }
 
 impl Default for NetworkConfig {
@@ -395,6 +421,7 @@ impl Default for NetworkConfig {
             client_bandwidth: Bandwidth(1.25e9),
             server_bandwidth: Bandwidth(1.25e9),
             header_bytes: Bytes(256),
+            mode: NetworkMode::Queued,
         }
     }
 }
@@ -580,6 +607,19 @@ pub struct AppSpec {
     pub group: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_w_iter: Option<Time>,
+    /// mpi-tile-io: with `planes`, the dataset is 3-D, `planes` planes of
+    /// the 2-D one, and each process holds its tile in every plane (BTIO's
+    /// view: strides nested two deep).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planes: Option<u32>,
+    /// Clusterfile's client-side ordering: each data access is split into
+    /// blocks of at most `schedule_block` bytes of one server's data, sent
+    /// one at a time in this order (see `concerto_core::client::ordering`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<Ordering>,
+    /// The schedule block `b` (default: the stripe unit); needs `ordering`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_block: Option<Bytes>,
 }
 
 fn unit_weight() -> f64 {
@@ -664,7 +704,10 @@ impl AppSpec {
             }
             WorkloadKind::MpiTileIo => {
                 let [x, y] = self.tile.unwrap_or([0, 0]);
-                x as u64 * y as u64 * self.element_size.map_or(0, |b| b.0)
+                x as u64
+                    * y as u64
+                    * self.planes.unwrap_or(1) as u64
+                    * self.element_size.map_or(0, |b| b.0)
             }
             WorkloadKind::Noncontig => elements(),
             // The largest phase's share per process.
@@ -1066,6 +1109,19 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
     not_for("file", app.file.is_some(), &[Ior, PioBench])?;
     not_for("grid", app.grid.is_some(), &[MpiTileIo])?;
     not_for("tile", app.tile.is_some(), &[MpiTileIo])?;
+    not_for("planes", app.planes.is_some(), &[MpiTileIo])?;
+    if let Some(planes) = app.planes {
+        positive(&key("planes"), planes as u64)?;
+    }
+    if let Some(b) = app.schedule_block {
+        if app.ordering.is_none() {
+            return Err(ConfigError::at(
+                key("schedule_block"),
+                "needs ordering (\"first-ios\", \"random-ios\" or \"hash-ios\")",
+            ));
+        }
+        positive(&key("schedule_block"), b.0)?;
+    }
     not_for(
         "element_size",
         app.element_size.is_some(),

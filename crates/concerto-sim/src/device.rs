@@ -38,7 +38,13 @@ impl Device {
             Device::Fixed(d) => d.start(now),
             Device::Hdd(d) => d.start(now, base, req, rng),
             Device::Ssd(d) => d.start(now, req.len),
-            Device::Emulated(d) => d.start(now, req.object.0, req.offset, req.len),
+            Device::Emulated(d) => d.start(
+                now,
+                req.object.0,
+                req.offset,
+                req.len,
+                req.segments.len().max(1),
+            ),
         }
     }
 

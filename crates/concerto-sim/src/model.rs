@@ -19,6 +19,7 @@ use std::collections::HashSet;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use concerto_core::client::ordering;
 use concerto_core::job::{Decision, IoArbiter, Sets};
 use concerto_core::metrics::finish_spread;
 use concerto_core::server::{Driver, ServiceReport, Ticket};
@@ -30,7 +31,7 @@ use crate::config::{
 use crate::device::Device;
 use crate::engine::{Class, EventQueue};
 use crate::fluid::{window_metrics, FluidApp, FluidPhase, FluidRun, PhaseRecord};
-use crate::network::{Network, Nic};
+use crate::network::{End, Network, Nic};
 use crate::results::{AppResult, JobResult, PieceRecord, RunResult, ServerAppResult, ServerResult};
 use crate::timeline::{Backlog, Bins};
 use crate::workload::{self, MetaTarget, Step};
@@ -73,6 +74,10 @@ enum Event {
     /// A reply has fully arrived after waiting for the client's NIC.
     Response {
         piece: u32,
+    },
+    /// A process that orders its blocks (`ordering`) sends its next one.
+    SendBlock {
+        rank: u32,
     },
     /// Another server's service report (total-service sharing) arrives.
     ServiceReport {
@@ -136,6 +141,9 @@ struct RankState {
     steps: Vec<Step>,
     /// Metadata server of the process's own directory.
     dir_server: u32,
+    /// Under `ordering`: the current step's blocks still to send (pieces,
+    /// last first), one at a time.
+    blocks: Vec<u32>,
 }
 
 struct FileState {
@@ -342,6 +350,7 @@ impl<'a> Simulation<'a> {
                         issue: Time::ZERO,
                         steps: Vec::new(),
                         dir_server,
+                        blocks: Vec::new(),
                     });
                 }
                 apps.push(AppState {
@@ -432,6 +441,7 @@ impl<'a> Simulation<'a> {
                 Event::DeviceDone { piece } => self.device_done(piece, now),
                 Event::ReachClient { piece } => self.reach_client(piece, now),
                 Event::Response { piece } => self.response(piece, now),
+                Event::SendBlock { rank } => self.send_block(rank, now),
                 Event::ServiceReport { server, report } => {
                     self.servers[server as usize]
                         .driver
@@ -506,6 +516,7 @@ impl<'a> Simulation<'a> {
         let Some(step) = rs.steps.pop() else { return };
         let a = &self.apps[rs.app as usize];
         let (app_id, local_rank, call, dir_server) = (a.app_id, rs.rank, rs.call, rs.dir_server);
+        let app_idx = rs.app;
         let template = |op: Op, object: u64| Request {
             id: RequestId(0),
             app: AppId(app_id),
@@ -527,6 +538,39 @@ impl<'a> Simulation<'a> {
                     DataOp::Write => Op::Write,
                 };
                 let file = a.files[access.file as usize];
+                let spec = &self.sc.apps[a.spec];
+                if let Some(ordering) = spec.ordering {
+                    let layout = &self.files[file as usize].layout;
+                    let b = spec.schedule_block.map_or(layout.unit(), |b| b.0);
+                    let blocks = ordering::blocks(layout, &access.extents, b);
+                    // hash-IOS staggers the processes of one application by
+                    // rank; random-IOS draws each process's order from the
+                    // run's seed, the application and the rank.
+                    let sequence = ordering::order(
+                        &blocks,
+                        local_rank,
+                        self.sc.cluster.servers,
+                        ordering,
+                        self.seed ^ (u64::from(app_idx) << 40),
+                    );
+                    for &i in sequence.iter().rev() {
+                        let block = &blocks[i];
+                        let mut req = template(op, file as u64);
+                        req.offset = block.extents[0].offset;
+                        req.len = block.bytes;
+                        if block.extents.len() > 1 {
+                            req.segments = block.extents.clone();
+                        }
+                        sends.push((block.server, file, block.bytes, req));
+                    }
+                    self.ranks[rank as usize].pending = sends.len() as u32;
+                    for (server, file, bytes, req) in sends.drain(..) {
+                        let piece = self.new_piece(rank, server, file, call, bytes, req, now);
+                        self.ranks[rank as usize].blocks.push(piece);
+                    }
+                    self.sends = sends;
+                    return self.send_block(rank, now);
+                }
                 for p in self.files[file as usize]
                     .layout
                     .split_extents(&access.extents)
@@ -553,37 +597,84 @@ impl<'a> Simulation<'a> {
             }
         }
         self.ranks[rank as usize].pending = sends.len() as u32;
-        let header = self.net.header_bytes();
         for (server, file, bytes, req) in sends.drain(..) {
-            let op = req.op;
-            let piece = self.alloc_piece(Piece {
-                rank,
-                server,
-                file,
-                op,
-                call,
-                bytes,
-                issue: now,
-                arrive: Time::ZERO,
-                start: Time::ZERO,
-                done: Time::ZERO,
-                req: Some(req),
-                ticket: None,
-            });
-            let wire = header + if op == Op::Write { bytes } else { 0 };
-            let arrival = self.net.transmit(
-                now,
-                wire,
-                &mut self.clients[rank as usize],
-                self.net.client_bandwidth(),
-                &mut self.rng_net,
-            );
-            // Simultaneous arrivals at a server are taken in random order.
-            let tie = self.rng_tie.gen::<u32>();
-            self.events
-                .schedule(arrival, Class::Normal, tie, Event::ReachServer { piece });
+            let piece = self.new_piece(rank, server, file, call, bytes, req, now);
+            self.send_request(piece, now);
         }
         self.sends = sends;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new_piece(
+        &mut self,
+        rank: u32,
+        server: u32,
+        file: u32,
+        call: u32,
+        bytes: u64,
+        req: Request,
+        now: Time,
+    ) -> u32 {
+        self.alloc_piece(Piece {
+            rank,
+            server,
+            file,
+            op: req.op,
+            call,
+            bytes,
+            issue: now,
+            arrive: Time::ZERO,
+            start: Time::ZERO,
+            done: Time::ZERO,
+            req: Some(req),
+            ticket: None,
+        })
+    }
+
+    /// Puts a piece's request (with the data, for a write) on the wire to
+    /// its server; returns when the client's NIC has sent it.
+    fn send_request(&mut self, piece: u32, now: Time) -> Time {
+        let p = &mut self.pieces[piece as usize];
+        p.issue = now;
+        let wire = self.net.header_bytes() + if p.op == Op::Write { p.bytes } else { 0 };
+        let sent = self.net.send(
+            now,
+            wire,
+            End {
+                nic: &mut self.clients[p.rank as usize],
+                bandwidth: self.net.client_bandwidth(),
+            },
+            End {
+                nic: &mut self.servers[p.server as usize].nic,
+                bandwidth: self.net.server_bandwidth(),
+            },
+            &mut self.rng_net,
+        );
+        // Simultaneous arrivals at a server are taken in random order.
+        let tie = self.rng_tie.gen::<u32>();
+        self.events.schedule(
+            sent.arrival,
+            Class::Normal,
+            tie,
+            Event::ReachServer { piece },
+        );
+        sent.sent
+    }
+
+    /// Sends the next block of a process that orders its blocks. The process
+    /// does one transfer at a time: a write block's successor goes once the
+    /// block has left the client's NIC; a read block's once its data has
+    /// come back (see `response`).
+    fn send_block(&mut self, rank: u32, now: Time) {
+        let Some(piece) = self.ranks[rank as usize].blocks.pop() else {
+            return;
+        };
+        let is_write = self.pieces[piece as usize].op == Op::Write;
+        let sent = self.send_request(piece, now);
+        if is_write && !self.ranks[rank as usize].blocks.is_empty() {
+            self.events
+                .schedule(sent, Class::Normal, 0, Event::SendBlock { rank });
+        }
     }
 
     fn alloc_piece(&mut self, p: Piece) -> u32 {
@@ -723,15 +814,21 @@ impl<'a> Simulation<'a> {
             a.op_servers.push(server);
         }
         let wire = self.net.header_bytes() + if op == Op::Read { bytes } else { 0 };
-        let arrival = self.net.transmit(
+        let sent = self.net.send(
             now,
             wire,
-            &mut s.nic,
-            self.net.server_bandwidth(),
+            End {
+                nic: &mut s.nic,
+                bandwidth: self.net.server_bandwidth(),
+            },
+            End {
+                nic: &mut self.clients[rank as usize],
+                bandwidth: self.net.client_bandwidth(),
+            },
             &mut self.rng_net,
         );
         self.events
-            .schedule(arrival, Class::Normal, 0, Event::ReachClient { piece });
+            .schedule(sent.arrival, Class::Normal, 0, Event::ReachClient { piece });
         self.kick(server, now);
     }
 
@@ -754,7 +851,7 @@ impl<'a> Simulation<'a> {
 
     fn response(&mut self, piece: u32, now: Time) {
         let p = &self.pieces[piece as usize];
-        let (rank, bytes, is_meta) = (p.rank, p.bytes, !p.op.is_data());
+        let (rank, bytes, is_meta, is_read) = (p.rank, p.bytes, !p.op.is_data(), p.op == Op::Read);
         if let Some(detail) = self.detail.as_mut() {
             detail.push(PieceRecord {
                 app: self.ranks[rank as usize].app,
@@ -778,6 +875,9 @@ impl<'a> Simulation<'a> {
         a.metadata_ops += is_meta as u64;
         rs.pending -= 1;
         if rs.pending > 0 {
+            if is_read && !rs.blocks.is_empty() {
+                self.send_block(rank, now);
+            }
             return;
         }
         if rs.steps.is_empty() {

@@ -1,10 +1,13 @@
 //! Client and server network interfaces.
 //!
-//! Each NIC serializes what it sends and what it receives at its bandwidth;
-//! a message also takes the link latency plus a uniform random jitter. The
-//! jitter is what makes one client's pieces reach different servers at
-//! different times, so that independent servers see different arrival
-//! orders: the problem server-side coordination solves.
+//! In the default (`queued`) mode each NIC serializes what it sends and what
+//! it receives at its bandwidth, on its own; in `exclusive` mode a transfer
+//! holds both NICs at once (every node does one transfer at a time, the
+//! model of Clusterfile's I/O scheduling). A message also takes the link
+//! latency plus a uniform random jitter. The jitter is what makes one
+//! client's pieces reach different servers at different times, so that
+//! independent servers see different arrival orders: the problem
+//! server-side coordination solves.
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -12,12 +15,28 @@ use rand_chacha::ChaCha8Rng;
 use concerto_core::units::Bandwidth;
 use concerto_core::Time;
 
-use crate::config::NetworkConfig;
+use crate::config::{NetworkConfig, NetworkMode};
 
 #[derive(Clone, Copy, Default)]
 pub struct Nic {
     tx_free: Time,
     rx_free: Time,
+}
+
+/// One end of a message: its NIC and that NIC's bandwidth.
+pub struct End<'n> {
+    pub nic: &'n mut Nic,
+    pub bandwidth: Bandwidth,
+}
+
+/// When a message sent with [`Network::send`] leaves and arrives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// The sender's NIC has put the last byte on the wire.
+    pub sent: Time,
+    /// The message reaches the receiver (before, in `queued` mode, waiting
+    /// for the receiver's NIC: see [`Network::receive`]).
+    pub arrival: Time,
 }
 
 pub struct Network {
@@ -39,32 +58,52 @@ impl Network {
         self.cfg.server_bandwidth
     }
 
-    /// Puts `bytes` on the wire from `src` (at `src_bw`) no earlier than
-    /// `now`; returns when they would reach the receiver if it were idle.
-    pub fn transmit(
+    /// Sends `bytes` from `src` to `dst`, no earlier than `now`.
+    pub fn send(
         &self,
         now: Time,
         bytes: u64,
-        src: &mut Nic,
-        src_bw: Bandwidth,
+        src: End<'_>,
+        dst: End<'_>,
         rng: &mut ChaCha8Rng,
-    ) -> Time {
-        let tx_end = now.max(src.tx_free) + src_bw.transfer_time(bytes);
-        src.tx_free = tx_end;
+    ) -> Sent {
+        let sent = match self.cfg.mode {
+            NetworkMode::Queued => {
+                let end = now.max(src.nic.tx_free) + src.bandwidth.transfer_time(bytes);
+                src.nic.tx_free = end;
+                end
+            }
+            NetworkMode::Exclusive => {
+                let rate = Bandwidth(src.bandwidth.0.min(dst.bandwidth.0));
+                let end = now.max(src.nic.tx_free).max(dst.nic.rx_free) + rate.transfer_time(bytes);
+                src.nic.tx_free = end;
+                dst.nic.rx_free = end;
+                end
+            }
+        };
         let jitter = match self.cfg.jitter.as_nanos() {
             0 => Time::ZERO,
             j => Time::from_nanos(rng.gen_range(0..=j)),
         };
-        tx_end + self.cfg.latency + jitter
+        Sent {
+            sent,
+            arrival: sent + self.cfg.latency + jitter,
+        }
     }
 
-    /// The receiving side, called at the uncontended arrival time `now` in
-    /// arrival order: returns when the message has fully arrived, after the
-    /// ones the receiver is still taking in.
+    /// The receiving side, called at the arrival time `now` in arrival
+    /// order: returns when the message has fully arrived. In `queued` mode
+    /// that is after the messages the receiver is still taking in; in
+    /// `exclusive` mode the transfer already held the receiver.
     pub fn receive(&self, now: Time, bytes: u64, dst: &mut Nic, dst_bw: Bandwidth) -> Time {
-        let done = now.max(dst.rx_free + dst_bw.transfer_time(bytes));
-        dst.rx_free = done;
-        done
+        match self.cfg.mode {
+            NetworkMode::Queued => {
+                let done = now.max(dst.rx_free + dst_bw.transfer_time(bytes));
+                dst.rx_free = done;
+                done
+            }
+            NetworkMode::Exclusive => now,
+        }
     }
 }
 
@@ -73,35 +112,91 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
 
-    #[test]
-    fn transfers_serialize_on_both_ends() {
-        let net = Network::new(NetworkConfig {
+    fn network(mode: NetworkMode) -> Network {
+        Network::new(NetworkConfig {
             latency: Time::from_micros(10),
             jitter: Time::ZERO,
             client_bandwidth: Bandwidth(1e9),
             server_bandwidth: Bandwidth(1e9),
             header_bytes: concerto_core::units::Bytes(0),
-        });
+            mode,
+        })
+    }
+
+    fn end(nic: &mut Nic) -> End<'_> {
+        End {
+            nic,
+            bandwidth: Bandwidth(1e9),
+        }
+    }
+
+    #[test]
+    fn queued_transfers_serialize_on_each_end_separately() {
+        let net = network(NetworkMode::Queued);
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         let (mut a, mut b, mut c) = (Nic::default(), Nic::default(), Nic::default());
-        let bw = Bandwidth(1e9);
         // 1 MB takes 1 ms on the wire plus 10 us latency.
-        let w1 = net.transmit(Time::ZERO, 1_000_000, &mut a, bw, &mut rng);
-        let w2 = net.transmit(Time::ZERO, 1_000_000, &mut b, bw, &mut rng);
-        assert_eq!((w1, w2), (Time::from_micros(1010), Time::from_micros(1010)));
+        let w1 = net.send(Time::ZERO, 1_000_000, end(&mut a), end(&mut c), &mut rng);
+        let w2 = net.send(Time::ZERO, 1_000_000, end(&mut b), end(&mut c), &mut rng);
         assert_eq!(
-            net.receive(w1, 1_000_000, &mut c, bw),
+            (w1.arrival, w2.arrival),
+            (Time::from_micros(1010), Time::from_micros(1010))
+        );
+        assert_eq!(
+            w1.sent,
+            Time::from_millis(1),
+            "the sender does not wait for the receiver"
+        );
+        let bw = Bandwidth(1e9);
+        assert_eq!(
+            net.receive(w1.arrival, 1_000_000, &mut c, bw),
             Time::from_micros(1010)
         );
         // The second message reaches a busy receiver and queues behind the first.
         assert_eq!(
-            net.receive(w2, 1_000_000, &mut c, bw),
+            net.receive(w2.arrival, 1_000_000, &mut c, bw),
             Time::from_micros(2010)
         );
         // A sender serializes its own messages.
+        let w3 = net.send(Time::ZERO, 1_000_000, end(&mut a), end(&mut b), &mut rng);
+        assert_eq!(w3.arrival, Time::from_micros(2010));
+    }
+
+    #[test]
+    fn an_exclusive_transfer_holds_both_ends() {
+        let net = network(NetworkMode::Exclusive);
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let (mut a, mut b, mut c) = (Nic::default(), Nic::default(), Nic::default());
+        let w1 = net.send(Time::ZERO, 1_000_000, end(&mut a), end(&mut c), &mut rng);
+        // b waits for c to be free: it cannot send meanwhile.
+        let w2 = net.send(Time::ZERO, 1_000_000, end(&mut b), end(&mut c), &mut rng);
         assert_eq!(
-            net.transmit(Time::ZERO, 1_000_000, &mut a, bw, &mut rng),
-            Time::from_micros(2010)
+            (w1.sent, w2.sent),
+            (Time::from_millis(1), Time::from_millis(2))
         );
+        assert_eq!(w2.arrival, Time::from_micros(2010));
+        // The receiver was held by the transfer: nothing more to wait for.
+        assert_eq!(
+            net.receive(w2.arrival, 1_000_000, &mut c, Bandwidth(1e9)),
+            w2.arrival
+        );
+        // Sending and receiving are separate: b's receiving side is free,
+        // so a's next transfer starts when a is, at 1 ms.
+        let w3 = net.send(Time::ZERO, 1_000_000, end(&mut a), end(&mut b), &mut rng);
+        assert_eq!(w3.sent, Time::from_millis(2));
+        // A transfer runs at the slower end's bandwidth.
+        let mut d = Nic::default();
+        let slow = End {
+            nic: &mut d,
+            bandwidth: Bandwidth(0.5e9),
+        };
+        let w4 = net.send(
+            Time::from_millis(10),
+            1_000_000,
+            end(&mut c),
+            slow,
+            &mut rng,
+        );
+        assert_eq!(w4.sent, Time::from_millis(12));
     }
 }

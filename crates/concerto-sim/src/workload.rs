@@ -218,19 +218,24 @@ pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
     let (r, k) = (rank as u64, call as u64);
     match app.workload {
         WorkloadKind::MpiTileIo => {
-            // A dataset of (px·tx) × (py·ty) elements, row-major; process r
-            // holds tile (r mod px, r div px); call k works on the k-th
-            // dataset stored after the previous ones.
+            // A dataset of (px·tx) × (py·ty) elements, row-major, in
+            // `planes` planes (3-D); process r holds tile (r mod px, r div
+            // px) of every plane; call k works on the k-th dataset stored
+            // after the previous ones.
             let [px, py] = app.grid.unwrap_or([1, 1]).map(u64::from);
             let [tx, ty] = app.tile.unwrap_or([1, 1]).map(u64::from);
+            let planes = app.planes.unwrap_or(1) as u64;
             let esz = app.element_size.map_or(1, |b| b.0);
             let row_elems = px * tx;
-            let dataset = row_elems * py * ty * esz;
+            let plane_elems = row_elems * py * ty;
+            let dataset = plane_elems * planes * esz;
             let (col, row) = (r % px, r / px);
-            let extents = (0..ty)
-                .map(|y| {
-                    let elem = (row * ty + y) * row_elems + col * tx;
-                    Extent::new(k * dataset + elem * esz, tx * esz)
+            let extents = (0..planes)
+                .flat_map(|z| {
+                    (0..ty).map(move |y| {
+                        let elem = z * plane_elems + (row * ty + y) * row_elems + col * tx;
+                        Extent::new(k * dataset + elem * esz, tx * esz)
+                    })
                 })
                 .collect();
             Access { file: 0, extents }
@@ -309,6 +314,33 @@ mod tests {
             }
             assert_eq!(next, (call as u64 + 1) * dataset);
         }
+    }
+
+    #[test]
+    fn planes_nest_the_tiles_two_strides_deep() {
+        // BTIO's view: 3 x 3 processes, runs of one 3240-byte element, 2 rows per tile, 2 planes.
+        let t = app("workload = \"mpi-tile-io\"\nprocesses = 9\ngrid = [3, 3]\ntile = [1, 2]\nplanes = 2\nelement_size = 3240");
+        let e = access(&t, 4, 0).extents;
+        // Process 4 is tile (1, 1): rows 2 and 3 of each plane, second run of each row.
+        let row = 3 * 3240;
+        let plane = 6 * row;
+        assert_eq!(
+            e,
+            vec![
+                Extent::new(2 * row + 3240, 3240),
+                Extent::new(3 * row + 3240, 3240),
+                Extent::new(plane + 2 * row + 3240, 3240),
+                Extent::new(plane + 3 * row + 3240, 3240),
+            ]
+        );
+        assert_eq!(t.bytes_per_call(), 4 * 3240);
+        let mut all: Vec<Extent> = (0..9).flat_map(|r| access(&t, r, 0).extents).collect();
+        all.sort();
+        assert!(
+            all.windows(2).all(|w| w[0].end() == w[1].offset),
+            "the processes tile the dataset"
+        );
+        assert_eq!(all.last().unwrap().end(), 2 * plane);
     }
 
     #[test]
