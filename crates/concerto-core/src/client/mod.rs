@@ -2,7 +2,9 @@
 //! orders and plans its transfers to the I/O servers. `ordering` is the
 //! order one client sends its blocks in (Clusterfile's first-, random- and
 //! hash-IOS, Section 6); `transfers` is the parallel I/O scheduling problem
-//! of Clusterfile's Section 2, with its heuristics and an optimal schedule.
+//! of Clusterfile's Section 2, with its heuristics and an optimal schedule
+//! by `colouring`, the bipartite edge colouring with Δ colours.
 
+pub mod colouring;
 pub mod ordering;
 pub mod transfers;

@@ -498,87 +498,13 @@ impl<'a> Remaining<'a> {
 }
 
 /// An optimal schedule: a proper colouring of the transfers with exactly Δ
-/// colours (König), each colour one step.
-///
-/// The classic alternating-path construction: colour the transfers one by
-/// one; for transfer (u, v) take a colour α free at u and β free at v; if α
-/// is not free at v, swap α and β along the path from v whose transfers
-/// alternate α, β, ... (in a bipartite graph it cannot reach u), which
-/// frees α at v. Each node keeps which transfer holds each colour.
+/// colours (König), each colour one step ([`colouring`](super::colouring)).
 pub fn optimal(t: &Transfers) -> Schedule {
-    let delta = t.max_degree() as usize;
-    if delta == 0 {
-        return Schedule::default();
-    }
-    let nodes = (t.clients + t.servers) as usize;
-    const NONE: u32 = u32::MAX;
-    // at[node * delta + colour] = the transfer of that colour at node.
-    let mut at = vec![NONE; nodes * delta];
-    let mut colour = vec![0u32; t.edges.len()];
-    // Per node, a hint below which every colour is taken (colours are used low first).
-    let mut first_free = vec![0usize; nodes];
-    let free_at = |at: &[u32], first_free: &mut [usize], n: usize| -> usize {
-        let mut c = first_free[n];
-        while at[n * delta + c] != NONE {
-            c += 1;
-        }
-        first_free[n] = c;
-        c
-    };
-    let ends = |e: usize| {
-        let (c, s) = t.edges[e];
-        (c as usize, (t.clients + s) as usize)
-    };
-    let mut path: Vec<usize> = Vec::new();
-    for e in 0..t.edges.len() {
-        let (u, v) = ends(e);
-        let alpha = free_at(&at, &mut first_free, u);
-        if at[v * delta + alpha] != NONE {
-            let beta = free_at(&at, &mut first_free, v);
-            // The path from v: its alpha transfer, then the beta one at the far end, ...
-            path.clear();
-            let (mut node, mut want, mut other) = (v, alpha, beta);
-            loop {
-                let f = at[node * delta + want];
-                if f == NONE {
-                    break;
-                }
-                path.push(f as usize);
-                let (a, b) = ends(f as usize);
-                node = if a == node { b } else { a };
-                std::mem::swap(&mut want, &mut other);
-            }
-            // Swap the two colours along it: clear, then set.
-            for &f in &path {
-                let (a, b) = ends(f);
-                let c = colour[f] as usize;
-                at[a * delta + c] = NONE;
-                at[b * delta + c] = NONE;
-                first_free[a] = first_free[a].min(c);
-                first_free[b] = first_free[b].min(c);
-            }
-            for &f in &path {
-                let (a, b) = ends(f);
-                let c = if colour[f] as usize == alpha {
-                    beta
-                } else {
-                    alpha
-                };
-                colour[f] = c as u32;
-                at[a * delta + c] = f as u32;
-                at[b * delta + c] = f as u32;
-            }
-        }
-        debug_assert_eq!(at[v * delta + alpha], NONE);
-        colour[e] = alpha as u32;
-        at[u * delta + alpha] = e as u32;
-        at[v * delta + alpha] = e as u32;
-    }
-    let mut steps = vec![Vec::new(); delta];
+    let (delta, colour) = super::colouring::colour_edges(t.clients, t.servers, &t.edges);
+    let mut steps = vec![Vec::new(); delta as usize];
     for (e, &c) in colour.iter().enumerate() {
         steps[c as usize].push(e as u32);
     }
-    steps.retain(|s| !s.is_empty());
     Schedule { steps }
 }
 
