@@ -1,10 +1,11 @@
 //! The parallel I/O scheduling problem (concerto-core `client::transfers`):
 //! the optimal edge colouring and each heuristic on one random instance of
 //! 1,000 clients and 100 servers (density 0.5, 1 to 4 transfers per pair:
-//! 124,571 unit transfers, Δ = 1,410); and the optimal colouring alone on
-//! 10,000 clients and 1,000 servers (density 0.36, 1 to 5 per pair:
-//! 10,796,558 unit transfers, Δ = 11,316), where the heuristics, each
-//! O(transfers × steps), would take days. docs/performance.md gives the
+//! 124,571 unit transfers, Δ = 1,410); and the optimal colouring and FCFS
+//! on 10,000 clients and 1,000 servers (density 0.36, 1 to 5 per pair:
+//! 10,796,558 unit transfers, Δ = 11,316). The other heuristics take from
+//! 18 s to many minutes there, too long for ten samples: the example
+//! `transfer_schedule` times them once. docs/performance.md gives the
 //! figures.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -35,6 +36,7 @@ fn transfers(c: &mut Criterion) {
     group.sample_size(10);
     group.throughput(Throughput::Elements(t.edges().len() as u64));
     group.bench_function("optimal", |b| b.iter(|| optimal(&t)));
+    group.bench_function("fcfs", |b| b.iter(|| schedule(&t, Heuristic::Fcfs, 1)));
     group.finish();
 }
 

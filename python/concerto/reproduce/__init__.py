@@ -37,3 +37,26 @@ def experiments_dir() -> Path:
     if env:
         return Path(env)
     return Path(__file__).resolve().parents[3] / "experiments"
+
+
+def report_head(title: str, paper: str, quick: bool, about: str, claims: list[Claim]) -> list[str]:
+    """The first lines of a reproduction's report.md: its title, the mode and
+    the command that produced it, what was run, and the claims as a table."""
+    from concerto.report import markdown_table
+
+    def status(c: Claim) -> str:
+        return "PASS" if c.passed else ("DEVIATION" if c.deviation else "FAIL")
+
+    return [
+        f"# Reproduction: {title}",
+        "",
+        f"Mode: {'quick' if quick else 'full'}. Produced by `concerto reproduce {paper}{' --quick' if quick else ''}`. "
+        + about,
+        "",
+        "## Claims",
+        "",
+        markdown_table(["", "claim", "expected", "measured"],
+                       [[status(c), c.claim, c.expected, c.measured] for c in claims]),
+        "",
+    ]
+

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from concerto import _native
 from concerto.report import line_plot, markdown_table, pyplot, save, write_json
-from concerto.reproduce import Claim, experiments_dir
+from concerto.reproduce import Claim, experiments_dir, report_head
 from concerto.sweep import Sweep, aggregate, load_sweep, run_sweep
 
 OP, ORDERING, BLOCK = "apps[0].op", "apps[0].ordering", "apps[0].schedule_block"
@@ -278,20 +278,12 @@ def write_outputs(out: Path, sweeps: dict[str, Sweep], results: dict, claims: li
                   ylabel="aggregate throughput (MB/s)" if name == "synthetic" else "I/O phase time (s)", logx=True)
     _ratio_plot(results["graphs"], out / "heuristics")
     g = results["graphs"]
-    lines = [
-        "# Reproduction: Clusterfile's parallel I/O scheduling",
-        "",
-        f"Mode: {'quick' if quick else 'full'}. Produced by `concerto reproduce clusterfile{' --quick' if quick else ''}`. "
+    lines = report_head(
+        "Clusterfile's parallel I/O scheduling", "clusterfile", quick,
         "Request-level simulation with the network mode in which every node does one transfer at a time "
         "(`mode = \"exclusive\"`); each compute node sends its blocks one at a time in its heuristic's order "
         "(`ordering`, `schedule_block`). The cluster is in `experiments/clusterfile/synthetic.toml`; "
-        "docs/reproductions.md says how it was calibrated and what the model leaves out.",
-        "",
-        "## Claims",
-        "",
-        markdown_table(["", "claim", "expected", "measured"],
-                       [["PASS" if c.passed else "FAIL", c.claim, c.expected, c.measured] for c in claims]),
-        "",
+        "docs/reproductions.md says how it was calibrated and what the model leaves out.", claims) + [
         "## Where the model and the paper differ",
         "",
         "- Absolute throughput: the model's writes reach the network's limit (about 950 MB/s of 8 x 120) where the "

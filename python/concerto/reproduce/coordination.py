@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from concerto import _native
 from concerto.report import line_plot, markdown_table, write_json
-from concerto.reproduce import Claim, experiments_dir
+from concerto.reproduce import Claim, experiments_dir, report_head
 from concerto.sweep import Sweep, aggregate, load_sweep, run_sweep
 
 PAPER_RANGE = (0.08, 0.46)  # reported reductions of average completion time
@@ -234,19 +234,8 @@ def write_outputs(out: Path, exps: dict[str, Sweep], results: dict[str, list[dic
     line_plot(fig8, x="window_ms", y="bandwidth_MBps", series=["apps[0].processes"], facet="cluster.device.kind",
               path=out / "fig8_bandwidth", title="coordinated, by window", xlabel="window (ms)", ylabel="bandwidth (MB/s)")
 
-    lines = [
-        "# Reproduction: server-side I/O coordination",
-        "",
-        f"Mode: {'quick' if quick else 'full'}. Produced by `concerto reproduce coordination{' --quick' if quick else ''}`.",
-        "FIFO stands for the paper's \"original\" PVFS2 order; times are simulated.",
-        "",
-        "## Claims",
-        "",
-        markdown_table(["", "claim", "expected", "measured"],
-                       [["PASS" if c.passed else ("DEVIATION" if c.deviation else "FAIL"), c.claim, c.expected, c.measured]
-                        for c in claims]),
-        "",
-    ]
+    lines = report_head("server-side I/O coordination", "coordination", quick,
+                        "FIFO stands for the paper's \"original\" PVFS2 order; times are simulated.", claims)
     for c in claims:
         if c.deviation and not c.passed:
             lines += [f"**{c.id}**: {c.deviation}", ""]

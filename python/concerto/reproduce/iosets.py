@@ -18,7 +18,7 @@ import tomli_w
 
 from concerto import _native
 from concerto.report import markdown_table, write_json
-from concerto.reproduce import Claim, experiments_dir
+from concerto.reproduce import Claim, experiments_dir, report_head
 from concerto.sweep import Sweep, aggregate, load_sweep, run_sweep
 
 SWEEPS = ["periodic_stress_08", "periodic_stress_02", "noise", "sigma", "fourth_profile", "periodic_stress_08_literal"]
@@ -209,19 +209,12 @@ def write_outputs(out: Path, sweeps: dict[str, Sweep], results: dict, claims: li
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "claims.json", [c.as_json() for c in claims])
     write_json(out / "results.json", results)
-    lines = [
-        "# Reproduction: IO-SETS (job-level bandwidth management)",
-        "",
-        f"Mode: {'quick' if quick else 'full'}. Produced by `concerto reproduce iosets{' --quick' if quick else ''}`. "
+    lines = report_head(
+        "IO-SETS (job-level bandwidth management)", "iosets", quick,
         "Fluid mode (the paper's model): bandwidth shared by priority among the applications granted I/O; every "
         "figure is a mean over the repetitions, every rule sees the same drawn workloads. Window "
         f"[{sweeps['periodic_stress_08'].window[0]:g} s, {sweeps['periodic_stress_08'].window[1]:g} s] of h = 20,000 s.",
-        "",
-        "## Claims",
-        "",
-        markdown_table(["", "claim", "expected", "measured"],
-                       [["PASS" if c.passed else "FAIL", c.claim, c.expected, c.measured] for c in claims]),
-        "",
+        claims) + [
         "## Where the model and the paper differ",
         "",
         "- Section VI-A writes nL = 60 - nH but Section V-B fixes N = 60; `periodic_stress_08.toml` keeps N = 60 "

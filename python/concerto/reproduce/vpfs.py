@@ -15,7 +15,7 @@ from typing import Callable
 
 from concerto import _native, profile
 from concerto.report import markdown_table, pyplot, save, write_json
-from concerto.reproduce import Claim, experiments_dir
+from concerto.reproduce import Claim, experiments_dir, report_head
 from concerto.sweep import Sweep, load_sweep, run_sweep
 
 POLICIES = ["fifo", "sfq-d", "sfq-d-plus", "capped"]
@@ -302,19 +302,8 @@ def write_outputs(out: Path, results: dict, claims: list[Claim], quick: bool) ->
     save(fig, out / "l_sweep")
     plt.close(fig)
 
-    lines = [
-        "# Reproduction: vPFS+ (SFQ(D)+ and total-service sharing)",
-        "",
-        f"Mode: {'quick' if quick else 'full'}. Produced by `concerto reproduce vpfs{' --quick' if quick else ''}`. "
-        "Times are simulated; scenarios in `experiments/vpfs/`.",
-        "",
-        "## Claims",
-        "",
-        markdown_table(["", "claim", "expected", "measured"],
-                       [["PASS" if c.passed else ("DEVIATION" if c.deviation else "FAIL"), c.claim, c.expected,
-                         c.measured] for c in claims]),
-        "",
-    ]
+    lines = report_head("vPFS+ (SFQ(D)+ and total-service sharing)", "vpfs", quick,
+                        "Times are simulated; scenarios in `experiments/vpfs/`.", claims)
     lines += [f"**{c.id}**: {c.deviation}\n" for c in claims if c.deviation and not c.passed]
     for case, title in CASES.items():
         rows = [[n, f"{r['runtime_s']:.2f}", f"{r['relative_runtime']:.2f}", f"{r['latency_ms']:.2f}",

@@ -247,19 +247,67 @@ impl Heuristic {
 
 /// The schedule `heuristic` makes; `seed` drives the randomized ones.
 pub fn schedule(t: &Transfers, heuristic: Heuristic, seed: u64) -> Schedule {
-    let mut state = Remaining::new(t);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    match heuristic {
+        Heuristic::Fcfs => first_fit(t),
+        Heuristic::Hdf => step_by_step(t, |r| r.hdf_step()),
+        Heuristic::Hcdf => step_by_step(t, |r| r.hcdf_step()),
+        Heuristic::Uar => step_by_step(t, |r| r.bidding_step(1, &mut rng)),
+        Heuristic::MPasses { passes } => {
+            step_by_step(t, |r| r.bidding_step(passes.max(1), &mut rng))
+        }
+    }
+}
+
+/// Builds the schedule one step at a time, each step from what is left.
+fn step_by_step(t: &Transfers, mut next: impl FnMut(&mut Remaining) -> Vec<u32>) -> Schedule {
+    let mut state = Remaining::new(t);
     let mut steps = Vec::new();
     while state.left > 0 {
-        let step = match heuristic {
-            Heuristic::Fcfs => state.fcfs_step(),
-            Heuristic::Hdf => state.hdf_step(),
-            Heuristic::Hcdf => state.hcdf_step(),
-            Heuristic::Uar => state.bidding_step(1, &mut rng),
-            Heuristic::MPasses { passes } => state.bidding_step(passes.max(1), &mut rng),
-        };
+        let step = next(&mut state);
         state.take(&step);
         steps.push(step);
+    }
+    Schedule { steps }
+}
+
+/// FCFS without building its steps one by one. A step takes, in arrival
+/// order, every transfer left whose client and server it has not taken
+/// yet; so a transfer lands in the first step where no earlier transfer
+/// holds its client or its server: first-fit colouring in arrival order.
+/// Each node keeps a bitmap of its steps (grown as needed, at most 2Δ − 1
+/// bits), and a transfer's step is the first zero of its two nodes' union.
+fn first_fit(t: &Transfers) -> Schedule {
+    let nodes = (t.clients + t.servers) as usize;
+    let mut used: Vec<Vec<u64>> = vec![Vec::new(); nodes];
+    // Per node: the first word that is not full.
+    let mut low = vec![0usize; nodes];
+    let mut steps: Vec<Vec<u32>> = Vec::new();
+    let word = |bits: &[u64], w: usize| bits.get(w).copied().unwrap_or(0);
+    for (e, &(c, s)) in t.edges.iter().enumerate() {
+        let (u, v) = (c as usize, (t.clients + s) as usize);
+        let mut w = low[u].max(low[v]);
+        let step = loop {
+            let free = !(word(&used[u], w) | word(&used[v], w));
+            if free != 0 {
+                break w * 64 + free.trailing_zeros() as usize;
+            }
+            w += 1;
+        };
+        for n in [u, v] {
+            let bits = &mut used[n];
+            if bits.len() <= w {
+                bits.resize(w + 1, 0);
+            }
+            bits[w] |= 1 << (step % 64);
+            while bits.get(low[n]) == Some(&u64::MAX) {
+                low[n] += 1;
+            }
+        }
+        if steps.len() <= step {
+            steps.resize_with(step + 1, Vec::new);
+        }
+        steps[step].push(e as u32);
     }
     Schedule { steps }
 }
@@ -272,8 +320,14 @@ struct Remaining<'a> {
     incident: Vec<Vec<u32>>,
     /// Per node: how many of its transfers are not done.
     degree: Vec<usize>,
-    /// The transfers not done, in arrival order.
+    /// The transfers not done, in arrival order (HCDF's; trimmed when it
+    /// reads them).
     order: Vec<u32>,
+    /// Per client: its transfers not done (with their servers, so a draw
+    /// reads one place), in no order, and where each transfer sits in its
+    /// client's pool: the bidding heuristics draw from it in O(1).
+    pool: Vec<Vec<(u32, u32)>>,
+    slot: Vec<u32>,
     done: Vec<bool>,
     left: usize,
     /// Per node: the step it was last taken in (`busy[n] == stamp`: busy now).
@@ -302,11 +356,19 @@ impl<'a> Remaining<'a> {
                 .filter(|&n| !incident[n].is_empty())
                 .count(),
         ];
+        let mut pool = vec![Vec::new(); t.clients as usize];
+        let mut slot = Vec::with_capacity(t.edges.len());
+        for (e, &(c, s)) in t.edges.iter().enumerate() {
+            slot.push(pool[c as usize].len() as u32);
+            pool[c as usize].push((e as u32, s));
+        }
         Remaining {
             t,
             degree: incident.iter().map(Vec::len).collect(),
             incident,
             order: (0..t.edges.len() as u32).collect(),
+            pool,
+            slot,
             done: vec![false; t.edges.len()],
             left: t.edges.len(),
             busy: vec![0; nodes],
@@ -370,24 +432,14 @@ impl<'a> Remaining<'a> {
             self.degree[b] -= 1;
             self.active[0] -= usize::from(self.degree[a] == 0);
             self.active[1] -= usize::from(self.degree[b] == 0);
+            let pool = &mut self.pool[a];
+            let at = self.slot[e as usize] as usize;
+            pool.swap_remove(at);
+            if let Some(&(moved, _)) = pool.get(at) {
+                self.slot[moved as usize] = at as u32;
+            }
         }
         self.left -= step.len();
-        let done = &self.done;
-        self.order.retain(|&e| !done[e as usize]);
-    }
-
-    fn fcfs_step(&mut self) -> Vec<u32> {
-        self.begin();
-        let mut step = Vec::new();
-        let order = std::mem::take(&mut self.order);
-        for &e in &order {
-            if self.full() {
-                break;
-            }
-            self.try_take(e, &mut step);
-        }
-        self.order = order;
-        step
     }
 
     fn hdf_step(&mut self) -> Vec<u32> {
@@ -430,7 +482,9 @@ impl<'a> Remaining<'a> {
         // Transfers by the sum of their ends' degrees, highest first, ties in
         // arrival order: a counting sort (the sums are at most 2Δ), so a
         // step costs O(transfers left), not O(transfers left × log).
-        let order = std::mem::take(&mut self.order);
+        let mut order = std::mem::take(&mut self.order);
+        let done = &self.done;
+        order.retain(|&e| !done[e as usize]);
         let key = |r: &Self, e: u32| {
             let (a, b) = r.ends(e);
             r.degree(a) + r.degree(b)
@@ -463,37 +517,56 @@ impl<'a> Remaining<'a> {
         self.begin();
         let mut step = Vec::new();
         let n_clients = self.t.clients as usize;
+        let mut bids: Vec<Vec<u32>> = vec![Vec::new(); self.t.servers as usize];
         for _ in 0..passes {
+            if self.full() {
+                break;
+            }
             // Every free client with a transfer to a free server bids one at random.
-            let mut bids: Vec<Vec<u32>> = vec![Vec::new(); self.t.servers as usize];
             let mut any = false;
             for c in 0..n_clients {
-                if !self.free(c) {
-                    continue;
-                }
-                let open: Vec<u32> = self
-                    .open(c)
-                    .to_vec()
-                    .into_iter()
-                    .filter(|&e| self.free(self.ends(e).1))
-                    .collect();
-                if let Some(&e) = open.choose(rng) {
-                    bids[self.t.edges[e as usize].1 as usize].push(e);
-                    any = true;
+                if self.free(c) {
+                    if let Some((e, server)) = self.random_open(c, rng) {
+                        bids[server as usize].push(e);
+                        any = true;
+                    }
                 }
             }
             if !any {
                 break;
             }
             // Every server takes one bid at random.
-            for list in &bids {
+            for list in &mut bids {
                 if !list.is_empty() {
                     let e = list[rng.gen_range(0..list.len())];
                     self.try_take(e, &mut step);
+                    list.clear();
                 }
             }
         }
         step
+    }
+
+    /// One of client `c`'s transfers to a free server, uniformly at random,
+    /// with its server.
+    /// A draw from all its transfers left is kept if its server is free
+    /// (so it is uniform over those); after a few misses the ones to free
+    /// servers are listed and one is drawn from them.
+    fn random_open(&self, c: usize, rng: &mut ChaCha8Rng) -> Option<(u32, u32)> {
+        const TRIES: usize = 4;
+        let pool = &self.pool[c];
+        if pool.is_empty() {
+            return None;
+        }
+        let open = |&(_, s): &(u32, u32)| self.free((self.t.clients + s) as usize);
+        for _ in 0..TRIES {
+            let pick = pool[rng.gen_range(0..pool.len())];
+            if open(&pick) {
+                return Some(pick);
+            }
+        }
+        let fits: Vec<(u32, u32)> = pool.iter().copied().filter(open).collect();
+        fits.choose(rng).copied()
     }
 }
 
@@ -609,6 +682,29 @@ mod tests {
         Transfers::new(2, 3, vec![(0, 0), (1, 1), (0, 2), (1, 2)]).unwrap()
     }
 
+    /// FCFS as Jain et al. state it: each step scans what is left in
+    /// arrival order and takes every transfer whose ends are still free.
+    fn fcfs_by_steps(t: &Transfers) -> Vec<Vec<u32>> {
+        let mut left: Vec<u32> = (0..t.edges().len() as u32).collect();
+        let mut steps = Vec::new();
+        while !left.is_empty() {
+            let mut busy = std::collections::HashSet::new();
+            let mut step = Vec::new();
+            left.retain(|&e| {
+                let (c, s) = t.edges()[e as usize];
+                if busy.contains(&(0, c)) || busy.contains(&(1, s)) {
+                    return true;
+                }
+                busy.insert((0, c));
+                busy.insert((1, s));
+                step.push(e);
+                false
+            });
+            steps.push(step);
+        }
+        steps
+    }
+
     #[test]
     fn figure_1_fcfs_takes_three_steps_hcdf_and_the_optimum_two() {
         let t = figure_1();
@@ -708,6 +804,11 @@ mod tests {
                 s.check(&t).map_err(TestCaseError::fail)?;
                 prop_assert!(s.len() >= opt.len(), "{h:?} beat the optimum");
             }
+        }
+
+        #[test]
+        fn first_fit_gives_the_steps_fcfs_builds(t in instance()) {
+            prop_assert_eq!(schedule(&t, Heuristic::Fcfs, 0).steps, fcfs_by_steps(&t));
         }
 
         #[test]
