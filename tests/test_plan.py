@@ -1,6 +1,7 @@
-"""Clusterfile from the command line: `concerto plan transfers` (the
-scheduling problem: heuristics against the optimum, bad input named) and
-`concerto reproduce clusterfile` (the paper's claims, which can fail)."""
+"""Client-side plans from the command line: `concerto plan transfers` (the
+Clusterfile scheduling problem: heuristics against the optimum, bad input
+named), `concerto reproduce clusterfile` (the paper's claims, which can
+fail) and `concerto plan collective` (resonant I/O's planners)."""
 
 from __future__ import annotations
 
@@ -126,3 +127,39 @@ def test_clusterfile_claims_fail_when_the_shapes_are_wrong(clusterfile_quick: Pa
     broken["graphs"]["figure_1"]["hcdf"] = 3
     assert _failing(broken) == {"c2a-optimal-schedule-has-delta-steps", "c2b-figure-1",
                                 "c4-heuristics-against-the-optimum"}
+
+
+def _collective(*args: str) -> dict:
+    r = concerto("plan", "collective", *args, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_plan_collective_resonant_gives_each_server_one_agent_and_two_phase_exchanges() -> None:
+    args = ("--pattern", "demo:segment=64KiB", "--procs", "4", "--servers", "4")
+    resonant = _collective(*args, "--strategy", "resonant")
+    assert resonant["plan"]["agents"] == [[0, [0]], [1, [1]], [2, [2]], [3, [3]]]
+    assert resonant["exchanged_bytes"] == 0 and resonant["io_bytes"] == resonant["requested_bytes"] == 1 << 20
+    # Agent 2's one request touches only server 2, from 128 KiB on.
+    assert resonant["touches"][2][0][0] == [[2, 131072, 262144]]
+    two_phase = _collective(*args, "--strategy", "two-phase")
+    assert two_phase["exchanged_bytes"] == 3 * 4 * 65536
+    assert two_phase["plan"]["agents"] == []
+    table = concerto("plan", "collective", *args, "--strategy", "two-phase")
+    assert table.returncode == 0 and "exchanges between processes" in table.stdout, table.stdout
+    written = _collective("--pattern", "noncontig:elmtcount=16,call=1MiB", "--procs", "4", "--servers", "4", "--write")
+    assert written["plan"]["direction"] == "write" and written["exchanged_bytes"] > 0
+
+
+def test_plan_collective_bad_arguments_name_the_problem() -> None:
+    cases = [
+        (["--pattern", "tiles", "--procs", "4", "--servers", "4"], "--pattern: unknown pattern"),
+        (["--pattern", "demo:segment=0", "--procs", "4", "--servers", "4"], "segment must be > 0"),
+        (["--pattern", "demo", "--procs", "4", "--servers", "4"], "demo: give segment"),
+        (["--pattern", "demo:segment=1KiB", "--procs", "4", "--servers", "4", "--stripe", "0"], "--servers/--stripe"),
+        (["--pattern", "demo:segment=1KiB", "--procs", "0", "--servers", "4"], "--procs"),
+    ]
+    for args, says in cases:
+        r = concerto("plan", "collective", *args)
+        assert r.returncode != 0 and says in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr

@@ -339,7 +339,7 @@ def reproduce_clusterfile(quick: bool, out: Path, seed: int | None, workers: int
 
 @main.group()
 def plan() -> None:
-    """Client-side plans: transfer schedules (Clusterfile)."""
+    """Client-side plans: transfer schedules (Clusterfile) and collective I/O (resonant I/O)."""
 
 
 @plan.command("transfers")
@@ -376,6 +376,47 @@ def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool,
     console.print(plans.table(result))
     if show:
         console.print(plans.steps_table(result, show))
+
+
+@plan.command("collective")
+@click.option("--pattern", required=True, metavar="SPEC",
+              help="The access pattern: demo:segment=S, mpi-io-test:segment=S, ior-mpi-io:segment=S[,file=F] or "
+                   "noncontig:elmtcount=N[,call=BYTES].")
+@click.option("--procs", type=click.IntRange(min=1, max=1_000_000), required=True, help="Processes.")
+@click.option("--servers", type=click.IntRange(min=1, max=100_000), required=True, help="I/O servers.")
+@click.option("--stripe", default="64KiB", show_default=True, metavar="SIZE", help="Stripe unit.")
+@click.option("--strategy", type=click.Choice(["independent", "two-phase", "resonant"]), default="resonant",
+              show_default=True)
+@click.option("--write", is_flag=True, help="Plan a write (default: a read).")
+@click.option("--call", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Which call of the pattern.")
+@click.option("--max-segments", type=click.IntRange(min=1), default=None,
+              help="Segments per list-I/O request (default 64; independent: 1, one call per piece).")
+@click.option("--cb-nodes", type=click.IntRange(min=1), default=None,
+              help="two-phase: aggregators (default every process).")
+@click.option("--cb-buffer-size", default="16MiB", show_default=True, metavar="SIZE",
+              help="two-phase: bytes of a file domain per round.")
+@click.option("--align", is_flag=True, help="two-phase: file domains start on stripe-unit multiples.")
+@click.option("--agents-per-server", type=click.IntRange(min=1), default=1, show_default=True,
+              help="resonant: agents per server's data.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@guarded
+def plan_collective(pattern: str, procs: int, servers: int, stripe: str, strategy: str, write: bool, call: int,
+                    max_segments: int | None, cb_nodes: int | None, cb_buffer_size: str, align: bool,
+                    agents_per_server: int, as_json: bool) -> None:
+    """Plan one collective read or write: who accesses which server's data, in which order, and what the
+    processes exchange (independent I/O, ROMIO's two-phase, or resonant I/O)."""
+    from concerto import plan as plans
+
+    result = json.loads(_native.plan_collective(
+        pattern, procs, servers, _native.parse_size(stripe), strategy, write=write, call=call,
+        max_segments=max_segments, cb_nodes=cb_nodes, cb_buffer_size=_native.parse_size(cb_buffer_size),
+        align=align, agents_per_server=agents_per_server))
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    for table in plans.collective_tables(result):
+        console.print(table)
 
 
 @main.command("profile")

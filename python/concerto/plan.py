@@ -4,6 +4,10 @@
 (Section 2): a matrix of transfers between clients and I/O servers, each
 heuristic's schedule length, and the optimum (Δ, by bipartite edge
 colouring) or, for transfers of different sizes, the load bound.
+
+``collective``: one collective call planned by the independent, two-phase
+or resonant strategy (resonant-io.txt): who accesses which server's data,
+in which order, and what the processes exchange.
 """
 
 from __future__ import annotations
@@ -81,3 +85,56 @@ def steps_table(plan: dict, name: str) -> Table:
     for i, step in enumerate(s["steps"]):
         t.add_row(str(i), "  ".join(f"{c}->{v}" for c, v in step))
     return t
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+def _runs(runs: list, stripe: int) -> str:
+    """A request's servers in the order it touches them: "s2: 64 KiB from 1 MiB", ..."""
+    shown = [f"s{server}: {_size(n)} from {_size(offset) if offset else 0}" for server, offset, n in runs[:6]]
+    return ", ".join(shown) + (f", ... ({len(runs) - 6} more)" if len(runs) > 6 else "")
+
+
+def collective_tables(result: dict, max_rows: int = 40) -> list[Table]:
+    plan = result["plan"]
+    head = Table(title=(f"{result['strategy']} {plan['direction']}: {result['procs']} processes, {result['servers']} "
+                        f"servers, {_size(result['stripe'])} stripes"), title_justify="left", show_header=False)
+    head.add_column()
+    head.add_column()
+    head.add_row("arrangement", plan["arrangement"])
+    if plan["agents"]:
+        head.add_row("agents", "  ".join(f"s{s}: rank {'+'.join(map(str, a))}" for s, a in plan["agents"]))
+    head.add_row("requested", _size(result["requested_bytes"]))
+    head.add_row("to or from the servers", _size(result["io_bytes"]))
+    head.add_row("between processes", _size(result["exchanged_bytes"]))
+
+    who = Table(title="who accesses which server's data, in which order", title_justify="left")
+    for col in ("rank", "batch", "waits for", "request", "segments", "servers touched, in order"):
+        who.add_column(col, justify="right" if col in ("rank", "batch", "request", "segments") else "left")
+    rows = 0
+    for rank, batches in enumerate(plan["processes"]):
+        for b, batch in enumerate(batches):
+            waits = [f"{r}.{i} done" for r, i in batch["after_done"]] + [f"{r}.{i} sent" for r, i in batch["after_sent"]]
+            wait_text = ", ".join(waits[:4]) + (f", ... ({len(waits)})" if len(waits) > 4 else "")
+            if batch["after_sent"] and batch["delay"] not in ("0ns", "0us", 0):
+                wait_text += f" + {batch['delay']}"
+            for q, request in enumerate(batch["requests"]):
+                if rows < max_rows:
+                    who.add_row(str(rank), str(b), wait_text if q == 0 else "", str(q), str(len(request["extents"])),
+                                _runs(result["touches"][rank][b][q], result["stripe"]))
+                rows += 1
+    if rows > max_rows:
+        who.caption = f"first {max_rows} of {rows} requests; all in --json"
+    moved = Table(title="exchanges between processes", title_justify="left")
+    for col in ("from", "to", "with batch", "bytes", "pieces"):
+        moved.add_column(col, justify="right")
+    for x in plan["exchanges"][:max_rows]:
+        moved.add_row(str(x["from"]), str(x["to"]), str(x["batch"]), _size(x["bytes"]), str(len(x["extents"])))
+    if len(plan["exchanges"]) > max_rows:
+        moved.caption = f"first {max_rows} of {len(plan['exchanges'])}; all in --json"
+    return [head, who] + ([moved] if plan["exchanges"] else [])

@@ -262,6 +262,110 @@ fn plan_transfers(
     .to_string())
 }
 
+/// Plans one collective call of `pattern` (see
+/// `concerto_core::client::collective::patterns`) for `procs` processes on
+/// a file striped in `stripe`-byte units over `servers` servers, with
+/// `strategy` (independent, two-phase or resonant). Returns JSON: the plan,
+/// and per request the servers it touches in order, for people to read.
+#[pyfunction]
+#[pyo3(signature = (pattern, procs, servers, stripe, strategy, write=false, call=0, max_segments=None,
+                    cb_nodes=None, cb_buffer_size=None, align=false, agents_per_server=1, group_delay_us=500))]
+#[allow(clippy::too_many_arguments)]
+fn plan_collective(
+    pattern: &str,
+    procs: u32,
+    servers: u32,
+    stripe: u64,
+    strategy: &str,
+    write: bool,
+    call: u64,
+    max_segments: Option<usize>,
+    cb_nodes: Option<u32>,
+    cb_buffer_size: Option<u64>,
+    align: bool,
+    agents_per_server: u32,
+    group_delay_us: u64,
+) -> PyResult<String> {
+    use concerto_core::client::collective::{
+        patterns::Pattern, Direction, Independent, Planner, Resonant, TwoPhase,
+    };
+    let bad = |m: String| ConcertoConfigError::new_err(m);
+    let pattern = Pattern::parse(pattern).map_err(|e| bad(format!("--pattern: {e}")))?;
+    if procs == 0 {
+        return Err(bad("--procs: must be > 0".into()));
+    }
+    let layout = concerto_core::StripeLayout::round_robin(stripe, servers, 0, servers)
+        .map_err(|e| bad(format!("--servers/--stripe: {e}")))?;
+    let planner: Box<dyn Planner> = match strategy {
+        "independent" => Box::new(Independent {
+            max_segments: max_segments.unwrap_or(1),
+        }),
+        "two-phase" => Box::new(TwoPhase {
+            cb_nodes,
+            cb_buffer_size: cb_buffer_size.unwrap_or(16 << 20),
+            align,
+            max_segments: max_segments.unwrap_or(64),
+        }),
+        "resonant" => Box::new(Resonant {
+            max_segments: max_segments.unwrap_or(64),
+            agents_per_server,
+            group_delay: concerto_core::Time::from_micros(group_delay_us),
+        }),
+        other => {
+            return Err(bad(format!(
+                "--strategy: unknown strategy {other:?} (independent, two-phase, resonant)"
+            )))
+        }
+    };
+    let accesses = pattern.accesses(procs, call);
+    let direction = if write {
+        Direction::Write
+    } else {
+        Direction::Read
+    };
+    let plan = planner
+        .plan(direction, &accesses, &layout)
+        .map_err(|e| bad(e.to_string()))?;
+    plan.check(&accesses)
+        .map_err(|e| bad(format!("internal error, the plan is wrong: {e}")))?;
+    // Per rank, batch and request: (server, first offset, bytes) runs in
+    // the order the request touches them.
+    type Runs = Vec<(u32, u64, u64)>;
+    let touches: Vec<Vec<Vec<Runs>>> = plan
+        .processes
+        .iter()
+        .map(|batches| {
+            batches
+                .iter()
+                .map(|b| {
+                    b.requests
+                        .iter()
+                        .map(|r| {
+                            let mut runs: Runs = Vec::new();
+                            for e in &r.extents {
+                                for c in layout.chunks(e.offset, e.len) {
+                                    match runs.last_mut() {
+                                        Some(run) if run.0 == c.server => run.2 += c.len,
+                                        _ => runs.push((c.server, c.file_offset, c.len)),
+                                    }
+                                }
+                            }
+                            runs
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "strategy": planner.name(), "procs": procs, "servers": servers, "stripe": stripe,
+        "requested_bytes": accesses.iter().flatten().map(|e| e.len).sum::<u64>(),
+        "io_bytes": plan.io_bytes(), "exchanged_bytes": plan.exchanged_bytes(),
+        "plan": plan, "touches": touches,
+    })
+    .to_string())
+}
+
 /// Runs a scenario `reps` times (seeds `seed`, `seed + 1`, ...; the
 /// scenario's own seed when `seed` is None) and returns the results as JSON.
 /// With `detail_csv`, writes one row per request piece to that path.
@@ -400,6 +504,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_transfer_matrix, m)?)?;
     m.add_function(wrap_pyfunction!(random_transfer_matrix, m)?)?;
     m.add_function(wrap_pyfunction!(plan_transfers, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_collective, m)?)?;
     m.add_function(wrap_pyfunction!(fifo_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(coordinated_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;

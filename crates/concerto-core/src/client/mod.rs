@@ -5,6 +5,7 @@
 //! of Clusterfile's Section 2, with its heuristics and an optimal schedule
 //! by `colouring`, the bipartite edge colouring with Δ colours.
 
+pub mod collective;
 pub mod colouring;
 pub mod ordering;
 pub mod transfers;

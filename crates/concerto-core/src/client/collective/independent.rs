@@ -1,0 +1,66 @@
+//! Non-collective I/O: each process accesses its own data.
+
+use super::{pack, prepare, Batch, CollectivePlan, Direction, PlanError, Planner};
+use crate::layout::StripeLayout;
+use crate::request::Extent;
+
+/// Each process sends its own extents, ascending, one request at a time
+/// (each waits for the previous one's replies), with at most
+/// `max_segments` extents per request: 1 makes one call per contiguous
+/// piece, as a program that calls read or write per segment does. Where
+/// a process's requests to one server line up with another's by accident,
+/// the server sees ascending offsets: the paper's resonance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Independent {
+    pub max_segments: usize,
+}
+
+impl Default for Independent {
+    fn default() -> Independent {
+        Independent { max_segments: 1 }
+    }
+}
+
+impl Planner for Independent {
+    fn name(&self) -> &'static str {
+        "independent"
+    }
+
+    fn plan(
+        &self,
+        direction: Direction,
+        accesses: &[Vec<Extent>],
+        _layout: &StripeLayout,
+    ) -> Result<CollectivePlan, PlanError> {
+        let own = prepare(direction, accesses)?;
+        let processes = own
+            .iter()
+            .enumerate()
+            .map(|(rank, extents)| {
+                pack(extents, self.max_segments)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, request)| Batch {
+                        requests: vec![request],
+                        after_done: if i == 0 {
+                            Vec::new()
+                        } else {
+                            vec![(rank as u32, i as u32 - 1)]
+                        },
+                        ..Batch::default()
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(CollectivePlan {
+            direction,
+            processes,
+            exchanges: Vec::new(),
+            agents: Vec::new(),
+            arrangement: format!(
+                "each process alone, {} segment(s) per request",
+                self.max_segments.max(1)
+            ),
+        })
+    }
+}

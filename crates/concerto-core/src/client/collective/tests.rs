@@ -1,0 +1,261 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn layout(unit: u64, servers: u32) -> StripeLayout {
+    StripeLayout::round_robin(unit, servers, 0, servers).unwrap()
+}
+
+/// The paper's demonstration program: N processes, process i asks for
+/// segments k·N + i, k = 0..3.
+fn demo(n: u64, segment: u64) -> Vec<Vec<Extent>> {
+    (0..n)
+        .map(|i| {
+            (0..4)
+                .map(|k| Extent::new((k * n + i) * segment, segment))
+                .collect()
+        })
+        .collect()
+}
+
+fn planners() -> Vec<Box<dyn Planner>> {
+    vec![
+        Box::new(Independent::default()),
+        Box::new(TwoPhase::default()),
+        Box::new(TwoPhase {
+            cb_nodes: Some(2),
+            cb_buffer_size: 100_000,
+            align: true,
+            max_segments: 3,
+        }),
+        Box::new(Resonant::default()),
+        Box::new(Resonant {
+            max_segments: 2,
+            agents_per_server: 2,
+            group_delay: Time::from_micros(100),
+        }),
+    ]
+}
+
+/// Per agent and server, the offsets it asks that server for, in the
+/// order of its requests, must ascend.
+fn ascending_per_server(plan: &CollectivePlan, l: &StripeLayout) -> bool {
+    plan.processes.iter().all(|batches| {
+        let mut last = std::collections::HashMap::new();
+        batches
+            .iter()
+            .flat_map(|b| &b.requests)
+            .flat_map(|r| &r.extents)
+            .all(|e| {
+                l.chunks(e.offset, e.len).all(|c| {
+                    let prev = last.insert(c.server, c.file_offset);
+                    prev.map_or(true, |p| p < c.file_offset)
+                })
+            })
+    })
+}
+
+#[test]
+fn resonance_demo_four_processes_each_agent_reads_its_own_server() {
+    // Segment = stripe unit: process i's four segments all sit on server i.
+    let l = layout(65536, 4);
+    let acc = demo(4, 65536);
+    let plan = Resonant::default().plan(Direction::Read, &acc, &l).unwrap();
+    plan.check(&acc).unwrap();
+    assert_eq!(
+        plan.agents,
+        vec![(0, vec![0]), (1, vec![1]), (2, vec![2]), (3, vec![3])]
+    );
+    assert_eq!(plan.exchanges, vec![]);
+    // Nothing left for a second phase: every agent read exactly its own data.
+    assert!(plan.processes.iter().all(|b| b.len() == 1));
+    assert_eq!(plan.io_bytes(), 16 * 65536);
+}
+
+#[test]
+fn two_phase_gives_each_process_a_contiguous_domain_over_every_server() {
+    let l = layout(65536, 4);
+    let acc = demo(4, 65536);
+    let plan = TwoPhase::default().plan(Direction::Read, &acc, &l).unwrap();
+    plan.check(&acc).unwrap();
+    // Domain i is segments 4i..4i+3: one request of 256 KiB, striped over all four servers.
+    for (i, batches) in plan.processes.iter().enumerate() {
+        assert_eq!(
+            batches[0].requests,
+            vec![ListRequest {
+                extents: vec![Extent::new(i as u64 * 262144, 262144)]
+            }]
+        );
+    }
+    // Each process keeps one of its domain's four segments and gets three.
+    assert_eq!(plan.exchanged_bytes(), 12 * 65536);
+}
+
+#[test]
+fn independent_makes_one_call_per_segment_in_order() {
+    let l = layout(65536, 4);
+    let acc = demo(2, 131072);
+    let plan = Independent::default()
+        .plan(Direction::Write, &acc, &l)
+        .unwrap();
+    plan.check(&acc).unwrap();
+    let p1 = &plan.processes[1];
+    assert_eq!(p1.len(), 4);
+    assert_eq!(p1[2].after_done, vec![(1, 1)]);
+    assert_eq!(
+        p1[3].requests[0].extents,
+        vec![Extent::new(7 * 131072, 131072)]
+    );
+}
+
+#[test]
+fn data_ordered_by_rank_goes_in_timed_groups_without_exchange() {
+    // ior-mpi-io: each process its own quarter; 8 processes over 4 servers,
+    // so one set of all eight, in two groups of four.
+    let l = layout(65536, 4);
+    let quarter = 4 << 20;
+    let acc: Vec<Vec<Extent>> = (0..8)
+        .map(|i| vec![Extent::new(i * quarter, 65536)])
+        .collect();
+    let plan = Resonant::default().plan(Direction::Read, &acc, &l).unwrap();
+    plan.check(&acc).unwrap();
+    assert!(
+        plan.arrangement.starts_with("timed groups"),
+        "{}",
+        plan.arrangement
+    );
+    assert!(plan.exchanges.is_empty() && plan.agents.is_empty());
+    // Every process's 64 KiB is on server 0: one set; ranks 4-7 wait for 0-3.
+    assert_eq!(plan.processes[3][0].after_sent, vec![]);
+    assert_eq!(
+        plan.processes[5][0].after_sent,
+        vec![(0, 0), (1, 0), (2, 0), (3, 0)]
+    );
+    assert_eq!(plan.processes[5][0].delay, Time::from_micros(500));
+}
+
+#[test]
+fn two_phase_domains_partition_the_range_and_align_when_asked() {
+    let tp = TwoPhase {
+        cb_nodes: Some(3),
+        align: true,
+        ..TwoPhase::default()
+    };
+    let (ranks, bounds) = tp.domains(8, 1000, 1_000_000, 65536);
+    assert_eq!(ranks, vec![0, 2, 5]);
+    assert_eq!((bounds[0], bounds[3]), (1000, 1_000_000));
+    assert!(bounds.windows(2).all(|w| w[0] <= w[1]));
+    assert!(bounds[1..3].iter().all(|b| b % 65536 == 0), "{bounds:?}");
+    let (_, plain) = TwoPhase::default().domains(4, 0, 1000, 65536);
+    assert_eq!(plain, vec![0, 250, 500, 750, 1000]);
+}
+
+#[test]
+fn overlapping_writes_and_empty_calls_are_refused_or_planned() {
+    let l = layout(4096, 2);
+    let acc = vec![vec![Extent::new(0, 100)], vec![Extent::new(50, 100)]];
+    for p in planners() {
+        assert_eq!(
+            p.plan(Direction::Write, &acc, &l),
+            Err(PlanError::OverlappingWrites(0, 1, 50)),
+            "{}",
+            p.name()
+        );
+        // Reading the same bytes from two processes is fine.
+        p.plan(Direction::Read, &acc, &l)
+            .unwrap()
+            .check(&acc)
+            .unwrap();
+        assert_eq!(
+            p.plan(Direction::Read, &[], &l),
+            Err(PlanError::NoProcesses)
+        );
+        let nothing = vec![vec![], vec![]];
+        p.plan(Direction::Write, &nothing, &l)
+            .unwrap()
+            .check(&nothing)
+            .unwrap();
+    }
+}
+
+/// Random calls: up to 6 processes, extents within 0..400 KB; for writes
+/// each byte range is given to one owner, so writes never overlap.
+fn call() -> impl Strategy<Value = (Vec<Vec<Extent>>, bool, u64, u32)> {
+    (
+        1usize..7,
+        proptest::collection::vec((0u64..400_000, 1u64..40_000, 0usize..6), 0..40),
+        any::<bool>(),
+        prop_oneof![Just(4096u64), Just(65536), Just(10_000)],
+        1u32..6,
+    )
+        .prop_map(|(procs, raw, write, unit, servers)| {
+            let mut acc = vec![Vec::new(); procs];
+            if write {
+                // Disjoint pieces: cut the line at the drawn offsets.
+                let mut cuts: Vec<u64> = raw.iter().map(|&(o, _, _)| o).collect();
+                cuts.sort_unstable();
+                cuts.dedup();
+                for (w, &(_, _, owner)) in cuts.windows(2).zip(&raw) {
+                    acc[owner % procs].push(Extent::new(w[0], (w[1] - w[0]).div_ceil(2)));
+                }
+            } else {
+                for (o, len, owner) in raw {
+                    acc[owner % procs].push(Extent::new(o, len));
+                }
+            }
+            (acc, write, unit, servers)
+        })
+}
+
+proptest! {
+    #[test]
+    fn every_plan_moves_exactly_the_requested_bytes((acc, write, unit, servers) in call()) {
+        let l = layout(unit, servers);
+        let direction = if write { Direction::Write } else { Direction::Read };
+        for p in planners() {
+            let plan = p.plan(direction, &acc, &l).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            plan.check(&acc).map_err(|e| TestCaseError::fail(format!("{}: {e}", p.name())))?;
+            prop_assert_eq!(&plan, &p.plan(direction, &acc, &l).unwrap(), "{} is not deterministic", p.name());
+        }
+    }
+
+    #[test]
+    fn resonant_agents_cover_each_server_once_in_ascending_offsets((acc, write, unit, servers) in call()) {
+        let l = layout(unit, servers);
+        let direction = if write { Direction::Write } else { Direction::Read };
+        let plan = Resonant::default().plan(direction, &acc, &l).unwrap();
+        if plan.agents.is_empty() {
+            // Timed groups: every process accesses only its own data.
+            prop_assert!(plan.exchanges.is_empty());
+        } else {
+            let used: Vec<u32> = by_server(&acc.iter().map(|a| normalize(a)).collect::<Vec<_>>(), &l)
+                .iter()
+                .enumerate()
+                .filter(|(_, ranks)| ranks.iter().any(|e| !e.is_empty()))
+                .map(|(s, _)| s as u32)
+                .collect();
+            prop_assert_eq!(plan.agents.iter().map(|(s, _)| *s).collect::<Vec<_>>(), used);
+            prop_assert!(plan.agents.iter().all(|(_, a)| a.len() == 1));
+            // With fewer servers than processes, no process serves two.
+            let mut agents: Vec<u32> = plan.agents.iter().map(|(_, a)| a[0]).collect();
+            agents.sort_unstable();
+            agents.dedup();
+            prop_assert!(agents.len() == plan.agents.len() || plan.agents.len() > acc.len());
+        }
+        prop_assert!(ascending_per_server(&plan, &l));
+    }
+
+    #[test]
+    fn no_request_carries_more_segments_than_allowed((acc, write, unit, servers) in call()) {
+        let l = layout(unit, servers);
+        let direction = if write { Direction::Write } else { Direction::Read };
+        for (p, limit) in [
+            (Box::new(TwoPhase { max_segments: 3, ..TwoPhase::default() }) as Box<dyn Planner>, 3),
+            (Box::new(Resonant { max_segments: 2, ..Resonant::default() }), 2),
+            (Box::new(Independent { max_segments: 5 }), 5),
+        ] {
+            let plan = p.plan(direction, &acc, &l).unwrap();
+            prop_assert!(plan.processes.iter().flatten().flat_map(|b| &b.requests).all(|r| r.extents.len() <= limit));
+        }
+    }
+}
