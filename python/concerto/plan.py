@@ -119,7 +119,7 @@ def collective_tables(result: dict, max_rows: int = 40) -> list[Table]:
     rows = 0
     for rank, batches in enumerate(plan["processes"]):
         for b, batch in enumerate(batches):
-            waits = [f"{r}.{i} done" for r, i in batch["after_done"]] + [f"{r}.{i} sent" for r, i in batch["after_sent"]]
+            waits = (["previous done"] if batch["after_previous"] else []) + [f"{r}.{i} sent" for r, i in batch["after_sent"]]
             wait_text = ", ".join(waits[:4]) + (f", ... ({len(waits)})" if len(waits) > 4 else "")
             if batch["after_sent"] and batch["delay"] not in ("0ns", "0us", 0):
                 wait_text += f" + {batch['delay']}"

@@ -32,21 +32,16 @@ impl Planner for Independent {
         accesses: &[Vec<Extent>],
         _layout: &StripeLayout,
     ) -> Result<CollectivePlan, PlanError> {
-        let own = prepare(direction, accesses)?;
+        let own = prepare(direction, accesses, false)?.own;
         let processes = own
             .iter()
-            .enumerate()
-            .map(|(rank, extents)| {
+            .map(|extents| {
                 pack(extents, self.max_segments)
                     .into_iter()
                     .enumerate()
                     .map(|(i, request)| Batch {
                         requests: vec![request],
-                        after_done: if i == 0 {
-                            Vec::new()
-                        } else {
-                            vec![(rank as u32, i as u32 - 1)]
-                        },
+                        after_previous: i > 0,
                         ..Batch::default()
                     })
                     .collect()

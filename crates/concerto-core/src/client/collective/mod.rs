@@ -7,9 +7,10 @@
 //! and messages, the MPI-IO layer into real calls.
 //!
 //! **How a plan runs.** Each process has a list of [`Batch`]es, each a set
-//! of list-I/O requests sent together. A batch is sent once every batch in
-//! its `after_done` has completed (all its replies in) and every batch in
-//! its `after_sent` has been sent, then after its `delay`. [`Exchange`]s
+//! of list-I/O requests sent together, in order. A batch is sent once the
+//! process's previous batch has completed (all its replies in) if it says
+//! `after_previous`, and once every batch in its `after_sent` has been
+//! sent, then after its `delay`. [`Exchange`]s
 //! move data between processes: in a write, the exchanges into a batch come
 //! before it; in a read, the exchanges out of a batch follow it.
 //!
@@ -57,8 +58,8 @@ pub struct ListRequest {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Batch {
     pub requests: Vec<ListRequest>,
-    /// (rank, batch index) that must have completed first.
-    pub after_done: Vec<(u32, u32)>,
+    /// Waits for the process's previous batch to complete (a blocking call).
+    pub after_previous: bool,
     /// (rank, batch index) that must have been sent first.
     pub after_sent: Vec<(u32, u32)>,
     pub delay: Time,
@@ -119,17 +120,33 @@ pub enum PlanError {
     Invalid(String),
 }
 
+/// The call's accesses, normalized per process and, when asked for (or
+/// needed to check a write), all together.
+pub(crate) struct Prepared {
+    pub own: Vec<Vec<Extent>>,
+    pub all: Vec<Extent>,
+}
+
 /// Writes must not overlap between processes: the result would depend on
-/// who writes last. Returns the accesses normalized.
+/// who writes last.
 pub(crate) fn prepare(
     direction: Direction,
     accesses: &[Vec<Extent>],
-) -> Result<Vec<Vec<Extent>>, PlanError> {
+    union: bool,
+) -> Result<Prepared, PlanError> {
     if accesses.is_empty() {
         return Err(PlanError::NoProcesses);
     }
     let own: Vec<Vec<Extent>> = accesses.iter().map(|a| normalize(a)).collect();
-    if direction == Direction::Write {
+    let write = direction == Direction::Write;
+    let all = if union || write {
+        normalize(&own.concat())
+    } else {
+        Vec::new()
+    };
+    // Overlaps shrink the union; only then look for the first one.
+    let total: u64 = own.iter().map(|e| bytes_of(e)).sum();
+    if write && bytes_of(&all) < total {
         let mut all: Vec<(Extent, u32)> = own
             .iter()
             .enumerate()
@@ -143,7 +160,7 @@ pub(crate) fn prepare(
             }
         }
     }
-    Ok(own)
+    Ok(Prepared { own, all })
 }
 
 /// Packs ascending extents into list requests of at most `max_segments`.
@@ -197,7 +214,10 @@ impl CollectivePlan {
         }
         for (rank, batches) in self.processes.iter().enumerate() {
             for (b, batch) in batches.iter().enumerate() {
-                for &(r, i) in batch.after_done.iter().chain(&batch.after_sent) {
+                if batch.after_previous && b == 0 {
+                    return Err(format!("rank {rank} batch 0 waits for a previous batch"));
+                }
+                for &(r, i) in &batch.after_sent {
                     if self
                         .processes
                         .get(r as usize)

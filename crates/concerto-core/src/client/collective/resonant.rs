@@ -72,7 +72,7 @@ impl Planner for Resonant {
         if self.agents_per_server == 0 {
             return Err(PlanError::Invalid("agents_per_server must be > 0".into()));
         }
-        let own = prepare(direction, accesses)?;
+        let own = prepare(direction, accesses, false)?.own;
         if non_overlapping(&own) {
             Ok(self.timed_groups(direction, &own, layout))
         } else {

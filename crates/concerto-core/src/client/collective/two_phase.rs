@@ -1,6 +1,6 @@
 //! ROMIO's two-phase collective I/O (collective buffering).
 
-use super::extents::{normalize, window};
+use super::extents::window;
 use super::{pack, prepare, Batch, CollectivePlan, Direction, Exchange, PlanError, Planner};
 use crate::layout::StripeLayout;
 use crate::request::Extent;
@@ -74,9 +74,8 @@ impl Planner for TwoPhase {
         if self.cb_buffer_size == 0 {
             return Err(PlanError::Invalid("cb_buffer_size must be > 0".into()));
         }
-        let own = prepare(direction, accesses)?;
+        let super::Prepared { own, all } = prepare(direction, accesses, true)?;
         let p = own.len() as u32;
-        let all = normalize(&own.concat());
         let mut processes: Vec<Vec<Batch>> = vec![Vec::new(); own.len()];
         let (Some(first), Some(last)) = (all.first(), all.last()) else {
             return Ok(CollectivePlan {
@@ -103,11 +102,7 @@ impl Planner for TwoPhase {
                     let to = (start + (r + 1) * cb).min(end);
                     Batch {
                         requests: pack(&window(&all, from, to), self.max_segments),
-                        after_done: if r == 0 {
-                            Vec::new()
-                        } else {
-                            vec![(agg, r as u32 - 1)]
-                        },
+                        after_previous: r > 0,
                         ..Batch::default()
                     }
                 })
