@@ -340,6 +340,58 @@ pub struct HddConfig {
     pub read_ahead: Bytes,
     /// Distance on disk between consecutive objects.
     pub object_spacing: Bytes,
+    /// Where a file's object sits on each server's disk.
+    #[serde(skip_serializing_if = "ObjectPlacement::is_spaced")]
+    pub object_placement: ObjectPlacement,
+    /// How the disk orders what the server has dispatched to it.
+    #[serde(skip_serializing_if = "DiskScheduler::is_none")]
+    pub scheduler: DiskScheduler,
+    /// With the elevator: a request that has waited this long on the disk
+    /// is served next, wherever it is.
+    #[serde(skip_serializing_if = "is_default_deadline")]
+    pub deadline: Time,
+}
+
+fn is_default_deadline(t: &Time) -> bool {
+    *t == HddConfig::default().deadline
+}
+
+/// Where each file's object sits on a server's disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ObjectPlacement {
+    /// File i's object at i × object_spacing, the same on every server.
+    #[default]
+    Spaced,
+    /// Each object at its own position on each server (a multiple of
+    /// object_spacing, drawn from the run's seed, the file and the
+    /// server), so the servers' disks are independent.
+    Random,
+}
+
+impl ObjectPlacement {
+    fn is_spaced(&self) -> bool {
+        *self == ObjectPlacement::Spaced
+    }
+}
+
+/// The block layer below the server's queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiskScheduler {
+    /// The disk serves requests in the order the server dispatched them.
+    #[default]
+    None,
+    /// Of the requests dispatched and waiting, the disk serves next the one
+    /// at the lowest address at or past its head, wrapping to the lowest
+    /// (C-LOOK), unless one has waited `deadline`: then the oldest.
+    Elevator,
+}
+
+impl DiskScheduler {
+    fn is_none(&self) -> bool {
+        *self == DiskScheduler::None
+    }
 }
 
 impl Default for HddConfig {
@@ -353,6 +405,9 @@ impl Default for HddConfig {
             capacity: Bytes(250_000_000_000),
             read_ahead: Bytes(512 * 1024),
             object_spacing: Bytes(1 << 30),
+            object_placement: ObjectPlacement::Spaced,
+            scheduler: DiskScheduler::None,
+            deadline: Time::from_millis(500),
         }
     }
 }

@@ -9,7 +9,7 @@ use concerto_core::emulation::EmulatedDevice;
 use concerto_core::units::Bandwidth;
 use concerto_core::{Request, Time};
 
-use crate::config::{DeviceConfig, FixedConfig, HddConfig, SsdConfig};
+use crate::config::{DeviceConfig, FixedConfig, HddConfig, ObjectPlacement, SsdConfig};
 
 pub enum Device {
     Fixed(Fixed),
@@ -158,6 +158,69 @@ impl Hdd {
     }
 }
 
+impl Hdd {
+    /// Where the head is: just past the last access.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+}
+
+/// Where file `file`'s object starts on server `server`'s disk: with
+/// `spaced` placement at `file × object_spacing` on every server; with
+/// `random`, at a multiple of `object_spacing` drawn from the seed, the
+/// file and the server (a hash, so it draws from no random stream and the
+/// other draws of a run stay as they were).
+pub fn object_base(device: &DeviceConfig, seed: u64, file: u32, server: u32) -> u64 {
+    // Only the HDD model has positions.
+    let DeviceConfig::Hdd(cfg) = device else {
+        return 0;
+    };
+    let capacity = cfg.capacity.0.max(1);
+    let spacing = cfg.object_spacing.0;
+    match cfg.object_placement {
+        ObjectPlacement::Spaced => u64::from(file).wrapping_mul(spacing) % capacity,
+        ObjectPlacement::Random => {
+            let slots = (capacity / spacing.max(1)).max(1);
+            let mut x = seed ^ (u64::from(file) << 32) ^ u64::from(server) ^ 0x9e37_79b9_7f4a_7c15;
+            // splitmix64's finalizer: every input bit moves every output bit.
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^= x >> 31;
+            (x % slots) * spacing
+        }
+    }
+}
+
+/// A request waiting on the disk under the elevator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskWait {
+    pub piece: u32,
+    /// Its first byte's address on the disk.
+    pub address: u64,
+    pub arrived: Time,
+}
+
+/// The elevator's choice among `waiting` (not empty): the oldest if it has
+/// waited `deadline`, else the lowest address at or past `head`, else the
+/// lowest address (C-LOOK sweeps upward and jumps back). Ties go to the
+/// earliest arrival.
+pub fn elevator_pick(waiting: &[DiskWait], head: u64, now: Time, deadline: Time) -> usize {
+    let oldest = (0..waiting.len())
+        .min_by_key(|&i| (waiting[i].arrived, i))
+        .unwrap_or(0);
+    if now.saturating_sub(waiting[oldest].arrived) >= deadline {
+        return oldest;
+    }
+    let ahead = (0..waiting.len())
+        .filter(|&i| waiting[i].address >= head)
+        .min_by_key(|&i| (waiting[i].address, waiting[i].arrived, i));
+    ahead.unwrap_or_else(|| {
+        (0..waiting.len())
+            .min_by_key(|&i| (waiting[i].address, waiting[i].arrived, i))
+            .unwrap_or(0)
+    })
+}
+
 /// Flash: per-request latency overlapped across `parallelism` channels, data
 /// moved over one shared internal bus at `bandwidth`. Small requests are
 /// latency-bound and need depth; large ones are bandwidth-bound.
@@ -259,6 +322,77 @@ mod tests {
             t_rnd > t_seq + Time::from_millis(64 * 4),
             "random took {t_rnd}"
         );
+    }
+
+    fn wait(piece: u32, address: u64, arrived_ms: u64) -> DiskWait {
+        DiskWait {
+            piece,
+            address,
+            arrived: Time::from_millis(arrived_ms),
+        }
+    }
+
+    #[test]
+    fn the_elevator_sweeps_up_wraps_and_serves_the_overdue_first() {
+        let w = [
+            wait(0, 900, 0),
+            wait(1, 100, 1),
+            wait(2, 500, 2),
+            wait(3, 500, 3),
+        ];
+        let deadline = Time::from_millis(100);
+        let now = Time::from_millis(10);
+        // From 400: the lowest address at or past the head, the earlier of a tie.
+        assert_eq!(elevator_pick(&w, 400, now, deadline), 2);
+        // Past every address: back to the lowest.
+        assert_eq!(elevator_pick(&w, 950, now, deadline), 1);
+        // Piece 0 has waited 100 ms: it goes first, wherever it is.
+        assert_eq!(elevator_pick(&w, 400, Time::from_millis(100), deadline), 0);
+    }
+
+    #[test]
+    fn objects_sit_apart_per_server_only_when_placed_at_random() {
+        let mut cfg = HddConfig::default();
+        let spaced = DeviceConfig::Hdd(cfg.clone());
+        assert_eq!(object_base(&spaced, 7, 3, 0), 3 << 30);
+        assert_eq!(object_base(&spaced, 7, 3, 1), 3 << 30);
+        cfg.object_placement = ObjectPlacement::Random;
+        let random = DeviceConfig::Hdd(cfg.clone());
+        let bases: Vec<u64> = (0..8).map(|s| object_base(&random, 7, 3, s)).collect();
+        assert!(bases
+            .iter()
+            .all(|b| b % (1 << 30) == 0 && *b < cfg.capacity.0));
+        let mut distinct = bases.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > 4, "{bases:?}");
+        assert_eq!(object_base(&random, 7, 3, 5), bases[5], "seeded, not drawn");
+        assert_ne!(object_base(&random, 8, 3, 5), bases[5]);
+        let ssd = DeviceConfig::Ssd(SsdConfig::default());
+        assert_eq!(object_base(&ssd, 7, 3, 5), 0);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_elevator_never_leaves_a_request_past_its_deadline_waiting(
+            raw in proptest::collection::vec((0u64..1000, 0u64..50), 1..20),
+            head in 0u64..1000,
+            now in 0u64..100,
+        ) {
+            let w: Vec<DiskWait> = raw.iter().enumerate().map(|(i, &(a, t))| wait(i as u32, a, t)).collect();
+            let deadline = Time::from_millis(60);
+            let i = elevator_pick(&w, head, Time::from_millis(now), deadline);
+            proptest::prop_assert!(i < w.len());
+            let oldest = w.iter().map(|x| x.arrived).min().unwrap();
+            if Time::from_millis(now).saturating_sub(oldest) >= deadline {
+                proptest::prop_assert_eq!(w[i].arrived, oldest);
+            } else if w.iter().any(|x| x.address >= head) {
+                proptest::prop_assert!(w[i].address >= head);
+                proptest::prop_assert!(w.iter().all(|x| x.address < head || x.address >= w[i].address));
+            } else {
+                proptest::prop_assert!(w.iter().all(|x| x.address >= w[i].address));
+            }
+        }
     }
 
     #[test]

@@ -26,9 +26,10 @@ use concerto_core::server::{Driver, ServiceReport, Ticket};
 use concerto_core::{AppId, ObjectId, Op, Request, RequestId, StripeLayout, Time};
 
 use crate::config::{
-    AppIdRule, DataOp, DeviceConfig, JobConfig, MetadataPlacement, Placement, Scenario,
+    AppIdRule, DataOp, DeviceConfig, DiskScheduler, JobConfig, MetadataPlacement, Placement,
+    Scenario,
 };
-use crate::device::Device;
+use crate::device::{elevator_pick, object_base, Device, DiskWait};
 use crate::engine::{Class, EventQueue};
 use crate::fluid::{window_metrics, FluidApp, FluidPhase, FluidRun, PhaseRecord};
 use crate::network::{End, Network, Nic};
@@ -148,8 +149,6 @@ struct RankState {
 
 struct FileState {
     layout: StripeLayout,
-    /// Where this file's object starts on each server's device.
-    base: u64,
     /// The server holding the file's metadata.
     meta_server: u32,
 }
@@ -176,6 +175,10 @@ struct ServerState {
     /// Per application: service and backlog over time (`output.server_timeline`).
     timeline: Option<Vec<Backlog>>,
     reports_sent: u64,
+    /// Under the elevator: the data requests dispatched to the disk and
+    /// waiting for it, and whether it is serving one.
+    disk_waiting: Vec<DiskWait>,
+    disk_busy: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,14 +307,12 @@ impl<'a> Simulation<'a> {
                     .filter(|_| sc.output.server_timeline)
                     .map(|w| (0..n_instances).map(|_| Backlog::new(w)).collect()),
                 reports_sent: 0,
+                disk_waiting: Vec::new(),
+                disk_busy: false,
             })
             .collect();
 
         let ids = assign_app_ids(sc, n_instances, &mut setup);
-        let (spacing, capacity) = match &cl.device {
-            DeviceConfig::Hdd(h) => (h.object_spacing.0, h.capacity.0.max(1)),
-            _ => (0, 1),
-        };
         let mut apps = Vec::with_capacity(n_instances);
         let mut ranks = Vec::new();
         let mut files = Vec::new();
@@ -335,7 +336,6 @@ impl<'a> Simulation<'a> {
                             );
                     files.push(FileState {
                         layout,
-                        base: (idx as u64).wrapping_mul(spacing) % capacity,
                         meta_server: meta_servers[idx as usize % meta_servers.len()],
                     });
                     app_files.push(idx);
@@ -740,6 +740,7 @@ impl<'a> Simulation<'a> {
     }
 
     fn dispatch(&mut self, server: u32, now: Time) {
+        let elevator = self.elevator(server);
         let s = &mut self.servers[server as usize];
         s.kick_pending = false;
         if s.wakeup == Some(now) {
@@ -753,13 +754,26 @@ impl<'a> Simulation<'a> {
             if let Some(t) = s.timeline.as_mut() {
                 t[self.ranks[p.rank as usize].app as usize].dispatched(now);
             }
+            if elevator && req.op.is_data() {
+                // The disk takes it when the elevator picks it.
+                let address = object_base(&self.sc.cluster.device, self.seed, p.file, p.server)
+                    .wrapping_add(req.offset);
+                s.disk_waiting.push(DiskWait {
+                    piece,
+                    address,
+                    arrived: now,
+                });
+                p.req = Some(req);
+                p.ticket = Some(ticket);
+                continue;
+            }
             let done = match req.op {
                 Op::Meta(op) => s
                     .device
                     .start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
                 Op::Read | Op::Write => s.device.start(
                     now,
-                    self.files[p.file as usize].base,
+                    object_base(&self.sc.cluster.device, self.seed, p.file, p.server),
                     &req,
                     &mut self.rng_dev,
                 ),
@@ -780,6 +794,42 @@ impl<'a> Simulation<'a> {
                     .schedule(at, Class::Late, 0, Event::Kick { server });
             }
         }
+        if elevator {
+            self.start_disk(server, now);
+        }
+    }
+
+    /// Whether `server`'s disk reorders what it is given (an HDD with the elevator).
+    fn elevator(&self, server: u32) -> bool {
+        self.servers[server as usize].role != ServerRole::Metadata
+            && matches!(&self.sc.cluster.device,
+                DeviceConfig::Hdd(h) if h.scheduler == DiskScheduler::Elevator)
+    }
+
+    /// Under the elevator: if the disk is free, starts the request it picks.
+    fn start_disk(&mut self, server: u32, now: Time) {
+        let DeviceConfig::Hdd(cfg) = &self.sc.cluster.device else {
+            return;
+        };
+        let s = &mut self.servers[server as usize];
+        if s.disk_busy || s.disk_waiting.is_empty() {
+            return;
+        }
+        let Device::Hdd(disk) = &s.device else {
+            return;
+        };
+        let i = elevator_pick(&s.disk_waiting, disk.head(), now, cfg.deadline);
+        let DiskWait { piece, .. } = s.disk_waiting.remove(i);
+        let p = &mut self.pieces[piece as usize];
+        let Some(req) = p.req.as_ref() else { return };
+        let base = object_base(&self.sc.cluster.device, self.seed, p.file, p.server);
+        let done = s.device.start(now, base, req, &mut self.rng_dev);
+        s.busy += done - now.max(s.device_free);
+        s.device_free = s.device_free.max(done);
+        s.disk_busy = true;
+        p.start = now;
+        self.events
+            .schedule(done, Class::Normal, 0, Event::DeviceDone { piece });
     }
 
     fn device_done(&mut self, piece: u32, now: Time) {
@@ -830,6 +880,10 @@ impl<'a> Simulation<'a> {
         self.events
             .schedule(sent.arrival, Class::Normal, 0, Event::ReachClient { piece });
         self.kick(server, now);
+        if !is_meta && self.elevator(server) {
+            self.servers[server as usize].disk_busy = false;
+            self.start_disk(server, now);
+        }
     }
 
     fn reach_client(&mut self, piece: u32, now: Time) {
