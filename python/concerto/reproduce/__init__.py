@@ -15,20 +15,11 @@ class Claim:
     expected: str
     measured: str
     passed: bool
-    # Set when the simulator is known not to reproduce this claim yet: the
-    # claim is still evaluated and reported, but does not fail the run.
-    deviation: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["pass"] = d.pop("passed")
-        if d["deviation"] is None:
-            del d["deviation"]
         return d
-
-    @property
-    def blocking_failure(self) -> bool:
-        return not self.passed and self.deviation is None
 
 
 def experiments_dir() -> Path:
@@ -44,9 +35,6 @@ def report_head(title: str, paper: str, quick: bool, about: str, claims: list[Cl
     the command that produced it, what was run, and the claims as a table."""
     from concerto.report import markdown_table
 
-    def status(c: Claim) -> str:
-        return "PASS" if c.passed else ("DEVIATION" if c.deviation else "FAIL")
-
     return [
         f"# Reproduction: {title}",
         "",
@@ -56,7 +44,7 @@ def report_head(title: str, paper: str, quick: bool, about: str, claims: list[Cl
         "## Claims",
         "",
         markdown_table(["", "claim", "expected", "measured"],
-                       [[status(c), c.claim, c.expected, c.measured] for c in claims]),
+                       [["PASS" if c.passed else "FAIL", c.claim, c.expected, c.measured] for c in claims]),
         "",
     ]
 
