@@ -24,7 +24,7 @@ PAPER_RANGE = (0.08, 0.46)  # reported reductions of average completion time
 SERVERS_DRIFT = 0.05
 SERVERS_FLOOR = 0.15
 FORMULA_TOLERANCE = 0.02
-BANDWIDTH_TOLERANCE = 0.05  # "comparable": at most 5% below FIFO
+BANDWIDTH_TOLERANCE = 0.01  # "comparable or higher": at most 1% below FIFO
 
 
 def _pairs(rows: list[dict]) -> list[tuple[dict, dict, dict]]:
