@@ -148,6 +148,7 @@ def test_reproduce_coordination_quick(tmp_path: Path) -> None:
     report = (tmp_path / "report.md").read_text()
     assert "## Claims" in report and "formula" in report
     assert (tmp_path / "fig6_completion.png").exists() and (tmp_path / "fig8_bandwidth.svg").exists()
+    assert (tmp_path / "fig3_5_finish.png").exists() and "![fig3_5_finish](fig3_5_finish.png)" in report
 
 
 def test_coordination_model_bound_fails_when_the_gain_moves_with_servers(tmp_path: Path) -> None:

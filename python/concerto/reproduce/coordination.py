@@ -224,6 +224,41 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
     return claims
 
 
+def finish_plot(sweep: Sweep, path: Path) -> None:
+    """Figures 3 and 5: when each application's read finished on each
+    server, under FIFO and coordinated, from one run (the sweep's first
+    seed) per device and policy."""
+    from concerto.report import pyplot, save
+    from concerto.sim import simulate
+    from concerto.sweep import policy_override
+
+    plt = pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharey="row")
+    for row, device in enumerate(("hdd", "ssd")):
+        for col, policy in enumerate(("fifo", "coordinated")):
+            source = sweep.source().with_overrides(f'cluster.device.kind="{device}"', policy_override(policy))
+            run = simulate(source, seed=sweep.seed)["runs"][0]
+            ax = axes[row][col]
+            finish: dict[int, list[tuple[int, float]]] = defaultdict(list)
+            for server in run["servers"]:
+                for a in server["apps"]:
+                    finish[a["app"]].append((server["index"], a["last_finish_s"] * 1e3))
+            for app, pts in sorted(finish.items()):
+                pts.sort()
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, linewidth=1,
+                        label=f"app {app}")
+            ax.set_title(f"{device}, {policy}")
+            ax.set_xlabel("server")
+            if col == 0:
+                ax.set_ylabel("finish time of the application's read (ms)")
+            ax.grid(alpha=0.3)
+    axes[0][1].legend(fontsize=7, ncol=2)
+    fig.suptitle("Per-server finish times of each application (Figures 3 and 5), seed "
+                 f"{sweep.seed}")
+    fig.tight_layout()
+    save(fig, path)
+
+
 def write_outputs(out: Path, exps: dict[str, Sweep], results: dict[str, list[dict]], claims: list[Claim], quick: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "claims.json", [c.as_json() for c in claims])
@@ -252,6 +287,8 @@ def write_outputs(out: Path, exps: dict[str, Sweep], results: dict[str, list[dic
     line_plot(fig8, x="window_ms", y="bandwidth_MBps", series=["apps[0].processes", "policy"],
               facet="cluster.device.kind", path=out / "fig8_bandwidth", title="by window, against FIFO",
               xlabel="window (ms)", ylabel="bandwidth (MB/s)")
+
+    finish_plot(exps["fig3_5"], out / "fig3_5_finish")
 
     lines = report_head("server-side I/O coordination", "coordination", quick,
                         "FIFO stands for the paper's \"original\" PVFS2 order; times are simulated.", claims)
