@@ -270,33 +270,6 @@ def _reproduce(module: str, out: Path, quick: bool, seed: int | None, **sweep_op
     _report_claims(run(out, quick, seed=seed, status=lambda s: err_console.print(f"[dim]{escape(s)}[/]"), **sweep_opts), out)
 
 
-@reproduce.command("coordination")
-@click.option("--quick", is_flag=True, help="Fewer repetitions and sweep points (about ten seconds).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/coordination"),
-              show_default=True)
-@seed_opt
-@workers_opt
-@dask_opt
-@guarded
-def reproduce_coordination(quick: bool, out: Path, seed: int | None, workers: int, dask: str | None) -> None:
-    """Server-side I/O coordination: Figures 3, 5, 6, 7, 8 and formulas (1)-(2)."""
-    _reproduce("coordination", out, quick, seed, workers=workers, dask=dask)
-
-
-@reproduce.command("vpfs")
-@click.option("--quick", is_flag=True, help="Shorter runs.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/vpfs"),
-              show_default=True)
-@seed_opt
-@workers_opt
-@dask_opt
-@guarded
-def reproduce_vpfs(quick: bool, out: Path, seed: int | None, workers: int, dask: str | None) -> None:
-    """vPFS+: BTIO, WRF and md-test under SFQ(D)+, SFQ(D), native and Capped; slot-cost sweep; total-service
-    sharing."""
-    _reproduce("vpfs", out, quick, seed, workers=workers, dask=dask)
-
-
 @reproduce.command("total-service")
 @click.option("--quick", is_flag=True, help="Shorter runs (about half a minute).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/total-service"),
@@ -309,32 +282,36 @@ def reproduce_total_service(quick: bool, out: Path, seed: int | None) -> None:
     _reproduce("total_service", out, quick, seed)
 
 
-@reproduce.command("iosets")
-@click.option("--quick", is_flag=True, help="Fewer sweep points and 20 repetitions (about twenty seconds).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/iosets"),
-              show_default=True)
-@seed_opt
-@workers_opt
-@dask_opt
-@guarded
-def reproduce_iosets(quick: bool, out: Path, seed: int | None, workers: int, dask: str | None) -> None:
-    """IO-SETS in the fluid mode: Sections VI-A (nH, I/O stress 0.8 and 0.2, noise), VI-B1 (spread of w_iter)
-    and VI-B2 (a fourth profile against CLAIRVOYANT), 200 repetitions."""
-    _reproduce("iosets", out, quick, seed, workers=workers, dask=dask)
+def _sweep_reproduction(name: str, module: str, quick_help: str, about: str) -> None:
+    """Registers ``concerto reproduce NAME``: a reproduction that runs sweep
+    files, with the sweep runner's --workers and --dask."""
+
+    @reproduce.command(name, help=about)
+    @click.option("--quick", is_flag=True, help=quick_help)
+    @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path(f"results/{name}"),
+                  show_default=True)
+    @seed_opt
+    @workers_opt
+    @dask_opt
+    @guarded
+    def command(quick: bool, out: Path, seed: int | None, workers: int, dask: str | None) -> None:
+        _reproduce(module, out, quick, seed, workers=workers, dask=dask)
 
 
-@reproduce.command("clusterfile")
-@click.option("--quick", is_flag=True, help="Three repetitions and fewer transfer graphs (a few seconds).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/clusterfile"),
-              show_default=True)
-@seed_opt
-@workers_opt
-@dask_opt
-@guarded
-def reproduce_clusterfile(quick: bool, out: Path, seed: int | None, workers: int, dask: str | None) -> None:
-    """Clusterfile's client-side I/O scheduling: first-, random- and hash-IOS over the schedule block
-    (Figures 2-5), and the transfer-scheduling heuristics against the optimum."""
-    _reproduce("clusterfile", out, quick, seed, workers=workers, dask=dask)
+for _name, _module, _quick, _about in [
+    ("coordination", "coordination", "Fewer repetitions and sweep points (about twenty seconds).",
+     "Server-side I/O coordination: Figures 3, 5, 6, 7, 8 and formulas (1)-(2)."),
+    ("vpfs", "vpfs", "Shorter runs.",
+     "vPFS+: BTIO, WRF and md-test under SFQ(D)+, SFQ(D), native and Capped; slot-cost sweep; total-service "
+     "sharing."),
+    ("iosets", "iosets", "Fewer sweep points and 20 repetitions (about twenty seconds).",
+     "IO-SETS in the fluid mode: Sections VI-A (nH, I/O stress 0.8 and 0.2, noise), VI-B1 (spread of w_iter) and "
+     "VI-B2 (a fourth profile against CLAIRVOYANT), 200 repetitions."),
+    ("clusterfile", "clusterfile", "Three repetitions and fewer transfer graphs (a few seconds).",
+     "Clusterfile's client-side I/O scheduling: first-, random- and hash-IOS over the schedule block (Figures 2-5), "
+     "and the transfer-scheduling heuristics against the optimum."),
+]:
+    _sweep_reproduction(_name, _module, _quick, _about)
 
 
 @main.group()

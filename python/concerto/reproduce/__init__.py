@@ -48,3 +48,14 @@ def report_head(title: str, paper: str, quick: bool, about: str, claims: list[Cl
         "",
     ]
 
+
+def run_paper_sweep(sweep, out: Path, seed: int | None, status, workers: int, dask: str | None) -> list[dict]:
+    """Runs one of a reproduction's sweeps afresh into ``out`` (the seed
+    overridden when given), saying which; returns its rows."""
+    from concerto.sweep import run_sweep
+
+    if seed is not None:
+        sweep.seed = seed
+    status(f"{sweep.id}: {sweep.title}")
+    return run_sweep(sweep, out=out, workers=workers, dask=dask, fresh=True).rows
+

@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 from concerto import _native
 from concerto.report import line_plot, markdown_table, pyplot, save, write_json
-from concerto.reproduce import Claim, experiments_dir, report_head
-from concerto.sweep import Sweep, aggregate, load_sweep, run_sweep
+from concerto.reproduce import Claim, experiments_dir, report_head, run_paper_sweep
+from concerto.sweep import Sweep, aggregate, load_sweep
 
 OP, ORDERING, BLOCK = "apps[0].op", "apps[0].ordering", "apps[0].schedule_block"
 ORDERINGS = ["first-ios", "random-ios", "hash-ios"]
@@ -57,12 +57,8 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     cells: dict[str, list[dict]] = {}
     for name in ("synthetic", "btio_c"):
         sweep = load_sweep(folder / f"{name}.toml", quick=quick)
-        if seed is not None:
-            sweep.seed = seed
-        status(f"{sweep.id}: {sweep.title}")
-        done = run_sweep(sweep, out=out / sweep.id, workers=workers, dask=dask, fresh=True)
         sweeps[name] = sweep
-        cells[name] = aggregate(sweep, done.rows)
+        cells[name] = aggregate(sweep, run_paper_sweep(sweep, out / sweep.id, seed, status, workers, dask))
     status("transfer graphs: every heuristic against the optimum")
     graphs = transfer_graphs(instances=10 if quick else 40, seed=1 if seed is None else seed)
     results = {"throughput": {name: [_cell(c) for c in cs] for name, cs in cells.items()}, "graphs": graphs}

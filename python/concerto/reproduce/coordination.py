@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 from concerto import _native
 from concerto.report import line_plot, markdown_table, write_json
-from concerto.reproduce import Claim, experiments_dir, report_head
-from concerto.sweep import Sweep, aggregate, load_sweep, run_sweep
+from concerto.reproduce import Claim, experiments_dir, report_head, run_paper_sweep
+from concerto.sweep import Sweep, aggregate, load_sweep
 
 PAPER_RANGE = (0.08, 0.46)  # reported reductions of average completion time
 # Claim c2b's bound on the model (which does not reproduce the growth with
@@ -76,11 +76,7 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
             raise _native.ConfigError(f"{folder}: no sweep with id {needed!r}")
     results: dict[str, list[dict]] = {}
     for sid, sweep in sweeps.items():
-        if seed is not None:
-            sweep.seed = seed
-        status(f"{sid}: {sweep.title}")
-        done = run_sweep(sweep, out=out / "sweeps" / sid, workers=workers, dask=dask, fresh=True)
-        results[sid] = aggregate(sweep, done.rows)
+        results[sid] = aggregate(sweep, run_paper_sweep(sweep, out / "sweeps" / sid, seed, status, workers, dask))
     results["formula"] = _formula_rows(results["formula"])
     claims = evaluate(results)
     write_outputs(out, sweeps, results, claims, quick)

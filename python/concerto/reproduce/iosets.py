@@ -18,8 +18,8 @@ import tomli_w
 
 from concerto import _native
 from concerto.report import markdown_table, write_json
-from concerto.reproduce import Claim, experiments_dir, report_head
-from concerto.sweep import Sweep, aggregate, load_sweep, run_sweep
+from concerto.reproduce import Claim, experiments_dir, report_head, run_paper_sweep
+from concerto.sweep import Sweep, aggregate, load_sweep
 
 SWEEPS = ["periodic_stress_08", "periodic_stress_02", "noise", "sigma", "fourth_profile", "periodic_stress_08_literal"]
 FEW_HIGH = 20  # "few high-frequency jobs": nH up to a third of the 60
@@ -46,13 +46,10 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     sweeps: dict[str, Sweep] = {}
     for name in SWEEPS:
         sweep = load_sweep(folder / f"{name}.toml", quick=quick)
-        if seed is not None:
-            sweep.seed = seed
-        status(f"{sweep.id}: {sweep.title}")
-        done = run_sweep(sweep, out=out / sweep.id, workers=workers, dask=dask, fresh=True)
+        rows = run_paper_sweep(sweep, out / sweep.id, seed, status, workers, dask)
         sweeps[name] = sweep
         results[name] = {"x": list(sweep.points[0].params)[0],
-                         "cells": [{"x": _x(sweep, a["point"]), **a} for a in aggregate(sweep, done.rows)]}
+                         "cells": [{"x": _x(sweep, a["point"]), **a} for a in aggregate(sweep, rows)]}
     results["hand"] = hand_computation()
     claims = evaluate(sweeps, results)
     write_outputs(out, sweeps, results, claims, quick)
