@@ -153,7 +153,7 @@ def test_plan_collective_resonant_gives_each_server_one_agent_and_two_phase_exch
 
 def test_plan_collective_bad_arguments_name_the_problem() -> None:
     cases = [
-        (["--pattern", "tiles", "--procs", "4", "--servers", "4"], "--pattern: unknown pattern"),
+        (["--pattern", "tilez", "--procs", "4", "--servers", "4"], "--pattern: unknown pattern"),
         (["--pattern", "demo:segment=0", "--procs", "4", "--servers", "4"], "segment must be > 0"),
         (["--pattern", "demo", "--procs", "4", "--servers", "4"], "demo: give segment"),
         (["--pattern", "demo:segment=1KiB", "--procs", "4", "--servers", "4", "--stripe", "0"], "--servers/--stripe"),

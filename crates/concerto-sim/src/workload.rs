@@ -3,6 +3,7 @@
 //! when the previous one's replies are all in (one data access split over
 //! the servers, or one metadata operation).
 
+use concerto_core::client::collective::patterns::tile_extents;
 use concerto_core::{Extent, MetaOp};
 
 use crate::config::{AppSpec, BtioSubtype, DataOp, FileMode, Pattern, WorkloadKind};
@@ -218,26 +219,15 @@ pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
     let (r, k) = (rank as u64, call as u64);
     match app.workload {
         WorkloadKind::MpiTileIo => {
-            // A dataset of (px·tx) × (py·ty) elements, row-major, in
-            // `planes` planes (3-D); process r holds tile (r mod px, r div
-            // px) of every plane; call k works on the k-th dataset stored
-            // after the previous ones.
-            let [px, py] = app.grid.unwrap_or([1, 1]).map(u64::from);
-            let [tx, ty] = app.tile.unwrap_or([1, 1]).map(u64::from);
-            let planes = app.planes.unwrap_or(1) as u64;
-            let esz = app.element_size.map_or(1, |b| b.0);
-            let row_elems = px * tx;
-            let plane_elems = row_elems * py * ty;
-            let dataset = plane_elems * planes * esz;
-            let (col, row) = (r % px, r / px);
-            let extents = (0..planes)
-                .flat_map(|z| {
-                    (0..ty).map(move |y| {
-                        let elem = z * plane_elems + (row * ty + y) * row_elems + col * tx;
-                        Extent::new(k * dataset + elem * esz, tx * esz)
-                    })
-                })
-                .collect();
+            // The same tiles the collective planners read (core's patterns).
+            let extents = tile_extents(
+                app.grid.unwrap_or([1, 1]).map(u64::from),
+                app.tile.unwrap_or([1, 1]).map(u64::from),
+                app.planes.unwrap_or(1) as u64,
+                app.element_size.map_or(1, |b| b.0),
+                r,
+                k,
+            );
             Access { file: 0, extents }
         }
         WorkloadKind::Noncontig => {

@@ -23,9 +23,46 @@ pub enum Pattern {
     /// block of `elmtcount` 4-byte elements per process; a call covers
     /// `call_bytes` of the file.
     Noncontig { elmtcount: u64, call_bytes: u64 },
+    /// mpi-tile-io, and BTIO's view with `planes` > 1: see [`tile_extents`].
+    /// Ranks beyond the `px × py` grid ask for nothing.
+    Tiles {
+        grid: [u64; 2],
+        tile: [u64; 2],
+        planes: u64,
+        element: u64,
+    },
 }
 
-const NAMES: &str = "demo, mpi-io-test, ior-mpi-io, noncontig";
+const NAMES: &str = "demo, mpi-io-test, ior-mpi-io, noncontig, tiles";
+
+/// A dataset of (px·tx) × (py·ty) elements of `element` bytes, row-major,
+/// in `planes` planes (3-D); process `rank` holds tile (rank mod px,
+/// rank div px) of every plane, so its extents nest two strides deep when
+/// there are several planes (BTIO's view). Call k works on the k-th
+/// dataset, stored after the previous ones. The simulator's mpi-tile-io
+/// workload and the planners both read tiles from here.
+pub fn tile_extents(
+    grid: [u64; 2],
+    tile: [u64; 2],
+    planes: u64,
+    element: u64,
+    rank: u64,
+    call: u64,
+) -> Vec<Extent> {
+    let ([px, py], [tx, ty]) = (grid, tile);
+    let row_elems = px * tx;
+    let plane_elems = row_elems * py * ty;
+    let dataset = plane_elems * planes * element;
+    let (col, row) = (rank % px.max(1), rank / px.max(1));
+    (0..planes)
+        .flat_map(|z| {
+            (0..ty).map(move |y| {
+                let elem = z * plane_elems + (row * ty + y) * row_elems + col * tx;
+                Extent::new(call * dataset + elem * element, tx * element)
+            })
+        })
+        .collect()
+}
 
 impl Pattern {
     /// Reads `name:key=value,...`; an error names the key.
@@ -42,6 +79,7 @@ impl Pattern {
             "demo" | "mpi-io-test" => &["segment"],
             "ior-mpi-io" => &["segment", "file"],
             "noncontig" => &["elmtcount", "call"],
+            "tiles" => &["grid", "tile", "planes", "element"],
             _ => return Err(format!("unknown pattern {name:?} (known: {NAMES})")),
         };
         if let Some((k, _)) = keys.iter().find(|(k, _)| !known.contains(k)) {
@@ -60,7 +98,32 @@ impl Pattern {
                 None => default.ok_or_else(|| format!("{name}: give {key}=...")),
             }
         };
+        // `AxB`: two positive whole numbers.
+        let pair = |key: &str| -> Result<[u64; 2], String> {
+            let (_, v) = keys
+                .iter()
+                .find(|(k, _)| *k == key)
+                .ok_or_else(|| format!("{name}: give {key}=AxB"))?;
+            let parsed: Option<Vec<u64>> = v.split('x').map(|n| n.trim().parse().ok()).collect();
+            match parsed.as_deref() {
+                Some(&[a, b]) if a > 0 && b > 0 => Ok([a, b]),
+                _ => Err(format!("{name}: {key}={v:?} is not AxB with A, B > 0")),
+            }
+        };
         Ok(match name {
+            "tiles" => Pattern::Tiles {
+                grid: pair("grid")?,
+                tile: pair("tile")?,
+                planes: match keys.iter().find(|(k, _)| *k == "planes") {
+                    Some((_, v)) => {
+                        v.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                            format!("{name}: planes={v:?} is not a whole number > 0")
+                        })?
+                    }
+                    None => 1,
+                },
+                element: size("element", None)?,
+            },
             "demo" => Pattern::Demo {
                 segment: size("segment", None)?,
             },
@@ -96,6 +159,18 @@ impl Pattern {
                         Vec::new()
                     } else {
                         vec![Extent::new(i * block + at, segment)]
+                    }
+                }
+                Pattern::Tiles {
+                    grid,
+                    tile,
+                    planes,
+                    element,
+                } => {
+                    if i < grid[0] * grid[1] {
+                        tile_extents(grid, tile, planes, element, i, call)
+                    } else {
+                        Vec::new()
                     }
                 }
                 Pattern::Noncontig {
@@ -150,9 +225,23 @@ mod tests {
     }
 
     #[test]
+    fn btio_class_c_as_tiles() {
+        let btio = Pattern::parse("tiles:grid=3x3,tile=1x44,planes=132,element=3240").unwrap();
+        let a = btio.accesses(9, 0);
+        assert_eq!(a[4].len(), 44 * 132);
+        assert_eq!(
+            a.iter().flatten().map(|e| e.len).sum::<u64>(),
+            3 * 132 * 132 * 3240
+        );
+        assert!(Pattern::parse("tiles:grid=3,tile=1x1,element=8")
+            .unwrap_err()
+            .contains("not AxB"));
+    }
+
+    #[test]
     fn bad_specs_name_the_problem() {
         for (spec, says) in [
-            ("tiles", "unknown pattern \"tiles\""),
+            ("tilez", "unknown pattern \"tilez\""),
             ("demo", "demo: give segment"),
             ("demo:segment=0", "segment must be > 0"),
             ("demo:segmnt=4", "unknown key \"segmnt\""),
