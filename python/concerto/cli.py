@@ -358,7 +358,8 @@ def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool,
 @plan.command("collective")
 @click.option("--pattern", required=True, metavar="SPEC",
               help="The access pattern: demo:segment=S, mpi-io-test:segment=S, ior-mpi-io:segment=S[,file=F] or "
-                   "noncontig:elmtcount=N[,call=BYTES] or tiles:grid=PXxPY,tile=TXxTY,element=S[,planes=Z].")
+                   "noncontig:elmtcount=N[,call=BYTES], hpio:count=N,size=S[,spacing=G], coll-perf:n=N or "
+                   "tiles:grid=PXxPY,tile=TXxTY,element=S[,planes=Z].")
 @click.option("--procs", type=click.IntRange(min=1, max=1_000_000), required=True, help="Processes.")
 @click.option("--servers", type=click.IntRange(min=1, max=100_000), required=True, help="I/O servers.")
 @click.option("--stripe", default="64KiB", show_default=True, metavar="SIZE", help="Stripe unit.")

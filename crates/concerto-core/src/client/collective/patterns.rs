@@ -23,6 +23,15 @@ pub enum Pattern {
     /// block of `elmtcount` 4-byte elements per process; a call covers
     /// `call_bytes` of the file.
     Noncontig { elmtcount: u64, call_bytes: u64 },
+    /// HPIO (non-contiguous in the file): `count` regions of `size` bytes
+    /// per process, `spacing` bytes apart, the processes' regions taking
+    /// turns: region r of process i at (r·P + i)·(size + spacing).
+    Hpio { count: u64, size: u64, spacing: u64 },
+    /// coll_perf: an n × n × n array of 4-byte integers, block-distributed
+    /// over a 3-D grid of the processes (as balanced as P allows, as
+    /// MPI_Dims_create makes it); each process asks for its block, one
+    /// contiguous run per (z, y) row.
+    CollPerf { n: u64 },
     /// mpi-tile-io, and BTIO's view with `planes` > 1: see [`tile_extents`].
     /// Ranks beyond the `px × py` grid ask for nothing.
     Tiles {
@@ -33,7 +42,30 @@ pub enum Pattern {
     },
 }
 
-const NAMES: &str = "demo, mpi-io-test, ior-mpi-io, noncontig, tiles";
+const NAMES: &str = "demo, mpi-io-test, ior-mpi-io, noncontig, hpio, coll-perf, tiles";
+
+/// `p` as three factors, largest first, as close to each other as possible.
+pub fn dims3(p: u64) -> [u64; 3] {
+    let mut best = [p.max(1), 1, 1];
+    for a in 1..=p {
+        if p % a != 0 || a * a * a < p {
+            continue;
+        }
+        for b in 1..=a {
+            if (p / a) % b != 0 {
+                continue;
+            }
+            let c = p / a / b;
+            if c > b {
+                continue;
+            }
+            if a - c < best[0] - best[2] {
+                best = [a, b, c];
+            }
+        }
+    }
+    best
+}
 
 /// A dataset of (px·tx) × (py·ty) elements of `element` bytes, row-major,
 /// in `planes` planes (3-D); process `rank` holds tile (rank mod px,
@@ -80,6 +112,8 @@ impl Pattern {
             "ior-mpi-io" => &["segment", "file"],
             "noncontig" => &["elmtcount", "call"],
             "tiles" => &["grid", "tile", "planes", "element"],
+            "hpio" => &["count", "size", "spacing"],
+            "coll-perf" => &["n"],
             _ => return Err(format!("unknown pattern {name:?} (known: {NAMES})")),
         };
         if let Some((k, _)) = keys.iter().find(|(k, _)| !known.contains(k)) {
@@ -134,6 +168,17 @@ impl Pattern {
                 segment: size("segment", None)?,
                 file: size("file", Some(1 << 30))?,
             },
+            "hpio" => Pattern::Hpio {
+                count: size("count", None)?,
+                size: size("size", None)?,
+                spacing: match keys.iter().find(|(k, _)| *k == "spacing") {
+                    Some((_, v)) => parse_size(v).map_err(|e| format!("{name}: spacing: {e}"))?,
+                    None => 0,
+                },
+            },
+            "coll-perf" => Pattern::CollPerf {
+                n: size("n", None)?,
+            },
             _ => Pattern::Noncontig {
                 elmtcount: size("elmtcount", None)?,
                 call_bytes: size("call", Some(16 << 20))?,
@@ -160,6 +205,33 @@ impl Pattern {
                     } else {
                         vec![Extent::new(i * block + at, segment)]
                     }
+                }
+                Pattern::Hpio {
+                    count,
+                    size,
+                    spacing,
+                } => {
+                    let stride = size + spacing;
+                    let base = call * count * p * stride;
+                    (0..count)
+                        .map(|r| Extent::new(base + (r * p + i) * stride, size))
+                        .collect()
+                }
+                Pattern::CollPerf { n } => {
+                    // Process i's block: its coordinates in the grid, x fastest.
+                    let [dx, dy, dz] = dims3(p);
+                    let (cx, cy, cz) = (i % dx, (i / dx) % dy, i / (dx * dy));
+                    let span = |c: u64, d: u64| (c * n / d, (c + 1) * n / d);
+                    let ((x0, x1), (y0, y1), (z0, z1)) = (span(cx, dx), span(cy, dy), span(cz, dz));
+                    let base = call * n * n * n * 4;
+                    (z0..z1)
+                        .flat_map(|z| {
+                            (y0..y1).map(move |y| {
+                                Extent::new(base + ((z * n + y) * n + x0) * 4, (x1 - x0) * 4)
+                            })
+                        })
+                        .filter(|e| e.len > 0)
+                        .collect()
                 }
                 Pattern::Tiles {
                     grid,
@@ -222,6 +294,34 @@ mod tests {
         // Rows of 2 x 8 bytes; 4 rows per call; call 1 starts at 64.
         assert_eq!(n[1][0], Extent::new(64 + 8, 8));
         assert_eq!(n[1].len(), 4);
+    }
+
+    #[test]
+    fn hpio_and_coll_perf_cover_what_they_should() {
+        let h = Pattern::parse("hpio:count=3,size=100,spacing=28")
+            .unwrap()
+            .accesses(2, 0);
+        assert_eq!(
+            h[1],
+            vec![
+                Extent::new(128, 100),
+                Extent::new(384, 100),
+                Extent::new(640, 100)
+            ]
+        );
+        assert_eq!(dims3(8), [2, 2, 2]);
+        assert_eq!(dims3(12), [3, 2, 2]);
+        assert_eq!(dims3(7), [7, 1, 1]);
+        for p in [1u32, 4, 6, 8, 12] {
+            let c = Pattern::parse("coll-perf:n=12").unwrap().accesses(p, 1);
+            let mut all: Vec<Extent> = c.concat();
+            all.sort();
+            // The blocks tile the whole array (call 1: the second array) exactly once.
+            let covered: u64 = all.iter().map(|e| e.len).sum();
+            assert_eq!(covered, 12 * 12 * 12 * 4, "p = {p}");
+            assert!(all.windows(2).all(|w| w[0].end() <= w[1].offset), "p = {p}");
+            assert!(all[0].offset >= 12 * 12 * 12 * 4);
+        }
     }
 
     #[test]
