@@ -69,6 +69,8 @@ def test_bad_matrices_and_specs_name_the_problem(tmp_path: Path) -> None:
     assert "--random: give servers, density, max" in err(None, "--random", "clients=4")
     assert "--random: clients='x' is not a whole number" in err(None, "--random", "clients=x,servers=2,density=1,max=1")
     assert 'unknown schedule "lifo"' in err("1 1\n", "--show", "lifo")
+    assert "'--unit': \"abc\" does not start with a number" in err("1 1\n", "--weighted", "--unit", "abc")
+    assert "--unit: must be at least 1 byte" in err("1 1\n", "--weighted", "--unit", "0")
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +159,10 @@ def test_plan_collective_bad_arguments_name_the_problem() -> None:
         (["--pattern", "demo:segment=0", "--procs", "4", "--servers", "4"], "segment must be > 0"),
         (["--pattern", "demo", "--procs", "4", "--servers", "4"], "demo: give segment"),
         (["--pattern", "demo:segment=1KiB", "--procs", "4", "--servers", "4", "--stripe", "0"], "--servers/--stripe"),
+        (["--pattern", "demo:segment=1KiB", "--procs", "4", "--servers", "4", "--stripe", "abc"],
+         "'--stripe': \"abc\""),
+        (["--pattern", "demo:segment=1KiB", "--procs", "4", "--servers", "4", "--strategy", "two-phase",
+          "--cb-buffer-size", "0"], "--cb-buffer-size: must be at least 1 byte"),
         (["--pattern", "demo:segment=1KiB", "--procs", "0", "--servers", "4"], "--procs"),
     ]
     for args, says in cases:

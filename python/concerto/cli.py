@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from concerto import __version__, _native
 from concerto.report import apps_csv, compare_plot, compare_table, runset_table, write_json
 from concerto.sim import ScenarioSource, simulate
+from concerto.fscli import size_arg
 from concerto.sweep import default_workers, policy_override
 
 console = Console()
@@ -325,7 +326,7 @@ def plan() -> None:
 @click.option("--random", "random_spec", default=None, metavar="SPEC",
               help="A random instance: clients=C,servers=S,density=D,max=M[,seed=N].")
 @click.option("--weighted", is_flag=True, help="The entries are sizes in bytes, not counts of unit transfers.")
-@click.option("--unit", default="64KiB", show_default=True, metavar="SIZE",
+@click.option("--unit", callback=size_arg, default="64KiB", show_default=True, metavar="SIZE",
               help="With --weighted: the transfer unit sizes are split into.")
 @click.option("--seed", type=click.IntRange(min=0, max=2**64 - 1), default=1, show_default=True,
               help="Seed of the randomized heuristics (uar, m-passes).")
@@ -335,7 +336,7 @@ def plan() -> None:
               help="Also print this schedule step by step: fcfs, hdf, hcdf, uar, m-passes or optimal.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @guarded
-def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool, unit: str, seed: int, passes: int,
+def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool, unit: int, seed: int, passes: int,
                    show: str | None, as_json: bool) -> None:
     """Schedule transfers between clients and I/O servers, each doing one at a time: the length of each
     heuristic's schedule (FCFS, HDF, HCDF, UAR, MPASSES) against the optimum, Δ steps by bipartite edge
@@ -343,9 +344,9 @@ def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool,
     from concerto import plan as plans
 
     rows = plans.load_matrix(matrix, random_spec)
-    unit_bytes = _native.parse_size(unit) if weighted else 0
-    if weighted and unit_bytes < 1:
+    if weighted and unit < 1:
         raise UsageProblem("--unit: must be at least 1 byte")
+    unit_bytes = unit if weighted else 0
     result = plans.plan_transfers(rows, unit_bytes, seed, passes, show)
     if as_json:
         click.echo(json.dumps(result, indent=2))
@@ -362,7 +363,7 @@ def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool,
                    "tiles:grid=PXxPY,tile=TXxTY,element=S[,planes=Z].")
 @click.option("--procs", type=click.IntRange(min=1, max=1_000_000), required=True, help="Processes.")
 @click.option("--servers", type=click.IntRange(min=1, max=100_000), required=True, help="I/O servers.")
-@click.option("--stripe", default="64KiB", show_default=True, metavar="SIZE", help="Stripe unit.")
+@click.option("--stripe", callback=size_arg, default="64KiB", show_default=True, metavar="SIZE", help="Stripe unit.")
 @click.option("--strategy", type=click.Choice(["independent", "two-phase", "resonant"]), default="resonant",
               show_default=True)
 @click.option("--write", is_flag=True, help="Plan a write (default: a read).")
@@ -372,23 +373,25 @@ def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool,
               help="Segments per list-I/O request (default 64; independent: 1, one call per piece).")
 @click.option("--cb-nodes", type=click.IntRange(min=1), default=None,
               help="two-phase: aggregators (default every process).")
-@click.option("--cb-buffer-size", default="16MiB", show_default=True, metavar="SIZE",
+@click.option("--cb-buffer-size", callback=size_arg, default="16MiB", show_default=True, metavar="SIZE",
               help="two-phase: bytes of a file domain per round.")
 @click.option("--align", is_flag=True, help="two-phase: file domains start on stripe-unit multiples.")
 @click.option("--agents-per-server", type=click.IntRange(min=1), default=1, show_default=True,
               help="resonant: agents per server's data.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @guarded
-def plan_collective(pattern: str, procs: int, servers: int, stripe: str, strategy: str, write: bool, call: int,
-                    max_segments: int | None, cb_nodes: int | None, cb_buffer_size: str, align: bool,
+def plan_collective(pattern: str, procs: int, servers: int, stripe: int, strategy: str, write: bool, call: int,
+                    max_segments: int | None, cb_nodes: int | None, cb_buffer_size: int, align: bool,
                     agents_per_server: int, as_json: bool) -> None:
     """Plan one collective read or write: who accesses which server's data, in which order, and what the
     processes exchange (independent I/O, ROMIO's two-phase, or resonant I/O)."""
     from concerto import plan as plans
 
+    if cb_buffer_size < 1:
+        raise UsageProblem("--cb-buffer-size: must be at least 1 byte")
     result = json.loads(_native.plan_collective(
-        pattern, procs, servers, _native.parse_size(stripe), strategy, write=write, call=call,
-        max_segments=max_segments, cb_nodes=cb_nodes, cb_buffer_size=_native.parse_size(cb_buffer_size),
+        pattern, procs, servers, stripe, strategy, write=write, call=call,
+        max_segments=max_segments, cb_nodes=cb_nodes, cb_buffer_size=cb_buffer_size,
         align=align, agents_per_server=agents_per_server))
     if as_json:
         click.echo(json.dumps(result, indent=2))

@@ -48,7 +48,9 @@ def _problem(e: Exception) -> str:
     return str(e)
 
 
-def _size_arg(_ctx, _param, value):
+def size_arg(_ctx, _param, value):
+    """A click callback: a size option ("64KiB", "1MB", "4096") as bytes;
+    a bad one is a usage error naming the option."""
     if value is None:
         return None
     try:
@@ -130,7 +132,7 @@ def cluster() -> None:
 @click.option("--throttle", type=click.Choice(local.THROTTLES), default="none", show_default=True,
               help="Emulate an HDD- or SSD-class device on each server.")
 @click.option("--meta", type=int, default=0, show_default=True, help="Which server also holds the metadata.")
-@click.option("--stripe-unit", default="64KiB", show_default=True, callback=_size_arg, help="Root's default stripe unit.")
+@click.option("--stripe-unit", default="64KiB", show_default=True, callback=size_arg, help="Root's default stripe unit.")
 @click.option("--stripe-count", type=click.IntRange(min=1), default=None, help="Root's default stripe count (default: all).")
 @click.option("--depth", type=click.IntRange(min=1), default=8, show_default=True, help="Requests in flight per server.")
 @fs_guarded
@@ -283,7 +285,7 @@ def _transfer_bar(label: str) -> Progress:
 @fs.command("put")
 @click.argument("local_path", metavar="LOCAL", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("remote")
-@click.option("--unit", default=None, callback=_size_arg, help="Stripe unit for a new file.")
+@click.option("--unit", default=None, callback=size_arg, help="Stripe unit for a new file.")
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Stripe count for a new file.")
 @click.pass_context
 @fs_guarded
@@ -427,7 +429,7 @@ def fs_layout(ctx, path: str, stripes: int) -> None:
 
 @fs.command("setstripe")
 @click.argument("directory")
-@click.option("--unit", default=None, callback=_size_arg, help="Stripe unit, e.g. 1MiB.")
+@click.option("--unit", default=None, callback=size_arg, help="Stripe unit, e.g. 1MiB.")
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Number of servers to stripe over.")
 @click.pass_context
 @fs_guarded

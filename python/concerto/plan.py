@@ -94,7 +94,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _runs(runs: list, stripe: int) -> str:
+def _runs(runs: list) -> str:
     """A request's servers in the order it touches them: "s2: 64 KiB from 1 MiB", ..."""
     shown = [f"s{server}: {_size(n)} from {_size(offset) if offset else 0}" for server, offset, n in runs[:6]]
     return ", ".join(shown) + (f", ... ({len(runs) - 6} more)" if len(runs) > 6 else "")
@@ -126,7 +126,7 @@ def collective_tables(result: dict, max_rows: int = 40) -> list[Table]:
             for q, request in enumerate(batch["requests"]):
                 if rows < max_rows:
                     who.add_row(str(rank), str(b), wait_text if q == 0 else "", str(q), str(len(request["extents"])),
-                                _runs(result["touches"][rank][b][q], result["stripe"]))
+                                _runs(result["touches"][rank][b][q]))
                 rows += 1
     if rows > max_rows:
         who.caption = f"first {max_rows} of {rows} requests; all in --json"

@@ -464,13 +464,8 @@ fn profile_device(py: Python<'_>, device: &str, spec: &str, seed: u64) -> PyResu
 /// A size as configuration spells it (`4096`, `"64KiB"`, `"1MB"`) in bytes.
 #[pyfunction]
 fn parse_size(text: &str) -> PyResult<u64> {
-    let value = match text.trim().parse::<u64>() {
-        Ok(n) => serde_json::Value::from(n),
-        Err(_) => serde_json::Value::from(text.trim()),
-    };
-    serde_json::from_value::<concerto_core::units::Bytes>(value)
-        .map(|b| b.0)
-        .map_err(|e| PyValueError::new_err(format!("{text:?}: {e}")))
+    // The parser's messages quote the text already.
+    concerto_core::units::parse_size(text.trim()).map_err(PyValueError::new_err)
 }
 
 #[pyfunction]

@@ -175,8 +175,10 @@ struct ServerState {
     /// Per application: service and backlog over time (`output.server_timeline`).
     timeline: Option<Vec<Backlog>>,
     reports_sent: u64,
-    /// Under the elevator: the data requests dispatched to the disk and
-    /// waiting for it, and whether it is serving one.
+    /// Whether the disk reorders what it is given (an HDD data server with
+    /// the elevator), and then the data requests dispatched to it and
+    /// waiting, and whether it is serving one.
+    elevator: bool,
     disk_waiting: Vec<DiskWait>,
     disk_busy: bool,
 }
@@ -307,6 +309,9 @@ impl<'a> Simulation<'a> {
                     .filter(|_| sc.output.server_timeline)
                     .map(|w| (0..n_instances).map(|_| Backlog::new(w)).collect()),
                 reports_sent: 0,
+                elevator: role != ServerRole::Metadata
+                    && matches!(&cl.device,
+                        DeviceConfig::Hdd(h) if h.scheduler == DiskScheduler::Elevator),
                 disk_waiting: Vec::new(),
                 disk_busy: false,
             })
@@ -740,8 +745,8 @@ impl<'a> Simulation<'a> {
     }
 
     fn dispatch(&mut self, server: u32, now: Time) {
-        let elevator = self.elevator(server);
         let s = &mut self.servers[server as usize];
+        let elevator = s.elevator;
         s.kick_pending = false;
         if s.wakeup == Some(now) {
             s.wakeup = None;
@@ -797,13 +802,6 @@ impl<'a> Simulation<'a> {
         if elevator {
             self.start_disk(server, now);
         }
-    }
-
-    /// Whether `server`'s disk reorders what it is given (an HDD with the elevator).
-    fn elevator(&self, server: u32) -> bool {
-        self.servers[server as usize].role != ServerRole::Metadata
-            && matches!(&self.sc.cluster.device,
-                DeviceConfig::Hdd(h) if h.scheduler == DiskScheduler::Elevator)
     }
 
     /// Under the elevator: if the disk is free, starts the request it picks.
@@ -880,7 +878,7 @@ impl<'a> Simulation<'a> {
         self.events
             .schedule(sent.arrival, Class::Normal, 0, Event::ReachClient { piece });
         self.kick(server, now);
-        if !is_meta && self.elevator(server) {
+        if !is_meta && self.servers[server as usize].elevator {
             self.servers[server as usize].disk_busy = false;
             self.start_disk(server, now);
         }

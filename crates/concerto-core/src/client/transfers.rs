@@ -250,18 +250,23 @@ pub fn schedule(t: &Transfers, heuristic: Heuristic, seed: u64) -> Schedule {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     match heuristic {
         Heuristic::Fcfs => first_fit(t),
-        Heuristic::Hdf => step_by_step(t, |r| r.hdf_step()),
-        Heuristic::Hcdf => step_by_step(t, |r| r.hcdf_step()),
-        Heuristic::Uar => step_by_step(t, |r| r.bidding_step(1, &mut rng)),
+        Heuristic::Hdf => step_by_step(t, false, |r| r.hdf_step()),
+        Heuristic::Hcdf => step_by_step(t, false, |r| r.hcdf_step()),
+        Heuristic::Uar => step_by_step(t, true, |r| r.bidding_step(1, &mut rng)),
         Heuristic::MPasses { passes } => {
-            step_by_step(t, |r| r.bidding_step(passes.max(1), &mut rng))
+            step_by_step(t, true, |r| r.bidding_step(passes.max(1), &mut rng))
         }
     }
 }
 
-/// Builds the schedule one step at a time, each step from what is left.
-fn step_by_step(t: &Transfers, mut next: impl FnMut(&mut Remaining) -> Vec<u32>) -> Schedule {
-    let mut state = Remaining::new(t);
+/// Builds the schedule one step at a time, each step from what is left;
+/// `pools` keeps the per-client pools the bidding heuristics draw from.
+fn step_by_step(
+    t: &Transfers,
+    pools: bool,
+    mut next: impl FnMut(&mut Remaining) -> Vec<u32>,
+) -> Schedule {
+    let mut state = Remaining::new(t, pools);
     let mut steps = Vec::new();
     while state.left > 0 {
         let step = next(&mut state);
@@ -323,9 +328,10 @@ struct Remaining<'a> {
     /// The transfers not done, in arrival order (HCDF's; trimmed when it
     /// reads them).
     order: Vec<u32>,
-    /// Per client: its transfers not done (with their servers, so a draw
-    /// reads one place), in no order, and where each transfer sits in its
-    /// client's pool: the bidding heuristics draw from it in O(1).
+    /// Per client (only for the bidding heuristics; empty otherwise): its
+    /// transfers not done, with their servers so that a draw reads one
+    /// place, in no order, and where each transfer sits in its client's
+    /// pool, so that a draw is O(1).
     pool: Vec<Vec<(u32, u32)>>,
     slot: Vec<u32>,
     done: Vec<bool>,
@@ -341,7 +347,7 @@ struct Remaining<'a> {
 }
 
 impl<'a> Remaining<'a> {
-    fn new(t: &'a Transfers) -> Remaining<'a> {
+    fn new(t: &'a Transfers, pools: bool) -> Remaining<'a> {
         let nodes = (t.clients + t.servers) as usize;
         let mut incident = vec![Vec::new(); nodes];
         for (e, &(c, s)) in t.edges.iter().enumerate() {
@@ -356,11 +362,14 @@ impl<'a> Remaining<'a> {
                 .filter(|&n| !incident[n].is_empty())
                 .count(),
         ];
-        let mut pool = vec![Vec::new(); t.clients as usize];
-        let mut slot = Vec::with_capacity(t.edges.len());
-        for (e, &(c, s)) in t.edges.iter().enumerate() {
-            slot.push(pool[c as usize].len() as u32);
-            pool[c as usize].push((e as u32, s));
+        let (mut pool, mut slot) = (Vec::new(), Vec::new());
+        if pools {
+            pool = vec![Vec::new(); t.clients as usize];
+            slot.reserve(t.edges.len());
+            for (e, &(c, s)) in t.edges.iter().enumerate() {
+                slot.push(pool[c as usize].len() as u32);
+                pool[c as usize].push((e as u32, s));
+            }
         }
         Remaining {
             t,
@@ -432,11 +441,12 @@ impl<'a> Remaining<'a> {
             self.degree[b] -= 1;
             self.active[0] -= usize::from(self.degree[a] == 0);
             self.active[1] -= usize::from(self.degree[b] == 0);
-            let pool = &mut self.pool[a];
-            let at = self.slot[e as usize] as usize;
-            pool.swap_remove(at);
-            if let Some(&(moved, _)) = pool.get(at) {
-                self.slot[moved as usize] = at as u32;
+            if let Some(pool) = self.pool.get_mut(a) {
+                let at = self.slot[e as usize] as usize;
+                pool.swap_remove(at);
+                if let Some(&(moved, _)) = pool.get(at) {
+                    self.slot[moved as usize] = at as u32;
+                }
             }
         }
         self.left -= step.len();
