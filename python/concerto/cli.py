@@ -373,21 +373,21 @@ def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool,
               help="Segments per list-I/O request (default 64; independent: 1, one call per piece).")
 @click.option("--cb-nodes", type=click.IntRange(min=1), default=None,
               help="two-phase: aggregators (default every process).")
-@click.option("--cb-buffer-size", callback=size_arg, default="16MiB", show_default=True, metavar="SIZE",
-              help="two-phase: bytes of a file domain per round.")
+@click.option("--cb-buffer-size", callback=size_arg, default=None, metavar="SIZE",
+              help="two-phase: bytes of a file domain per round (default 16MiB).")
 @click.option("--align", is_flag=True, help="two-phase: file domains start on stripe-unit multiples.")
-@click.option("--agents-per-server", type=click.IntRange(min=1), default=1, show_default=True,
-              help="resonant: agents per server's data.")
+@click.option("--agents-per-server", type=click.IntRange(min=1), default=None,
+              help="resonant: agents per server's data (default 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @guarded
 def plan_collective(pattern: str, procs: int, servers: int, stripe: int, strategy: str, write: bool, call: int,
-                    max_segments: int | None, cb_nodes: int | None, cb_buffer_size: int, align: bool,
-                    agents_per_server: int, as_json: bool) -> None:
+                    max_segments: int | None, cb_nodes: int | None, cb_buffer_size: int | None, align: bool,
+                    agents_per_server: int | None, as_json: bool) -> None:
     """Plan one collective read or write: who accesses which server's data, in which order, and what the
     processes exchange (independent I/O, ROMIO's two-phase, or resonant I/O)."""
     from concerto import plan as plans
 
-    if cb_buffer_size < 1:
+    if cb_buffer_size is not None and cb_buffer_size < 1:
         raise UsageProblem("--cb-buffer-size: must be at least 1 byte")
     result = json.loads(_native.plan_collective(
         pattern, procs, servers, stripe, strategy, write=write, call=call,

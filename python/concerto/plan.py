@@ -121,8 +121,9 @@ def collective_tables(result: dict, max_rows: int = 40) -> list[Table]:
         for b, batch in enumerate(batches):
             waits = (["previous done"] if batch["after_previous"] else []) + [f"{r}.{i} sent" for r, i in batch["after_sent"]]
             wait_text = ", ".join(waits[:4]) + (f", ... ({len(waits)})" if len(waits) > 4 else "")
-            if batch["after_sent"] and batch["delay"] not in ("0ns", "0us", 0):
-                wait_text += f" + {batch['delay']}"
+            if batch["after_sent"] and batch["delay"]:
+                # Times are serialized as nanoseconds.
+                wait_text += f" + {batch['delay'] / 1000:g} us"
             for q, request in enumerate(batch["requests"]):
                 if rows < max_rows:
                     who.add_row(str(rank), str(b), wait_text if q == 0 else "", str(q), str(len(request["extents"])),

@@ -269,7 +269,7 @@ fn plan_transfers(
 /// and per request the servers it touches in order, for people to read.
 #[pyfunction]
 #[pyo3(signature = (pattern, procs, servers, stripe, strategy, write=false, call=0, max_segments=None,
-                    cb_nodes=None, cb_buffer_size=None, align=false, agents_per_server=1, group_delay_us=500))]
+                    cb_nodes=None, cb_buffer_size=None, align=false, agents_per_server=None, group_delay_us=None))]
 #[allow(clippy::too_many_arguments)]
 fn plan_collective(
     pattern: &str,
@@ -283,11 +283,11 @@ fn plan_collective(
     cb_nodes: Option<u32>,
     cb_buffer_size: Option<u64>,
     align: bool,
-    agents_per_server: u32,
-    group_delay_us: u64,
+    agents_per_server: Option<u32>,
+    group_delay_us: Option<u64>,
 ) -> PyResult<String> {
     use concerto_core::client::collective::{
-        patterns::Pattern, Direction, Independent, Planner, Resonant, TwoPhase,
+        patterns::Pattern, Direction, PlannerChoice, Strategy,
     };
     let bad = |m: String| ConcertoConfigError::new_err(m);
     let pattern = Pattern::parse(pattern).map_err(|e| bad(format!("--pattern: {e}")))?;
@@ -296,27 +296,18 @@ fn plan_collective(
     }
     let layout = concerto_core::StripeLayout::round_robin(stripe, servers, 0, servers)
         .map_err(|e| bad(format!("--servers/--stripe: {e}")))?;
-    let planner: Box<dyn Planner> = match strategy {
-        "independent" => Box::new(Independent {
-            max_segments: max_segments.unwrap_or(1),
-        }),
-        "two-phase" => Box::new(TwoPhase {
-            cb_nodes,
-            cb_buffer_size: cb_buffer_size.unwrap_or(16 << 20),
-            align,
-            max_segments: max_segments.unwrap_or(64),
-        }),
-        "resonant" => Box::new(Resonant {
-            max_segments: max_segments.unwrap_or(64),
-            agents_per_server,
-            group_delay: concerto_core::Time::from_micros(group_delay_us),
-        }),
-        other => {
-            return Err(bad(format!(
-                "--strategy: unknown strategy {other:?} (independent, two-phase, resonant)"
-            )))
-        }
+    let choice = PlannerChoice {
+        strategy: Strategy::parse(strategy).map_err(|e| bad(format!("--strategy: {e}")))?,
+        max_segments,
+        cb_nodes,
+        cb_buffer_size: cb_buffer_size.map(concerto_core::units::Bytes),
+        align,
+        agents_per_server,
+        group_delay: group_delay_us.map(concerto_core::Time::from_micros),
     };
+    let planner = choice
+        .planner()
+        .map_err(|e| bad(format!("--{}", e.to_string().replace('_', "-"))))?;
     let accesses = pattern.accesses(procs, call);
     let direction = if write {
         Direction::Write

@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use concerto_core::client::collective::patterns::Pattern as AccessPattern;
+use concerto_core::client::collective::PlannerChoice;
 use concerto_core::client::ordering::Ordering;
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::server::{DeviceClass, DeviceDefaults};
@@ -350,6 +352,24 @@ pub struct HddConfig {
     /// is served next, wherever it is.
     #[serde(skip_serializing_if = "is_default_deadline")]
     pub deadline: Time,
+    /// The server's processing of each request before the disk moves
+    /// (decoding a list-I/O request, mapping it to blocks).
+    #[serde(skip_serializing_if = "is_zero_time")]
+    pub request_overhead: Time,
+    /// The server's page cache for reads: this many bytes of what the disk
+    /// read last stay in memory, and a read of data all in it does not
+    /// touch the disk (it waits only for the read that brings the data in).
+    /// 0: no cache.
+    #[serde(skip_serializing_if = "is_zero_bytes")]
+    pub cache: Bytes,
+}
+
+fn is_zero_time(t: &Time) -> bool {
+    t.is_zero()
+}
+
+fn is_zero_bytes(b: &Bytes) -> bool {
+    b.0 == 0
 }
 
 fn is_default_deadline(t: &Time) -> bool {
@@ -408,6 +428,8 @@ impl Default for HddConfig {
             object_placement: ObjectPlacement::Spaced,
             scheduler: DiskScheduler::None,
             deadline: Time::from_millis(500),
+            request_overhead: Time::ZERO,
+            cache: Bytes(0),
         }
     }
 }
@@ -444,6 +466,12 @@ pub struct NetworkConfig {
     /// How NICs share the wire.
     #[serde(skip_serializing_if = "NetworkMode::is_queued")]
     pub mode: NetworkMode,
+    /// A read's reply streams out while the disk reads, this far behind it
+    /// (PVFS2's flow buffers): it ends no earlier than one buffer's transfer
+    /// after the disk is done. Absent: the reply leaves once the whole
+    /// request is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_buffer: Option<Bytes>,
 }
 
 /// How a message uses the two NICs it crosses.
@@ -477,6 +505,7 @@ impl Default for NetworkConfig {
             server_bandwidth: Bandwidth(1.25e9),
             header_bytes: Bytes(256),
             mode: NetworkMode::Queued,
+            flow_buffer: None,
         }
     }
 }
@@ -542,6 +571,11 @@ pub enum WorkloadKind {
     /// bytes (an equal share each, contiguous, in requests of at most
     /// `request_size`, default 4 MiB) over the same region of one file.
     Phases,
+    /// Collective I/O (resonant-io.txt): each call, every process asks for
+    /// what the `access` pattern gives it, and the `collective` planner
+    /// decides who sends which requests, in which order, and what the
+    /// processes exchange over the network.
+    Collective,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -675,6 +709,14 @@ pub struct AppSpec {
     /// The schedule block `b` (default: the stripe unit); needs `ordering`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_block: Option<Bytes>,
+    /// Collective I/O: what each process asks for per call, as a pattern
+    /// of `concerto_core::client::collective::patterns`
+    /// (`"demo:segment=64KiB"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<String>,
+    /// Collective I/O: the planner and its options (default: two-phase).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<PlannerChoice>,
 }
 
 fn unit_weight() -> f64 {
@@ -705,6 +747,7 @@ impl AppSpec {
             WorkloadKind::Wrf => "wrf",
             WorkloadKind::MdTest => "md-test",
             WorkloadKind::Phases => "phases",
+            WorkloadKind::Collective => "collective",
         }
     }
 
@@ -722,8 +765,21 @@ impl AppSpec {
     pub fn bytes_of_call(&self, call: u32) -> u64 {
         match &self.phases {
             Some(p) => phase_bytes(p[call as usize][1]),
+            None if self.workload == WorkloadKind::Collective => {
+                self.access_pattern().map_or(0, |p| {
+                    p.accesses(self.processes, call as u64)
+                        .iter()
+                        .map(|a| a.iter().map(|e| e.len).sum::<u64>())
+                        .sum()
+                })
+            }
             None => self.bytes_per_call() * self.processes as u64,
         }
+    }
+
+    /// A collective workload's access pattern (validated: `access` parses).
+    pub fn access_pattern(&self) -> Option<AccessPattern> {
+        AccessPattern::parse(self.access.as_deref()?).ok()
     }
 
     /// What the application tells a job-level arbiter.
@@ -765,6 +821,8 @@ impl AppSpec {
                     * self.element_size.map_or(0, |b| b.0)
             }
             WorkloadKind::Noncontig => elements(),
+            // The first call's bytes, per process.
+            WorkloadKind::Collective => self.bytes_of_call(0) / self.processes.max(1) as u64,
             // The largest phase's share per process.
             WorkloadKind::Phases => self.phases.as_ref().map_or(0, |p| {
                 p.iter().map(|x| phase_bytes(x[1])).max().unwrap_or(0)
@@ -1184,6 +1242,8 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
     )?;
     not_for("elements", app.elements.is_some(), &[Noncontig, Btio])?;
     not_for("getattrs", app.getattrs.is_some(), &[Wrf])?;
+    not_for("access", app.access.is_some(), &[Collective])?;
+    not_for("collective", app.collective.is_some(), &[Collective])?;
     not_for("items", app.items.is_some(), &[MdTest])?;
     not_for("subtype", app.subtype.is_some(), &[Btio])?;
     let required = |field: &str, present: bool| -> Result<(), ConfigError> {
@@ -1241,6 +1301,41 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
             }
             if let Some(size) = app.request_size {
                 positive(&key("request_size"), size.0)?;
+            }
+        }
+        Collective => {
+            required("access", app.access.is_some())?;
+            AccessPattern::parse(app.access.as_deref().unwrap_or_default())
+                .map_err(|e| ConfigError::at(key("access"), e))?;
+            let choice = app.collective.clone().unwrap_or_default();
+            choice.validate().map_err(|e| {
+                let option = e.split_whitespace().next().unwrap_or_default();
+                ConfigError::at(key(&format!("collective.{option}")), e)
+            })?;
+            // Whether the processes' writes overlap does not depend on the
+            // layout or the call: plan the first call once, here.
+            if let (Some(pattern), Ok(planner)) = (app.access_pattern(), choice.planner()) {
+                let layout = concerto_core::StripeLayout::round_robin(1 << 16, 1, 0, 1)
+                    .expect("one server, a non-zero unit");
+                let direction = match app.op {
+                    DataOp::Read => concerto_core::client::collective::Direction::Read,
+                    DataOp::Write => concerto_core::client::collective::Direction::Write,
+                };
+                planner
+                    .plan(direction, &pattern.accesses(app.processes, 0), &layout)
+                    .map_err(|e| ConfigError::at(key("access"), e.to_string()))?;
+            }
+            if !app.barrier {
+                return Err(ConfigError::at(
+                    key("barrier"),
+                    "must be true for workload \"collective\" (a collective call synchronizes its processes)",
+                ));
+            }
+            if app.ordering.is_some() {
+                return Err(ConfigError::at(
+                    key("ordering"),
+                    "does not apply to workload \"collective\" (its planner orders the requests)",
+                ));
             }
         }
         Phases => {

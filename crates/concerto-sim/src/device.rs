@@ -48,6 +48,15 @@ impl Device {
         }
     }
 
+    /// When a read of data all in the server's cache (see
+    /// [`HddConfig::cache`]) can be answered, if it is in the cache.
+    pub fn cached_until(&self, now: Time, base: u64, req: &Request) -> Option<Time> {
+        match self {
+            Device::Hdd(d) if req.op == concerto_core::Op::Read => d.cache.covers(now, base, req),
+            _ => None,
+        }
+    }
+
     /// Starts a metadata operation that keeps the storage busy for
     /// `service` (a small database transaction); returns its completion.
     pub fn start_metadata(&mut self, now: Time, service: Time) -> Time {
@@ -95,12 +104,67 @@ pub struct Hdd {
     revolution: Time,
     busy_until: Time,
     head: u64,
+    cache: ReadCache,
+}
+
+/// The disk ranges read last, oldest first, each with when its data is in
+/// memory; at most `capacity` bytes (the oldest leave first).
+#[derive(Default)]
+struct ReadCache {
+    capacity: u64,
+    held: u64,
+    ranges: std::collections::VecDeque<(u64, u64, Time)>,
+}
+
+impl ReadCache {
+    fn insert(&mut self, start: u64, end: u64, ready: Time) {
+        if self.capacity == 0 || end <= start {
+            return;
+        }
+        self.ranges.push_back((start, end, ready));
+        self.held += end - start;
+        while self.held > self.capacity {
+            match self.ranges.pop_front() {
+                Some((s, e, _)) => self.held -= e - s,
+                None => break,
+            }
+        }
+    }
+
+    /// If every range `req` reads lies in one cached range: when the last
+    /// of them is in memory (no earlier than `now`).
+    fn covers(&self, now: Time, base: u64, req: &Request) -> Option<Time> {
+        if self.capacity == 0 {
+            return None;
+        }
+        let single = [concerto_core::Extent::new(req.offset, req.len)];
+        let segments = if req.segments.is_empty() {
+            &single[..]
+        } else {
+            &req.segments[..]
+        };
+        let mut ready = now;
+        for s in segments {
+            let (start, end) = (base + s.offset, base + s.end());
+            let hit = self
+                .ranges
+                .iter()
+                .rev()
+                .find(|&&(a, b, _)| a <= start && end <= b)?;
+            ready = ready.max(hit.2);
+        }
+        Some(ready)
+    }
 }
 
 impl Hdd {
     fn new(cfg: HddConfig) -> Hdd {
         let revolution = Time::from_secs_f64(60.0 / cfg.rpm);
         Hdd {
+            cache: ReadCache {
+                capacity: cfg.cache.0,
+                ..ReadCache::default()
+            },
             cfg,
             revolution,
             busy_until: Time::ZERO,
@@ -133,27 +197,42 @@ impl Hdd {
     fn start(&mut self, now: Time, base: u64, req: &Request, rng: &mut ChaCha8Rng) -> Time {
         let begin = now.max(self.busy_until);
         let rate: Bandwidth = self.cfg.transfer_rate;
-        let mut t;
+        let mut t = self.cfg.request_overhead;
         if req.segments.is_empty() {
             let addr = base + req.offset;
-            t = self.position(addr, rng) + rate.transfer_time(req.len);
+            t += self.position(addr, rng) + rate.transfer_time(req.len);
             self.head = addr + req.len;
         } else {
             // List I/O: position once, then each later segment costs the
             // cheaper of streaming over the gap and a track-to-track seek.
+            // A read's segments enter the cache one by one, as the disk
+            // reads them.
+            let caching = req.op == concerto_core::Op::Read;
             let first = req.segments[0];
-            t = self.position(base + first.offset, rng) + rate.transfer_time(first.len);
+            t += self.position(base + first.offset, rng) + rate.transfer_time(first.len);
+            if caching {
+                self.cache
+                    .insert(base + first.offset, base + first.end(), begin + t);
+            }
             let mut end = first.end();
             for s in &req.segments[1..] {
                 let gap = s.offset.saturating_sub(end);
                 t += rate.transfer_time(gap).min(self.cfg.track_to_track)
                     + rate.transfer_time(s.len);
                 end = s.end();
+                if caching {
+                    self.cache
+                        .insert(base + s.offset, base + s.end(), begin + t);
+                }
             }
             self.head = base + end;
         }
         let done = begin + t;
         self.busy_until = done;
+        if req.op == concerto_core::Op::Read && req.segments.is_empty() {
+            self.cache
+                .insert(base + req.offset, base + req.offset + req.len, done);
+        }
         done
     }
 }

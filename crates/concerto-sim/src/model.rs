@@ -14,11 +14,15 @@
 //! an operation is done when every process's call is, and the next one is
 //! released after the compute time.
 
+mod collective;
+
 use std::collections::HashSet;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use concerto_core::client::collective::patterns::Pattern as AccessPattern;
+use concerto_core::client::collective::Planner;
 use concerto_core::client::ordering;
 use concerto_core::job::{Decision, IoArbiter, Sets};
 use concerto_core::metrics::finish_spread;
@@ -27,7 +31,7 @@ use concerto_core::{AppId, ObjectId, Op, Request, RequestId, StripeLayout, Time}
 
 use crate::config::{
     AppIdRule, DataOp, DeviceConfig, DiskScheduler, JobConfig, MetadataPlacement, Placement,
-    Scenario,
+    Scenario, WorkloadKind,
 };
 use crate::device::{elevator_pick, object_base, Device, DiskWait};
 use crate::engine::{Class, EventQueue};
@@ -85,6 +89,23 @@ enum Event {
         server: u32,
         report: u32,
     },
+    /// A collective call's batch is sent (after its delay).
+    SendBatch {
+        app: u32,
+        rank: u32,
+        batch: u32,
+    },
+    /// Data exchanged between two processes of a collective call reaches
+    /// the receiver's NIC ...
+    ExchangeReach {
+        app: u32,
+        exchange: u32,
+    },
+    /// ... and has fully arrived.
+    ExchangeArrive {
+        app: u32,
+        exchange: u32,
+    },
 }
 
 // RNG streams: separate so that, for one seed, application ids and file
@@ -130,6 +151,8 @@ struct AppState {
     /// Under `[job]`: when the current phase was granted, and at what priority.
     phase_start: Time,
     phase_priority: f64,
+    /// The collective call it is running (workload "collective").
+    collective: Option<collective::CollectiveCall>,
 }
 
 struct RankState {
@@ -214,6 +237,10 @@ struct Piece {
     /// Before dispatch the request to enqueue; in service the request and its ticket.
     req: Option<Request>,
     ticket: Option<Ticket>,
+    /// The collective batch of its process it belongs to, or `NO_BATCH`.
+    batch: u32,
+    /// Served from the server's cache, not the disk.
+    cached: bool,
 }
 
 pub struct Simulation<'a> {
@@ -244,6 +271,9 @@ pub struct Simulation<'a> {
     /// every phase as it ran.
     arbiter: Option<Sets>,
     phases: Vec<PhaseRecord>,
+    /// Per application spec, a collective workload's access pattern and planner.
+    patterns: Vec<Option<AccessPattern>>,
+    planners: Vec<Option<Box<dyn Planner + Send + Sync>>>,
 }
 
 impl<'a> Simulation<'a> {
@@ -381,6 +411,7 @@ impl<'a> Simulation<'a> {
                     weight: spec.weight,
                     phase_start: Time::ZERO,
                     phase_priority: 1.0,
+                    collective: None,
                 });
             }
         }
@@ -408,6 +439,20 @@ impl<'a> Simulation<'a> {
             sends: Vec::new(),
             arbiter: sc.job.as_ref().map(|j| Sets::new(j.rule.clone())),
             phases: Vec::new(),
+            patterns: sc.apps.iter().map(|a| a.access_pattern()).collect(),
+            planners: sc
+                .apps
+                .iter()
+                .map(|a| {
+                    (a.workload == WorkloadKind::Collective).then(|| {
+                        a.collective
+                            .clone()
+                            .unwrap_or_default()
+                            .planner()
+                            .expect("validated: the planner's options")
+                    })
+                })
+                .collect(),
         }
     }
 
@@ -452,6 +497,9 @@ impl<'a> Simulation<'a> {
                         .driver
                         .absorb(&self.reports[report as usize]);
                 }
+                Event::SendBatch { app, rank, batch } => self.send_batch(app, rank, batch, now),
+                Event::ExchangeReach { app, exchange } => self.exchange_reach(app, exchange, now),
+                Event::ExchangeArrive { app, exchange } => self.exchange_arrive(app, exchange, now),
             }
         }
         self.results()
@@ -484,6 +532,9 @@ impl<'a> Simulation<'a> {
         let a = &mut self.apps[app as usize];
         let processes = self.sc.apps[a.spec].processes;
         a.ranks_pending = processes;
+        if self.planners[a.spec].is_some() {
+            return self.start_collective(app, now);
+        }
         let first = a.first_rank;
         for r in 0..processes {
             self.issue_call(first + r, now);
@@ -633,6 +684,8 @@ impl<'a> Simulation<'a> {
             done: Time::ZERO,
             req: Some(req),
             ticket: None,
+            batch: collective::NO_BATCH,
+            cached: false,
         })
     }
 
@@ -759,10 +812,20 @@ impl<'a> Simulation<'a> {
             if let Some(t) = s.timeline.as_mut() {
                 t[self.ranks[p.rank as usize].app as usize].dispatched(now);
             }
+            let base = object_base(&self.sc.cluster.device, self.seed, p.file, p.server);
+            if let Some(at) = s.device.cached_until(now, base, &req) {
+                // In the server's cache: no disk time.
+                p.start = now;
+                p.cached = true;
+                p.req = Some(req);
+                p.ticket = Some(ticket);
+                self.events
+                    .schedule(at, Class::Normal, 0, Event::DeviceDone { piece });
+                continue;
+            }
             if elevator && req.op.is_data() {
                 // The disk takes it when the elevator picks it.
-                let address = object_base(&self.sc.cluster.device, self.seed, p.file, p.server)
-                    .wrapping_add(req.offset);
+                let address = base.wrapping_add(req.offset);
                 s.disk_waiting.push(DiskWait {
                     piece,
                     address,
@@ -776,12 +839,7 @@ impl<'a> Simulation<'a> {
                 Op::Meta(op) => s
                     .device
                     .start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
-                Op::Read | Op::Write => s.device.start(
-                    now,
-                    object_base(&self.sc.cluster.device, self.seed, p.file, p.server),
-                    &req,
-                    &mut self.rng_dev,
-                ),
+                Op::Read | Op::Write => s.device.start(now, base, &req, &mut self.rng_dev),
             };
             s.busy += done - now.max(s.device_free);
             s.device_free = s.device_free.max(done);
@@ -833,7 +891,7 @@ impl<'a> Simulation<'a> {
     fn device_done(&mut self, piece: u32, now: Time) {
         let p = &mut self.pieces[piece as usize];
         p.done = now;
-        let (server, rank, bytes, op) = (p.server, p.rank, p.bytes, p.op);
+        let (server, rank, bytes, op, cached) = (p.server, p.rank, p.bytes, p.op, p.cached);
         let is_meta = !op.is_data();
         let running = p.req.take().zip(p.ticket.take());
         let s = &mut self.servers[server as usize];
@@ -862,8 +920,14 @@ impl<'a> Simulation<'a> {
             a.op_servers.push(server);
         }
         let wire = self.net.header_bytes() + if op == Op::Read { bytes } else { 0 };
+        let reply_from = if op == Op::Read {
+            self.net
+                .reply_start(self.pieces[piece as usize].start, now, wire)
+        } else {
+            now
+        };
         let sent = self.net.send(
-            now,
+            reply_from,
             wire,
             End {
                 nic: &mut s.nic,
@@ -878,7 +942,7 @@ impl<'a> Simulation<'a> {
         self.events
             .schedule(sent.arrival, Class::Normal, 0, Event::ReachClient { piece });
         self.kick(server, now);
-        if !is_meta && self.servers[server as usize].elevator {
+        if !is_meta && !cached && self.servers[server as usize].elevator {
             self.servers[server as usize].disk_busy = false;
             self.start_disk(server, now);
         }
@@ -904,6 +968,7 @@ impl<'a> Simulation<'a> {
     fn response(&mut self, piece: u32, now: Time) {
         let p = &self.pieces[piece as usize];
         let (rank, bytes, is_meta, is_read) = (p.rank, p.bytes, !p.op.is_data(), p.op == Op::Read);
+        let batch = p.batch;
         if let Some(detail) = self.detail.as_mut() {
             detail.push(PieceRecord {
                 app: self.ranks[rank as usize].app,
@@ -922,8 +987,13 @@ impl<'a> Simulation<'a> {
         self.free_pieces.push(piece);
         let rs = &mut self.ranks[rank as usize];
         let a = &mut self.apps[rs.app as usize];
-        a.bytes += bytes;
         a.pieces += 1;
+        if batch != collective::NO_BATCH {
+            // A collective call counts the bytes it was asked for when it
+            // ends (its plan may read some twice or exchange them).
+            return self.batch_piece_done(rank, batch, now);
+        }
+        a.bytes += bytes;
         a.metadata_ops += is_meta as u64;
         rs.pending -= 1;
         if rs.pending > 0 {
@@ -976,6 +1046,9 @@ impl<'a> Simulation<'a> {
         let a = &mut self.apps[app as usize];
         let spec = &self.sc.apps[a.spec];
         a.completions.push((now - a.op_issue).as_secs_f64());
+        if a.collective.take().is_some() {
+            a.bytes += spec.bytes_of_call(a.next_call);
+        }
         let issue = a.op_issue;
         // The buffer is reused from operation to operation.
         let mut finishes = std::mem::take(&mut self.finishes);

@@ -91,6 +91,22 @@ impl Network {
         }
     }
 
+    /// When a read reply of `bytes` may start leaving the server, for a
+    /// request the disk served from `disk_start` to `done`: at `done`, or
+    /// with `flow_buffer`, as early as the disk start allows while ending
+    /// no earlier than one buffer's transfer after `done`.
+    pub fn reply_start(&self, disk_start: Time, done: Time, bytes: u64) -> Time {
+        match self.cfg.flow_buffer {
+            Some(flow) if bytes > flow.0 => {
+                let bw = self.cfg.server_bandwidth;
+                let behind =
+                    (done + bw.transfer_time(flow.0)).saturating_sub(bw.transfer_time(bytes));
+                disk_start.max(behind).min(done)
+            }
+            _ => done,
+        }
+    }
+
     /// The receiving side, called at the arrival time `now` in arrival
     /// order: returns when the message has fully arrived. In `queued` mode
     /// that is after the messages the receiver is still taking in; in
@@ -120,6 +136,7 @@ mod tests {
             server_bandwidth: Bandwidth(1e9),
             header_bytes: concerto_core::units::Bytes(0),
             mode,
+            flow_buffer: None,
         })
     }
 
@@ -160,6 +177,30 @@ mod tests {
         // A sender serializes its own messages.
         let w3 = net.send(Time::ZERO, 1_000_000, end(&mut a), end(&mut b), &mut rng);
         assert_eq!(w3.arrival, Time::from_micros(2010));
+    }
+
+    #[test]
+    fn a_streamed_reply_overlaps_the_disk_but_ends_a_buffer_after_it() {
+        let mut net = network(NetworkMode::Queued);
+        let (start, done) = (Time::from_millis(10), Time::from_millis(20));
+        assert_eq!(
+            net.reply_start(start, done, 4_000_000),
+            done,
+            "no flow buffer: after the disk"
+        );
+        net.cfg.flow_buffer = Some(concerto_core::units::Bytes(250_000));
+        // 4 MB at 1 GB/s is 4 ms: it starts 3.75 ms before the disk is done.
+        assert_eq!(
+            net.reply_start(start, done, 4_000_000),
+            Time::from_micros(16_250)
+        );
+        // Longer on the wire than on the disk: it starts with the disk.
+        assert_eq!(net.reply_start(start, done, 40_000_000), start);
+        assert_eq!(
+            net.reply_start(start, done, 100_000),
+            done,
+            "within one buffer"
+        );
     }
 
     #[test]

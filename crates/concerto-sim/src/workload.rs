@@ -84,6 +84,8 @@ pub fn call_steps(
         | WorkloadKind::PioBench
         | WorkloadKind::MpiTileIo
         | WorkloadKind::Noncontig => data(app.op, access(app, rank, call), out),
+        // The model runs a collective call from its plan (model/collective.rs).
+        WorkloadKind::Collective => {}
         WorkloadKind::Btio => {
             // Output steps write the solution; verification steps read it back in the same places.
             let steps = app.requests as u64;

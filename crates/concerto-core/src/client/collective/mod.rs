@@ -22,12 +22,14 @@
 //!   ascending offsets; or, when the processes' data is ordered by rank,
 //!   timed groups with no exchange.
 
+mod choice;
 mod extents;
 mod independent;
 pub mod patterns;
 mod resonant;
 mod two_phase;
 
+pub use choice::{PlannerChoice, Strategy};
 pub use extents::{bytes_of, normalize, subtract};
 pub use independent::Independent;
 pub use resonant::Resonant;

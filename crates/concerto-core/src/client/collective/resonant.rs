@@ -12,20 +12,28 @@ use crate::time::Time;
 /// Section 3.3: each I/O server's access set (the requested data it holds)
 /// is accessed by one agent, the process that requests the most data from
 /// it and is not yet an agent (ties: the lowest rank; once every process
-/// is an agent, agents serve several servers), in ascending offsets, as
+/// with data there is an agent, the one serving the fewest servers so
+/// far), in ascending offsets, as
 /// list I/O of at most `max_segments` extents per request. With
 /// `agents_per_server` > 1 the access set is cut into that many
 /// consecutive parts, whose agents send one after the other. In a write
 /// the owners first send their data to the agents. In a read there is no
 /// exchange: the agents send their requests first, and once all have
-/// been sent every process reads directly what it still needs, which the
-/// servers then find in their caches (the prefetch arrangement).
+/// been sent (and `group_delay` later, the synchronization that makes
+/// the agents' requests arrive first) every process reads directly what
+/// it still needs, which the servers then find in their caches (the
+/// prefetch arrangement).
 ///
 /// Section 3.4: when the processes' data is ordered by rank (each process's
 /// offsets below the next one's), no agents are needed. The processes are
-/// placed in sets that share no server; in each set they go in groups of n
-/// (n = servers in the layout) by rank, each group sending `group_delay`
-/// after the previous one has sent, and every process accesses its own data.
+/// placed in sets that share no server; in each set they go by rank in
+/// groups of at most n (n = servers in the layout), each group sending
+/// `group_delay` after the previous one has sent, and every process
+/// accesses its own data. The paper puts process i of a set in group i/n;
+/// a group here also ends where the next process shares a server with
+/// one already in it, since within a group nothing orders the arrivals
+/// (with the paper's rule, two processes reading one server in one call
+/// would race, as in mpi-io-test with segments below the stripe unit).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resonant {
     pub max_segments: usize,
@@ -127,19 +135,37 @@ impl Resonant {
             }
             sets[set_of[r]].push(rank as u32);
         }
+        // The servers each process uses.
+        let mut uses: Vec<Vec<usize>> = vec![Vec::new(); own.len()];
+        for (server, ranks) in per_server.iter().enumerate() {
+            for (rank, extents) in ranks.iter().enumerate() {
+                if !extents.is_empty() {
+                    uses[rank].push(server);
+                }
+            }
+        }
         let mut processes: Vec<Vec<Batch>> = vec![Vec::new(); own.len()];
+        let mut groups = 0;
         for set in &sets {
-            for (i, &rank) in set.iter().enumerate() {
-                let group = i / n;
-                let previous = if group == 0 {
-                    &[][..]
-                } else {
-                    &set[(group - 1) * n..group * n]
-                };
+            // Groups in rank order, each of at most n processes that share
+            // no server (so that within a group the order of arrival does
+            // not matter), each sending after the previous one has sent.
+            let mut group: Vec<u32> = Vec::new();
+            let mut previous: Vec<u32> = Vec::new();
+            let mut busy: Vec<usize> = Vec::new();
+            for &rank in set {
+                let shares = uses[rank as usize].iter().any(|s| busy.contains(s));
+                if shares || group.len() == n {
+                    previous = std::mem::take(&mut group);
+                    busy.clear();
+                    groups += 1;
+                }
+                busy.extend_from_slice(&uses[rank as usize]);
+                group.push(rank);
                 processes[rank as usize].push(Batch {
                     requests: pack(&own[rank as usize], self.max_segments),
                     after_sent: previous.iter().map(|&r| (r, 0)).collect(),
-                    delay: if group == 0 {
+                    delay: if previous.is_empty() {
                         Time::ZERO
                     } else {
                         self.group_delay
@@ -147,6 +173,7 @@ impl Resonant {
                     ..Batch::default()
                 });
             }
+            groups += 1;
         }
         CollectivePlan {
             direction,
@@ -154,7 +181,7 @@ impl Resonant {
             exchanges: Vec::new(),
             agents: Vec::new(),
             arrangement: format!(
-                "timed groups (data ordered by rank): {} set(s) of processes sharing servers, groups of {n}, {} apart",
+                "timed groups (data ordered by rank): {} set(s) of processes sharing servers, {groups} group(s) of at most {n} sharing no server, {} apart",
                 sets.len(),
                 self.group_delay
             ),
@@ -170,7 +197,8 @@ impl Resonant {
         let per_server = by_server(own, layout);
         let p = own.len();
         let k = (self.agents_per_server as usize).min(p);
-        let mut is_agent = vec![false; p];
+        // How many servers each process is an agent for.
+        let mut agent_of = vec![0u32; p];
         // (server, agents in order, each agent's part of the access set).
         let mut assignments: Vec<(u32, Vec<AgentPart>)> = Vec::new();
         for &server in layout.servers() {
@@ -179,17 +207,29 @@ impl Resonant {
             if access_set.is_empty() {
                 continue;
             }
-            let mut by_bytes: Vec<(u64, u32)> = ranks
+            // Candidates: first the processes with data here that are not
+            // yet agents (most data first, ties to the lowest rank), as the
+            // paper picks them; then, when there are fewer processes than
+            // servers (the paper does not say), those with data here that
+            // serve the fewest servers so far; a process with no data here
+            // only when more agents are asked for than processes have data.
+            let mut candidates: Vec<(u32, u64, u32)> = ranks
                 .iter()
                 .enumerate()
-                .map(|(r, e)| (bytes_of(e), r as u32))
+                .map(|(r, e)| (r as u32, bytes_of(e), agent_of[r]))
                 .collect();
-            by_bytes.sort_unstable_by_key(|&(b, r)| (std::cmp::Reverse(b), r));
-            let fresh = by_bytes.iter().filter(|&&(_, r)| !is_agent[r as usize]);
-            let again = by_bytes.iter().filter(|&&(_, r)| is_agent[r as usize]);
-            let chosen: Vec<u32> = fresh.chain(again).take(k).map(|&(_, r)| r).collect();
+            candidates.sort_unstable_by_key(|&(r, bytes, serving)| {
+                (
+                    bytes == 0,
+                    serving > 0,
+                    serving,
+                    std::cmp::Reverse(bytes),
+                    r,
+                )
+            });
+            let chosen: Vec<u32> = candidates.iter().take(k).map(|&(r, _, _)| r).collect();
             for &r in &chosen {
-                is_agent[r as usize] = true;
+                agent_of[r as usize] += 1;
             }
             let parts = split_bytes(&access_set, chosen.len());
             assignments.push((server, chosen.into_iter().zip(parts).collect()));
@@ -249,9 +289,12 @@ impl Resonant {
                     );
                     let rest = subtract(&own[rank], &read);
                     if !rest.is_empty() {
+                        // After the agents' synchronization, so that their
+                        // requests reach the servers first.
                         processes[rank].push(Batch {
                             requests: pack(&rest, self.max_segments),
                             after_sent: agents.clone(),
+                            delay: self.group_delay,
                             ..Batch::default()
                         });
                     }

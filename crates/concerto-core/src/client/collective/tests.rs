@@ -1,4 +1,5 @@
 use proptest::prelude::*;
+use proptest::strategy::Strategy;
 
 use super::*;
 
@@ -110,8 +111,8 @@ fn independent_makes_one_call_per_segment_in_order() {
 
 #[test]
 fn data_ordered_by_rank_goes_in_timed_groups_without_exchange() {
-    // ior-mpi-io: each process its own quarter; 8 processes over 4 servers,
-    // so one set of all eight, in two groups of four.
+    // ior-mpi-io: each process its own quarter; 8 processes whose 64 KiB
+    // all sit on server 0: one set, and each process its own group.
     let l = layout(65536, 4);
     let quarter = 4 << 20;
     let acc: Vec<Vec<Extent>> = (0..8)
@@ -125,13 +126,30 @@ fn data_ordered_by_rank_goes_in_timed_groups_without_exchange() {
         plan.arrangement
     );
     assert!(plan.exchanges.is_empty() && plan.agents.is_empty());
-    // Every process's 64 KiB is on server 0: one set; ranks 4-7 wait for 0-3.
-    assert_eq!(plan.processes[3][0].after_sent, vec![]);
-    assert_eq!(
-        plan.processes[5][0].after_sent,
-        vec![(0, 0), (1, 0), (2, 0), (3, 0)]
-    );
+    assert_eq!(plan.processes[0][0].after_sent, vec![]);
+    assert_eq!(plan.processes[5][0].after_sent, vec![(4, 0)]);
     assert_eq!(plan.processes[5][0].delay, Time::from_micros(500));
+    // mpi-io-test with 128 KiB segments on 4 servers: ranks 0, 2, 4, ...
+    // read servers 0 and 1, the odd ranks 2 and 3: two sets, and in each
+    // a process shares both servers with the one before it.
+    let acc: Vec<Vec<Extent>> = (0..8)
+        .map(|i| vec![Extent::new(i * 131072, 131072)])
+        .collect();
+    let plan = Resonant::default().plan(Direction::Read, &acc, &l).unwrap();
+    assert_eq!(plan.processes[1][0].after_sent, vec![]);
+    assert_eq!(plan.processes[4][0].after_sent, vec![(2, 0)]);
+    assert_eq!(plan.processes[7][0].after_sent, vec![(5, 0)]);
+    // 16 KiB units over 4 servers, 8 processes of one unit each: ranks
+    // i and i + 4 share server i mod 4: four sets of two, in turn.
+    let wide = layout(16384, 4);
+    let acc: Vec<Vec<Extent>> = (0..8)
+        .map(|i| vec![Extent::new(i * 16384, 16384)])
+        .collect();
+    let plan = Resonant::default()
+        .plan(Direction::Read, &acc, &wide)
+        .unwrap();
+    assert_eq!(plan.processes[3][0].after_sent, vec![]);
+    assert_eq!(plan.processes[6][0].after_sent, vec![(2, 0)]);
 }
 
 #[test]
@@ -228,7 +246,8 @@ proptest! {
             // Timed groups: every process accesses only its own data.
             prop_assert!(plan.exchanges.is_empty());
         } else {
-            let used: Vec<u32> = by_server(&acc.iter().map(|a| normalize(a)).collect::<Vec<_>>(), &l)
+            let per_server = by_server(&acc.iter().map(|a| normalize(a)).collect::<Vec<_>>(), &l);
+            let used: Vec<u32> = per_server
                 .iter()
                 .enumerate()
                 .filter(|(_, ranks)| ranks.iter().any(|e| !e.is_empty()))
@@ -236,11 +255,24 @@ proptest! {
                 .collect();
             prop_assert_eq!(plan.agents.iter().map(|(s, _)| *s).collect::<Vec<_>>(), used);
             prop_assert!(plan.agents.iter().all(|(_, a)| a.len() == 1));
-            // With fewer servers than processes, no process serves two.
-            let mut agents: Vec<u32> = plan.agents.iter().map(|(_, a)| a[0]).collect();
-            agents.sort_unstable();
-            agents.dedup();
-            prop_assert!(agents.len() == plan.agents.len() || plan.agents.len() > acc.len());
+            // The agent has data on its server, and it serves a second
+            // server only if every process with data there already served one.
+            let mut serving = vec![false; acc.len()];
+            for (server, a) in &plan.agents {
+                let ranks = &per_server[*server as usize];
+                let agent = a[0] as usize;
+                prop_assert!(!ranks[agent].is_empty(), "agent {} has no data on server {}", agent, server);
+                if serving[agent] {
+                    prop_assert!((0..acc.len()).all(|r| ranks[r].is_empty() || serving[r]));
+                } else {
+                    // The most data of those not yet serving, ties to the lowest rank.
+                    let best = (0..acc.len())
+                        .filter(|&r| !serving[r] && !ranks[r].is_empty())
+                        .max_by_key(|&r| (bytes_of(&ranks[r]), std::cmp::Reverse(r)));
+                    prop_assert_eq!(best, Some(agent));
+                }
+                serving[agent] = true;
+            }
         }
         prop_assert!(ascending_per_server(&plan, &l));
     }

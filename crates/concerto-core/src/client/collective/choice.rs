@@ -1,0 +1,181 @@
+//! Which planner a caller wants, with its options, as a scenario file, the
+//! command line and the MPI-IO layer name it: one place that turns names
+//! and options into a [`Planner`], with each option's default.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Independent, PlanError, Planner, Resonant, TwoPhase};
+use crate::time::Time;
+use crate::units::Bytes;
+
+/// The planners by name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// Each process alone ([`Independent`]).
+    Independent,
+    /// ROMIO's collective buffering ([`TwoPhase`]).
+    #[default]
+    TwoPhase,
+    /// Resonant I/O ([`Resonant`]).
+    Resonant,
+}
+
+impl Strategy {
+    pub const NAMES: &'static str = "independent, two-phase, resonant";
+
+    pub fn parse(name: &str) -> Result<Strategy, String> {
+        match name {
+            "independent" => Ok(Strategy::Independent),
+            "two-phase" => Ok(Strategy::TwoPhase),
+            "resonant" => Ok(Strategy::Resonant),
+            other => Err(format!(
+                "unknown strategy {other:?} (known: {})",
+                Self::NAMES
+            )),
+        }
+    }
+}
+
+/// A planner and its options; an option a strategy does not use is an
+/// error, not silently ignored.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlannerChoice {
+    pub strategy: Strategy,
+    /// Most extents per list-I/O request (independent: 1, the others: 64).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_segments: Option<usize>,
+    /// Two-phase: aggregators (default: every process).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cb_nodes: Option<u32>,
+    /// Two-phase: bytes of a file domain per round (default 16 MiB).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cb_buffer_size: Option<Bytes>,
+    /// Two-phase: file domains start on stripe-unit boundaries.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub align: bool,
+    /// Resonant: agents per server's access set (default 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agents_per_server: Option<u32>,
+    /// Resonant: delay between timed groups, and between the agents of one
+    /// server (default 500 us).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_delay: Option<Time>,
+}
+
+impl PlannerChoice {
+    /// Checks the options against the strategy; the error names the option.
+    pub fn validate(&self) -> Result<(), String> {
+        let not_for = |option: &str, given: bool, strategies: &[Strategy]| {
+            if given && !strategies.contains(&self.strategy) {
+                Err(format!(
+                    "{option} does not apply to strategy {:?}",
+                    self.strategy_name()
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        not_for("cb_nodes", self.cb_nodes.is_some(), &[Strategy::TwoPhase])?;
+        not_for(
+            "cb_buffer_size",
+            self.cb_buffer_size.is_some(),
+            &[Strategy::TwoPhase],
+        )?;
+        not_for("align", self.align, &[Strategy::TwoPhase])?;
+        not_for(
+            "agents_per_server",
+            self.agents_per_server.is_some(),
+            &[Strategy::Resonant],
+        )?;
+        not_for(
+            "group_delay",
+            self.group_delay.is_some(),
+            &[Strategy::Resonant],
+        )?;
+        let positive = |option: &str, v: Option<u64>| match v {
+            Some(0) => Err(format!("{option} must be > 0")),
+            _ => Ok(()),
+        };
+        positive("max_segments", self.max_segments.map(|n| n as u64))?;
+        positive("cb_nodes", self.cb_nodes.map(u64::from))?;
+        positive("cb_buffer_size", self.cb_buffer_size.map(|b| b.0))?;
+        positive("agents_per_server", self.agents_per_server.map(u64::from))?;
+        Ok(())
+    }
+
+    pub fn strategy_name(&self) -> &'static str {
+        match self.strategy {
+            Strategy::Independent => "independent",
+            Strategy::TwoPhase => "two-phase",
+            Strategy::Resonant => "resonant",
+        }
+    }
+
+    /// The planner, with the defaults filled in.
+    pub fn planner(&self) -> Result<Box<dyn Planner + Send + Sync>, PlanError> {
+        self.validate().map_err(PlanError::Invalid)?;
+        Ok(match self.strategy {
+            Strategy::Independent => Box::new(Independent {
+                max_segments: self
+                    .max_segments
+                    .unwrap_or(Independent::default().max_segments),
+            }),
+            Strategy::TwoPhase => {
+                let d = TwoPhase::default();
+                Box::new(TwoPhase {
+                    cb_nodes: self.cb_nodes,
+                    cb_buffer_size: self.cb_buffer_size.map_or(d.cb_buffer_size, |b| b.0),
+                    align: self.align,
+                    max_segments: self.max_segments.unwrap_or(d.max_segments),
+                })
+            }
+            Strategy::Resonant => {
+                let d = Resonant::default();
+                Box::new(Resonant {
+                    max_segments: self.max_segments.unwrap_or(d.max_segments),
+                    agents_per_server: self.agents_per_server.unwrap_or(d.agents_per_server),
+                    group_delay: self.group_delay.unwrap_or(d.group_delay),
+                })
+            }
+        })
+    }
+
+    /// Whether its plans ever make one process wait for another (an
+    /// exchange or an order between processes): only independent I/O
+    /// never does.
+    pub fn synchronizes(&self) -> bool {
+        self.strategy != Strategy::Independent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_that_do_not_apply_are_named() {
+        let c: PlannerChoice = toml::from_str("strategy = \"resonant\"\ncb_nodes = 2").unwrap();
+        assert_eq!(
+            c.validate().unwrap_err(),
+            "cb_nodes does not apply to strategy \"resonant\""
+        );
+        let c: PlannerChoice =
+            toml::from_str("strategy = \"two-phase\"\nmax_segments = 0").unwrap();
+        assert_eq!(c.validate().unwrap_err(), "max_segments must be > 0");
+        assert!(toml::from_str::<PlannerChoice>("strategy = \"elevator\"").is_err());
+    }
+
+    #[test]
+    fn defaults_are_the_planners_own() {
+        let c: PlannerChoice =
+            toml::from_str("strategy = \"two-phase\"\ncb_buffer_size = \"4MiB\"").unwrap();
+        assert!(c.planner().is_ok());
+        assert_eq!(c.cb_buffer_size, Some(Bytes(4 << 20)));
+        assert_eq!(Strategy::parse("resonant"), Ok(Strategy::Resonant));
+        assert!(Strategy::parse("x")
+            .unwrap_err()
+            .contains("independent, two-phase"));
+    }
+}

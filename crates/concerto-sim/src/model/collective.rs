@@ -1,0 +1,379 @@
+//! Collective calls: a planner's [`CollectivePlan`] run as simulated
+//! requests and messages (the plan contract is in
+//! `concerto_core::client::collective`).
+//!
+//! At the barrier release the application's planner plans the call from
+//! every process's accesses. Each process then sends its batches in order,
+//! a batch once its conditions hold (its previous batch complete if it
+//! says so, the batches it waits for sent, in a write the data exchanged
+//! into it arrived) and its delay has passed. A batch's list requests are
+//! split over the servers like any access and go through the same wire,
+//! queues and disks. Exchanges are messages between the processes' NICs:
+//! in a write the owners send when the aggregator's batch is otherwise
+//! ready (ROMIO's exchange starts the round), in a read the process that
+//! did the I/O sends once its batch is complete. A process's part of the
+//! call is done when its batches are complete and its exchanges delivered;
+//! the call ends, as every barrier operation does, when all parts are.
+
+use rustc_hash::FxHashMap;
+
+use concerto_core::client::collective::{CollectivePlan, Direction};
+use concerto_core::{AppId, ObjectId, Op, Request, RequestId, Time};
+
+use super::{Event, Simulation};
+use crate::engine::Class;
+use crate::network::End;
+
+/// Marks a piece that belongs to no collective batch.
+pub(super) const NO_BATCH: u32 = u32::MAX;
+
+/// The collective call an application is running.
+pub(super) struct CollectiveCall {
+    plan: CollectivePlan,
+    /// Per rank: its next batch to send.
+    next: Vec<u32>,
+    /// Per rank and batch.
+    batches: Vec<Vec<BatchState>>,
+    /// Per (rank, batch): the batches that wait for it to be sent.
+    dependents: FxHashMap<(u32, u32), Vec<u32>>,
+    /// Per (rank, batch): the exchanges into it (write) or out of it (read).
+    exchanges: FxHashMap<(u32, u32), Vec<u32>>,
+    /// Per rank: batches not complete plus exchanges not delivered that its
+    /// part of the call waits for.
+    left: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct BatchState {
+    /// Its send is scheduled (after its delay) or done.
+    scheduled: bool,
+    sent: bool,
+    complete: bool,
+    /// Pieces not yet answered.
+    outstanding: u32,
+    /// Write: exchanged data not yet arrived; `pulled` once asked for.
+    inbound: u32,
+    pulled: bool,
+}
+
+impl CollectiveCall {
+    fn new(plan: CollectivePlan) -> CollectiveCall {
+        let p = plan.processes.len();
+        let mut batches: Vec<Vec<BatchState>> = plan
+            .processes
+            .iter()
+            .map(|bs| vec![BatchState::default(); bs.len()])
+            .collect();
+        let mut left: Vec<u32> = plan.processes.iter().map(|bs| bs.len() as u32).collect();
+        let mut dependents: FxHashMap<(u32, u32), Vec<u32>> = FxHashMap::default();
+        for (rank, bs) in plan.processes.iter().enumerate() {
+            for b in bs {
+                for &on in &b.after_sent {
+                    let waiting = dependents.entry(on).or_default();
+                    if !waiting.contains(&(rank as u32)) {
+                        waiting.push(rank as u32);
+                    }
+                }
+            }
+        }
+        let mut exchanges: FxHashMap<(u32, u32), Vec<u32>> = FxHashMap::default();
+        for (i, x) in plan.exchanges.iter().enumerate() {
+            let io_rank = match plan.direction {
+                Direction::Write => x.to,
+                Direction::Read => x.from,
+            };
+            exchanges
+                .entry((io_rank, x.batch))
+                .or_default()
+                .push(i as u32);
+            match plan.direction {
+                // The aggregator's batch waits for the data; the owner's
+                // part is done once it has delivered it.
+                Direction::Write => {
+                    batches[x.to as usize][x.batch as usize].inbound += 1;
+                    left[x.from as usize] += 1;
+                }
+                // The owner's part waits for the data.
+                Direction::Read => left[x.to as usize] += 1,
+            }
+        }
+        CollectiveCall {
+            plan,
+            next: vec![0; p],
+            batches,
+            dependents,
+            exchanges,
+            left,
+        }
+    }
+}
+
+impl Simulation<'_> {
+    /// The barrier has released a collective call: plan it and start every
+    /// process's first batches.
+    pub(super) fn start_collective(&mut self, app: u32, now: Time) {
+        let a = &self.apps[app as usize];
+        let spec = &self.sc.apps[a.spec];
+        let processes = spec.processes;
+        let (Some(pattern), Some(planner)) = (&self.patterns[a.spec], &self.planners[a.spec])
+        else {
+            return;
+        };
+        let accesses = pattern.accesses(processes, a.next_call as u64);
+        let direction = match spec.op {
+            crate::config::DataOp::Read => Direction::Read,
+            crate::config::DataOp::Write => Direction::Write,
+        };
+        let layout = &self.files[a.files[0] as usize].layout;
+        let plan = planner
+            .plan(direction, &accesses, layout)
+            .expect("validated: the access patterns never have two processes write the same bytes");
+        let call = CollectiveCall::new(plan);
+        let first = a.first_rank;
+        let done: Vec<u32> = (0..processes)
+            .filter(|&r| call.left[r as usize] == 0)
+            .collect();
+        self.apps[app as usize].collective = Some(call);
+        for r in done {
+            self.call_done(first + r, now);
+        }
+        for r in 0..processes {
+            self.try_batch(app, r, now);
+        }
+    }
+
+    /// Sends `rank`'s next batch if its conditions hold (after its delay);
+    /// in a write, first asks the owners for the data it needs.
+    fn try_batch(&mut self, app: u32, rank: u32, now: Time) {
+        let first_rank = self.apps[app as usize].first_rank;
+        let Some(call) = self.apps[app as usize].collective.as_mut() else {
+            return;
+        };
+        let b = call.next[rank as usize];
+        let Some(batch) = call.plan.processes[rank as usize].get(b as usize) else {
+            return;
+        };
+        let st = call.batches[rank as usize][b as usize];
+        if st.scheduled {
+            return;
+        }
+        if batch.after_previous && b > 0 && !call.batches[rank as usize][b as usize - 1].complete {
+            return;
+        }
+        if !batch
+            .after_sent
+            .iter()
+            .all(|&(r, i)| call.batches[r as usize][i as usize].sent)
+        {
+            return;
+        }
+        if st.inbound > 0 {
+            if !st.pulled {
+                call.batches[rank as usize][b as usize].pulled = true;
+                let ids = call.exchanges.get(&(rank, b)).cloned().unwrap_or_default();
+                for x in ids {
+                    self.send_exchange(app, first_rank, x, now);
+                }
+            }
+            return;
+        }
+        call.batches[rank as usize][b as usize].scheduled = true;
+        let delay = batch.delay;
+        if delay.is_zero() {
+            self.send_batch(app, rank, b, now);
+        } else {
+            self.events.schedule(
+                now + delay,
+                Class::Normal,
+                0,
+                Event::SendBatch {
+                    app,
+                    rank,
+                    batch: b,
+                },
+            );
+        }
+    }
+
+    /// Puts a batch's requests on the wire, each split over the servers.
+    pub(super) fn send_batch(&mut self, app: u32, rank: u32, b: u32, now: Time) {
+        let a = &self.apps[app as usize];
+        let (app_id, weight, file, global) = (a.app_id, a.weight, a.files[0], a.first_rank + rank);
+        let call_index = a.next_call;
+        let Some(call) = self.apps[app as usize].collective.as_ref() else {
+            return;
+        };
+        let op = match call.plan.direction {
+            Direction::Read => Op::Read,
+            Direction::Write => Op::Write,
+        };
+        let layout = &self.files[file as usize].layout;
+        let mut sends = std::mem::take(&mut self.sends);
+        for request in &call.plan.processes[rank as usize][b as usize].requests {
+            for p in layout.split_extents(&request.extents) {
+                let req = Request {
+                    id: RequestId(0),
+                    app: AppId(app_id),
+                    rank,
+                    issue_time: now,
+                    op,
+                    object: ObjectId(file as u64),
+                    offset: p.extents[0].offset,
+                    len: p.bytes,
+                    segments: if p.extents.len() > 1 {
+                        p.extents
+                    } else {
+                        Vec::new()
+                    },
+                    weight: Some(weight),
+                };
+                sends.push((p.server, file, p.bytes, req));
+            }
+        }
+        let count = sends.len() as u32;
+        for (server, file, bytes, req) in sends.drain(..) {
+            let piece = self.new_piece(global, server, file, call_index, bytes, req, now);
+            self.pieces[piece as usize].batch = b;
+            self.send_request(piece, now);
+        }
+        self.sends = sends;
+        let Some(call) = self.apps[app as usize].collective.as_mut() else {
+            return;
+        };
+        let st = &mut call.batches[rank as usize][b as usize];
+        st.sent = true;
+        st.outstanding = count;
+        call.next[rank as usize] = b + 1;
+        let waiting = call.dependents.get(&(rank, b)).cloned().unwrap_or_default();
+        if count == 0 {
+            self.batch_complete(app, rank, b, now);
+        }
+        self.try_batch(app, rank, now);
+        for r in waiting {
+            self.try_batch(app, r, now);
+        }
+    }
+
+    /// A reply for one of a batch's pieces has arrived.
+    pub(super) fn batch_piece_done(&mut self, rank: u32, b: u32, now: Time) {
+        let app = self.ranks[rank as usize].app;
+        let local = self.ranks[rank as usize].rank;
+        let Some(call) = self.apps[app as usize].collective.as_mut() else {
+            return;
+        };
+        let st = &mut call.batches[local as usize][b as usize];
+        st.outstanding -= 1;
+        if st.outstanding == 0 {
+            self.batch_complete(app, local, b, now);
+        }
+    }
+
+    fn batch_complete(&mut self, app: u32, rank: u32, b: u32, now: Time) {
+        let first_rank = self.apps[app as usize].first_rank;
+        let Some(call) = self.apps[app as usize].collective.as_mut() else {
+            return;
+        };
+        call.batches[rank as usize][b as usize].complete = true;
+        if call.plan.direction == Direction::Read {
+            let ids = call.exchanges.get(&(rank, b)).cloned().unwrap_or_default();
+            for x in ids {
+                self.send_exchange(app, first_rank, x, now);
+            }
+        }
+        self.part_done(app, rank, now);
+        self.try_batch(app, rank, now);
+    }
+
+    /// One thing `rank`'s part of the call waited for has happened.
+    fn part_done(&mut self, app: u32, rank: u32, now: Time) {
+        let first_rank = self.apps[app as usize].first_rank;
+        let Some(call) = self.apps[app as usize].collective.as_mut() else {
+            return;
+        };
+        call.left[rank as usize] -= 1;
+        if call.left[rank as usize] == 0 {
+            self.call_done(first_rank + rank, now);
+        }
+    }
+
+    fn send_exchange(&mut self, app: u32, first_rank: u32, x: u32, now: Time) {
+        let Some(call) = self.apps[app as usize].collective.as_ref() else {
+            return;
+        };
+        let e = &call.plan.exchanges[x as usize];
+        let (from, to) = (first_rank + e.from, first_rank + e.to);
+        let wire = self.net.header_bytes() + e.bytes;
+        let (src, dst) = pair_mut(&mut self.clients, from as usize, to as usize);
+        let sent = self.net.send(
+            now,
+            wire,
+            End {
+                nic: src,
+                bandwidth: self.net.client_bandwidth(),
+            },
+            End {
+                nic: dst,
+                bandwidth: self.net.client_bandwidth(),
+            },
+            &mut self.rng_net,
+        );
+        self.events.schedule(
+            sent.arrival,
+            Class::Normal,
+            0,
+            Event::ExchangeReach { app, exchange: x },
+        );
+    }
+
+    /// An exchange message reaches its receiver's NIC.
+    pub(super) fn exchange_reach(&mut self, app: u32, x: u32, now: Time) {
+        let a = &self.apps[app as usize];
+        let Some(call) = a.collective.as_ref() else {
+            return;
+        };
+        let e = &call.plan.exchanges[x as usize];
+        let wire = self.net.header_bytes() + e.bytes;
+        let to = a.first_rank + e.to;
+        let done = self.net.receive(
+            now,
+            wire,
+            &mut self.clients[to as usize],
+            self.net.client_bandwidth(),
+        );
+        self.events.schedule(
+            done,
+            Class::Normal,
+            0,
+            Event::ExchangeArrive { app, exchange: x },
+        );
+    }
+
+    /// An exchange has fully arrived.
+    pub(super) fn exchange_arrive(&mut self, app: u32, x: u32, now: Time) {
+        let Some(call) = self.apps[app as usize].collective.as_mut() else {
+            return;
+        };
+        let e = &call.plan.exchanges[x as usize];
+        let (from, to, b) = (e.from, e.to, e.batch);
+        match call.plan.direction {
+            Direction::Write => {
+                call.batches[to as usize][b as usize].inbound -= 1;
+                self.part_done(app, from, now);
+                self.try_batch(app, to, now);
+            }
+            Direction::Read => self.part_done(app, to, now),
+        }
+    }
+}
+
+/// Two distinct elements of one slice, both mutable.
+fn pair_mut<T>(v: &mut [T], i: usize, j: usize) -> (&mut T, &mut T) {
+    assert_ne!(i, j, "an exchange between a process and itself");
+    if i < j {
+        let (a, b) = v.split_at_mut(j);
+        (&mut a[i], &mut b[0])
+    } else {
+        let (a, b) = v.split_at_mut(i);
+        (&mut b[0], &mut a[j])
+    }
+}

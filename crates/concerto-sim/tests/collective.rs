@@ -1,0 +1,174 @@
+//! Collective calls in the simulator: plans from concerto-core's planners
+//! run as requests, exchanges over the network, a server read cache, and
+//! the disk behaviour that makes resonance (resonant-io.txt).
+
+mod common;
+
+use common::{error_of, scenario};
+use concerto_sim::simulate;
+
+/// The demonstration program on the paper's cluster, as
+/// `experiments/resonance/` calibrates it: 4 servers with one SATA disk
+/// each, 64 KiB stripes, gigabit Ethernet.
+const DEMO: &str = r#"
+[policy]
+kind = "fifo"
+[cluster]
+servers = 4
+stripe_unit = "64KiB"
+[cluster.network]
+latency = "50us"
+jitter = "20us"
+client_bandwidth = "110MB/s"
+server_bandwidth = "110MB/s"
+flow_buffer = "256KiB"
+[cluster.device]
+kind = "hdd"
+transfer_rate = "55MB/s"
+object_placement = "random"
+cache = "64MiB"
+[[apps]]
+workload = "collective"
+access = "demo:segment=64KiB"
+processes = 4
+requests = 40
+"#;
+
+fn bandwidth(sets: &[&str]) -> f64 {
+    let run = simulate(&scenario(DEMO, sets), 1, None);
+    run.summary.aggregate_bandwidth_bps / 1e6
+}
+
+fn strategy(s: &str) -> String {
+    format!("apps[0].collective.strategy=\"{s}\"")
+}
+
+#[test]
+fn independent_io_resonates_where_each_server_serves_one_process() {
+    // Segment = stripe unit, 4 processes: process i reads only server i, in
+    // ascending offsets. Two-phase gives each server's four stripes of a
+    // call to four processes, which arrive in any order and make it seek.
+    let independent = bandwidth(&[&strategy("independent")]);
+    let two_phase = bandwidth(&[&strategy("two-phase")]);
+    assert!(
+        independent > 2.0 * two_phase,
+        "independent {independent:.1} MB/s, two-phase {two_phase:.1} MB/s"
+    );
+    // Off resonance (128 KiB: two processes per server) independent loses it.
+    let off = bandwidth(&[
+        &strategy("independent"),
+        "apps[0].access=\"demo:segment=128KiB\"",
+    ]);
+    assert!(off < 0.5 * independent, "{off:.1} against {independent:.1}");
+}
+
+#[test]
+fn resonant_agents_keep_each_server_sequential_where_two_phase_does_not() {
+    for segment in ["32KiB", "64KiB", "128KiB", "1MiB"] {
+        let access = format!("apps[0].access=\"demo:segment={segment}\"");
+        let resonant = bandwidth(&[&strategy("resonant"), &access]);
+        let two_phase = bandwidth(&[&strategy("two-phase"), &access]);
+        assert!(
+            resonant > two_phase,
+            "{segment}: resonant {resonant:.1} MB/s, two-phase {two_phase:.1} MB/s"
+        );
+    }
+}
+
+#[test]
+fn a_collective_call_counts_the_bytes_asked_for_not_the_bytes_moved() {
+    // Resonant reads at 32 KiB: agents read whole stripes, owners read
+    // their halves again from the cache; the application still moved
+    // 4 processes x 4 segments x 32 KiB per call.
+    for s in ["independent", "two-phase", "resonant"] {
+        let run = simulate(
+            &scenario(
+                DEMO,
+                &[&strategy(s), "apps[0].access=\"demo:segment=32KiB\""],
+            ),
+            1,
+            None,
+        );
+        assert_eq!(run.apps[0].bytes, 40 * 4 * 4 * 32 * 1024, "{s}");
+    }
+    let resonant = simulate(
+        &scenario(
+            DEMO,
+            &[
+                &strategy("resonant"),
+                "apps[0].access=\"demo:segment=32KiB\"",
+            ],
+        ),
+        1,
+        None,
+    );
+    let served: u64 = resonant.servers.iter().map(|s| s.bytes).sum();
+    assert!(
+        served > resonant.apps[0].bytes,
+        "the prefetching reads served {served}"
+    );
+}
+
+#[test]
+fn the_second_phase_of_a_resonant_read_is_served_from_the_cache() {
+    let sets = [
+        strategy("resonant"),
+        "apps[0].access=\"demo:segment=32KiB\"".to_string(),
+    ];
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let cached = bandwidth(&sets);
+    let mut uncached = sets.clone();
+    uncached.push("cluster.device.cache=0");
+    let uncached = bandwidth(&uncached);
+    assert!(
+        cached > 1.3 * uncached,
+        "with the cache {cached:.1} MB/s, without {uncached:.1} MB/s"
+    );
+}
+
+#[test]
+fn exchanged_data_costs_the_network_it_crosses() {
+    // Two-phase writes with one aggregator: every other process sends it
+    // its data over its one NIC before it writes; with every process an
+    // aggregator, little moves.
+    let write = [
+        "apps[0].op=\"write\"",
+        "apps[0].access=\"mpi-io-test:segment=1MiB\"",
+    ];
+    let all = bandwidth(&[write[0], write[1], &strategy("two-phase")]);
+    let one = bandwidth(&[
+        write[0],
+        write[1],
+        &strategy("two-phase"),
+        "apps[0].collective.cb_nodes=1",
+    ]);
+    assert!(
+        one < 0.6 * all,
+        "one aggregator {one:.1} MB/s, four {all:.1} MB/s"
+    );
+}
+
+#[test]
+fn collective_runs_are_deterministic() {
+    let sc = scenario(DEMO, &[&strategy("resonant"), "apps[0].op=\"write\""]);
+    let a = serde_json::to_string(&simulate(&sc, 7, None)).unwrap();
+    let b = serde_json::to_string(&simulate(&sc, 7, None)).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn bad_collective_settings_are_named() {
+    assert!(error_of(DEMO, &["apps[0].access=\"demo\""]).contains("apps[0].access"));
+    assert!(error_of(DEMO, &["apps[0].access=\"zigzag:segment=1\""]).contains("unknown pattern"));
+    let e = error_of(
+        DEMO,
+        &[&strategy("resonant"), "apps[0].collective.cb_nodes=2"],
+    );
+    assert!(e.contains("apps[0].collective.cb_nodes"), "{e}");
+    assert!(error_of(DEMO, &["apps[0].barrier=false"]).contains("apps[0].barrier"));
+    let e = error_of(
+        DEMO,
+        &["apps[0].workload=\"ior\"", "apps[0].request_size=1024"],
+    );
+    assert!(e.contains("apps[0].access"), "{e}");
+}
