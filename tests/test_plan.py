@@ -1,7 +1,8 @@
 """Client-side plans from the command line: `concerto plan transfers` (the
 Clusterfile scheduling problem: heuristics against the optimum, bad input
 named), `concerto reproduce clusterfile` (the paper's claims, which can
-fail) and `concerto plan collective` (resonant I/O's planners)."""
+fail), `concerto plan collective` (resonant I/O's planners) and
+`concerto reproduce resonance` (their claims, which can fail)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import copy
 import pytest
 from conftest import ROOT, concerto
 
-from concerto.reproduce import clusterfile
+from concerto.reproduce import clusterfile, resonance
 
 
 def _plan(*args: str) -> dict:
@@ -164,8 +165,70 @@ def test_plan_collective_bad_arguments_name_the_problem() -> None:
         (["--pattern", "demo:segment=1KiB", "--procs", "4", "--servers", "4", "--strategy", "two-phase",
           "--cb-buffer-size", "0"], "--cb-buffer-size: must be at least 1 byte"),
         (["--pattern", "demo:segment=1KiB", "--procs", "0", "--servers", "4"], "--procs"),
+        (["--pattern", "demo:segment=1KiB", "--procs", "4", "--servers", "4", "--strategy", "resonant",
+          "--cb-nodes", "2"], '--cb-nodes does not apply to strategy "resonant"'),
+        (["--pattern", "demo:segment=1KiB", "--procs", "4", "--servers", "4", "--strategy", "independent",
+          "--agents-per-server", "2"], '--agents-per-server does not apply to strategy "independent"'),
     ]
     for args, says in cases:
         r = concerto("plan", "collective", *args)
         assert r.returncode != 0 and says in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+@pytest.fixture(scope="module")
+def resonance_quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("resonance")
+    r = concerto("reproduce", "resonance", "--quick", "--out", str(out), cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def test_reproduce_resonance_quick_passes_every_claim(resonance_quick: Path) -> None:
+    claims = {c["id"]: c for c in json.loads((resonance_quick / "claims.json").read_text())}
+    assert set(claims) == {"c1-independent-io-resonates", "c2a-resonant-at-least-two-phase",
+                           "c2b-resonant-gains-where-the-paper-has-them",
+                           "c3-resonant-above-two-phase-under-interference", "c4-timed-groups"}
+    assert all(c["pass"] for c in claims.values()), [c for c in claims.values() if not c["pass"]]
+    report = (resonance_quick / "report.md").read_text()
+    assert "Where the model and the paper differ" in report
+    for f in ("demo.png", "mpi-io-test.png", "noncontig.png", "ior-mpi-io.png", "hpio.png", "coll-perf.png",
+              "demo/runs.csv", "benchmarks/runs.csv", "interference/runs.csv"):
+        assert (resonance_quick / f).exists(), f
+
+
+def _resonance_failing(results: dict) -> set[str]:
+    return {c.id for c in resonance.evaluate(results) if not c.passed}
+
+
+def test_resonance_claims_fail_when_the_shapes_are_wrong(resonance_quick: Path) -> None:
+    results = json.loads((resonance_quick / "results.json").read_text())
+    assert _resonance_failing(results) == set()
+
+    # Independent I/O without its peak (flat over the segment size): c1 fails.
+    flat = copy.deepcopy(results)
+    for c in flat["demo"]:
+        if c["strategy"] == "independent":
+            c["MBps"] = 60.0
+    assert "c1-independent-io-resonates" in _resonance_failing(flat)
+
+    # Resonant I/O 10% below two-phase at one point fails c2a; no gains fail c2b and c4.
+    worse = copy.deepcopy(results)
+    by = {(c["workload"], c["op"], c["procs"], c["x"], c["strategy"]): c for c in worse["benchmarks"]}
+    by[("hpio", "read", 4, 65536, "resonant")]["MBps"] = 0.9 * by[("hpio", "read", 4, 65536, "two-phase")]["MBps"]
+    assert _resonance_failing(worse) == {"c2a-resonant-at-least-two-phase"}
+    same = copy.deepcopy(results)
+    for cells in (same["demo"], same["benchmarks"]):
+        tp = {(c["workload"], c["op"], c["procs"], c["x"]): c["MBps"] for c in cells if c["strategy"] == "two-phase"}
+        for c in cells:
+            if c["strategy"] == "resonant":
+                c["MBps"] = tp[(c["workload"], c["op"], c["procs"], c["x"])]
+    assert {"c2b-resonant-gains-where-the-paper-has-them", "c4-timed-groups"} <= _resonance_failing(same)
+
+    # Under interference resonant I/O no better than two-phase: c3 fails.
+    even = copy.deepcopy(results)
+    tp = next(c for c in even["interference"] if c["strategy"] == "two-phase" and c["compute"] == "0s")
+    for c in even["interference"]:
+        if c["strategy"] == "resonant" and c["compute"] == "0s":
+            c["demo_MBps"] = tp["demo_MBps"]
+    assert _resonance_failing(even) == {"c3-resonant-above-two-phase-under-interference"}

@@ -311,6 +311,10 @@ for _name, _module, _quick, _about in [
     ("clusterfile", "clusterfile", "Three repetitions and fewer transfer graphs (a few seconds).",
      "Clusterfile's client-side I/O scheduling: first-, random- and hash-IOS over the schedule block (Figures 2-5), "
      "and the transfer-scheduling heuristics against the optimum."),
+    ("resonance", "resonance", "Two repetitions and shorter runs (a few seconds).",
+     "Resonant I/O: the demonstration program (Figures 2 and 5), mpi-io-test, ior-mpi-io, noncontig, HPIO, "
+     "coll_perf and BTIO class C under independent I/O, two-phase and resonant I/O, and interference "
+     "(Figure 11)."),
 ]:
     _sweep_reproduction(_name, _module, _quick, _about)
 

@@ -345,6 +345,11 @@ pub struct HddConfig {
     /// Where a file's object sits on each server's disk.
     #[serde(skip_serializing_if = "ObjectPlacement::is_spaced")]
     pub object_placement: ObjectPlacement,
+    /// With random placement: objects sit in the first this many bytes of
+    /// the disk (a young file system allocates near its start); default:
+    /// the whole disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_span: Option<Bytes>,
     /// How the disk orders what the server has dispatched to it.
     #[serde(skip_serializing_if = "DiskScheduler::is_none")]
     pub scheduler: DiskScheduler,
@@ -426,6 +431,7 @@ impl Default for HddConfig {
             read_ahead: Bytes(512 * 1024),
             object_spacing: Bytes(1 << 30),
             object_placement: ObjectPlacement::Spaced,
+            placement_span: None,
             scheduler: DiskScheduler::None,
             deadline: Time::from_millis(500),
             request_overhead: Time::ZERO,
@@ -1105,6 +1111,15 @@ pub(crate) fn validate_device(at: &str, device: &DeviceConfig) -> Result<(), Con
                     key("full_stroke"),
                     "must be >= track_to_track",
                 ));
+            }
+            if let Some(span) = h.placement_span {
+                if h.object_placement != ObjectPlacement::Random {
+                    return Err(ConfigError::at(
+                        key("placement_span"),
+                        "only for object_placement = \"random\"",
+                    ));
+                }
+                positive(&key("placement_span"), span.0)?;
             }
         }
         DeviceConfig::Ssd(s) => {

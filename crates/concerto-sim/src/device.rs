@@ -259,7 +259,8 @@ pub fn object_base(device: &DeviceConfig, seed: u64, file: u32, server: u32) -> 
     match cfg.object_placement {
         ObjectPlacement::Spaced => u64::from(file).wrapping_mul(spacing) % capacity,
         ObjectPlacement::Random => {
-            let slots = (capacity / spacing.max(1)).max(1);
+            let span = cfg.placement_span.map_or(capacity, |s| s.0.min(capacity));
+            let slots = (span / spacing.max(1)).max(1);
             let mut x = seed ^ (u64::from(file) << 32) ^ u64::from(server) ^ 0x9e37_79b9_7f4a_7c15;
             // splitmix64's finalizer: every input bit moves every output bit.
             x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -401,6 +402,47 @@ mod tests {
             t_rnd > t_seq + Time::from_millis(64 * 4),
             "random took {t_rnd}"
         );
+    }
+
+    #[test]
+    fn the_read_cache_answers_what_the_disk_read_once_it_is_read_and_forgets_the_oldest() {
+        let cfg = HddConfig {
+            cache: concerto_core::units::Bytes(200_000),
+            transfer_rate: Bandwidth(100e6),
+            ..HddConfig::default()
+        };
+        let mut d = Device::Hdd(Hdd::new(cfg));
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        // A list read of two 50 KB segments: each is in memory when the disk has read it.
+        let mut list = req(0, 100_000);
+        list.segments = vec![
+            concerto_core::Extent::new(0, 50_000),
+            concerto_core::Extent::new(50_000, 50_000),
+        ];
+        let done = d.start(Time::ZERO, 1000, &list, &mut rng);
+        let first = d
+            .cached_until(Time::ZERO, 1000, &req(10_000, 20_000))
+            .unwrap();
+        assert!(first < done && first > Time::ZERO, "{first} against {done}");
+        assert_eq!(
+            d.cached_until(Time::ZERO, 1000, &req(60_000, 1000)),
+            Some(done)
+        );
+        // A range the disk did not read, or read for another object, is not cached.
+        assert_eq!(d.cached_until(Time::ZERO, 1000, &req(90_000, 20_000)), None);
+        assert_eq!(d.cached_until(Time::ZERO, 10_000_000, &req(0, 1000)), None);
+        // Later: answered at once. Writes never are.
+        assert_eq!(
+            d.cached_until(done + Time::from_millis(1), 1000, &req(0, 10)),
+            Some(done + Time::from_millis(1))
+        );
+        let mut w = req(0, 10);
+        w.op = Op::Write;
+        assert_eq!(d.cached_until(done, 1000, &w), None);
+        // 150 KB more pushes out the oldest segment.
+        d.start(done, 1000, &req(1_000_000, 150_000), &mut rng);
+        assert_eq!(d.cached_until(done, 1000, &req(0, 10)), None);
+        assert!(d.cached_until(done, 1000, &req(60_000, 10)).is_some());
     }
 
     fn wait(piece: u32, address: u64, arrived_ms: u64) -> DiskWait {

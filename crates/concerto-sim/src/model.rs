@@ -241,6 +241,9 @@ struct Piece {
     batch: u32,
     /// Served from the server's cache, not the disk.
     cached: bool,
+    /// A streamed write: when its last byte is in (the device cannot
+    /// finish it earlier); zero otherwise.
+    data_in: Time,
 }
 
 pub struct Simulation<'a> {
@@ -686,6 +689,7 @@ impl<'a> Simulation<'a> {
             ticket: None,
             batch: collective::NO_BATCH,
             cached: false,
+            data_in: Time::ZERO,
         })
     }
 
@@ -708,14 +712,17 @@ impl<'a> Simulation<'a> {
             },
             &mut self.rng_net,
         );
+        // A streamed write reaches the server when its first buffer does.
+        let reach = match (p.op, self.net.streamed(wire)) {
+            (Op::Write, Some(behind)) => sent
+                .arrival
+                .saturating_sub(self.net.client_bandwidth().transfer_time(behind)),
+            _ => sent.arrival,
+        };
         // Simultaneous arrivals at a server are taken in random order.
         let tie = self.rng_tie.gen::<u32>();
-        self.events.schedule(
-            sent.arrival,
-            Class::Normal,
-            tie,
-            Event::ReachServer { piece },
-        );
+        self.events
+            .schedule(reach, Class::Normal, tie, Event::ReachServer { piece });
         sent.sent
     }
 
@@ -749,12 +756,29 @@ impl<'a> Simulation<'a> {
     }
 
     fn reach_server(&mut self, piece: u32, now: Time) {
-        let p = &self.pieces[piece as usize];
+        let p = &mut self.pieces[piece as usize];
         let wire = self.net.header_bytes() + if p.op == Op::Write { p.bytes } else { 0 };
         let server = &mut self.servers[p.server as usize];
-        let done = self
-            .net
-            .receive(now, wire, &mut server.nic, self.net.server_bandwidth());
+        let streamed = self.net.streamed(wire).filter(|_| p.op == Op::Write);
+        let done = match streamed {
+            // The server may start on a streamed write once its first
+            // buffer is in; the disk cannot finish before its last is.
+            Some(behind) => {
+                let client = self.net.client_bandwidth().transfer_time(behind);
+                let full = self.net.receive(
+                    now + client,
+                    wire,
+                    &mut server.nic,
+                    self.net.server_bandwidth(),
+                );
+                p.data_in = full;
+                full.saturating_sub(self.net.server_bandwidth().transfer_time(behind))
+                    .max(now)
+            }
+            None => self
+                .net
+                .receive(now, wire, &mut server.nic, self.net.server_bandwidth()),
+        };
         if done == now {
             self.arrive(piece, now);
         } else {
@@ -839,7 +863,10 @@ impl<'a> Simulation<'a> {
                 Op::Meta(op) => s
                     .device
                     .start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
-                Op::Read | Op::Write => s.device.start(now, base, &req, &mut self.rng_dev),
+                Op::Read | Op::Write => s
+                    .device
+                    .start(now, base, &req, &mut self.rng_dev)
+                    .max(p.data_in),
             };
             s.busy += done - now.max(s.device_free);
             s.device_free = s.device_free.max(done);
@@ -879,7 +906,10 @@ impl<'a> Simulation<'a> {
         let p = &mut self.pieces[piece as usize];
         let Some(req) = p.req.as_ref() else { return };
         let base = object_base(&self.sc.cluster.device, self.seed, p.file, p.server);
-        let done = s.device.start(now, base, req, &mut self.rng_dev);
+        let done = s
+            .device
+            .start(now, base, req, &mut self.rng_dev)
+            .max(p.data_in);
         s.busy += done - now.max(s.device_free);
         s.device_free = s.device_free.max(done);
         s.disk_busy = true;

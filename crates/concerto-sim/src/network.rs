@@ -107,6 +107,15 @@ impl Network {
         }
     }
 
+    /// With `flow_buffer`, a message of `bytes` streams: the bytes behind
+    /// its first buffer (which the receiver need not wait for to start).
+    pub fn streamed(&self, bytes: u64) -> Option<u64> {
+        self.cfg
+            .flow_buffer
+            .filter(|flow| bytes > flow.0)
+            .map(|flow| bytes - flow.0)
+    }
+
     /// The receiving side, called at the arrival time `now` in arrival
     /// order: returns when the message has fully arrived. In `queued` mode
     /// that is after the messages the receiver is still taking in; in

@@ -49,7 +49,8 @@ pub struct PlannerChoice {
     /// Two-phase: aggregators (default: every process).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cb_nodes: Option<u32>,
-    /// Two-phase: bytes of a file domain per round (default 16 MiB).
+    /// Two-phase: bytes of a file domain per round; resonant: bytes a
+    /// write's agent holds per round (default 16 MiB).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cb_buffer_size: Option<Bytes>,
     /// Two-phase: file domains start on stripe-unit boundaries.
@@ -81,7 +82,7 @@ impl PlannerChoice {
         not_for(
             "cb_buffer_size",
             self.cb_buffer_size.is_some(),
-            &[Strategy::TwoPhase],
+            &[Strategy::TwoPhase, Strategy::Resonant],
         )?;
         not_for("align", self.align, &[Strategy::TwoPhase])?;
         not_for(
@@ -134,6 +135,7 @@ impl PlannerChoice {
             Strategy::Resonant => {
                 let d = Resonant::default();
                 Box::new(Resonant {
+                    cb_buffer_size: self.cb_buffer_size.map_or(d.cb_buffer_size, |b| b.0),
                     max_segments: self.max_segments.unwrap_or(d.max_segments),
                     agents_per_server: self.agents_per_server.unwrap_or(d.agents_per_server),
                     group_delay: self.group_delay.unwrap_or(d.group_delay),

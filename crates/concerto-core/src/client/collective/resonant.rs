@@ -17,7 +17,8 @@ use crate::time::Time;
 /// list I/O of at most `max_segments` extents per request. With
 /// `agents_per_server` > 1 the access set is cut into that many
 /// consecutive parts, whose agents send one after the other. In a write
-/// the owners first send their data to the agents. In a read there is no
+/// the owners first send their data to the agents, round by round of
+/// `cb_buffer_size` bytes (the agent's buffer, as ROMIO's). In a read there is no
 /// exchange: the agents send their requests first, and once all have
 /// been sent (and `group_delay` later, the synchronization that makes
 /// the agents' requests arrive first) every process reads directly what
@@ -39,6 +40,8 @@ pub struct Resonant {
     pub max_segments: usize,
     pub agents_per_server: u32,
     pub group_delay: Time,
+    /// A write's agent holds at most this much of the data at once.
+    pub cb_buffer_size: u64,
 }
 
 impl Default for Resonant {
@@ -47,6 +50,7 @@ impl Default for Resonant {
             max_segments: 64,
             agents_per_server: 1,
             group_delay: Time::from_micros(500),
+            cb_buffer_size: 16 << 20,
         }
     }
 }
@@ -234,39 +238,56 @@ impl Resonant {
             let parts = split_bytes(&access_set, chosen.len());
             assignments.push((server, chosen.into_iter().zip(parts).collect()));
         }
-        let mut processes: Vec<Vec<Batch>> = vec![Vec::new(); p];
-        for (_, agents) in &assignments {
+        // Per agent, the parts it accesses (server, extents), in order, and
+        // the agents whose first batch it waits for.
+        let mut parts: Vec<Vec<(u32, Vec<Extent>)>> = vec![Vec::new(); p];
+        let mut waits: Vec<Vec<(u32, u32)>> = vec![Vec::new(); p];
+        for (server, agents) in &assignments {
             for (j, (agent, part)) in agents.iter().enumerate() {
-                let batches = &mut processes[*agent as usize];
-                if batches.is_empty() {
-                    batches.push(Batch::default());
-                }
-                batches[0].requests.extend(pack(part, self.max_segments));
+                parts[*agent as usize].push((*server, part.clone()));
                 if j > 0 {
                     // Several agents of one server send one after the other.
                     let previous = agents[j - 1].0;
-                    if previous != *agent && !batches[0].after_sent.contains(&(previous, 0)) {
-                        batches[0].after_sent.push((previous, 0));
-                        batches[0].delay = self.group_delay;
+                    let w = &mut waits[*agent as usize];
+                    if previous != *agent && !w.contains(&(previous, 0)) {
+                        w.push((previous, 0));
                     }
                 }
             }
         }
+        // A read's agent sends everything at once (it only prefetches for
+        // the others); a write's agent holds the others' data, so it works,
+        // like ROMIO's aggregators, in rounds of `cb_buffer_size` bytes, the
+        // owners sending their data for each round before it.
+        let round_bytes = match direction {
+            Direction::Read => u64::MAX,
+            Direction::Write => self.cb_buffer_size.max(1),
+        };
+        let mut processes: Vec<Vec<Batch>> = vec![Vec::new(); p];
         let mut exchanges = Vec::new();
-        match direction {
-            Direction::Write => {
-                for (server, agents) in &assignments {
-                    for (owner, extents) in per_server[*server as usize].iter().enumerate() {
-                        for (agent, part) in agents {
-                            if *agent as usize == owner {
+        for (agent, agent_parts) in parts.iter().enumerate() {
+            for (r, round) in rounds(agent_parts, round_bytes).into_iter().enumerate() {
+                let mut batch = Batch {
+                    after_previous: r > 0,
+                    ..Batch::default()
+                };
+                if r == 0 && !waits[agent].is_empty() {
+                    batch.after_sent = waits[agent].clone();
+                    batch.delay = self.group_delay;
+                }
+                for (server, extents) in &round {
+                    batch.requests.extend(pack(extents, self.max_segments));
+                    if direction == Direction::Write {
+                        for (owner, owned) in per_server[*server as usize].iter().enumerate() {
+                            if owner == agent {
                                 continue;
                             }
-                            let moved = super::extents::intersect(extents, part);
+                            let moved = super::extents::intersect(owned, extents);
                             if !moved.is_empty() {
                                 exchanges.push(Exchange {
                                     from: owner as u32,
-                                    to: *agent,
-                                    batch: 0,
+                                    to: agent as u32,
+                                    batch: r as u32,
                                     bytes: bytes_of(&moved),
                                     extents: moved,
                                 });
@@ -274,30 +295,31 @@ impl Resonant {
                         }
                     }
                 }
+                processes[agent].push(batch);
             }
-            Direction::Read => {
-                let agents: Vec<(u32, u32)> = (0..p as u32)
-                    .filter(|&r| !processes[r as usize].is_empty())
-                    .map(|r| (r, 0))
-                    .collect();
-                for rank in 0..p {
-                    let read: Vec<Extent> = normalize(
-                        &processes[rank]
-                            .iter()
-                            .flat_map(|b| b.requests.iter().flat_map(|r| r.extents.iter().copied()))
-                            .collect::<Vec<_>>(),
-                    );
-                    let rest = subtract(&own[rank], &read);
-                    if !rest.is_empty() {
-                        // After the agents' synchronization, so that their
-                        // requests reach the servers first.
-                        processes[rank].push(Batch {
-                            requests: pack(&rest, self.max_segments),
-                            after_sent: agents.clone(),
-                            delay: self.group_delay,
-                            ..Batch::default()
-                        });
-                    }
+        }
+        if direction == Direction::Read {
+            let agents: Vec<(u32, u32)> = (0..p as u32)
+                .filter(|&r| !processes[r as usize].is_empty())
+                .map(|r| (r, 0))
+                .collect();
+            for rank in 0..p {
+                let read: Vec<Extent> = normalize(
+                    &processes[rank]
+                        .iter()
+                        .flat_map(|b| b.requests.iter().flat_map(|r| r.extents.iter().copied()))
+                        .collect::<Vec<_>>(),
+                );
+                let rest = subtract(&own[rank], &read);
+                if !rest.is_empty() {
+                    // After the agents' synchronization, so that their
+                    // requests reach the servers first.
+                    processes[rank].push(Batch {
+                        requests: pack(&rest, self.max_segments),
+                        after_sent: agents.clone(),
+                        delay: self.group_delay,
+                        ..Batch::default()
+                    });
                 }
             }
         }
@@ -316,6 +338,32 @@ impl Resonant {
             agents,
         }
     }
+}
+
+/// An agent's parts cut, in order, into rounds of at most `limit` bytes.
+fn rounds(parts: &[(u32, Vec<Extent>)], limit: u64) -> Vec<Vec<(u32, Vec<Extent>)>> {
+    let mut out: Vec<Vec<(u32, Vec<Extent>)>> = Vec::new();
+    let mut room = 0u64;
+    for (server, extents) in parts {
+        for &e in extents {
+            let mut e = e;
+            while e.len > 0 {
+                if room == 0 {
+                    out.push(Vec::new());
+                    room = limit;
+                }
+                let take = e.len.min(room);
+                let round = out.last_mut().expect("a round was just opened");
+                match round.last_mut() {
+                    Some((s, list)) if s == server => list.push(Extent::new(e.offset, take)),
+                    _ => round.push((*server, vec![Extent::new(e.offset, take)])),
+                }
+                room -= take;
+                e = Extent::new(e.offset + take, e.len - take);
+            }
+        }
+    }
+    out
 }
 
 /// An agent and the part of its server's access set it accesses.

@@ -34,6 +34,8 @@ fn planners() -> Vec<Box<dyn Planner>> {
             max_segments: 2,
             agents_per_server: 2,
             group_delay: Time::from_micros(100),
+            // Small rounds: a write's agents take several.
+            cb_buffer_size: 50_000,
         }),
     ]
 }
