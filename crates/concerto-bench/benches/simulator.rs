@@ -108,6 +108,78 @@ fn events_per_second(c: &mut Criterion) {
     group.finish();
 }
 
+/// Collective I/O on a larger cluster than the paper's: 64 processes over
+/// 16 HDD servers (the resonance experiments' disks, cache and flows),
+/// 200 collective calls of mpi-io-test with 256 KiB segments.
+const COLLECTIVE: &str = r#"
+name = "collective"
+[cluster]
+servers = 16
+stripe_unit = "64KiB"
+depth = 16
+[cluster.network]
+latency = "50us"
+jitter = "20us"
+client_bandwidth = "110MB/s"
+server_bandwidth = "110MB/s"
+flow_buffer = "256KiB"
+[cluster.device]
+kind = "hdd"
+transfer_rate = "75MB/s"
+capacity = "80GB"
+object_placement = "random"
+placement_span = "8GiB"
+cache = "512MiB"
+request_overhead = "50us"
+[policy]
+kind = "fifo"
+[[apps]]
+workload = "collective"
+access = "mpi-io-test:segment=256KiB"
+processes = 64
+requests = 200
+"#;
+
+/// The simulator's event rate when it runs collective plans: planning every
+/// call, batches, exchanges and the read cache included.
+fn collective_events_per_second(c: &mut Criterion) {
+    let mut group = c.benchmark_group("simulator_collective_events");
+    group.sample_size(10);
+    for (name, sets) in [
+        ("mpi_io_test_two_phase_read", vec![]),
+        (
+            "mpi_io_test_two_phase_write",
+            vec!["apps[0].op=\"write\"".to_string()],
+        ),
+        (
+            "mpi_io_test_resonant_read",
+            vec!["apps[0].collective={strategy = \"resonant\"}".to_string()],
+        ),
+        (
+            "demo_resonant_read",
+            vec![
+                "apps[0].collective={strategy = \"resonant\"}".to_string(),
+                "apps[0].access=\"demo:segment=32KiB\"".to_string(),
+            ],
+        ),
+        (
+            "noncontig_resonant_write",
+            vec![
+                "apps[0].collective={strategy = \"resonant\"}".to_string(),
+                "apps[0].access=\"noncontig:elmtcount=4096\"".to_string(),
+                "apps[0].op=\"write\"".to_string(),
+                "apps[0].requests=100".to_string(),
+            ],
+        ),
+    ] {
+        let sc = Scenario::from_toml(COLLECTIVE, &sets).expect("valid benchmark scenario");
+        let events = simulate(&sc, 1, None).summary.events;
+        group.throughput(Throughput::Elements(events));
+        group.bench_function(name, |b| b.iter(|| simulate(&sc, 1, None)));
+    }
+    group.finish();
+}
+
 const SHARED_16: &str = r#"
 name = "shared-16"
 [cluster]
@@ -234,6 +306,7 @@ criterion_group!(
     fluid_scaling,
     completions_per_second,
     events_per_second,
-    service_sync_effect
+    service_sync_effect,
+    collective_events_per_second
 );
 criterion_main!(benches);

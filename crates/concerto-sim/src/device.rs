@@ -107,26 +107,47 @@ pub struct Hdd {
     cache: ReadCache,
 }
 
-/// The disk ranges read last, oldest first, each with when its data is in
-/// memory; at most `capacity` bytes (the oldest leave first).
+/// The disk ranges read last, each with when its data is in memory; at
+/// most `capacity` bytes, the oldest leaving first. Looked up by start
+/// address (a lookup per read dispatched; a scan would cost the simulator
+/// its event rate).
 #[derive(Default)]
 struct ReadCache {
     capacity: u64,
     held: u64,
-    ranges: std::collections::VecDeque<(u64, u64, Time)>,
+    /// Insertion order: (start, end, sequence number), oldest first.
+    order: std::collections::VecDeque<(u64, u64, u64)>,
+    /// By start: (end, ready, sequence number) of the newest range there.
+    by_start: std::collections::BTreeMap<u64, (u64, Time, u64)>,
+    next: u64,
 }
 
 impl ReadCache {
+    /// How many ranges starting at or below a segment's start a lookup
+    /// tries (ranges read again in other pieces may overlap).
+    const PROBES: usize = 4;
+
     fn insert(&mut self, start: u64, end: u64, ready: Time) {
         if self.capacity == 0 || end <= start {
             return;
         }
-        self.ranges.push_back((start, end, ready));
+        let seq = self.next;
+        self.next += 1;
+        self.order.push_back((start, end, seq));
+        self.by_start.insert(start, (end, ready, seq));
         self.held += end - start;
         while self.held > self.capacity {
-            match self.ranges.pop_front() {
-                Some((s, e, _)) => self.held -= e - s,
-                None => break,
+            let Some((s, e, q)) = self.order.pop_front() else {
+                break;
+            };
+            self.held -= e - s;
+            // A newer range at the same start stays.
+            if self
+                .by_start
+                .get(&s)
+                .is_some_and(|&(_, _, newest)| newest == q)
+            {
+                self.by_start.remove(&s);
             }
         }
     }
@@ -146,12 +167,13 @@ impl ReadCache {
         let mut ready = now;
         for s in segments {
             let (start, end) = (base + s.offset, base + s.end());
-            let hit = self
-                .ranges
-                .iter()
+            let (_, &(_, at, _)) = self
+                .by_start
+                .range(..=start)
                 .rev()
-                .find(|&&(a, b, _)| a <= start && end <= b)?;
-            ready = ready.max(hit.2);
+                .take(Self::PROBES)
+                .find(|(_, &(e, _, _))| end <= e)?;
+            ready = ready.max(at);
         }
         Some(ready)
     }

@@ -15,8 +15,6 @@
 //! call is done when its batches are complete and its exchanges delivered;
 //! the call ends, as every barrier operation does, when all parts are.
 
-use rustc_hash::FxHashMap;
-
 use concerto_core::client::collective::{CollectivePlan, Direction};
 use concerto_core::{AppId, ObjectId, Op, Request, RequestId, Time};
 
@@ -24,20 +22,28 @@ use super::{Event, Simulation};
 use crate::engine::Class;
 use crate::network::End;
 
-/// Marks a piece that belongs to no collective batch.
+/// Marks a piece that belongs to no collective batch (else a piece's
+/// `batch` is the flat number of its batch in the call).
 pub(super) const NO_BATCH: u32 = u32::MAX;
 
-/// The collective call an application is running.
+/// The collective call an application is running. Batches are numbered
+/// flat (rank by rank, in order); who waits for whom is kept as adjacency
+/// lists in one array each (a collective call may have thousands of
+/// batches and dependencies, planned anew every call).
 pub(super) struct CollectiveCall {
     plan: CollectivePlan,
-    /// Per rank: its next batch to send.
+    /// Per rank: the flat number of its first batch (and one past the last).
+    first: Vec<u32>,
+    /// Per rank: its next batch to send (flat).
     next: Vec<u32>,
-    /// Per rank and batch.
-    batches: Vec<Vec<BatchState>>,
-    /// Per (rank, batch): the batches that wait for it to be sent.
-    dependents: FxHashMap<(u32, u32), Vec<u32>>,
-    /// Per (rank, batch): the exchanges into it (write) or out of it (read).
-    exchanges: FxHashMap<(u32, u32), Vec<u32>>,
+    batches: Vec<BatchState>,
+    /// The batches that wait for batch i to be sent:
+    /// `waiting[waiting_at[i]..waiting_at[i + 1]]`.
+    waiting_at: Vec<u32>,
+    waiting: Vec<u32>,
+    /// The exchanges into batch i (write) or out of it (read), likewise.
+    exchanges_at: Vec<u32>,
+    exchanges: Vec<u32>,
     /// Per rank: batches not complete plus exchanges not delivered that its
     /// part of the call waits for.
     left: Vec<u32>,
@@ -45,6 +51,8 @@ pub(super) struct CollectiveCall {
 
 #[derive(Clone, Copy, Default)]
 struct BatchState {
+    /// Batches it waits for that have not been sent yet.
+    unsent: u32,
     /// Its send is scheduled (after its delay) or done.
     scheduled: bool,
     sent: bool,
@@ -56,55 +64,92 @@ struct BatchState {
     pulled: bool,
 }
 
+/// Adjacency lists from (from, to) pairs over `n` nodes: offsets and
+/// targets, each node's targets in the order given (a counting pass, no
+/// sort: this runs every call). A pair given twice is listed twice, which
+/// the counts built from the lists then also count twice.
+fn adjacency(n: usize, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u32>) {
+    let mut at = vec![0u32; n + 1];
+    for &(from, _) in edges {
+        at[from as usize + 1] += 1;
+    }
+    for i in 0..n {
+        at[i + 1] += at[i];
+    }
+    let mut fill = at.clone();
+    let mut to = vec![0u32; edges.len()];
+    for &(from, target) in edges {
+        to[fill[from as usize] as usize] = target;
+        fill[from as usize] += 1;
+    }
+    (at, to)
+}
+
 impl CollectiveCall {
     fn new(plan: CollectivePlan) -> CollectiveCall {
-        let p = plan.processes.len();
-        let mut batches: Vec<Vec<BatchState>> = plan
-            .processes
-            .iter()
-            .map(|bs| vec![BatchState::default(); bs.len()])
-            .collect();
+        let mut first = Vec::with_capacity(plan.processes.len() + 1);
+        let mut total = 0u32;
+        for bs in &plan.processes {
+            first.push(total);
+            total += bs.len() as u32;
+        }
+        first.push(total);
+        let flat = |rank: u32, b: u32| first[rank as usize] + b;
+        let mut batches = vec![BatchState::default(); total as usize];
         let mut left: Vec<u32> = plan.processes.iter().map(|bs| bs.len() as u32).collect();
-        let mut dependents: FxHashMap<(u32, u32), Vec<u32>> = FxHashMap::default();
+        let mut edges = Vec::new();
         for (rank, bs) in plan.processes.iter().enumerate() {
-            for b in bs {
-                for &on in &b.after_sent {
-                    let waiting = dependents.entry(on).or_default();
-                    if !waiting.contains(&(rank as u32)) {
-                        waiting.push(rank as u32);
-                    }
+            for (b, batch) in bs.iter().enumerate() {
+                let me = flat(rank as u32, b as u32);
+                for &(r, i) in &batch.after_sent {
+                    edges.push((flat(r, i), me));
                 }
             }
         }
-        let mut exchanges: FxHashMap<(u32, u32), Vec<u32>> = FxHashMap::default();
+        let (waiting_at, waiting) = adjacency(total as usize, &edges);
+        for &w in &waiting {
+            batches[w as usize].unsent += 1;
+        }
+        let mut edges = Vec::with_capacity(plan.exchanges.len());
         for (i, x) in plan.exchanges.iter().enumerate() {
-            let io_rank = match plan.direction {
-                Direction::Write => x.to,
-                Direction::Read => x.from,
-            };
-            exchanges
-                .entry((io_rank, x.batch))
-                .or_default()
-                .push(i as u32);
             match plan.direction {
                 // The aggregator's batch waits for the data; the owner's
                 // part is done once it has delivered it.
                 Direction::Write => {
-                    batches[x.to as usize][x.batch as usize].inbound += 1;
+                    let to = flat(x.to, x.batch);
+                    edges.push((to, i as u32));
+                    batches[to as usize].inbound += 1;
                     left[x.from as usize] += 1;
                 }
                 // The owner's part waits for the data.
-                Direction::Read => left[x.to as usize] += 1,
+                Direction::Read => {
+                    edges.push((flat(x.from, x.batch), i as u32));
+                    left[x.to as usize] += 1;
+                }
             }
         }
+        let (exchanges_at, exchanges) = adjacency(total as usize, &edges);
         CollectiveCall {
+            next: first[..first.len() - 1].to_vec(),
+            first,
             plan,
-            next: vec![0; p],
             batches,
-            dependents,
+            waiting_at,
+            waiting,
+            exchanges_at,
             exchanges,
             left,
         }
+    }
+
+    /// Rank and index within the rank of flat batch `i`.
+    fn locate(&self, i: u32) -> (u32, u32) {
+        let rank = self.first.partition_point(|&f| f <= i) as u32 - 1;
+        (rank, i - self.first[rank as usize])
+    }
+
+    fn exchanges_of(&self, i: u32) -> std::ops::Range<usize> {
+        self.exchanges_at[i as usize] as usize..self.exchanges_at[i as usize + 1] as usize
     }
 }
 
@@ -150,34 +195,32 @@ impl Simulation<'_> {
             return;
         };
         let b = call.next[rank as usize];
-        let Some(batch) = call.plan.processes[rank as usize].get(b as usize) else {
-            return;
-        };
-        let st = call.batches[rank as usize][b as usize];
-        if st.scheduled {
+        if b == call.first[rank as usize + 1] {
             return;
         }
-        if batch.after_previous && b > 0 && !call.batches[rank as usize][b as usize - 1].complete {
+        let st = call.batches[b as usize];
+        if st.scheduled || st.unsent > 0 {
             return;
         }
-        if !batch
-            .after_sent
-            .iter()
-            .all(|&(r, i)| call.batches[r as usize][i as usize].sent)
-        {
+        let index = (b - call.first[rank as usize]) as usize;
+        let batch = &call.plan.processes[rank as usize][index];
+        if batch.after_previous && index > 0 && !call.batches[b as usize - 1].complete {
             return;
         }
         if st.inbound > 0 {
             if !st.pulled {
-                call.batches[rank as usize][b as usize].pulled = true;
-                let ids = call.exchanges.get(&(rank, b)).cloned().unwrap_or_default();
-                for x in ids {
+                call.batches[b as usize].pulled = true;
+                for k in call.exchanges_of(b) {
+                    let x = self.apps[app as usize]
+                        .collective
+                        .as_ref()
+                        .map_or(0, |c| c.exchanges[k]);
                     self.send_exchange(app, first_rank, x, now);
                 }
             }
             return;
         }
-        call.batches[rank as usize][b as usize].scheduled = true;
+        call.batches[b as usize].scheduled = true;
         let delay = batch.delay;
         if delay.is_zero() {
             self.send_batch(app, rank, b, now);
@@ -207,9 +250,10 @@ impl Simulation<'_> {
             Direction::Read => Op::Read,
             Direction::Write => Op::Write,
         };
+        let index = (b - call.first[rank as usize]) as usize;
         let layout = &self.files[file as usize].layout;
         let mut sends = std::mem::take(&mut self.sends);
-        for request in &call.plan.processes[rank as usize][b as usize].requests {
+        for request in &call.plan.processes[rank as usize][index].requests {
             for p in layout.split_extents(&request.extents) {
                 let req = Request {
                     id: RequestId(0),
@@ -240,28 +284,40 @@ impl Simulation<'_> {
         let Some(call) = self.apps[app as usize].collective.as_mut() else {
             return;
         };
-        let st = &mut call.batches[rank as usize][b as usize];
+        let st = &mut call.batches[b as usize];
         st.sent = true;
         st.outstanding = count;
         call.next[rank as usize] = b + 1;
-        let waiting = call.dependents.get(&(rank, b)).cloned().unwrap_or_default();
+        let (from, to) = (
+            call.waiting_at[b as usize] as usize,
+            call.waiting_at[b as usize + 1] as usize,
+        );
+        let mut ready = Vec::new();
+        for k in from..to {
+            let w = call.waiting[k];
+            let st = &mut call.batches[w as usize];
+            st.unsent -= 1;
+            if st.unsent == 0 {
+                ready.push(call.locate(w).0);
+            }
+        }
         if count == 0 {
             self.batch_complete(app, rank, b, now);
         }
         self.try_batch(app, rank, now);
-        for r in waiting {
+        for r in ready {
             self.try_batch(app, r, now);
         }
     }
 
-    /// A reply for one of a batch's pieces has arrived.
+    /// A reply for one of (flat) batch `b`'s pieces has arrived.
     pub(super) fn batch_piece_done(&mut self, rank: u32, b: u32, now: Time) {
         let app = self.ranks[rank as usize].app;
         let local = self.ranks[rank as usize].rank;
         let Some(call) = self.apps[app as usize].collective.as_mut() else {
             return;
         };
-        let st = &mut call.batches[local as usize][b as usize];
+        let st = &mut call.batches[b as usize];
         st.outstanding -= 1;
         if st.outstanding == 0 {
             self.batch_complete(app, local, b, now);
@@ -273,10 +329,13 @@ impl Simulation<'_> {
         let Some(call) = self.apps[app as usize].collective.as_mut() else {
             return;
         };
-        call.batches[rank as usize][b as usize].complete = true;
+        call.batches[b as usize].complete = true;
         if call.plan.direction == Direction::Read {
-            let ids = call.exchanges.get(&(rank, b)).cloned().unwrap_or_default();
-            for x in ids {
+            for k in call.exchanges_of(b) {
+                let x = self.apps[app as usize]
+                    .collective
+                    .as_ref()
+                    .map_or(0, |c| c.exchanges[k]);
                 self.send_exchange(app, first_rank, x, now);
             }
         }
@@ -357,7 +416,8 @@ impl Simulation<'_> {
         let (from, to, b) = (e.from, e.to, e.batch);
         match call.plan.direction {
             Direction::Write => {
-                call.batches[to as usize][b as usize].inbound -= 1;
+                let flat = call.first[to as usize] + b;
+                call.batches[flat as usize].inbound -= 1;
                 self.part_done(app, from, now);
                 self.try_batch(app, to, now);
             }
