@@ -153,6 +153,12 @@ struct AppState {
     phase_priority: f64,
     /// The collective call it is running (workload "collective").
     collective: Option<collective::CollectiveCall>,
+    /// A plan made for call `base`, which later calls of a pattern that
+    /// repeats itself shifted use too.
+    plan_cache: Option<(
+        std::rc::Rc<concerto_core::client::collective::CollectivePlan>,
+        u64,
+    )>,
 }
 
 struct RankState {
@@ -415,6 +421,7 @@ impl<'a> Simulation<'a> {
                     phase_start: Time::ZERO,
                     phase_priority: 1.0,
                     collective: None,
+                    plan_cache: None,
                 });
             }
         }

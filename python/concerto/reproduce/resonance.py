@@ -267,7 +267,7 @@ def write_outputs(out: Path, sweeps: dict[str, Sweep], results: dict, claims: li
     write_json(out / "claims.json", [c.as_json() for c in claims])
     write_json(out / "results.json", results)
     demo, bench, interference = results["demo"], results["benchmarks"], results["interference"]
-    line_plot(_plot_rows(demo), x="x", y="MBps", series=["strategy"], facet="procs", path=out / "demo",
+    line_plot(_plot_rows(demo), x="x", y="MBps", series=["strategy", "op"], facet="procs", path=out / "demo",
               title="Demonstration program", xlabel="segment size (bytes)", ylabel="throughput (MB/s)", logx=True)
     for workload, title, xlabel, _, logx in FIGURES:
         line_plot(_plot_rows([c for c in bench if c["workload"] == workload]), x="x", y="MBps", series=["strategy"],

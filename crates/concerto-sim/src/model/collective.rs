@@ -15,6 +15,8 @@
 //! call is done when its batches are complete and its exchanges delivered;
 //! the call ends, as every barrier operation does, when all parts are.
 
+use std::rc::Rc;
+
 use concerto_core::client::collective::{CollectivePlan, Direction};
 use concerto_core::{AppId, ObjectId, Op, Request, RequestId, Time};
 
@@ -31,7 +33,10 @@ pub(super) const NO_BATCH: u32 = u32::MAX;
 /// lists in one array each (a collective call may have thousands of
 /// batches and dependencies, planned anew every call).
 pub(super) struct CollectiveCall {
-    plan: CollectivePlan,
+    plan: Rc<CollectivePlan>,
+    /// How far this call's extents lie past the plan's (a plan made for an
+    /// earlier call of a pattern whose calls are shifted copies).
+    shift: u64,
     /// Per rank: the flat number of its first batch (and one past the last).
     first: Vec<u32>,
     /// Per rank: its next batch to send (flat).
@@ -86,7 +91,7 @@ fn adjacency(n: usize, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u32>) {
 }
 
 impl CollectiveCall {
-    fn new(plan: CollectivePlan) -> CollectiveCall {
+    fn new(plan: Rc<CollectivePlan>, shift: u64) -> CollectiveCall {
         let mut first = Vec::with_capacity(plan.processes.len() + 1);
         let mut total = 0u32;
         for bs in &plan.processes {
@@ -133,6 +138,7 @@ impl CollectiveCall {
             next: first[..first.len() - 1].to_vec(),
             first,
             plan,
+            shift,
             batches,
             waiting_at,
             waiting,
@@ -164,16 +170,34 @@ impl Simulation<'_> {
         else {
             return;
         };
-        let accesses = pattern.accesses(processes, a.next_call as u64);
-        let direction = match spec.op {
-            crate::config::DataOp::Read => Direction::Read,
-            crate::config::DataOp::Write => Direction::Write,
-        };
+        let call_no = a.next_call as u64;
         let layout = &self.files[a.files[0] as usize].layout;
-        let plan = planner
-            .plan(direction, &accesses, layout)
-            .expect("validated: the access patterns never have two processes write the same bytes");
-        let call = CollectiveCall::new(plan);
+        // A pattern whose calls are shifted copies of each other, by whole
+        // stripes over all the file's servers, has shifted copies of one
+        // plan: plan once.
+        let shift = pattern
+            .call_shift(processes)
+            .filter(|s| s % (layout.unit() * layout.stripe_count() as u64) == 0);
+        let (plan, moved) = match (&a.plan_cache, shift) {
+            (Some((plan, base)), Some(s)) => (plan.clone(), (call_no - base) * s),
+            _ => {
+                let direction = match spec.op {
+                    crate::config::DataOp::Read => Direction::Read,
+                    crate::config::DataOp::Write => Direction::Write,
+                };
+                let plan = planner
+                    .plan(direction, &pattern.accesses(processes, call_no), layout)
+                    .expect(
+                        "validated: the access patterns never have two processes write the same bytes",
+                    );
+                (Rc::new(plan), 0)
+            }
+        };
+        if shift.is_some() && a.plan_cache.is_none() {
+            self.apps[app as usize].plan_cache = Some((plan.clone(), call_no));
+        }
+        let a = &self.apps[app as usize];
+        let call = CollectiveCall::new(plan, moved);
         let first = a.first_rank;
         let done: Vec<u32> = (0..processes)
             .filter(|&r| call.left[r as usize] == 0)
@@ -253,8 +277,21 @@ impl Simulation<'_> {
         let index = (b - call.first[rank as usize]) as usize;
         let layout = &self.files[file as usize].layout;
         let mut sends = std::mem::take(&mut self.sends);
+        let mut shifted = Vec::new();
         for request in &call.plan.processes[rank as usize][index].requests {
-            for p in layout.split_extents(&request.extents) {
+            let extents = if call.shift == 0 {
+                &request.extents
+            } else {
+                shifted.clear();
+                shifted.extend(
+                    request
+                        .extents
+                        .iter()
+                        .map(|e| concerto_core::Extent::new(e.offset + call.shift, e.len)),
+                );
+                &shifted
+            };
+            for p in layout.split_extents(extents) {
                 let req = Request {
                     id: RequestId(0),
                     app: AppId(app_id),

@@ -6,7 +6,13 @@ use crate::request::Extent;
 /// ones dropped.
 pub fn normalize(extents: &[Extent]) -> Vec<Extent> {
     let mut v: Vec<Extent> = extents.iter().copied().filter(|e| e.len > 0).collect();
-    v.sort_unstable_by_key(|e| e.offset);
+    // A process's list is usually ascending already: checking costs a
+    // pass, sorting a million extents 15 times that. (The stable sort,
+    // which merges ascending runs, was slower on the union of a call's
+    // lists than this one: 50 against 34 ms for 1,024 runs of 1,024.)
+    if !v.windows(2).all(|w| w[0].offset <= w[1].offset) {
+        v.sort_unstable_by_key(|e| e.offset);
+    }
     let mut out: Vec<Extent> = Vec::with_capacity(v.len());
     for e in v {
         match out.last_mut() {

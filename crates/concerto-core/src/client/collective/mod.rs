@@ -136,10 +136,7 @@ pub(crate) fn prepare(
     accesses: &[Vec<Extent>],
     union: bool,
 ) -> Result<Prepared, PlanError> {
-    if accesses.is_empty() {
-        return Err(PlanError::NoProcesses);
-    }
-    let own: Vec<Vec<Extent>> = accesses.iter().map(|a| normalize(a)).collect();
+    let own = own_lists(accesses)?;
     let write = direction == Direction::Write;
     let all = if union || write {
         normalize(&own.concat())
@@ -149,20 +146,35 @@ pub(crate) fn prepare(
     // Overlaps shrink the union; only then look for the first one.
     let total: u64 = own.iter().map(|e| bytes_of(e)).sum();
     if write && bytes_of(&all) < total {
-        let mut all: Vec<(Extent, u32)> = own
-            .iter()
-            .enumerate()
-            .flat_map(|(r, es)| es.iter().map(move |&e| (e, r as u32)))
-            .collect();
-        all.sort_unstable_by_key(|&(e, r)| (e.offset, r));
-        for w in all.windows(2) {
-            let ((a, ra), (b, rb)) = (w[0], w[1]);
-            if b.offset < a.end() {
-                return Err(PlanError::OverlappingWrites(ra, rb, b.offset));
-            }
-        }
+        first_overlap(&own)?;
     }
     Ok(Prepared { own, all })
+}
+
+/// Each process's access list, normalized.
+pub(crate) fn own_lists(accesses: &[Vec<Extent>]) -> Result<Vec<Vec<Extent>>, PlanError> {
+    if accesses.is_empty() {
+        return Err(PlanError::NoProcesses);
+    }
+    Ok(accesses.iter().map(|a| normalize(a)).collect())
+}
+
+/// The first two processes whose lists overlap, as an error (a planner that
+/// found the union smaller than the sum of its parts asks).
+pub(crate) fn first_overlap(own: &[Vec<Extent>]) -> Result<(), PlanError> {
+    let mut all: Vec<(Extent, u32)> = own
+        .iter()
+        .enumerate()
+        .flat_map(|(r, es)| es.iter().map(move |&e| (e, r as u32)))
+        .collect();
+    all.sort_unstable_by_key(|&(e, r)| (e.offset, r));
+    for w in all.windows(2) {
+        let ((a, ra), (b, rb)) = (w[0], w[1]);
+        if b.offset < a.end() {
+            return Err(PlanError::OverlappingWrites(ra, rb, b.offset));
+        }
+    }
+    Ok(())
 }
 
 /// Packs ascending extents into list requests of at most `max_segments`.

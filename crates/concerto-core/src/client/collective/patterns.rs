@@ -186,6 +186,38 @@ impl Pattern {
         })
     }
 
+    /// How far each call's accesses lie past the previous call's, when
+    /// every call asks for the same as the first, shifted: then call k's
+    /// lists are call 0's moved by k times this. None for ior-mpi-io, whose
+    /// calls run out at the end of each process's block.
+    pub fn call_shift(&self, procs: u32) -> Option<u64> {
+        let p = procs as u64;
+        match *self {
+            Pattern::Demo { segment } => Some(4 * p * segment),
+            Pattern::MpiIoTest { segment } => Some(p * segment),
+            Pattern::IorMpiIo { .. } => None,
+            Pattern::Noncontig {
+                elmtcount,
+                call_bytes,
+            } => {
+                let row = elmtcount * 4 * p;
+                Some((call_bytes / row).max(1) * row)
+            }
+            Pattern::Hpio {
+                count,
+                size,
+                spacing,
+            } => Some(count * p * (size + spacing)),
+            Pattern::CollPerf { n } => Some(n * n * n * 4),
+            Pattern::Tiles {
+                grid,
+                tile,
+                planes,
+                element,
+            } => Some(grid[0] * tile[0] * grid[1] * tile[1] * planes * element),
+        }
+    }
+
     /// What each of `procs` processes asks for in call `call`.
     pub fn accesses(&self, procs: u32, call: u64) -> Vec<Vec<Extent>> {
         let p = procs as u64;
@@ -294,6 +326,45 @@ mod tests {
         // Rows of 2 x 8 bytes; 4 rows per call; call 1 starts at 64.
         assert_eq!(n[1][0], Extent::new(64 + 8, 8));
         assert_eq!(n[1].len(), 4);
+    }
+
+    #[test]
+    fn every_call_is_the_first_shifted_by_the_call_shift() {
+        for spec in [
+            "demo:segment=48KiB",
+            "mpi-io-test:segment=100",
+            "noncontig:elmtcount=3,call=1000",
+            "hpio:count=5,size=7,spacing=3",
+            "coll-perf:n=6",
+            "tiles:grid=3x2,tile=2x3,planes=2,element=5",
+        ] {
+            let p = Pattern::parse(spec).unwrap();
+            for procs in [1, 4, 6] {
+                let shift = p.call_shift(procs).unwrap();
+                let first = p.accesses(procs, 0);
+                for k in [1u64, 7] {
+                    let moved: Vec<Vec<Extent>> = first
+                        .iter()
+                        .map(|es| {
+                            es.iter()
+                                .map(|e| Extent::new(e.offset + k * shift, e.len))
+                                .collect()
+                        })
+                        .collect();
+                    assert_eq!(
+                        p.accesses(procs, k),
+                        moved,
+                        "{spec}, {procs} processes, call {k}"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            Pattern::parse("ior-mpi-io:segment=1")
+                .unwrap()
+                .call_shift(4),
+            None
+        );
     }
 
     #[test]

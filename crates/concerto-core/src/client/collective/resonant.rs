@@ -3,7 +3,8 @@
 
 use super::extents::{bytes_of, normalize, subtract};
 use super::{
-    by_server, pack, prepare, Batch, CollectivePlan, Direction, Exchange, PlanError, Planner,
+    by_server, first_overlap, own_lists, pack, Batch, CollectivePlan, Direction, Exchange,
+    PlanError, Planner,
 };
 use crate::layout::StripeLayout;
 use crate::request::Extent;
@@ -84,11 +85,14 @@ impl Planner for Resonant {
         if self.agents_per_server == 0 {
             return Err(PlanError::Invalid("agents_per_server must be > 0".into()));
         }
-        let own = prepare(direction, accesses, false)?.own;
+        // Processes' writes may not overlap: ordered by rank they cannot,
+        // and the agents' arrangement checks each server's access set (one
+        // union per server instead of one of the whole call).
+        let own = own_lists(accesses)?;
         if non_overlapping(&own) {
             Ok(self.timed_groups(direction, &own, layout))
         } else {
-            Ok(self.agents(direction, &own, layout))
+            self.agents(direction, &own, layout)
         }
     }
 }
@@ -197,7 +201,7 @@ impl Resonant {
         direction: Direction,
         own: &[Vec<Extent>],
         layout: &StripeLayout,
-    ) -> CollectivePlan {
+    ) -> Result<CollectivePlan, PlanError> {
         let per_server = by_server(own, layout);
         let p = own.len();
         let k = (self.agents_per_server as usize).min(p);
@@ -210,6 +214,11 @@ impl Resonant {
             let access_set = normalize(&ranks.concat());
             if access_set.is_empty() {
                 continue;
+            }
+            if direction == Direction::Write
+                && bytes_of(&access_set) < ranks.iter().map(|e| bytes_of(e)).sum::<u64>()
+            {
+                first_overlap(own)?;
             }
             // Candidates: first the processes with data here that are not
             // yet agents (most data first, ties to the lowest rank), as the
@@ -327,7 +336,7 @@ impl Resonant {
             .into_iter()
             .map(|(s, a)| (s, a.into_iter().map(|(r, _)| r).collect()))
             .collect();
-        CollectivePlan {
+        Ok(CollectivePlan {
             direction,
             processes,
             exchanges,
@@ -336,7 +345,7 @@ impl Resonant {
                 self.agents_per_server
             ),
             agents,
-        }
+        })
     }
 }
 
