@@ -153,12 +153,9 @@ struct AppState {
     phase_priority: f64,
     /// The collective call it is running (workload "collective").
     collective: Option<collective::CollectiveCall>,
-    /// A plan made for call `base`, which later calls of a pattern that
-    /// repeats itself shifted use too.
-    plan_cache: Option<(
-        std::rc::Rc<concerto_core::client::collective::CollectivePlan>,
-        u64,
-    )>,
+    /// A plan (and what it fixes) made for call `base`, which later calls
+    /// of a pattern that repeats itself shifted use too.
+    plan_cache: Option<(std::rc::Rc<collective::CallShape>, u64)>,
 }
 
 struct RankState {

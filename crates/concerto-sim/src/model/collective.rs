@@ -28,20 +28,14 @@ use crate::network::End;
 /// `batch` is the flat number of its batch in the call).
 pub(super) const NO_BATCH: u32 = u32::MAX;
 
-/// The collective call an application is running. Batches are numbered
-/// flat (rank by rank, in order); who waits for whom is kept as adjacency
-/// lists in one array each (a collective call may have thousands of
-/// batches and dependencies, planned anew every call).
-pub(super) struct CollectiveCall {
-    plan: Rc<CollectivePlan>,
-    /// How far this call's extents lie past the plan's (a plan made for an
-    /// earlier call of a pattern whose calls are shifted copies).
-    shift: u64,
+/// What a plan fixes about a call: the plan, its batches numbered flat
+/// (rank by rank, in order), who waits for whom as adjacency lists in one
+/// array each, and the state every call starts from. A pattern that
+/// repeats itself shifted shares one shape among all its calls.
+pub(super) struct CallShape {
+    plan: CollectivePlan,
     /// Per rank: the flat number of its first batch (and one past the last).
     first: Vec<u32>,
-    /// Per rank: its next batch to send (flat).
-    next: Vec<u32>,
-    batches: Vec<BatchState>,
     /// The batches that wait for batch i to be sent:
     /// `waiting[waiting_at[i]..waiting_at[i + 1]]`.
     waiting_at: Vec<u32>,
@@ -49,6 +43,20 @@ pub(super) struct CollectiveCall {
     /// The exchanges into batch i (write) or out of it (read), likewise.
     exchanges_at: Vec<u32>,
     exchanges: Vec<u32>,
+    /// Every batch's and every rank's state when a call starts.
+    batches: Vec<BatchState>,
+    left: Vec<u32>,
+}
+
+/// The collective call an application is running.
+pub(super) struct CollectiveCall {
+    shape: Rc<CallShape>,
+    /// How far this call's extents lie past the plan's (a plan made for an
+    /// earlier call of a pattern whose calls are shifted copies).
+    shift: u64,
+    /// Per rank: its next batch to send (flat).
+    next: Vec<u32>,
+    batches: Vec<BatchState>,
     /// Per rank: batches not complete plus exchanges not delivered that its
     /// part of the call waits for.
     left: Vec<u32>,
@@ -90,8 +98,8 @@ fn adjacency(n: usize, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u32>) {
     (at, to)
 }
 
-impl CollectiveCall {
-    fn new(plan: Rc<CollectivePlan>, shift: u64) -> CollectiveCall {
+impl CallShape {
+    pub(super) fn new(plan: CollectivePlan) -> CallShape {
         let mut first = Vec::with_capacity(plan.processes.len() + 1);
         let mut total = 0u32;
         for bs in &plan.processes {
@@ -134,11 +142,9 @@ impl CollectiveCall {
             }
         }
         let (exchanges_at, exchanges) = adjacency(total as usize, &edges);
-        CollectiveCall {
-            next: first[..first.len() - 1].to_vec(),
+        CallShape {
             first,
             plan,
-            shift,
             batches,
             waiting_at,
             waiting,
@@ -156,6 +162,18 @@ impl CollectiveCall {
 
     fn exchanges_of(&self, i: u32) -> std::ops::Range<usize> {
         self.exchanges_at[i as usize] as usize..self.exchanges_at[i as usize + 1] as usize
+    }
+}
+
+impl CollectiveCall {
+    fn start(shape: Rc<CallShape>, shift: u64) -> CollectiveCall {
+        CollectiveCall {
+            next: shape.first[..shape.first.len() - 1].to_vec(),
+            batches: shape.batches.clone(),
+            left: shape.left.clone(),
+            shape,
+            shift,
+        }
     }
 }
 
@@ -178,8 +196,8 @@ impl Simulation<'_> {
         let shift = pattern
             .call_shift(processes)
             .filter(|s| s % (layout.unit() * layout.stripe_count() as u64) == 0);
-        let (plan, moved) = match (&a.plan_cache, shift) {
-            (Some((plan, base)), Some(s)) => (plan.clone(), (call_no - base) * s),
+        let (shape, moved) = match (&a.plan_cache, shift) {
+            (Some((shape, base)), Some(s)) => (shape.clone(), (call_no - base) * s),
             _ => {
                 let direction = match spec.op {
                     crate::config::DataOp::Read => Direction::Read,
@@ -190,14 +208,14 @@ impl Simulation<'_> {
                     .expect(
                         "validated: the access patterns never have two processes write the same bytes",
                     );
-                (Rc::new(plan), 0)
+                (Rc::new(CallShape::new(plan)), 0)
             }
         };
         if shift.is_some() && a.plan_cache.is_none() {
-            self.apps[app as usize].plan_cache = Some((plan.clone(), call_no));
+            self.apps[app as usize].plan_cache = Some((shape.clone(), call_no));
         }
         let a = &self.apps[app as usize];
-        let call = CollectiveCall::new(plan, moved);
+        let call = CollectiveCall::start(shape, moved);
         let first = a.first_rank;
         let done: Vec<u32> = (0..processes)
             .filter(|&r| call.left[r as usize] == 0)
@@ -214,33 +232,26 @@ impl Simulation<'_> {
     /// Sends `rank`'s next batch if its conditions hold (after its delay);
     /// in a write, first asks the owners for the data it needs.
     fn try_batch(&mut self, app: u32, rank: u32, now: Time) {
-        let first_rank = self.apps[app as usize].first_rank;
         let Some(call) = self.apps[app as usize].collective.as_mut() else {
             return;
         };
         let b = call.next[rank as usize];
-        if b == call.first[rank as usize + 1] {
+        if b == call.shape.first[rank as usize + 1] {
             return;
         }
         let st = call.batches[b as usize];
         if st.scheduled || st.unsent > 0 {
             return;
         }
-        let index = (b - call.first[rank as usize]) as usize;
-        let batch = &call.plan.processes[rank as usize][index];
+        let index = (b - call.shape.first[rank as usize]) as usize;
+        let batch = &call.shape.plan.processes[rank as usize][index];
         if batch.after_previous && index > 0 && !call.batches[b as usize - 1].complete {
             return;
         }
         if st.inbound > 0 {
             if !st.pulled {
                 call.batches[b as usize].pulled = true;
-                for k in call.exchanges_of(b) {
-                    let x = self.apps[app as usize]
-                        .collective
-                        .as_ref()
-                        .map_or(0, |c| c.exchanges[k]);
-                    self.send_exchange(app, first_rank, x, now);
-                }
+                self.send_exchanges_of(app, b, now);
             }
             return;
         }
@@ -270,15 +281,15 @@ impl Simulation<'_> {
         let Some(call) = self.apps[app as usize].collective.as_ref() else {
             return;
         };
-        let op = match call.plan.direction {
+        let op = match call.shape.plan.direction {
             Direction::Read => Op::Read,
             Direction::Write => Op::Write,
         };
-        let index = (b - call.first[rank as usize]) as usize;
+        let index = (b - call.shape.first[rank as usize]) as usize;
         let layout = &self.files[file as usize].layout;
         let mut sends = std::mem::take(&mut self.sends);
         let mut shifted = Vec::new();
-        for request in &call.plan.processes[rank as usize][index].requests {
+        for request in &call.shape.plan.processes[rank as usize][index].requests {
             let extents = if call.shift == 0 {
                 &request.extents
             } else {
@@ -326,16 +337,16 @@ impl Simulation<'_> {
         st.outstanding = count;
         call.next[rank as usize] = b + 1;
         let (from, to) = (
-            call.waiting_at[b as usize] as usize,
-            call.waiting_at[b as usize + 1] as usize,
+            call.shape.waiting_at[b as usize] as usize,
+            call.shape.waiting_at[b as usize + 1] as usize,
         );
         let mut ready = Vec::new();
         for k in from..to {
-            let w = call.waiting[k];
+            let w = call.shape.waiting[k];
             let st = &mut call.batches[w as usize];
             st.unsent -= 1;
             if st.unsent == 0 {
-                ready.push(call.locate(w).0);
+                ready.push(call.shape.locate(w).0);
             }
         }
         if count == 0 {
@@ -362,19 +373,12 @@ impl Simulation<'_> {
     }
 
     fn batch_complete(&mut self, app: u32, rank: u32, b: u32, now: Time) {
-        let first_rank = self.apps[app as usize].first_rank;
         let Some(call) = self.apps[app as usize].collective.as_mut() else {
             return;
         };
         call.batches[b as usize].complete = true;
-        if call.plan.direction == Direction::Read {
-            for k in call.exchanges_of(b) {
-                let x = self.apps[app as usize]
-                    .collective
-                    .as_ref()
-                    .map_or(0, |c| c.exchanges[k]);
-                self.send_exchange(app, first_rank, x, now);
-            }
+        if call.shape.plan.direction == Direction::Read {
+            self.send_exchanges_of(app, b, now);
         }
         self.part_done(app, rank, now);
         self.try_batch(app, rank, now);
@@ -392,11 +396,24 @@ impl Simulation<'_> {
         }
     }
 
-    fn send_exchange(&mut self, app: u32, first_rank: u32, x: u32, now: Time) {
+    /// Sends the exchanges into (write) or out of (read) flat batch `b`.
+    fn send_exchanges_of(&mut self, app: u32, b: u32, now: Time) {
         let Some(call) = self.apps[app as usize].collective.as_ref() else {
             return;
         };
-        let e = &call.plan.exchanges[x as usize];
+        for k in call.shape.exchanges_of(b) {
+            self.send_exchange(app, k, now);
+        }
+    }
+
+    /// Sends the exchange at position `k` of the call's exchange lists.
+    fn send_exchange(&mut self, app: u32, k: usize, now: Time) {
+        let first_rank = self.apps[app as usize].first_rank;
+        let Some(call) = self.apps[app as usize].collective.as_ref() else {
+            return;
+        };
+        let x = call.shape.exchanges[k];
+        let e = &call.shape.plan.exchanges[x as usize];
         let (from, to) = (first_rank + e.from, first_rank + e.to);
         let wire = self.net.header_bytes() + e.bytes;
         let (src, dst) = pair_mut(&mut self.clients, from as usize, to as usize);
@@ -427,7 +444,7 @@ impl Simulation<'_> {
         let Some(call) = a.collective.as_ref() else {
             return;
         };
-        let e = &call.plan.exchanges[x as usize];
+        let e = &call.shape.plan.exchanges[x as usize];
         let wire = self.net.header_bytes() + e.bytes;
         let to = a.first_rank + e.to;
         let done = self.net.receive(
@@ -449,11 +466,11 @@ impl Simulation<'_> {
         let Some(call) = self.apps[app as usize].collective.as_mut() else {
             return;
         };
-        let e = &call.plan.exchanges[x as usize];
+        let e = &call.shape.plan.exchanges[x as usize];
         let (from, to, b) = (e.from, e.to, e.batch);
-        match call.plan.direction {
+        match call.shape.plan.direction {
             Direction::Write => {
-                let flat = call.first[to as usize] + b;
+                let flat = call.shape.first[to as usize] + b;
                 call.batches[flat as usize].inbound -= 1;
                 self.part_done(app, from, now);
                 self.try_batch(app, to, now);
