@@ -163,6 +163,18 @@ def save(fig, path: Path) -> None:
     pyplot().close(fig)
 
 
+def _natural(value: Any) -> tuple:
+    """Sort key: numbers by value (8 before 16), then text."""
+    parts = str(value).split(" ")
+    key = []
+    for part in parts:
+        try:
+            key.append((0, float(part), ""))
+        except ValueError:
+            key.append((1, 0.0, part))
+    return tuple(key)
+
+
 def line_plot(
     rows: Iterable[dict[str, Any]],
     *,
@@ -177,27 +189,39 @@ def line_plot(
     scale: float = 1.0,
     logx: bool = False,
 ) -> None:
-    """y against params[x], one line per (series values), one panel per params[facet]."""
+    """y against params[x], one line per (series values), one panel per
+    params[facet]. Where a row has ``<y>_sd`` (the repetitions' standard
+    deviation) the point gets an error bar. A series keeps one colour in
+    every panel; legends are titled by the series keys, in numeric order,
+    and placed where they cover the fewest points."""
     rows = list(rows)
-    facets = sorted({r["params"].get(facet) if facet else None for r in rows}, key=str)
+    facets = sorted({r["params"].get(facet) if facet else None for r in rows}, key=_natural)
+    label_of = lambda r: " ".join(str(r["params"].get(s, r.get(s))) for s in series)  # noqa: E731
+    labels = sorted({label_of(r) for r in rows}, key=_natural)
     plt = pyplot()
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {label: colours[i % len(colours)] for i, label in enumerate(labels)}
     fig, axes = plt.subplots(1, len(facets), figsize=(5.5 * len(facets), 4), squeeze=False)
     for ax, fv in zip(axes[0], facets):
-        lines: dict[str, list[tuple[Any, float]]] = defaultdict(list)
+        lines: dict[str, list[tuple[Any, float, float]]] = defaultdict(list)
         for r in rows:
             if facet and r["params"].get(facet) != fv:
                 continue
-            label = " ".join(str(r["params"].get(s, r.get(s))) for s in series)
-            lines[label].append((r["params"][x], r[y] * scale))
-        for label, pts in sorted(lines.items()):
-            pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+            sd = r.get(f"{y}_sd")
+            lines[label_of(r)].append((r["params"][x], r[y] * scale, (sd or 0.0) * scale))
+        for label in labels:
+            pts = sorted(lines.get(label, []))
+            if not pts:
+                continue
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o",
+                        markersize=4, capsize=3, label=label, color=colour[label])
         if logx:
             ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title} ({fv})" if facet else title)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, title=", ".join(s.split(".")[-1] for s in series), title_fontsize=7, loc="best",
+                  framealpha=0.8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     save(fig, path)

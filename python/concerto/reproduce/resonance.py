@@ -236,7 +236,7 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
 
 def _plot_rows(cells: list[dict]) -> list[dict]:
     return [{"params": {"x": c["x"], "strategy": c["strategy"], "op": c["op"], "procs": f"{c['procs']} processes"},
-             "MBps": c["MBps"]} for c in cells]
+             "MBps": c["MBps"], "MBps_sd": c["MBps_sd"]} for c in cells]
 
 
 def _table(cells: list[dict], workload: str, label: Callable[[int], str]) -> str:
