@@ -291,7 +291,7 @@ impl Simulation<'_> {
         let mut shifted = Vec::new();
         for request in &call.shape.plan.processes[rank as usize][index].requests {
             let extents = if call.shift == 0 {
-                &request.extents
+                &request.extents[..]
             } else {
                 shifted.clear();
                 shifted.extend(
@@ -300,7 +300,7 @@ impl Simulation<'_> {
                         .iter()
                         .map(|e| concerto_core::Extent::new(e.offset + call.shift, e.len)),
                 );
-                &shifted
+                &shifted[..]
             };
             for p in layout.split_extents(extents) {
                 let req = Request {

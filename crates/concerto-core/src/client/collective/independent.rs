@@ -40,7 +40,7 @@ impl Planner for Independent {
                     .into_iter()
                     .enumerate()
                     .map(|(i, request)| Batch {
-                        requests: vec![request],
+                        requests: smallvec::smallvec![request],
                         after_previous: i > 0,
                         ..Batch::default()
                     })

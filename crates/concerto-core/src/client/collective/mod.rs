@@ -36,6 +36,7 @@ pub use resonant::Resonant;
 pub use two_phase::TwoPhase;
 
 use serde::Serialize;
+pub use smallvec::SmallVec;
 
 use crate::layout::StripeLayout;
 use crate::request::Extent;
@@ -53,13 +54,13 @@ pub enum Direction {
 /// library splits it over the servers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ListRequest {
-    pub extents: Vec<Extent>,
+    pub extents: SmallVec<[Extent; 1]>,
 }
 
 /// Requests a process sends together (see the module's "How a plan runs").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Batch {
-    pub requests: Vec<ListRequest>,
+    pub requests: SmallVec<[ListRequest; 1]>,
     /// Waits for the process's previous batch to complete (a blocking call).
     pub after_previous: bool,
     /// (rank, batch index) that must have been sent first.
@@ -80,7 +81,7 @@ pub struct Exchange {
     pub from: u32,
     pub to: u32,
     pub batch: u32,
-    pub extents: Vec<Extent>,
+    pub extents: SmallVec<[Extent; 1]>,
     pub bytes: u64,
 }
 
@@ -178,11 +179,11 @@ pub(crate) fn first_overlap(own: &[Vec<Extent>]) -> Result<(), PlanError> {
 }
 
 /// Packs ascending extents into list requests of at most `max_segments`.
-pub(crate) fn pack(extents: &[Extent], max_segments: usize) -> Vec<ListRequest> {
+pub(crate) fn pack(extents: &[Extent], max_segments: usize) -> SmallVec<[ListRequest; 1]> {
     extents
         .chunks(max_segments.max(1))
         .map(|c| ListRequest {
-            extents: c.to_vec(),
+            extents: SmallVec::from_slice(c),
         })
         .collect()
 }

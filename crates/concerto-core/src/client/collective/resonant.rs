@@ -298,7 +298,7 @@ impl Resonant {
                                     to: agent as u32,
                                     batch: r as u32,
                                     bytes: bytes_of(&moved),
-                                    extents: moved,
+                                    extents: moved.into(),
                                 });
                             }
                         }

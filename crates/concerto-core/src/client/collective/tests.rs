@@ -84,9 +84,9 @@ fn two_phase_gives_each_process_a_contiguous_domain_over_every_server() {
     // Domain i is segments 4i..4i+3: one request of 256 KiB, striped over all four servers.
     for (i, batches) in plan.processes.iter().enumerate() {
         assert_eq!(
-            batches[0].requests,
-            vec![ListRequest {
-                extents: vec![Extent::new(i as u64 * 262144, 262144)]
+            batches[0].requests[..],
+            [ListRequest {
+                extents: smallvec::smallvec![Extent::new(i as u64 * 262144, 262144)]
             }]
         );
     }
@@ -106,8 +106,8 @@ fn independent_makes_one_call_per_segment_in_order() {
     assert_eq!(p1.len(), 4);
     assert!(p1[2].after_previous && !p1[0].after_previous);
     assert_eq!(
-        p1[3].requests[0].extents,
-        vec![Extent::new(7 * 131072, 131072)]
+        p1[3].requests[0].extents[..],
+        [Extent::new(7 * 131072, 131072)]
     );
 }
 
@@ -297,7 +297,7 @@ proptest! {
 /// The plan with every extent `by` bytes further into the file.
 fn shifted(plan: &CollectivePlan, by: u64) -> CollectivePlan {
     let mut p = plan.clone();
-    let mv = |es: &mut Vec<Extent>| {
+    let mv = |es: &mut [Extent]| {
         for e in es.iter_mut() {
             e.offset += by;
         }

@@ -140,7 +140,7 @@ impl Planner for TwoPhase {
                                 from,
                                 to,
                                 batch: r as u32,
-                                extents: vec![piece],
+                                extents: smallvec::smallvec![piece],
                                 bytes: piece.len,
                             }),
                         }
