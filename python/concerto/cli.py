@@ -378,7 +378,8 @@ def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool,
 @click.option("--cb-nodes", type=click.IntRange(min=1), default=None,
               help="two-phase: aggregators (default every process).")
 @click.option("--cb-buffer-size", callback=size_arg, default=None, metavar="SIZE",
-              help="two-phase: bytes of a file domain per round (default 16MiB).")
+              help="two-phase: bytes of a file domain per round; resonant: bytes a write's agent holds per round "
+                   "(default 16MiB).")
 @click.option("--align", is_flag=True, help="two-phase: file domains start on stripe-unit multiples.")
 @click.option("--agents-per-server", type=click.IntRange(min=1), default=None,
               help="resonant: agents per server's data (default 1).")
