@@ -74,12 +74,17 @@ def test_bad_matrices_and_specs_name_the_problem(tmp_path: Path) -> None:
     assert "--unit: must be at least 1 byte" in err("1 1\n", "--weighted", "--unit", "0")
 
 
-@pytest.fixture(scope="module")
-def clusterfile_quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("clusterfile")
-    r = concerto("reproduce", "clusterfile", "--quick", "--out", str(out), cwd=ROOT)
+def _reproduce_quick(paper: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Runs `concerto reproduce PAPER --quick` into a fresh folder; it must pass."""
+    out = tmp_path_factory.mktemp(paper)
+    r = concerto("reproduce", paper, "--quick", "--out", str(out), cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def clusterfile_quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reproduce_quick("clusterfile", tmp_path_factory)
 
 
 def test_reproduce_clusterfile_quick_passes_every_claim(clusterfile_quick: Path) -> None:
@@ -178,10 +183,7 @@ def test_plan_collective_bad_arguments_name_the_problem() -> None:
 
 @pytest.fixture(scope="module")
 def resonance_quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("resonance")
-    r = concerto("reproduce", "resonance", "--quick", "--out", str(out), cwd=ROOT)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return out
+    return _reproduce_quick("resonance", tmp_path_factory)
 
 
 def test_reproduce_resonance_quick_passes_every_claim(resonance_quick: Path) -> None:

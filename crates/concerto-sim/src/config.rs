@@ -592,6 +592,16 @@ pub enum DataOp {
     Write,
 }
 
+impl DataOp {
+    /// The direction of a collective call that reads or writes.
+    pub fn direction(self) -> concerto_core::client::collective::Direction {
+        match self {
+            DataOp::Read => concerto_core::client::collective::Direction::Read,
+            DataOp::Write => concerto_core::client::collective::Direction::Write,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Pattern {
@@ -1332,12 +1342,12 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
             if let (Some(pattern), Ok(planner)) = (app.access_pattern(), choice.planner()) {
                 let layout = concerto_core::StripeLayout::round_robin(1 << 16, 1, 0, 1)
                     .expect("one server, a non-zero unit");
-                let direction = match app.op {
-                    DataOp::Read => concerto_core::client::collective::Direction::Read,
-                    DataOp::Write => concerto_core::client::collective::Direction::Write,
-                };
                 planner
-                    .plan(direction, &pattern.accesses(app.processes, 0), &layout)
+                    .plan(
+                        app.op.direction(),
+                        &pattern.accesses(app.processes, 0),
+                        &layout,
+                    )
                     .map_err(|e| ConfigError::at(key("access"), e.to_string()))?;
             }
             if !app.barrier {

@@ -1080,8 +1080,8 @@ impl<'a> Simulation<'a> {
         let a = &mut self.apps[app as usize];
         let spec = &self.sc.apps[a.spec];
         a.completions.push((now - a.op_issue).as_secs_f64());
-        if a.collective.take().is_some() {
-            a.bytes += spec.bytes_of_call(a.next_call);
+        if let Some(call) = a.collective.take() {
+            a.bytes += call.requested();
         }
         let issue = a.op_issue;
         // The buffer is reused from operation to operation.

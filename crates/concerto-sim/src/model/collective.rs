@@ -34,6 +34,8 @@ pub(super) const NO_BATCH: u32 = u32::MAX;
 /// repeats itself shifted shares one shape among all its calls.
 pub(super) struct CallShape {
     plan: CollectivePlan,
+    /// The bytes the processes asked for (what the call counts as moved).
+    requested: u64,
     /// Per rank: the flat number of its first batch (and one past the last).
     first: Vec<u32>,
     /// The batches that wait for batch i to be sent:
@@ -68,7 +70,6 @@ struct BatchState {
     unsent: u32,
     /// Its send is scheduled (after its delay) or done.
     scheduled: bool,
-    sent: bool,
     complete: bool,
     /// Pieces not yet answered.
     outstanding: u32,
@@ -99,7 +100,7 @@ fn adjacency(n: usize, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u32>) {
 }
 
 impl CallShape {
-    pub(super) fn new(plan: CollectivePlan) -> CallShape {
+    pub(super) fn new(plan: CollectivePlan, requested: u64) -> CallShape {
         let mut first = Vec::with_capacity(plan.processes.len() + 1);
         let mut total = 0u32;
         for bs in &plan.processes {
@@ -145,6 +146,7 @@ impl CallShape {
         CallShape {
             first,
             plan,
+            requested,
             batches,
             waiting_at,
             waiting,
@@ -154,10 +156,9 @@ impl CallShape {
         }
     }
 
-    /// Rank and index within the rank of flat batch `i`.
-    fn locate(&self, i: u32) -> (u32, u32) {
-        let rank = self.first.partition_point(|&f| f <= i) as u32 - 1;
-        (rank, i - self.first[rank as usize])
+    /// The rank whose batch flat batch `i` is.
+    fn rank_of(&self, i: u32) -> u32 {
+        self.first.partition_point(|&f| f <= i) as u32 - 1
     }
 
     fn exchanges_of(&self, i: u32) -> std::ops::Range<usize> {
@@ -166,6 +167,11 @@ impl CallShape {
 }
 
 impl CollectiveCall {
+    /// The bytes this call counts as moved.
+    pub(super) fn requested(&self) -> u64 {
+        self.shape.requested
+    }
+
     fn start(shape: Rc<CallShape>, shift: u64) -> CollectiveCall {
         CollectiveCall {
             next: shape.first[..shape.first.len() - 1].to_vec(),
@@ -199,16 +205,12 @@ impl Simulation<'_> {
         let (shape, moved) = match (&a.plan_cache, shift) {
             (Some((shape, base)), Some(s)) => (shape.clone(), (call_no - base) * s),
             _ => {
-                let direction = match spec.op {
-                    crate::config::DataOp::Read => Direction::Read,
-                    crate::config::DataOp::Write => Direction::Write,
-                };
-                let plan = planner
-                    .plan(direction, &pattern.accesses(processes, call_no), layout)
-                    .expect(
-                        "validated: the access patterns never have two processes write the same bytes",
-                    );
-                (Rc::new(CallShape::new(plan)), 0)
+                let accesses = pattern.accesses(processes, call_no);
+                let plan = planner.plan(spec.op.direction(), &accesses, layout).expect(
+                    "validated: the access patterns never have two processes write the same bytes",
+                );
+                let requested = accesses.iter().flatten().map(|e| e.len).sum();
+                (Rc::new(CallShape::new(plan, requested)), 0)
             }
         };
         if shift.is_some() && a.plan_cache.is_none() {
@@ -333,7 +335,6 @@ impl Simulation<'_> {
             return;
         };
         let st = &mut call.batches[b as usize];
-        st.sent = true;
         st.outstanding = count;
         call.next[rank as usize] = b + 1;
         let (from, to) = (
@@ -346,7 +347,7 @@ impl Simulation<'_> {
             let st = &mut call.batches[w as usize];
             st.unsent -= 1;
             if st.unsent == 0 {
-                ready.push(call.shape.locate(w).0);
+                ready.push(call.shape.rank_of(w));
             }
         }
         if count == 0 {

@@ -22,18 +22,29 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    pub const NAMES: &'static str = "independent, two-phase, resonant";
+    pub const ALL: [Strategy; 3] = [
+        Strategy::Independent,
+        Strategy::TwoPhase,
+        Strategy::Resonant,
+    ];
+
+    /// Its name in scenario files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Independent => "independent",
+            Strategy::TwoPhase => "two-phase",
+            Strategy::Resonant => "resonant",
+        }
+    }
 
     pub fn parse(name: &str) -> Result<Strategy, String> {
-        match name {
-            "independent" => Ok(Strategy::Independent),
-            "two-phase" => Ok(Strategy::TwoPhase),
-            "resonant" => Ok(Strategy::Resonant),
-            other => Err(format!(
-                "unknown strategy {other:?} (known: {})",
-                Self::NAMES
-            )),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Self::ALL.iter().map(|s| s.name()).collect();
+                format!("unknown strategy {name:?} (known: {})", known.join(", "))
+            })
     }
 }
 
@@ -72,7 +83,7 @@ impl PlannerChoice {
             if given && !strategies.contains(&self.strategy) {
                 Err(format!(
                     "{option} does not apply to strategy {:?}",
-                    self.strategy_name()
+                    self.strategy.name()
                 ))
             } else {
                 Ok(())
@@ -104,14 +115,6 @@ impl PlannerChoice {
         positive("cb_buffer_size", self.cb_buffer_size.map(|b| b.0))?;
         positive("agents_per_server", self.agents_per_server.map(u64::from))?;
         Ok(())
-    }
-
-    pub fn strategy_name(&self) -> &'static str {
-        match self.strategy {
-            Strategy::Independent => "independent",
-            Strategy::TwoPhase => "two-phase",
-            Strategy::Resonant => "resonant",
-        }
     }
 
     /// The planner, with the defaults filled in.
@@ -176,6 +179,11 @@ mod tests {
         assert!(c.planner().is_ok());
         assert_eq!(c.cb_buffer_size, Some(Bytes(4 << 20)));
         assert_eq!(Strategy::parse("resonant"), Ok(Strategy::Resonant));
+        // The names the command line takes are the ones scenario files take.
+        for s in Strategy::ALL {
+            let c: PlannerChoice = toml::from_str(&format!("strategy = \"{}\"", s.name())).unwrap();
+            assert_eq!(c.strategy, s);
+        }
         assert!(Strategy::parse("x")
             .unwrap_err()
             .contains("independent, two-phase"));
