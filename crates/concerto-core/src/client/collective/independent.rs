@@ -1,6 +1,6 @@
 //! Non-collective I/O: each process accesses its own data.
 
-use super::{pack, prepare, Batch, CollectivePlan, Direction, PlanError, Planner};
+use super::{prepare, Batch, CollectivePlan, Direction, ListRequest, PlanError, Planner, SmallVec};
 use crate::layout::StripeLayout;
 use crate::request::Extent;
 
@@ -32,15 +32,17 @@ impl Planner for Independent {
         accesses: &[Vec<Extent>],
         _layout: &StripeLayout,
     ) -> Result<CollectivePlan, PlanError> {
-        let own = prepare(direction, accesses, false)?.own;
+        let own = prepare(direction, accesses)?;
         let processes = own
             .iter()
             .map(|extents| {
-                pack(extents, self.max_segments)
-                    .into_iter()
+                extents
+                    .chunks(self.max_segments.max(1))
                     .enumerate()
-                    .map(|(i, request)| Batch {
-                        requests: smallvec::smallvec![request],
+                    .map(|(i, chunk)| Batch {
+                        requests: smallvec::smallvec![ListRequest {
+                            extents: SmallVec::from_slice(chunk),
+                        }],
                         after_previous: i > 0,
                         ..Batch::default()
                     })

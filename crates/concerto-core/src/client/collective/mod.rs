@@ -31,6 +31,7 @@ mod two_phase;
 
 pub use choice::{PlannerChoice, Strategy};
 pub use extents::{bytes_of, normalize, subtract};
+use extents::{union_by_range, RangeLists};
 pub use independent::Independent;
 pub use resonant::Resonant;
 pub use two_phase::TwoPhase;
@@ -123,33 +124,50 @@ pub enum PlanError {
     Invalid(String),
 }
 
-/// The call's accesses, normalized per process and, when asked for (or
-/// needed to check a write), all together.
-pub(crate) struct Prepared {
-    pub own: Vec<Vec<Extent>>,
-    pub all: Vec<Extent>,
-}
-
-/// Writes must not overlap between processes: the result would depend on
-/// who writes last.
+/// Each process's access list, normalized; for a write, also checked
+/// for overlaps between processes (the result would depend on who writes
+/// last).
 pub(crate) fn prepare(
     direction: Direction,
     accesses: &[Vec<Extent>],
-    union: bool,
-) -> Result<Prepared, PlanError> {
+) -> Result<Vec<Vec<Extent>>, PlanError> {
     let own = own_lists(accesses)?;
-    let write = direction == Direction::Write;
-    let all = if union || write {
-        normalize(&own.concat())
-    } else {
-        Vec::new()
-    };
-    // Overlaps shrink the union; only then look for the first one.
-    let total: u64 = own.iter().map(|e| bytes_of(e)).sum();
-    if write && bytes_of(&all) < total {
-        first_overlap(&own)?;
+    if direction == Direction::Write {
+        if let Some((lo, hi)) = span(&own) {
+            let union = union_by_range(&own, &even_split(lo, hi, own.len() as u64));
+            check_disjoint(&own, &union)?;
+        }
     }
-    Ok(Prepared { own, all })
+    Ok(own)
+}
+
+/// The lowest offset and the highest end in the lists (each ascending).
+pub(crate) fn span(own: &[Vec<Extent>]) -> Option<(u64, u64)> {
+    let lo = own
+        .iter()
+        .filter_map(|l| l.first())
+        .map(|e| e.offset)
+        .min()?;
+    let hi = own.iter().filter_map(|l| l.last()).map(Extent::end).max()?;
+    Some((lo, hi))
+}
+
+/// `[lo, hi)` split into `parts` ranges of (nearly) equal size: their
+/// `parts + 1` bounds.
+pub(crate) fn even_split(lo: u64, hi: u64, parts: u64) -> Vec<u64> {
+    let parts = parts.max(1);
+    let size = (hi - lo).div_ceil(parts);
+    (0..=parts).map(|i| (lo + i * size).min(hi)).collect()
+}
+
+/// Overlaps make the union smaller than the sum of its parts; only then
+/// is the first one looked for, to name it.
+pub(crate) fn check_disjoint(own: &[Vec<Extent>], union: &RangeLists) -> Result<(), PlanError> {
+    let total: u64 = own.iter().map(|e| bytes_of(e)).sum();
+    if union.bytes() < total {
+        first_overlap(own)?;
+    }
+    Ok(())
 }
 
 /// Each process's access list, normalized.
