@@ -111,34 +111,7 @@ fn events_per_second(c: &mut Criterion) {
 /// Collective I/O on a larger cluster than the paper's: 64 processes over
 /// 16 HDD servers (the resonance experiments' disks, cache and flows),
 /// 200 collective calls of mpi-io-test with 256 KiB segments.
-const COLLECTIVE: &str = r#"
-name = "collective"
-[cluster]
-servers = 16
-stripe_unit = "64KiB"
-depth = 16
-[cluster.network]
-latency = "50us"
-jitter = "20us"
-client_bandwidth = "110MB/s"
-server_bandwidth = "110MB/s"
-flow_buffer = "256KiB"
-[cluster.device]
-kind = "hdd"
-transfer_rate = "75MB/s"
-capacity = "80GB"
-object_placement = "random"
-placement_span = "8GiB"
-cache = "512MiB"
-request_overhead = "50us"
-[policy]
-kind = "fifo"
-[[apps]]
-workload = "collective"
-access = "mpi-io-test:segment=256KiB"
-processes = 64
-requests = 200
-"#;
+const COLLECTIVE: &str = include_str!("../../../benches/collective.toml");
 
 /// The simulator's event rate when it runs collective plans: planning every
 /// call, batches, exchanges and the read cache included.
