@@ -246,6 +246,48 @@ def test_cli_cluster_and_fs_commands(tmp_path):
     assert gone.returncode == 1 and "do not answer" in gone.stderr
 
 
+def test_tenant_keys_issued_listed_and_revoked_on_a_running_cluster(cluster, tmp_path, monkeypatch):
+    def concerto(*args, ok=True):
+        r = subprocess.run([sys.executable, "-m", "concerto", *args], capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "COLUMNS": "200"})
+        if ok:
+            assert r.returncode == 0, r.stderr
+        return r
+
+    ring = cluster.parent / "keys.toml"
+    # Everything cluster up wrote for its keys is its owner's alone.
+    for name in ("keys.toml", "admin.key"):
+        assert (cluster.parent / name).stat().st_mode & 0o777 == 0o600, name
+    key = tmp_path / "job-77.key"
+    concerto("auth", "issue", "--keys", str(ring), "--job", "77", "--weight", "2", "--out", str(key))
+    assert key.stat().st_mode & 0o777 == 0o600
+    again = concerto("auth", "issue", "--keys", str(ring), "--job", "77", "--out", str(tmp_path / "k2"), ok=False)
+    assert again.returncode == 1 and 'a key "job-77" exists already' in again.stderr
+    listed = concerto("auth", "list", "--keys", str(ring)).stdout
+    assert "job-77" in listed and "tenant" in listed and "admin" in listed
+    secret = key.read_text().split("secret = ")[1].strip().strip('"')
+    assert len(secret) == 64 and secret not in listed
+
+    # The running servers take the new key at once; it fixes the application.
+    monkeypatch.setenv("CONCERTO_CREDENTIAL", str(key))
+    tenant = fs.Client(cluster, app=5)
+    assert tenant.app == 77
+    tenant.create("/tenant-file").write(0, b"hello")
+    with pytest.raises(PermissionError, match="needs an admin key"):
+        tenant.set_policy('kind = "sfq-d-plus"')
+
+    # Revoked: a new connection is refused; the admin still gets in.
+    concerto("auth", "revoke", "--keys", str(ring), "job-77")
+    with pytest.raises(PermissionError, match="authentication failed"):
+        fs.Client(cluster).stat("/tenant-file")
+    monkeypatch.delenv("CONCERTO_CREDENTIAL")
+    assert fs.Client(cluster).stat("/tenant-file").size == 5
+    # A credential that does not exist is named.
+    monkeypatch.setenv("CONCERTO_CREDENTIAL", str(tmp_path / "none.key"))
+    with pytest.raises(PermissionError, match="CONCERTO_CREDENTIAL: credential .*none.key: cannot read"):
+        fs.Client(cluster)
+
+
 def test_bad_server_files_are_named_with_file_line_and_key(tmp_path):
     cfg = tmp_path / "s.toml"
     cfg.write_text('[server]\nlisten = "nowhere"\ndata_dir = "x"\nroles = ["data"]\n')
@@ -259,10 +301,20 @@ def test_bad_server_files_are_named_with_file_line_and_key(tmp_path):
 
 
 def test_server_check_validates_without_starting(tmp_path):
+    from concerto import _native
+
     cfg = tmp_path / "s.toml"
     data = tmp_path / "data"
-    cfg.write_text(f'[server]\nlisten = "127.0.0.1:0"\ndata_dir = "{data}"\nroles = ["data"]\n'
-                   '[policy]\nkind = "sfq-d-plus"\n[throttle]\npreset = "ssd"\n')
+    keys = tmp_path / "keys.toml"
+    keys.write_text(_native.generate_keys()[0])
+    text = (f'[server]\nlisten = "127.0.0.1:0"\ndata_dir = "{data}"\nroles = ["data"]\nkeys = "{keys}"\n'
+            '[policy]\nkind = "sfq-d-plus"\n[throttle]\npreset = "ssd"\n')
+    # Without a key ring a server does not start.
+    cfg.write_text(text.replace(f'keys = "{keys}"\n', ""))
+    r = subprocess.run([sys.executable, "-m", "concerto", "server", "--config", str(cfg), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "server: missing field `keys`" in r.stderr, r.stderr
+    cfg.write_text(text)
     r = subprocess.run([sys.executable, "-m", "concerto", "server", "--config", str(cfg), "--check"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr

@@ -457,12 +457,13 @@ def demo(out: Path, cluster_dir: Path | None) -> None:
 
 
 # The real file system's commands live in their own module.
-from concerto.fscli import cluster, fs, mount, server  # noqa: E402
+from concerto.fscli import auth_cmd, cluster, fs, mount, server  # noqa: E402
 
 main.add_command(server)
 main.add_command(cluster)
 main.add_command(fs)
 main.add_command(mount)
+main.add_command(auth_cmd)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import tomli_w
 
-from concerto import _native, binaries
+from concerto import _native, auth, binaries
 from concerto.fs import Client
 
 THROTTLES = ("hdd", "ssd", "none")
@@ -51,7 +51,8 @@ class ClusterSpec:
 def server_file(spec: ClusterSpec, directory: Path, i: int, listen: str = "127.0.0.1:0",
                 metrics: str | None = "127.0.0.1:0", peers: list[str] | None = None) -> dict:
     roles = ["data", "metadata"] if i == spec.meta else ["data"]
-    server = {"listen": listen, "data_dir": str((directory / f"s{i}").resolve()), "roles": roles, "depth": spec.depth}
+    server = {"listen": listen, "data_dir": str((directory / f"s{i}").resolve()), "roles": roles, "depth": spec.depth,
+              "keys": str((directory / auth.RING).resolve())}
     if spec.metrics and metrics:
         server["metrics"] = metrics
     if peers:
@@ -119,6 +120,7 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
     procs: list[subprocess.Popen] = []
     entries = []
     try:
+        auth.ensure_local(directory)
         for i in range(spec.servers):
             path = directory / f"s{i}.toml"
             path.write_text(tomli_w.dumps(server_file(spec, directory, i)))
@@ -137,7 +139,10 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
             if ready.get("metrics"):
                 entry["metrics"] = ready["metrics"]
             entries.append(entry)
-        text = tomli_w.dumps({"cluster": {"timeout": f"{spec.timeout_s}s"}, "servers": entries})
+        # Clients on this machine authenticate with the admin key unless
+        # CONCERTO_CREDENTIAL names another (a tenant's, `concerto auth issue`).
+        text = tomli_w.dumps({"cluster": {"timeout": f"{spec.timeout_s}s", "credential": auth.ADMIN_CREDENTIAL},
+                              "servers": entries})
         _native.check_cluster_file(text)
         starting = cluster_file.with_suffix(".starting")
         starting.write_text(text)

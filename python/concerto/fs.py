@@ -121,7 +121,7 @@ class Client:
         except FileNotFoundError:
             raise FileNotFoundError(f"{path}: no cluster file (start one with `concerto cluster up`)") from None
         self.cluster_file = path
-        self._native = _native.FsClientHandle(text, app, rank, weight)
+        self._native = _native.FsClientHandle(text, str(path), app, rank, weight)
 
     @property
     def app(self) -> int:

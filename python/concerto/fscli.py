@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from concerto import _native, binaries
+from concerto import _native, auth, binaries
 from concerto import cluster as local
 from concerto.fs import Client, cluster_path
 
@@ -32,7 +32,7 @@ def fs_guarded(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (local.ClusterError, ValueError, OSError) as e:
+        except (local.ClusterError, auth.KeyFileError, ValueError, OSError) as e:
             raise FsProblem(_problem(e)) from e
 
     wrapper.__name__ = fn.__name__
@@ -264,6 +264,65 @@ def cluster_policy(cluster_file: Path | None, name: str, params) -> None:
 
 
 # ---------------------------------------------------------------- fs
+
+@click.group("auth")
+def auth_cmd() -> None:
+    """Keys: who may connect to the servers, and as what (docs/security.md)."""
+
+
+def _ring_opt(fn):
+    return click.option("--keys", "ring", type=click.Path(dir_okay=False, path_type=Path),
+                        default=Path("concerto-cluster") / auth.RING, show_default=True,
+                        help="The servers' key ring (the file their server files name as server.keys).")(fn)
+
+
+@auth_cmd.command("init")
+@_ring_opt
+@fs_guarded
+def auth_init(ring: Path) -> None:
+    """Make a key ring (an admin key and the servers' peer key) and the admin credential beside it."""
+    admin = auth.init(ring)
+    console.print(f"wrote {ring} (copy it to every server, mode 0600) and {admin} (the administrators' key)")
+
+
+@auth_cmd.command("issue")
+@_ring_opt
+@click.option("--job", type=click.IntRange(min=0, max=2**32 - 1), required=True,
+              help="The application id the key acts as; its requests carry no other.")
+@click.option("--id", "key_id", default=None, help="The key's name (default job-JOB).")
+@click.option("--weight", type=float, default=None,
+              help="The job's proportional-share weight (default: the policy's default).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the credential (default: ID.key beside the ring), mode 0600.")
+@fs_guarded
+def auth_issue(ring: Path, job: int, key_id: str | None, weight: float | None, out: Path | None) -> None:
+    """Issue a tenant key for a job. The servers accept it from their next connection on;
+    the job's processes use it with CONCERTO_CREDENTIAL=FILE."""
+    key_id, path = auth.issue(ring, job, key_id, weight, out)
+    console.print(f"issued key {key_id} for job {job}: {path} (use CONCERTO_CREDENTIAL={path})")
+
+
+@auth_cmd.command("revoke")
+@_ring_opt
+@click.argument("key_id")
+@fs_guarded
+def auth_revoke(ring: Path, key_id: str) -> None:
+    """Revoke a key: connections it opens from now on are refused (open ones run on until they close)."""
+    auth.revoke(ring, key_id)
+    console.print(f"revoked key {key_id}")
+
+
+@auth_cmd.command("list")
+@_ring_opt
+@fs_guarded
+def auth_list(ring: Path) -> None:
+    """The ring's keys: id, role, job and weight (never the secrets)."""
+    table = Table("id", "role", "job", "weight")
+    for k in auth.keys(ring):
+        table.add_row(k["id"], k["role"], "" if k["job"] is None else str(k["job"]),
+                      "" if k["weight"] is None else f"{k['weight']:g}")
+    console.print(table)
+
 
 @click.group("fs")
 @cluster_opt

@@ -5,7 +5,8 @@
 //! local file; the same writes made durable (fsync at the end) both ways;
 //! the ceiling loopback TCP itself sets (the same bytes through one socket,
 //! no file system); the same I/O through the FUSE mount; 4 KiB latency both
-//! ways; and metadata operations. (What scheduling costs is measured by the
+//! ways; metadata operations; and what opening an authenticated connection
+//! costs against a bare TCP connection. (What scheduling costs is measured by the
 //! `policy_cost` benchmark, which interleaves the policies.) Every server
 //! and the local file sit in the same temporary directory, so both sides use
 //! the same disk and page cache.
@@ -18,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
+use concerto_proto::connection::ServerConnection;
 use concerto_proto::LayoutRequest;
 
 const MIB: u64 = 1 << 20;
@@ -207,6 +209,28 @@ fn filesystem(c: &mut Criterion) {
                     .expect("create");
                 client.unlink(&name).await.expect("unlink");
             })
+        })
+    });
+    g.finish();
+
+    // What a connection costs: a TCP connection alone, against one that
+    // also authenticates (the handshake: two round trips, three HMACs).
+    let mut g = c.benchmark_group("connection");
+    let addr = cluster.cluster.servers[0].address;
+    g.bench_function("tcp_connect", |b| {
+        b.iter(|| {
+            rt.block_on(tokio::net::TcpStream::connect(addr))
+                .expect("connect")
+        })
+    });
+    g.bench_function("connect_and_authenticate", |b| {
+        b.iter(|| {
+            rt.block_on(ServerConnection::connect(
+                addr,
+                std::time::Duration::from_secs(10),
+                &cluster.admin,
+            ))
+            .expect("authenticated connection")
         })
     });
     g.finish();

@@ -27,6 +27,10 @@ pub fn loopback_cluster(rt: &tokio::runtime::Runtime, dir: &Path) -> (LocalClust
     let cluster = rt
         .block_on(LocalCluster::start(dir, spec))
         .expect("cluster");
-    let client = FsClient::new(cluster.cluster.clone(), Identity::new(1, 0));
+    let client = FsClient::new(
+        cluster.cluster.clone(),
+        Identity::new(1, 0),
+        cluster.admin.clone(),
+    );
     (cluster, client)
 }

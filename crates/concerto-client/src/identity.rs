@@ -2,8 +2,11 @@
 //! one place where an identity is read from an environment — this process's
 //! own, or (for the FUSE mount) a calling process's, as it was at exec.
 
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use concerto_proto::auth::Credential;
+use concerto_proto::cluster::ClusterFile;
 use concerto_proto::Tags;
 
 /// Variables naming the application, first found wins: Concerto's own, then
@@ -81,6 +84,34 @@ impl Identity {
             issue_ns,
             weight: self.weight,
         }
+    }
+}
+
+/// The variable naming a credential file; it wins over the cluster file's.
+pub const CREDENTIAL_VAR: &str = "CONCERTO_CREDENTIAL";
+
+/// The key a client authenticates with: the file `CONCERTO_CREDENTIAL`
+/// names (through `var`), else the cluster file's `credential`, relative
+/// to the cluster file's directory. The error says where it looked.
+pub fn credential_for(
+    cluster_file: &Path,
+    cluster: &ClusterFile,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Credential, String> {
+    if let Some(path) = var(CREDENTIAL_VAR).filter(|p| !p.is_empty()) {
+        return Credential::load(Path::new(&path)).map_err(|e| format!("{CREDENTIAL_VAR}: {e}"));
+    }
+    match &cluster.cluster.credential {
+        Some(path) => {
+            let dir = cluster_file.parent().unwrap_or(Path::new("."));
+            Credential::load(&dir.join(path))
+                .map_err(|e| format!("{}: cluster.credential: {e}", cluster_file.display()))
+        }
+        None => Err(format!(
+            "no credential: set {CREDENTIAL_VAR} to the key file the administrator issued \
+             (`concerto auth issue`), or give cluster.credential in {}",
+            cluster_file.display()
+        )),
     }
 }
 

@@ -16,7 +16,7 @@ mod identity;
 pub use concerto_proto as proto;
 pub use concerto_proto::cluster::{ClusterFile, ServerEntry};
 pub use concerto_proto::connection::{ClientError, ServerConnection};
-pub use identity::Identity;
+pub use identity::{credential_for, Identity, CREDENTIAL_VAR};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use tokio::sync::Mutex;
 
 use concerto_core::{Extent, RequestLimits, StripeLayout};
 
+use concerto_proto::auth::Credential;
 use concerto_proto::stats::ServerStats;
 use concerto_proto::{
     ordered_total, DirEntry, ErrorKind, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply,
@@ -101,6 +102,8 @@ pub struct FsClient {
 
 struct Shared {
     cluster: ClusterFile,
+    /// The key every connection authenticates with.
+    credential: Credential,
     /// One lazily opened connection per server (index in the cluster file),
     /// reopened after a failure.
     connections: Vec<Mutex<Option<Arc<ServerConnection>>>>,
@@ -116,16 +119,29 @@ pub struct PreparedWrite {
 }
 
 impl FsClient {
-    /// A client for `cluster`; connections open on first use.
-    pub fn new(cluster: ClusterFile, identity: Identity) -> FsClient {
+    /// A client for `cluster` authenticating with `credential`;
+    /// connections open on first use. A tenant's credential names its job,
+    /// which then is the application every request carries, whatever
+    /// `identity` says (the servers accept no other from it).
+    pub fn new(cluster: ClusterFile, identity: Identity, credential: Credential) -> FsClient {
         let connections = cluster.servers.iter().map(|_| Mutex::new(None)).collect();
         FsClient {
             shared: Arc::new(Shared {
                 cluster,
+                credential,
                 connections,
             }),
             identity,
         }
+        .bound()
+    }
+
+    /// The identity with a tenant credential's job as its application.
+    fn bound(mut self) -> FsClient {
+        if let Some(job) = self.shared.credential.job {
+            self.identity.app = job;
+        }
+        self
     }
 
     /// The same client (same connections) acting for someone else: how the
@@ -135,6 +151,7 @@ impl FsClient {
             shared: self.shared.clone(),
             identity,
         }
+        .bound()
     }
 
     pub fn cluster(&self) -> &ClusterFile {
@@ -160,7 +177,12 @@ impl FsClient {
         }
         let cluster = self.cluster();
         let c = Arc::new(
-            ServerConnection::connect(cluster.servers[index].address, cluster.timeout()).await?,
+            ServerConnection::connect(
+                cluster.servers[index].address,
+                cluster.timeout(),
+                &self.shared.credential,
+            )
+            .await?,
         );
         *slot = Some(c.clone());
         Ok(c)

@@ -247,6 +247,8 @@ impl From<ClientError> for Errno {
             Some(ErrorKind::NotADirectory) => libc::ENOTDIR,
             Some(ErrorKind::IsADirectory) => libc::EISDIR,
             Some(ErrorKind::Invalid) => libc::EINVAL,
+            Some(ErrorKind::Denied) => libc::EACCES,
+            _ if matches!(e, ClientError::Auth { .. }) => libc::EACCES,
             _ if matches!(e, ClientError::Invalid(_)) => libc::EINVAL,
             _ => libc::EIO,
         })

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use concerto_client::{ClusterFile, FsClient, Identity};
+use concerto_client::{credential_for, ClusterFile, FsClient, Identity};
 use concerto_fuse::MountOptions;
+use concerto_proto::auth::Credential;
 use concerto_proto::process::{until_stopped, write_ready_file};
 
 /// Mount a Concerto cluster at MOUNTPOINT.
@@ -43,7 +44,10 @@ fn main() -> ExitCode {
     let cluster = match std::fs::read_to_string(&args.cluster)
         .map_err(|e| e.to_string())
         .and_then(|text| ClusterFile::parse(&text))
-    {
+        .and_then(|cluster| {
+            let credential = credential_for(&args.cluster, &cluster, |k| std::env::var(k).ok())?;
+            Ok((cluster, credential))
+        }) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("concerto-fuse: {}: {e}", args.cluster.display());
@@ -59,14 +63,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cluster: ClusterFile, args: &Args) -> std::io::Result<()> {
+fn run((cluster, credential): (ClusterFile, Credential), args: &Args) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let options = MountOptions {
         attr_ttl: Duration::from_secs_f64(args.attr_ttl),
     };
-    let client = FsClient::new(cluster, Identity::from_env());
+    let client = FsClient::new(cluster, Identity::from_env(), credential);
     let mounted =
         concerto_fuse::mount(client, &args.mountpoint, runtime.handle().clone(), options)?;
     eprintln!(

@@ -56,7 +56,11 @@ fn posix_calls_and_programs_on_the_mount() {
             },
         ))
         .unwrap();
-    let client = FsClient::new(cluster.cluster.clone(), Identity::new(1, 0));
+    let client = FsClient::new(
+        cluster.cluster.clone(),
+        Identity::new(1, 0),
+        cluster.admin.clone(),
+    );
     let mnt = dir.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
     let mounted = mount(

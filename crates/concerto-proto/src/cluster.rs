@@ -35,6 +35,12 @@ pub struct ClusterSection {
     /// How long a client waits for any one server before giving up on it.
     #[serde(default = "default_timeout")]
     pub timeout: Time,
+    /// The credential file clients authenticate with unless
+    /// `CONCERTO_CREDENTIAL` names another; relative to this file's
+    /// directory. `concerto cluster up` points it at the admin key it
+    /// generates (readable by its owner only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<PathBuf>,
 }
 
 fn default_timeout() -> Time {

@@ -12,13 +12,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use thiserror::Error;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
-use tokio_util::codec::FramedRead;
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use concerto_core::Extent;
 
+use crate::auth::{self, Credential, Grant};
 use crate::stats::ServerStats;
 use crate::{frame_codec, Envelope, ErrorKind, Message, MetaReply, MetaRequest, Role, Tags};
 
@@ -44,6 +45,10 @@ pub enum ClientError {
     },
     #[error("server {server} sent an unexpected reply")]
     Unexpected { server: SocketAddr },
+    /// The handshake failed: the key was refused, or the server could not
+    /// prove that it holds the key.
+    #[error("server {server}: authentication failed: {message}")]
+    Auth { server: SocketAddr, message: String },
     /// A problem found on the client before anything was sent.
     #[error("{0}")]
     Invalid(String),
@@ -67,6 +72,71 @@ impl ClientError {
     }
 }
 
+/// The client's side of the handshake: hello, the server's challenge, our
+/// proof, and the server's welcome with its own proof.
+async fn handshake(
+    server: SocketAddr,
+    frames: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+    writer: &mut OwnedWriteHalf,
+    credential: &Credential,
+) -> Result<Grant, ClientError> {
+    let closed = || ClientError::Closed { server };
+    let refused = |message: String| ClientError::Auth { server, message };
+    async fn next(
+        server: SocketAddr,
+        frames: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+    ) -> Result<Message, ClientError> {
+        match frames.next().await {
+            Some(Ok(frame)) => Envelope::decode(frame.freeze())
+                .map(|e| e.message)
+                .map_err(|_| ClientError::Unexpected { server }),
+            _ => Err(ClientError::Closed { server }),
+        }
+    }
+    let ours = auth::random().map_err(refused)?;
+    let id = credential.id.clone();
+    Envelope::new(
+        0,
+        Message::Hello {
+            key_id: id.clone(),
+            nonce: ours,
+        },
+    )
+    .write_to(&mut *writer)
+    .await
+    .map_err(|_| closed())?;
+    let theirs = match next(server, frames).await? {
+        Message::Challenge { nonce } => nonce,
+        Message::Error { message, .. } => return Err(refused(message)),
+        _ => return Err(ClientError::Unexpected { server }),
+    };
+    let mac = auth::proof(auth::Side::Client, &credential.secret, &id, &ours, &theirs);
+    Envelope::new(0, Message::Proof { mac })
+        .write_to(&mut *writer)
+        .await
+        .map_err(|_| closed())?;
+    match next(server, frames).await? {
+        Message::Welcome { grant, mac } => {
+            if auth::verify(
+                auth::Side::Server,
+                &credential.secret,
+                &id,
+                &ours,
+                &theirs,
+                &mac,
+            ) {
+                Ok(grant)
+            } else {
+                Err(refused(format!(
+                    "the server does not hold key {id:?} (its proof is wrong)"
+                )))
+            }
+        }
+        Message::Error { message, .. } => Err(refused(message)),
+        _ => Err(ClientError::Unexpected { server }),
+    }
+}
+
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Message>>>>;
 
 pub struct ServerConnection {
@@ -78,6 +148,8 @@ pub struct ServerConnection {
     pending: Pending,
     next_id: AtomicU64,
     timeout: Duration,
+    /// What the server said the key grants.
+    grant: Grant,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -88,17 +160,26 @@ impl Drop for ServerConnection {
 }
 
 impl ServerConnection {
+    /// Connects and authenticates with `credential` (the handshake of
+    /// [`crate::auth`]), all within `timeout`.
     pub async fn connect(
         server: SocketAddr,
         timeout: Duration,
+        credential: &Credential,
     ) -> Result<ServerConnection, ClientError> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(server))
+        let opened = async {
+            let stream = TcpStream::connect(server)
+                .await
+                .map_err(|source| ClientError::Connect { server, source })?;
+            let _ = stream.set_nodelay(true);
+            let (read, mut writer) = stream.into_split();
+            let mut frames = FramedRead::new(read, frame_codec());
+            let grant = handshake(server, &mut frames, &mut writer, credential).await?;
+            Ok::<_, ClientError>((frames, writer, grant))
+        };
+        let (mut frames, writer, grant) = tokio::time::timeout(timeout, opened)
             .await
-            .map_err(|_| ClientError::Timeout { server, timeout })?
-            .map_err(|source| ClientError::Connect { server, source })?;
-        let _ = stream.set_nodelay(true);
-        let (read, writer) = stream.into_split();
-        let mut frames = FramedRead::new(read, frame_codec());
+            .map_err(|_| ClientError::Timeout { server, timeout })??;
         let pending: Pending = Arc::default();
         let map = pending.clone();
         let reader = tokio::spawn(async move {
@@ -125,12 +206,18 @@ impl ServerConnection {
             pending,
             next_id: AtomicU64::new(1),
             timeout,
+            grant,
             reader,
         })
     }
 
     pub fn server(&self) -> SocketAddr {
         self.server
+    }
+
+    /// What the server said this connection's key grants.
+    pub fn grant(&self) -> Grant {
+        self.grant
     }
 
     /// True once the server closed the connection or a send broke off (it must be reopened).

@@ -3,6 +3,7 @@
 //! protocol. Everything that talks to a Concerto server links this crate;
 //! it knows nothing of how servers store or schedule.
 
+pub mod auth;
 pub mod cluster;
 pub mod connection;
 pub mod namespace;

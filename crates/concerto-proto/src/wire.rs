@@ -28,11 +28,12 @@ use std::net::SocketAddr;
 use concerto_core::server::ServiceReport;
 use concerto_core::{Extent, MetaOp};
 
+use crate::auth;
 use crate::namespace;
 use crate::stats::ServerStats;
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -111,6 +112,24 @@ pub enum Message {
         tags: Tags,
         op: MetaRequest,
     },
+    /// The handshake (see [`crate::auth`]): a client names its key and a nonce,
+    Hello {
+        key_id: String,
+        nonce: auth::Nonce,
+    },
+    /// the server answers with its own nonce,
+    Challenge {
+        nonce: auth::Nonce,
+    },
+    /// the client proves it holds the key,
+    Proof {
+        mac: auth::Proof,
+    },
+    /// and the server says what the key grants and proves it holds it too.
+    Welcome {
+        grant: auth::Grant,
+        mac: auth::Proof,
+    },
     /// Liveness check; the reply names the server's policy and roles.
     Ping,
     /// Replace the scheduling policy, given as TOML (`kind = "sfq-d-plus"` ...), without a restart.
@@ -151,6 +170,22 @@ pub enum Message {
         kind: ErrorKind,
         message: String,
     },
+}
+
+impl Message {
+    /// A data or namespace request's tags (who asks, and when).
+    pub fn tags(&self) -> Option<&Tags> {
+        match self {
+            Message::Write { tags, .. }
+            | Message::Read { tags, .. }
+            | Message::Fsync { tags, .. }
+            | Message::ObjectSize { tags, .. }
+            | Message::Truncate { tags, .. }
+            | Message::Remove { tags, .. }
+            | Message::Meta { tags, .. } => Some(tags),
+            _ => None,
+        }
+    }
 }
 
 /// What a server instance does.
@@ -330,6 +365,9 @@ pub enum ErrorKind {
     NotADirectory,
     /// The operation wants a file and found a directory (EISDIR).
     IsADirectory,
+    /// The connection did not authenticate, or its key does not allow this
+    /// (EACCES).
+    Denied,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -589,6 +627,12 @@ impl Envelope {
                 }
             }
             Message::SetPolicy { policy } => check_text("policy", policy),
+            Message::Hello { key_id, .. } => {
+                auth::check_key_id(key_id).map_err(|message| ProtocolError::Field {
+                    field: "key_id",
+                    message,
+                })
+            }
             Message::ServiceReport(report) => {
                 if report.served.len() > MAX_REPORT_APPS {
                     return field(

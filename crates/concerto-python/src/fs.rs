@@ -12,15 +12,16 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{
     PyConnectionError, PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError,
-    PyNotADirectoryError, PyOSError, PyTimeoutError, PyValueError,
+    PyNotADirectoryError, PyOSError, PyPermissionError, PyTimeoutError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use serde_json::json;
 
+use concerto_client::proto::auth::{Grant, Key, KeyRing, Secret};
 use concerto_client::proto::stats::ServerStats;
 use concerto_client::proto::{ErrorKind, LayoutRequest};
-use concerto_client::{ClientError, ClusterFile, FileHandle, FsClient, Identity};
+use concerto_client::{credential_for, ClientError, ClusterFile, FileHandle, FsClient, Identity};
 use concerto_core::Extent;
 
 const ENOTEMPTY: i32 = 39;
@@ -32,6 +33,7 @@ fn py_err(e: ClientError) -> PyErr {
         ClientError::Connect { .. } | ClientError::Closed { .. } => PyConnectionError::new_err(msg),
         ClientError::Invalid(_) => PyValueError::new_err(msg),
         ClientError::Unexpected { .. } => PyOSError::new_err(msg),
+        ClientError::Auth { .. } => PyPermissionError::new_err(msg),
         ClientError::Server { kind, .. } => match kind {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
             ErrorKind::Exists => PyFileExistsError::new_err(msg),
@@ -39,6 +41,7 @@ fn py_err(e: ClientError) -> PyErr {
             ErrorKind::IsADirectory => PyIsADirectoryError::new_err(msg),
             ErrorKind::NotEmpty => PyOSError::new_err((ENOTEMPTY, msg)),
             ErrorKind::Invalid => PyValueError::new_err(msg),
+            ErrorKind::Denied => PyPermissionError::new_err(msg),
             ErrorKind::Io | ErrorKind::Protocol => PyOSError::new_err(msg),
         },
     }
@@ -106,18 +109,23 @@ impl FsClientHandle {
 
 #[pymethods]
 impl FsClientHandle {
-    /// `cluster`: the cluster file's text. Identity from the arguments, else
-    /// `CONCERTO_APP_ID` / `SLURM_JOB_ID` / the process id and `CONCERTO_RANK`.
+    /// `cluster`: the cluster file's text; `path`: where it is (a relative
+    /// `credential` is found from there). Identity from the arguments, else
+    /// `CONCERTO_APP_ID` / `SLURM_JOB_ID` / the process id and `CONCERTO_RANK`;
+    /// a tenant credential fixes the application to its job.
     #[new]
-    #[pyo3(signature = (cluster, app=None, rank=None, weight=None))]
+    #[pyo3(signature = (cluster, path, app=None, rank=None, weight=None))]
     fn new(
         cluster: &str,
+        path: std::path::PathBuf,
         app: Option<u32>,
         rank: Option<u32>,
         weight: Option<f64>,
     ) -> PyResult<FsClientHandle> {
         let cluster = ClusterFile::parse(cluster)
             .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))?;
+        let credential = credential_for(&path, &cluster, |k| std::env::var(k).ok())
+            .map_err(PyPermissionError::new_err)?;
         if let Some(w) = weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
             return Err(PyValueError::new_err(format!(
                 "weight: {w} is not a number > 0"
@@ -136,7 +144,7 @@ impl FsClientHandle {
             .map_err(|e| PyOSError::new_err(format!("cannot start the client runtime: {e}")))?;
         Ok(FsClientHandle {
             runtime,
-            inner: Arc::new(FsClient::new(cluster, identity)),
+            inner: Arc::new(FsClient::new(cluster, identity, credential)),
         })
     }
 
@@ -310,6 +318,84 @@ pub fn check_cluster_file(text: &str) -> PyResult<String> {
     ClusterFile::parse(text)
         .map(|c| to_json(&c))
         .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))
+}
+
+/// A new key ring for a local cluster (an admin and a peer key) and the
+/// admin key's credential, both as TOML.
+#[pyfunction]
+pub fn generate_keys() -> PyResult<(String, String)> {
+    let ring = KeyRing::generate().map_err(PyOSError::new_err)?;
+    let admin = ring
+        .with_grant(Grant::Admin)
+        .map(|k| k.credential().to_toml())
+        .unwrap_or_default();
+    Ok((ring.to_toml(), admin))
+}
+
+/// Adds a tenant key for `job` to the ring (TOML); returns the new ring
+/// and the key's credential.
+#[pyfunction]
+#[pyo3(signature = (ring, id, job, weight=None))]
+pub fn issue_key(
+    ring: &str,
+    id: &str,
+    job: u32,
+    weight: Option<f64>,
+) -> PyResult<(String, String)> {
+    let mut ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
+    if let Some(w) = weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
+        return Err(PyValueError::new_err(format!(
+            "--weight: {w} is not a number > 0"
+        )));
+    }
+    let key = Key {
+        id: id.to_string(),
+        grant: Grant::Tenant { job },
+        weight,
+        secret: Secret::generate().map_err(PyOSError::new_err)?,
+    };
+    let credential = key.credential().to_toml();
+    ring.add(key).map_err(PyValueError::new_err)?;
+    Ok((ring.to_toml(), credential))
+}
+
+/// The ring without key `id`.
+#[pyfunction]
+pub fn revoke_key(ring: &str, id: &str) -> PyResult<String> {
+    let ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
+    let mut kept = KeyRing::default();
+    let mut found = false;
+    for k in ring.keys() {
+        if k.id == id {
+            found = true;
+        } else {
+            kept.add(k.clone()).map_err(PyValueError::new_err)?;
+        }
+    }
+    if !found {
+        return Err(PyValueError::new_err(format!("no key {id:?} in the ring")));
+    }
+    Ok(kept.to_toml())
+}
+
+/// The ring's keys as JSON: id, grant ("admin", "peer", or the tenant's
+/// job) and weight; never the secrets.
+#[pyfunction]
+pub fn list_keys(ring: &str) -> PyResult<String> {
+    let ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
+    let keys: Vec<_> = ring
+        .keys()
+        .iter()
+        .map(|k| {
+            let (role, job) = match k.grant {
+                Grant::Admin => ("admin", None),
+                Grant::Peer => ("peer", None),
+                Grant::Tenant { job } => ("tenant", Some(job)),
+            };
+            json!({"id": k.id, "role": role, "job": job, "weight": k.weight})
+        })
+        .collect();
+    Ok(to_json(&keys))
 }
 
 /// A throttle preset (`hdd`, `ssd`) as JSON: bandwidth_Bps, latency_ns, seek_ns, parallelism.

@@ -500,6 +500,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fs::FsClientHandle>()?;
     m.add_class::<fs::FsFile>()?;
     m.add_function(wrap_pyfunction!(fs::check_cluster_file, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::generate_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::issue_key, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::revoke_key, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::list_keys, m)?)?;
     m.add_function(wrap_pyfunction!(fs::emulation_preset, m)?)?;
     m.add_function(wrap_pyfunction!(fs::stripe_map, m)?)?;
     m.add_function(wrap_pyfunction!(jain_index, m)?)?;

@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -15,8 +16,9 @@ use concerto_core::emulation::EmulationConfig;
 use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{PolicyConfig, Time};
 
+use crate::keys::Keys;
 use crate::metadata::MetadataConfig;
-use crate::server::ServerConfig;
+use crate::server::{ServerConfig, DEFAULT_ISSUE_SKEW};
 use concerto_proto::{Role, MAX_STRIPE_UNIT};
 use concerto_toml::parse;
 
@@ -47,6 +49,10 @@ struct ServerSection {
     /// The other data servers (`service-sync` sends them its service reports).
     #[serde(default)]
     peers: Vec<SocketAddr>,
+    /// The key ring connections authenticate against (`keys.toml`).
+    keys: PathBuf,
+    /// How much older than its arrival a request's issue time may be.
+    issue_skew: Option<Time>,
 }
 
 fn default_depth() -> u32 {
@@ -157,6 +163,7 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
         .capacity
         .or(throttle.as_ref().map(|t| t.bandwidth))
         .unwrap_or(Bandwidth(100e6));
+    let keys = Keys::from_file(&f.server.keys).map_err(|e| format!("server.keys: {e}"))?;
     Ok(ServerConfig {
         listen: f.server.listen,
         data_dir: f.server.data_dir,
@@ -168,6 +175,8 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
         throttle,
         metrics: f.server.metrics,
         peers: f.server.peers,
+        keys: Arc::new(keys),
+        issue_skew: f.server.issue_skew.unwrap_or(DEFAULT_ISSUE_SKEW),
     })
 }
 
@@ -175,11 +184,26 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
 mod tests {
     use super::*;
 
+    /// A server file whose key ring is a real file (the file must read),
+    /// in a directory that lives as long as the returned guard.
+    fn server_text() -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = dir.path().join("keys.toml");
+        std::fs::write(
+            &keys,
+            concerto_proto::auth::KeyRing::generate().unwrap().to_toml(),
+        )
+        .unwrap();
+        let text = SERVER.replace("KEYS", &keys.display().to_string());
+        (dir, text)
+    }
+
     const SERVER: &str = r#"
 [server]
 listen = "127.0.0.1:4100"
 data_dir = "/tmp/s0"
 roles = ["data", "metadata"]
+keys = "KEYS"
 [policy]
 kind = "sfq-d-plus"
 [throttle]
@@ -192,7 +216,8 @@ stripe_unit = "1MiB"
 
     #[test]
     fn a_server_file_reads_with_presets_and_defaults() {
-        let c = server_config(SERVER).unwrap();
+        let (_dir, text) = server_text();
+        let c = server_config(&text).unwrap();
         assert_eq!(c.policy.name(), "sfq-d-plus");
         let t = c.throttle.unwrap();
         assert_eq!(
@@ -206,28 +231,30 @@ stripe_unit = "1MiB"
     #[test]
     fn bad_server_files_name_the_key() {
         let err = |text: &str| server_config(text).unwrap_err();
+        let (_dir, text) = server_text();
+        let text = text.as_str();
         // A bad value names its line, column and key.
-        assert!(err(&SERVER.replace("127.0.0.1:4100", "nowhere"))
+        assert!(err(&text.replace("127.0.0.1:4100", "nowhere"))
             .starts_with("line 3, column 10: server.listen: "));
-        assert!(
-            err(&SERVER.replace("preset = \"hdd\"", "preset = \"tape\""))
-                .contains("throttle.preset: unknown preset \"tape\"")
-        );
-        assert!(err(&SERVER.replace(
+        assert!(err(&text.replace("keys = ", "keys_ = ")).contains("server.keys_"));
+        assert!(err(&text.replace("keys.toml", "missing.toml")).starts_with("server.keys: "));
+        assert!(err(&text.replace("preset = \"hdd\"", "preset = \"tape\""))
+            .contains("throttle.preset: unknown preset \"tape\""));
+        assert!(err(&text.replace(
             "[metadata]\ndata_servers = [0, 1]",
             "[metadata]\ndata_servers = []"
         ))
         .starts_with("metadata.data_servers"));
-        assert!(err(&SERVER.replace(
+        assert!(err(&text.replace(
             "kind = \"sfq-d-plus\"",
             "kind = \"sfq-d-plus\"\nlarge_slots = 0"
         ))
         .starts_with("policy.large_slots"));
         assert!(
-            err(&SERVER.replace("roles = [\"data\", \"metadata\"]", "roles = [\"data\"]"))
+            err(&text.replace("roles = [\"data\", \"metadata\"]", "roles = [\"data\"]"))
                 .starts_with("metadata:")
         );
-        assert!(err(&SERVER.replace(
+        assert!(err(&text.replace(
             "roles = [\"data\", \"metadata\"]",
             "roles = [\"data\", \"cache\"]"
         ))

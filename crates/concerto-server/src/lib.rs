@@ -16,6 +16,7 @@
 //! tests and benchmarks.
 
 pub mod config;
+pub mod keys;
 pub mod local;
 pub mod metadata;
 mod metrics;

@@ -4,20 +4,27 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::PolicyConfig;
 
+use concerto_proto::auth::{Credential, Grant, KeyRing};
 use concerto_proto::cluster::{ClusterFile, ClusterSection, ServerEntry};
 use concerto_proto::connection::ServerConnection;
 use concerto_proto::Role;
 
+use crate::keys::Keys;
 use crate::metadata::MetadataConfig;
 use crate::server::{self, ServerConfig, ServerHandle};
 
 pub struct LocalCluster {
     pub servers: Vec<ServerHandle>,
     pub cluster: ClusterFile,
+    /// The servers' key ring (an admin and a peer key; tests add tenants).
+    pub keys: Arc<Keys>,
+    /// The admin key's credential.
+    pub admin: Credential,
 }
 
 /// How to start one.
@@ -33,6 +40,20 @@ pub struct LocalClusterSpec {
 impl LocalCluster {
     /// Server 0 holds data and metadata, the others data; each gets `dir/s<i>`.
     pub async fn start(dir: &Path, spec: LocalClusterSpec) -> io::Result<LocalCluster> {
+        Self::start_with_keys(dir, spec, KeyRing::generate().map_err(io::Error::other)?).await
+    }
+
+    /// The same with a given key ring (which needs an admin key).
+    pub async fn start_with_keys(
+        dir: &Path,
+        spec: LocalClusterSpec,
+        ring: KeyRing,
+    ) -> io::Result<LocalCluster> {
+        let admin = ring
+            .with_grant(Grant::Admin)
+            .map(|k| k.credential())
+            .ok_or_else(|| io::Error::other("the key ring has no admin key"))?;
+        let keys = Arc::new(Keys::fixed(ring));
         let data_servers: Vec<u32> = (0..spec.servers).collect();
         let mut servers = Vec::new();
         let mut entries = Vec::new();
@@ -51,6 +72,7 @@ impl LocalCluster {
                 roles: roles.clone(),
                 metadata,
                 throttle: spec.throttle.clone(),
+                keys: keys.clone(),
                 ..ServerConfig::data(dir.join(format!("s{id}")), spec.policy.clone())
             };
             let handle = server::start(cfg).await?;
@@ -67,6 +89,7 @@ impl LocalCluster {
         let cluster = ClusterFile {
             cluster: ClusterSection {
                 timeout: concerto_core::Time::from_millis(spec.timeout_ms),
+                credential: None,
             },
             servers: entries,
         };
@@ -74,12 +97,17 @@ impl LocalCluster {
         let addresses: Vec<_> = servers.iter().map(|s: &ServerHandle| s.addr).collect();
         let failed = |e: concerto_proto::connection::ClientError| io::Error::other(e.to_string());
         for &addr in &addresses {
-            let c = ServerConnection::connect(addr, cluster.timeout())
+            let c = ServerConnection::connect(addr, cluster.timeout(), &admin)
                 .await
                 .map_err(failed)?;
             c.set_peers(addresses.clone()).await.map_err(failed)?;
         }
-        Ok(LocalCluster { servers, cluster })
+        Ok(LocalCluster {
+            servers,
+            cluster,
+            keys,
+            admin,
+        })
     }
 
     pub async fn shutdown(self) {

@@ -1,5 +1,7 @@
-//! The metrics port: answers any HTTP GET with the server's statistics in
-//! Prometheus text format.
+//! The metrics port: answers `GET /metrics` with the server's statistics in
+//! Prometheus text format, and every other path with 404. It is not
+//! authenticated (a scraper has no key), so bind it where only the
+//! monitoring host can reach it (docs/deployment.md).
 //!
 //! A scrape is one short request and one response, so this reads the
 //! request head (bounded, with a timeout) and writes an HTTP/1.0 reply
@@ -51,7 +53,16 @@ async fn scrape(mut stream: TcpStream, sched: mpsc::Sender<Command>) {
     ) {
         return;
     }
-    let response = if head.starts_with(b"GET ") {
+    // The request line's path, without a query string.
+    let path = head
+        .split(|&b| b == b' ')
+        .nth(1)
+        .map(|p| p.split(|&b| b == b'?').next().unwrap_or(p));
+    let response = if !head.starts_with(b"GET ") {
+        "HTTP/1.0 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n".to_string()
+    } else if path != Some(&b"/metrics"[..]) {
+        "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_string()
+    } else {
         let (tx, rx) = oneshot::channel();
         let body = match sched.send(Command::Stats { reply: tx }).await {
             Ok(()) => rx.await.map(|s| prometheus(&s)).ok(),
@@ -64,8 +75,6 @@ async fn scrape(mut stream: TcpStream, sched: mpsc::Sender<Command>) {
             ),
             None => "HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n".to_string(),
         }
-    } else {
-        "HTTP/1.0 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n".to_string()
     };
     let _ = stream.write_all(response.as_bytes()).await;
     let _ = stream.shutdown().await;

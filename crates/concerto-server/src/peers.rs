@@ -19,7 +19,12 @@ use tokio::sync::mpsc;
 
 use concerto_core::server::ServiceReport;
 
+use std::sync::Arc;
+
+use concerto_proto::auth::{Credential, Grant};
 use concerto_proto::connection::ServerConnection;
+
+use crate::keys::Keys;
 use concerto_proto::Message;
 
 /// How long a peer may take to accept a connection or a report.
@@ -37,9 +42,10 @@ pub(crate) struct PeerLink {
 
 impl PeerLink {
     /// Starts the task; `own` is left out of any peer list it is given.
-    pub(crate) fn start(own: SocketAddr, peers: Vec<SocketAddr>) -> PeerLink {
+    /// Peers are reached with the ring's peer key.
+    pub(crate) fn start(own: SocketAddr, peers: Vec<SocketAddr>, keys: Arc<Keys>) -> PeerLink {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(own, peers, rx));
+        tokio::spawn(run(own, peers, keys, rx));
         PeerLink { tx }
     }
 
@@ -62,14 +68,17 @@ struct Peer {
 }
 
 impl Peer {
-    async fn deliver(&mut self) {
+    async fn deliver(&mut self, key: Option<&Credential>) {
         let Some(report) = self.unsent.take() else {
             return;
         };
         if !self.connection.as_ref().is_some_and(|c| !c.is_closed()) {
-            self.connection = ServerConnection::connect(self.addr, PEER_TIMEOUT)
-                .await
-                .ok();
+            self.connection = match key {
+                Some(key) => ServerConnection::connect(self.addr, PEER_TIMEOUT, key)
+                    .await
+                    .ok(),
+                None => None,
+            };
         }
         let sent = match &self.connection {
             Some(c) => matches!(
@@ -99,7 +108,12 @@ fn peers_of(own: SocketAddr, list: Vec<SocketAddr>) -> Vec<Peer> {
         .collect()
 }
 
-async fn run(own: SocketAddr, list: Vec<SocketAddr>, mut rx: mpsc::UnboundedReceiver<PeerCommand>) {
+async fn run(
+    own: SocketAddr,
+    list: Vec<SocketAddr>,
+    keys: Arc<Keys>,
+    mut rx: mpsc::UnboundedReceiver<PeerCommand>,
+) {
     let mut peers = peers_of(own, list);
     while let Some(first) = rx.recv().await {
         // Take everything that is waiting, then deliver once.
@@ -117,6 +131,8 @@ async fn run(own: SocketAddr, list: Vec<SocketAddr>, mut rx: mpsc::UnboundedRece
                 }
             }
         }
-        futures::future::join_all(peers.iter_mut().map(Peer::deliver)).await;
+        // Without a peer key in the ring, reports wait (merged) until one is added.
+        let key = keys.ring().with_grant(Grant::Peer).map(|k| k.credential());
+        futures::future::join_all(peers.iter_mut().map(|p| p.deliver(key.as_ref()))).await;
     }
 }

@@ -18,21 +18,24 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio_util::codec::FramedRead;
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::server::{DeviceClass, DeviceDefaults, Driver, ServiceReport, Ticket};
 use concerto_core::units::Bandwidth;
 use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, PolicyConfig, Request, RequestId, Time};
 
+use crate::keys::{refusal, Keys};
 use crate::metadata::{MetadataConfig, MetadataStore};
 use crate::peers::PeerLink;
 use crate::stats::{Recorder, ServerStats};
 use crate::storage::ObjectStore;
 use crate::throttle::Throttle;
+use concerto_proto::auth::{self, Credential, Grant, Key, KeyRing};
 use concerto_proto::{
     frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Role, Tags,
 };
@@ -56,7 +59,16 @@ pub struct ServerConfig {
     pub metrics: Option<SocketAddr>,
     /// The other data servers, which a `service-sync` policy sends its service reports to.
     pub peers: Vec<SocketAddr>,
+    /// The keys connections authenticate with.
+    pub keys: Arc<Keys>,
+    /// How far before its arrival a request's issue time may be: an older
+    /// (or zero) issue time counts as arrival minus this, so a client's
+    /// clock buys it at most this much precedence under `coordinated`.
+    pub issue_skew: Time,
 }
+
+/// The default [`ServerConfig::issue_skew`].
+pub const DEFAULT_ISSUE_SKEW: Time = Time::from_millis(100);
 
 impl ServerConfig {
     /// The device facts the policy's unset parameters default to: the
@@ -87,7 +99,19 @@ impl ServerConfig {
             throttle: None,
             metrics: None,
             peers: Vec::new(),
+            keys: Arc::new(Keys::fixed(
+                KeyRing::generate().expect("the system gives random bytes"),
+            )),
+            issue_skew: DEFAULT_ISSUE_SKEW,
         }
+    }
+
+    /// A credential for this server's admin key (tests and tools).
+    pub fn admin_credential(&self) -> Option<Credential> {
+        self.keys
+            .ring()
+            .with_grant(Grant::Admin)
+            .map(|k| k.credential())
     }
 }
 
@@ -179,13 +203,14 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
     if let Some(l) = metrics_listener {
         tokio::spawn(crate::metrics::serve(l, sched_tx.clone(), stop.subscribe()));
     }
+    let keys = cfg.keys.clone();
     let task = tokio::spawn(async move {
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
-                    if let Ok((stream, _)) = accepted {
+                    if let Ok((stream, from)) = accepted {
                         let _ = stream.set_nodelay(true);
-                        tokio::spawn(connection(stream, sched_tx.clone(), stopped.clone()));
+                        tokio::spawn(connection(stream, from, keys.clone(), sched_tx.clone(), stopped.clone()));
                     }
                 }
                 _ = stopped.changed() => break,
@@ -349,9 +374,86 @@ impl Action {
     }
 }
 
-/// One connection: frames in, replies out (in completion order, matched by id).
+/// Longest a connection may take to authenticate.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+type Frames = FramedRead<OwnedReadHalf, LengthDelimitedCodec>;
+
+/// Why a handshake failed: what the client is told, and the reason logged.
+type Refused = (ErrorKind, String);
+
+/// The next frame as a validated message; a frame that does not decode is
+/// a protocol error, told as such.
+async fn next_message(frames: &mut Frames) -> Result<Message, Refused> {
+    let protocol = |e: ProtocolError| (ErrorKind::Protocol, e.to_string());
+    match frames.next().await {
+        None => Err((ErrorKind::Denied, "the connection closed".into())),
+        Some(Err(e)) => Err(protocol(ProtocolError::Decode(e.to_string()))),
+        Some(Ok(frame)) => Envelope::decode(frame.freeze())
+            .map(|e| e.message)
+            .map_err(protocol),
+    }
+}
+
+/// The server's side of the handshake ([`concerto_proto::auth`]): the key
+/// the connection proved it holds, or why it did not.
+async fn authenticate(
+    frames: &mut Frames,
+    out: &mpsc::UnboundedSender<Envelope>,
+    keys: &Keys,
+) -> Result<Key, Refused> {
+    let denied = |why: String| (ErrorKind::Denied, why);
+    let Message::Hello {
+        key_id,
+        nonce: client,
+    } = next_message(frames).await?
+    else {
+        return Err(denied(
+            "the first message was not a hello: authenticate first".into(),
+        ));
+    };
+    let ring = keys.ring();
+    let server = auth::random().map_err(denied)?;
+    let _ = out.send(Envelope::new(0, Message::Challenge { nonce: server }));
+    let Message::Proof { mac } = next_message(frames).await? else {
+        return Err(denied(format!(
+            "key {key_id:?}: the second message was not a proof"
+        )));
+    };
+    // An unknown key is challenged like a known one and refused only here,
+    // with the same words, so that the answers do not tell which ids exist.
+    match ring.get(&key_id) {
+        Some(key)
+            if auth::verify(
+                auth::Side::Client,
+                &key.secret,
+                &key_id,
+                &client,
+                &server,
+                &mac,
+            ) =>
+        {
+            let _ = out.send(Envelope::new(
+                0,
+                Message::Welcome {
+                    grant: key.grant,
+                    mac: auth::proof(auth::Side::Server, &key.secret, &key_id, &client, &server),
+                },
+            ));
+            Ok(key.clone())
+        }
+        _ => Err(denied(format!(
+            "key {key_id:?}: unknown key or wrong proof"
+        ))),
+    }
+}
+
+/// One connection: the handshake, then frames in and replies out (in
+/// completion order, matched by id).
 async fn connection(
     stream: TcpStream,
+    from: SocketAddr,
+    keys: Arc<Keys>,
     sched: mpsc::Sender<Command>,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -372,7 +474,36 @@ async fn connection(
             }
         }
     });
-    loop {
+    let key =
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut frames, &out_tx, &keys))
+            .await
+            .unwrap_or_else(|_| {
+                Err((
+                    ErrorKind::Denied,
+                    format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
+                ))
+            }) {
+            Ok(key) => Some(key),
+            Err((kind, why)) => {
+                eprintln!("concerto-server: connection from {from} refused: {why}");
+                // A protocol error says what was wrong with the frame; a refused
+                // key learns only that it was refused.
+                let message = match kind {
+                    ErrorKind::Protocol => why,
+                    _ => "authentication failed".into(),
+                };
+                let _ = out_tx.send(Envelope::new(0, Message::Error { kind, message }));
+                None
+            }
+        };
+    // A tenant's requests weigh what the administrator set for its key;
+    // only the administrator's own requests may carry a weight.
+    let weight_of = |tags: &Tags| match &key {
+        Some(k) if k.grant == Grant::Admin => tags.weight,
+        Some(k) => k.weight,
+        None => None,
+    };
+    while let Some(key) = &key {
         let frame = tokio::select! {
             f = frames.next() => f,
             _ = stopped.changed() => break,
@@ -395,6 +526,16 @@ async fn connection(
                 break;
             }
         };
+        if let Some(why) = refusal(key, &env.message) {
+            let _ = out_tx.send(Envelope::new(
+                env.id,
+                Message::Error {
+                    kind: ErrorKind::Denied,
+                    message: why,
+                },
+            ));
+            continue;
+        }
         let id = env.id;
         let reply = Reply {
             id,
@@ -409,7 +550,7 @@ async fn connection(
                 extents,
                 data,
             } => submit(
-                request(tags, Op::Write, object, &extents),
+                request(tags, weight_of(&tags), Op::Write, object, &extents),
                 Action::Object(ObjectOp::Write { extents, data }),
                 reply,
             ),
@@ -418,7 +559,7 @@ async fn connection(
                 object,
                 extents,
             } => submit(
-                request(tags, Op::Read, object, &extents),
+                request(tags, weight_of(&tags), Op::Read, object, &extents),
                 Action::Object(ObjectOp::Read { extents }),
                 reply,
             ),
@@ -426,29 +567,47 @@ async fn connection(
                 // The policy sees a zero-length write: it moves no bytes but
                 // takes its turn (and, in the SFQ kinds, a small request's cost).
                 submit(
-                    request(tags, Op::Write, object, &[]),
+                    request(tags, weight_of(&tags), Op::Write, object, &[]),
                     Action::Object(ObjectOp::Fsync),
                     reply,
                 )
             }
             // Object-level metadata on a data server, as PVFS2's datafile getattr/setattr/remove.
             Message::ObjectSize { tags, object } => submit(
-                request(tags, Op::Meta(MetaOp::Getattr), object, &[]),
+                request(
+                    tags,
+                    weight_of(&tags),
+                    Op::Meta(MetaOp::Getattr),
+                    object,
+                    &[],
+                ),
                 Action::Object(ObjectOp::Size),
                 reply,
             ),
             Message::Truncate { tags, object, size } => submit(
-                request(tags, Op::Meta(MetaOp::Setattr), object, &[]),
+                request(
+                    tags,
+                    weight_of(&tags),
+                    Op::Meta(MetaOp::Setattr),
+                    object,
+                    &[],
+                ),
                 Action::Object(ObjectOp::Truncate(size)),
                 reply,
             ),
             Message::Remove { tags, object } => submit(
-                request(tags, Op::Meta(MetaOp::Remove), object, &[]),
+                request(
+                    tags,
+                    weight_of(&tags),
+                    Op::Meta(MetaOp::Remove),
+                    object,
+                    &[],
+                ),
                 Action::Object(ObjectOp::Remove),
                 reply,
             ),
             Message::Meta { tags, op } => submit(
-                request(tags, Op::Meta(op.kind()), 0, &[]),
+                request(tags, weight_of(&tags), Op::Meta(op.kind()), 0, &[]),
                 Action::Meta(op),
                 reply,
             ),
@@ -481,8 +640,9 @@ async fn connection(
     let _ = writer.await;
 }
 
-/// The request as the policy sees it: its tags, and the object extents it covers.
-fn request(tags: Tags, op: Op, object: u64, extents: &[Extent]) -> Request {
+/// The request as the policy sees it: its tags, the weight it is granted,
+/// and the object extents it covers.
+fn request(tags: Tags, weight: Option<f64>, op: Op, object: u64, extents: &[Extent]) -> Request {
     Request {
         id: RequestId(0),
         app: AppId(tags.app),
@@ -497,7 +657,7 @@ fn request(tags: Tags, op: Op, object: u64, extents: &[Extent]) -> Request {
         } else {
             Vec::new()
         },
-        weight: tags.weight,
+        weight,
     }
 }
 
@@ -555,7 +715,7 @@ async fn schedule(
     let clock = Clock::new();
     let backend = Arc::new(backend);
     let mut driver = Driver::new(&cfg.policy, cfg.device_defaults());
-    let peers = PeerLink::start(addr, cfg.peers.clone());
+    let peers = PeerLink::start(addr, cfg.peers.clone(), cfg.keys.clone());
     let mut waiting: HashMap<u64, Waiting> = HashMap::new();
     let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
     let mut recorder = Recorder::new(clock.now());
@@ -629,6 +789,8 @@ async fn schedule(
                     next_id += 1;
                     job.req.id = RequestId(next_id);
                     let arrived = clock.now();
+                    // The client's clock is its word only within the skew allowed.
+                    job.req.issue_time = job.req.issue_time.clamp(arrived.saturating_sub(cfg.issue_skew), arrived);
                     recorder.advance(arrived);
                     recorder.enqueued(job.req.app.0);
                     waiting.insert(next_id, Waiting { action: job.action, reply: job.reply, arrived });

@@ -176,6 +176,22 @@ impl Recorder {
 }
 
 /// A server's statistics in the Prometheus text exposition format (version 0.0.4).
+/// A label value as Prometheus's text format needs it: backslash, double
+/// quote and newline escaped, so no value can end its label early or add
+/// a line of its own.
+pub fn label_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 pub fn prometheus(stats: &ServerStats) -> String {
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
@@ -187,7 +203,7 @@ pub fn prometheus(stats: &ServerStats) -> String {
             let _ = writeln!(out, "concerto_{name}{labels} {value}");
         }
     };
-    let policy = format!("{{policy=\"{}\"}}", stats.policy);
+    let policy = format!("{{policy=\"{}\"}}", label_value(&stats.policy));
     metric(
         "info",
         "gauge",
@@ -228,8 +244,15 @@ pub fn prometheus(stats: &ServerStats) -> String {
             apps.iter()
                 .flat_map(|(id, a)| {
                     parts.iter().map(move |(value, get)| match label {
-                        "" => (format!("{{app=\"{id}\"}}"), get(a)),
-                        _ => (format!("{{app=\"{id}\",{label}=\"{value}\"}}"), get(a)),
+                        "" => (format!("{{app=\"{}\"}}", label_value(id)), get(a)),
+                        _ => (
+                            format!(
+                                "{{app=\"{}\",{label}=\"{}\"}}",
+                                label_value(id),
+                                label_value(value)
+                            ),
+                            get(a),
+                        ),
                     })
                 })
                 .collect()
@@ -333,6 +356,13 @@ pub fn prometheus(stats: &ServerStats) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn label_values_cannot_break_out_of_their_label() {
+        assert_eq!(label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        assert_eq!(label_value("fifo"), "fifo");
+    }
+
     use super::*;
     use concerto_proto::Role;
 

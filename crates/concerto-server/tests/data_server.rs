@@ -14,19 +14,22 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::units::Bandwidth;
 use concerto_core::{Extent, Time};
+use concerto_proto::auth::{self, Credential, KeyRing};
 use concerto_proto::connection::{ClientError, ServerConnection};
 use concerto_proto::{Envelope, ErrorKind, Message, Tags, MAX_FRAME};
 use concerto_server::server::{self, parse_policy, ServerConfig, ServerHandle};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-async fn start(dir: &std::path::Path, policy: &str) -> ServerHandle {
+/// A server and its admin key.
+async fn start(dir: &std::path::Path, policy: &str) -> (ServerHandle, Credential) {
     let cfg = ServerConfig {
         depth: 4,
         capacity: Bandwidth(1e9),
         ..ServerConfig::data(dir.to_path_buf(), parse_policy(policy).unwrap())
     };
-    server::start(cfg).await.unwrap()
+    let key = cfg.admin_credential().unwrap();
+    (server::start(cfg).await.unwrap(), key)
 }
 
 /// Tags of a request of application `app` issued now.
@@ -44,11 +47,14 @@ fn who(app: u32) -> Tags {
 
 /// Several applications write random ranges of their own objects at once,
 /// then read everything back and compare with what they wrote.
-async fn random_ranges_round_trip(addr: SocketAddr, seed: u64) {
+async fn random_ranges_round_trip(addr: SocketAddr, key: Credential, seed: u64) {
     let mut tasks = Vec::new();
     for app in 0..4u32 {
+        let key = key.clone();
         tasks.push(tokio::spawn(async move {
-            let conn = ServerConnection::connect(addr, TIMEOUT).await.unwrap();
+            let conn = ServerConnection::connect(addr, TIMEOUT, &key)
+                .await
+                .unwrap();
             let mut rng = ChaCha8Rng::seed_from_u64(seed + app as u64);
             let object = 100 + app as u64;
             let mut model = vec![0u8; 1 << 20];
@@ -100,8 +106,8 @@ async fn bytes_round_trip_under_every_policy() {
     .enumerate()
     {
         let dir = tempfile::tempdir().unwrap();
-        let s = start(dir.path(), policy).await;
-        random_ranges_round_trip(s.addr, i as u64 * 10).await;
+        let (s, key) = start(dir.path(), policy).await;
+        random_ranges_round_trip(s.addr, key, i as u64 * 10).await;
         s.shutdown().await;
     }
 }
@@ -124,10 +130,13 @@ async fn a_live_policy_switch_under_load_loses_nothing() {
             parse_policy("kind = \"fifo\"").unwrap(),
         )
     };
+    let key = cfg.admin_credential().unwrap();
     let s = server::start(cfg).await.unwrap();
     let addr = s.addr;
-    let writers = tokio::spawn(random_ranges_round_trip(addr, 99));
-    let admin = ServerConnection::connect(addr, TIMEOUT).await.unwrap();
+    let writers = tokio::spawn(random_ranges_round_trip(addr, key.clone(), 99));
+    let admin = ServerConnection::connect(addr, TIMEOUT, &key)
+        .await
+        .unwrap();
     for policy in [
         "kind = \"sfq-d-plus\"",
         "kind = \"coordinated\"",
@@ -171,6 +180,42 @@ async fn a_live_policy_switch_under_load_loses_nothing() {
     s.shutdown().await;
 }
 
+/// The client's side of the handshake on a raw socket.
+async fn handshake(sock: &mut tokio::net::TcpStream, key: &Credential) {
+    let nonce = auth::random().unwrap();
+    send_frame(
+        sock,
+        Message::Hello {
+            key_id: key.id.clone(),
+            nonce,
+        },
+    )
+    .await;
+    let Some(Envelope {
+        message: Message::Challenge { nonce: theirs },
+        ..
+    }) = read_frame(sock).await
+    else {
+        panic!("no challenge");
+    };
+    let mac = auth::proof(auth::Side::Client, &key.secret, &key.id, &nonce, &theirs);
+    send_frame(sock, Message::Proof { mac }).await;
+    assert!(matches!(
+        read_frame(sock).await,
+        Some(Envelope {
+            message: Message::Welcome { .. },
+            ..
+        })
+    ));
+}
+
+async fn send_frame(sock: &mut tokio::net::TcpStream, message: Message) {
+    let body = Envelope::new(0, message).encode();
+    sock.write_all(&[&(body.len() as u32).to_be_bytes()[..], &body].concat())
+        .await
+        .unwrap();
+}
+
 /// Reads one reply frame from a raw socket.
 async fn read_frame(sock: &mut tokio::net::TcpStream) -> Option<Envelope> {
     let mut len = [0u8; 4];
@@ -183,8 +228,12 @@ async fn read_frame(sock: &mut tokio::net::TcpStream) -> Option<Envelope> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_frames_are_answered_and_cut_off() {
     let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), "kind = \"fifo\"").await;
-    let good = Arc::new(ServerConnection::connect(s.addr, TIMEOUT).await.unwrap());
+    let (s, key) = start(dir.path(), "kind = \"fifo\"").await;
+    let good = Arc::new(
+        ServerConnection::connect(s.addr, TIMEOUT, &key)
+            .await
+            .unwrap(),
+    );
     good.write(
         who(1),
         1,
@@ -193,32 +242,43 @@ async fn malformed_frames_are_answered_and_cut_off() {
     )
     .await
     .unwrap();
-    let garbage: Vec<Vec<u8>> = vec![
-        [&5u32.to_be_bytes()[..], b"hello"].concat(),
+    // Each with what the server answers before the handshake (where a
+    // frame that decodes but is no hello is a refused handshake) and after.
+    let reply_frame = {
+        let body = Envelope::new(3, Message::Done).encode();
+        [&(body.len() as u32).to_be_bytes()[..], &body].concat()
+    };
+    let garbage: Vec<(Vec<u8>, ErrorKind, ErrorKind)> = vec![
+        (
+            [&5u32.to_be_bytes()[..], b"hello"].concat(),
+            ErrorKind::Protocol,
+            ErrorKind::Protocol,
+        ),
         // A length prefix over the limit: refused before the body is read.
-        ((MAX_FRAME as u32) + 1).to_be_bytes().to_vec(),
+        (
+            ((MAX_FRAME as u32) + 1).to_be_bytes().to_vec(),
+            ErrorKind::Protocol,
+            ErrorKind::Protocol,
+        ),
         // A valid envelope of a reply where a request belongs.
-        {
-            let body = Envelope::new(3, Message::Done).encode();
-            [&(body.len() as u32).to_be_bytes()[..], &body].concat()
-        },
+        (reply_frame, ErrorKind::Denied, ErrorKind::Protocol),
     ];
-    for bytes in garbage {
+    for (bytes, authenticated, expected) in garbage
+        .into_iter()
+        .flat_map(|(g, before, after)| [(g.clone(), false, before), (g, true, after)])
+    {
         let mut sock = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        if authenticated {
+            handshake(&mut sock, &key).await;
+        }
         sock.write_all(&bytes).await.unwrap();
         let reply = tokio::time::timeout(TIMEOUT, read_frame(&mut sock))
             .await
             .unwrap()
             .expect("an error reply");
         assert!(
-            matches!(
-                reply.message,
-                Message::Error {
-                    kind: ErrorKind::Protocol,
-                    ..
-                }
-            ),
-            "{reply:?}"
+            matches!(reply.message, Message::Error { kind, .. } if kind == expected),
+            "authenticated: {authenticated}, {reply:?}"
         );
         // Then the server closes this connection.
         let mut rest = [0u8; 1];
@@ -241,15 +301,17 @@ async fn a_silent_server_times_out_with_its_address() {
     // A socket that accepts connections but never answers.
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = silent.local_addr().unwrap();
-    let conn = ServerConnection::connect(addr, Duration::from_millis(200))
+    let key = KeyRing::generate().unwrap().keys()[0].credential();
+    // The handshake is what goes unanswered.
+    let e = ServerConnection::connect(addr, Duration::from_millis(200), &key)
         .await
+        .err()
         .unwrap();
-    let e = conn.ping().await.unwrap_err();
-    assert!(matches!(e, ClientError::Timeout { .. }));
+    assert!(matches!(e, ClientError::Timeout { .. }), "{e}");
     assert!(e.to_string().contains(&addr.to_string()), "{e}");
     drop(silent);
     // Nobody listening: the error names the server too.
-    let e = ServerConnection::connect(addr, Duration::from_millis(200))
+    let e = ServerConnection::connect(addr, Duration::from_millis(200), &key)
         .await
         .err()
         .unwrap();

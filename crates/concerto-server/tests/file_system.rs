@@ -25,7 +25,7 @@ fn spec(policy: PolicyConfig) -> LocalClusterSpec {
 }
 
 fn client(c: &LocalCluster, app: u32, rank: u32) -> FsClient {
-    FsClient::new(c.cluster.clone(), Identity::new(app, rank))
+    FsClient::new(c.cluster.clone(), Identity::new(app, rank), c.admin.clone())
 }
 
 fn kind(e: &ClientError) -> Option<ErrorKind> {
@@ -284,14 +284,26 @@ async fn statistics_count_per_application_and_serve_prometheus() {
         ..concerto_server::server::ServerConfig::data(dir.path().join("m"), PolicyConfig::Fifo)
     };
     let s = concerto_server::server::start(cfg).await.unwrap();
-    let mut sock = tokio::net::TcpStream::connect(s.metrics_addr.unwrap())
-        .await
-        .unwrap();
-    sock.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut text = String::new();
-    sock.read_to_string(&mut text).await.unwrap();
+    let get = |path: &'static str| async move {
+        let mut sock = tokio::net::TcpStream::connect(s.metrics_addr.unwrap())
+            .await
+            .unwrap();
+        sock.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut text = String::new();
+        sock.read_to_string(&mut text).await.unwrap();
+        text
+    };
+    // Only /metrics is served.
+    for other in ["/", "/metrics/x", "/admin"] {
+        let text = get(other).await;
+        assert!(
+            text.starts_with("HTTP/1.0 404 Not Found"),
+            "{other}: {text}"
+        );
+    }
+    let text = get("/metrics?x=1").await;
     assert!(text.starts_with("HTTP/1.0 200 OK"), "{text}");
     assert!(text.contains("concerto_queue_length 0"), "{text}");
     assert!(text.contains("concerto_info{policy=\"fifo\"} 1"), "{text}");

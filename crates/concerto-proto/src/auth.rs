@@ -1,0 +1,444 @@
+//! Who is at the other end of a connection.
+//!
+//! The administrator issues keys: a secret shared between the servers (the
+//! key ring, `keys.toml`) and one holder (a credential file). A key grants
+//! one role: `admin` (everything, any application id), `peer` (a server
+//! sending its service reports to the others) or `tenant` (one job: data
+//! and namespace requests as that job's application id only, at the weight
+//! the administrator set for it).
+//!
+//! A connection proves its key before anything else is served, by a
+//! challenge-response with HMAC-SHA256 (RustCrypto's `hmac`, whose
+//! comparison takes constant time):
+//!
+//! 1. client → `Hello { key_id, nonce: Nc }`
+//! 2. server → `Challenge { nonce: Ns }` (fresh from the OS for every connection)
+//! 3. client → `Proof { mac: HMAC(secret, "concerto client" | key_id | Nc | Ns) }`
+//! 4. server → `Welcome { grant, mac: HMAC(secret, "concerto server" | key_id | Nc | Ns) }`
+//!
+//! The secret never travels. A recorded proof is worth nothing on another
+//! connection, whose server nonce differs; the server's own proof tells
+//! the client that it, too, holds the key. What follows on the connection
+//! is not encrypted or signed frame by frame: like Lustre's SSK in its
+//! authentication-only mode, this names who is connecting, and a cluster's
+//! network between hosts should be private (docs/deployment.md).
+
+use std::fmt;
+use std::path::Path;
+
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+/// Bytes in a secret and in a nonce.
+pub const SECRET_LEN: usize = 32;
+pub const NONCE_LEN: usize = 32;
+/// Longest key id.
+pub const MAX_KEY_ID: usize = 128;
+
+/// A nonce or a MAC as it travels.
+pub type Nonce = [u8; NONCE_LEN];
+pub type Proof = [u8; 32];
+
+/// A key's secret; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret([u8; SECRET_LEN]);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// A new secret from the operating system's random source.
+    pub fn generate() -> Result<Secret, String> {
+        Ok(Secret(random()?))
+    }
+
+    pub fn from_hex(text: &str) -> Result<Secret, String> {
+        let mut bytes = [0u8; SECRET_LEN];
+        hex::decode_to_slice(text.trim(), &mut bytes)
+            .map_err(|_| format!("must be {} hexadecimal digits", 2 * SECRET_LEN))?;
+        Ok(Secret(bytes))
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+/// Fresh random bytes from the operating system (nonces, secrets).
+pub fn random() -> Result<[u8; 32], String> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes).map_err(|e| format!("no randomness from the system: {e}"))?;
+    Ok(bytes)
+}
+
+/// What a key allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Grant {
+    /// Every operation, as any application.
+    Admin,
+    /// A server's service reports to its peers.
+    Peer,
+    /// Data and namespace requests as application `job` only.
+    Tenant { job: u32 },
+}
+
+impl fmt::Display for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Grant::Admin => f.write_str("admin"),
+            Grant::Peer => f.write_str("peer"),
+            Grant::Tenant { job } => write!(f, "tenant of job {job}"),
+        }
+    }
+}
+
+/// One key of the ring, as the servers know it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Key {
+    pub id: String,
+    pub grant: Grant,
+    /// A tenant's proportional-share weight, set by the administrator
+    /// (requests' own weights are not taken from tenants).
+    pub weight: Option<f64>,
+    pub secret: Secret,
+}
+
+impl Key {
+    /// What its holder keeps: the id and the secret (and the job it acts as).
+    pub fn credential(&self) -> Credential {
+        Credential {
+            id: self.id.clone(),
+            secret: self.secret.clone(),
+            job: match self.grant {
+                Grant::Tenant { job } => Some(job),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// A key as the key ring's TOML spells it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyEntry {
+    id: String,
+    role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    job: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    weight: Option<f64>,
+    secret: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Role {
+    Admin,
+    Peer,
+    Tenant,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RingFile {
+    #[serde(default)]
+    keys: Vec<KeyEntry>,
+}
+
+/// Every key the servers accept (`keys.toml`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KeyRing {
+    keys: Vec<Key>,
+}
+
+/// A key id: what log lines and errors name, so plain characters only.
+pub fn check_key_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > MAX_KEY_ID {
+        return Err(format!("must be 1 to {MAX_KEY_ID} characters"));
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(format!(
+            "{id:?}: only letters, digits, '-', '_' and '.' are allowed"
+        ));
+    }
+    Ok(())
+}
+
+impl KeyRing {
+    /// Parses a key ring; an error names the key (`keys[2].job: ...`).
+    pub fn parse(text: &str) -> Result<KeyRing, String> {
+        let file: RingFile = concerto_toml::parse(text)?;
+        let mut keys: Vec<Key> = Vec::with_capacity(file.keys.len());
+        for (i, e) in file.keys.into_iter().enumerate() {
+            let at = |field: &str, msg: String| format!("keys[{i}].{field}: {msg}");
+            check_key_id(&e.id).map_err(|m| at("id", m))?;
+            if keys.iter().any(|k| k.id == e.id) {
+                return Err(at("id", format!("{:?} appears twice", e.id)));
+            }
+            let grant = match (e.role, e.job) {
+                (Role::Tenant, Some(job)) => Grant::Tenant { job },
+                (Role::Tenant, None) => return Err(at("job", "a tenant key needs one".into())),
+                (_, Some(_)) => return Err(at("job", "only a tenant key names a job".into())),
+                (Role::Admin, None) => Grant::Admin,
+                (Role::Peer, None) => Grant::Peer,
+            };
+            match e.weight {
+                Some(w) if !(w.is_finite() && w > 0.0) => {
+                    return Err(at("weight", format!("{w} is not a number > 0")))
+                }
+                Some(_) if e.role != Role::Tenant => {
+                    return Err(at("weight", "only a tenant key has a weight".into()))
+                }
+                _ => {}
+            }
+            let secret = Secret::from_hex(&e.secret).map_err(|m| at("secret", m))?;
+            keys.push(Key {
+                id: e.id,
+                grant,
+                weight: e.weight,
+                secret,
+            });
+        }
+        Ok(KeyRing { keys })
+    }
+
+    pub fn load(path: &Path) -> Result<KeyRing, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        KeyRing::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// A ring with a fresh admin key (`admin`) and peer key (`peer`): what
+    /// a local cluster starts with.
+    pub fn generate() -> Result<KeyRing, String> {
+        let key = |id: &str, grant| -> Result<Key, String> {
+            Ok(Key {
+                id: id.into(),
+                grant,
+                weight: None,
+                secret: Secret::generate()?,
+            })
+        };
+        Ok(KeyRing {
+            keys: vec![key("admin", Grant::Admin)?, key("peer", Grant::Peer)?],
+        })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Key> {
+        self.keys.iter().find(|k| k.id == id)
+    }
+
+    /// The first key with this grant (a server's peer key, a test's admin key).
+    pub fn with_grant(&self, grant: Grant) -> Option<&Key> {
+        self.keys.iter().find(|k| k.grant == grant)
+    }
+
+    pub fn keys(&self) -> &[Key] {
+        &self.keys
+    }
+
+    /// Adds a key (its id must be new).
+    pub fn add(&mut self, key: Key) -> Result<(), String> {
+        check_key_id(&key.id)?;
+        if self.get(&key.id).is_some() {
+            return Err(format!("a key {:?} exists already", key.id));
+        }
+        self.keys.push(key);
+        Ok(())
+    }
+
+    pub fn to_toml(&self) -> String {
+        let file = RingFile {
+            keys: self
+                .keys
+                .iter()
+                .map(|k| {
+                    let (role, job) = match k.grant {
+                        Grant::Admin => (Role::Admin, None),
+                        Grant::Peer => (Role::Peer, None),
+                        Grant::Tenant { job } => (Role::Tenant, Some(job)),
+                    };
+                    KeyEntry {
+                        id: k.id.clone(),
+                        role,
+                        job,
+                        weight: k.weight,
+                        secret: k.secret.to_hex(),
+                    }
+                })
+                .collect(),
+        };
+        toml::to_string(&file).unwrap_or_default()
+    }
+}
+
+/// What a client holds: one key's id and secret (a credential file).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Credential {
+    pub id: String,
+    pub secret: Secret,
+    /// The job a tenant key acts as: its requests carry this application id.
+    pub job: Option<u32>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CredentialFile {
+    id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    job: Option<u32>,
+    secret: String,
+}
+
+impl Credential {
+    pub fn parse(text: &str) -> Result<Credential, String> {
+        let f: CredentialFile = concerto_toml::parse(text)?;
+        check_key_id(&f.id).map_err(|m| format!("id: {m}"))?;
+        Ok(Credential {
+            id: f.id,
+            secret: Secret::from_hex(&f.secret).map_err(|m| format!("secret: {m}"))?,
+            job: f.job,
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<Credential, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("credential {}: cannot read: {e}", path.display()))?;
+        Credential::parse(&text).map_err(|e| format!("credential {}: {e}", path.display()))
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string(&CredentialFile {
+            id: self.id.clone(),
+            job: self.job,
+            secret: self.secret.to_hex(),
+        })
+        .unwrap_or_default()
+    }
+}
+
+/// Which end of the handshake a proof is from: each end's proof is made
+/// with its own label, so a client's proof can never be reflected back as
+/// the server's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+fn mac(side: Side, secret: &Secret, key_id: &str, client: &Nonce, server: &Nonce) -> Hmac<Sha256> {
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&secret.0)
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    m.update(match side {
+        Side::Client => b"concerto client",
+        Side::Server => b"concerto server",
+    });
+    m.update(&(key_id.len() as u32).to_be_bytes());
+    m.update(key_id.as_bytes());
+    m.update(client);
+    m.update(server);
+    m
+}
+
+/// `side`'s proof that it holds `secret`, for this key and these nonces
+/// (steps 3 and 4).
+pub fn proof(side: Side, secret: &Secret, key_id: &str, client: &Nonce, server: &Nonce) -> Proof {
+    mac(side, secret, key_id, client, server)
+        .finalize()
+        .into_bytes()
+        .into()
+}
+
+/// Checks `side`'s proof, in constant time.
+pub fn verify(
+    side: Side,
+    secret: &Secret,
+    key_id: &str,
+    client: &Nonce,
+    server: &Nonce,
+    proof: &Proof,
+) -> bool {
+    mac(side, secret, key_id, client, server)
+        .verify_slice(proof)
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ring_text() -> String {
+        let s = Secret::generate().unwrap().to_hex();
+        format!(
+            "[[keys]]\nid = \"admin\"\nrole = \"admin\"\nsecret = \"{s}\"\n\
+             [[keys]]\nid = \"job-7\"\nrole = \"tenant\"\njob = 7\nweight = 2.0\nsecret = \"{s}\"\n"
+        )
+    }
+
+    #[test]
+    fn key_rings_round_trip_and_name_the_bad_key() {
+        let ring = KeyRing::parse(&ring_text()).unwrap();
+        assert_eq!(ring.get("job-7").unwrap().grant, Grant::Tenant { job: 7 });
+        assert_eq!(ring.get("job-7").unwrap().weight, Some(2.0));
+        assert_eq!(KeyRing::parse(&ring.to_toml()).unwrap(), ring);
+        let bad =
+            |from: &str, to: &str| KeyRing::parse(&ring_text().replace(from, to)).unwrap_err();
+        assert!(bad("job = 7\n", "").starts_with("keys[1].job: a tenant key needs one"));
+        assert!(bad("role = \"admin\"", "role = \"admin\"\njob = 1")
+            .contains("keys[0].job: only a tenant"));
+        assert!(
+            bad("weight = 2.0", "weight = -1.0").contains("keys[1].weight: -1 is not a number > 0")
+        );
+        assert!(bad("\"job-7\"", "\"admin\"").contains("keys[1].id: \"admin\" appears twice"));
+        assert!(bad("\"job-7\"", "\"a b\"").contains("keys[1].id: \"a b\": only letters"));
+        assert!(bad("role = \"admin\"", "role = \"root\"").contains("keys[0].role"));
+        let e = KeyRing::parse("[[keys]]\nid = \"a\"\nrole = \"admin\"\nsecret = \"abc\"\n")
+            .unwrap_err();
+        assert!(
+            e.contains("keys[0].secret: must be 64 hexadecimal digits"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn credentials_round_trip_and_never_print_their_secret() {
+        let ring = KeyRing::parse(&ring_text()).unwrap();
+        let c = ring.get("job-7").unwrap().credential();
+        assert_eq!(c.job, Some(7));
+        assert_eq!(Credential::parse(&c.to_toml()).unwrap(), c);
+        assert!(!format!("{c:?}").contains(&c.secret.to_hex()));
+    }
+
+    #[test]
+    fn proofs_hold_only_for_the_same_secret_id_and_nonces() {
+        let (a, b) = (Secret::generate().unwrap(), Secret::generate().unwrap());
+        let (nc, ns) = (random().unwrap(), random().unwrap());
+        let p = proof(Side::Client, &a, "k", &nc, &ns);
+        assert!(verify(Side::Client, &a, "k", &nc, &ns, &p));
+        assert!(
+            !verify(Side::Client, &b, "k", &nc, &ns, &p),
+            "another secret"
+        );
+        assert!(
+            !verify(Side::Client, &a, "k2", &nc, &ns, &p),
+            "another key id"
+        );
+        let replayed = random().unwrap();
+        assert!(
+            !verify(Side::Client, &a, "k", &nc, &replayed, &p),
+            "a replay"
+        );
+        // The client's proof is not the server's (no reflection).
+        assert!(!verify(Side::Server, &a, "k", &nc, &ns, &p));
+        let theirs = proof(Side::Server, &a, "k", &nc, &ns);
+        assert!(verify(Side::Server, &a, "k", &nc, &ns, &theirs));
+    }
+}

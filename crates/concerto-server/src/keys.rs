@@ -1,0 +1,125 @@
+//! The key ring a server authenticates connections against, and what each
+//! key may ask of it.
+//!
+//! A ring read from a file is read again when the file changes, so keys
+//! that `concerto auth issue` adds or `concerto auth revoke` removes take
+//! effect at the next connection, without a restart. A file that no longer
+//! parses is reported and the last good ring kept: a typo must not lock
+//! every tenant out.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use concerto_proto::auth::{Grant, Key, KeyRing};
+use concerto_proto::Message;
+
+pub struct Keys {
+    file: Option<PathBuf>,
+    current: Mutex<Loaded>,
+}
+
+struct Loaded {
+    modified: Option<SystemTime>,
+    ring: Arc<KeyRing>,
+}
+
+impl fmt::Debug for Keys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.file {
+            Some(p) => write!(f, "Keys({})", p.display()),
+            None => f.write_str("Keys(in memory)"),
+        }
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+impl Keys {
+    /// A ring that never changes (tests, an in-process cluster).
+    pub fn fixed(ring: KeyRing) -> Keys {
+        Keys {
+            file: None,
+            current: Mutex::new(Loaded {
+                modified: None,
+                ring: Arc::new(ring),
+            }),
+        }
+    }
+
+    /// The ring in `path`, which must read now.
+    pub fn from_file(path: &Path) -> Result<Keys, String> {
+        let stamp = modified(path);
+        let ring = KeyRing::load(path)?;
+        Ok(Keys {
+            file: Some(path.to_path_buf()),
+            current: Mutex::new(Loaded {
+                modified: stamp,
+                ring: Arc::new(ring),
+            }),
+        })
+    }
+
+    /// The ring as it is now (re-read if its file changed).
+    pub fn ring(&self) -> Arc<KeyRing> {
+        let mut current = match self.current.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(path) = &self.file {
+            let stamp = modified(path);
+            if stamp != current.modified {
+                current.modified = stamp;
+                match KeyRing::load(path) {
+                    Ok(ring) => current.ring = Arc::new(ring),
+                    Err(e) => eprintln!("concerto-server: keeping the previous keys: {e}"),
+                }
+            }
+        }
+        current.ring.clone()
+    }
+}
+
+/// Why `key` may not send `message`, or `None` when it may.
+///
+/// Tenants send data and namespace requests as their own job only; peers
+/// send service reports; the administrator may do anything. Everyone may
+/// ping.
+pub fn refusal(key: &Key, message: &Message) -> Option<String> {
+    let admin_only = |what: &str| {
+        (key.grant != Grant::Admin).then(|| {
+            format!(
+                "{what} needs an admin key (key {:?} is {})",
+                key.id, key.grant
+            )
+        })
+    };
+    match message {
+        Message::Ping => None,
+        Message::SetPolicy { .. } => admin_only("switching the policy"),
+        Message::SetPeers { .. } => admin_only("setting the peers"),
+        Message::Stats => admin_only("reading the statistics"),
+        Message::ServiceReport(_) => match key.grant {
+            Grant::Admin | Grant::Peer => None,
+            _ => Some(format!("key {:?} is not a server's peer key", key.id)),
+        },
+        other => match (key.grant, other.tags()) {
+            (Grant::Admin, Some(_)) => None,
+            (Grant::Tenant { job }, Some(tags)) if tags.app == job => None,
+            (Grant::Tenant { job }, Some(tags)) => Some(format!(
+                "key {:?} acts as application {job}, not {}",
+                key.id, tags.app
+            )),
+            (Grant::Peer, Some(_)) => Some(format!(
+                "key {:?} is a peer key: it sends service reports only",
+                key.id
+            )),
+            // Replies and handshake messages are no requests: the
+            // connection answers them as protocol errors.
+            (_, None) => None,
+        },
+    }
+}

@@ -1,0 +1,342 @@
+//! Who may do what on a real server: connections authenticate before
+//! anything is served (no key, a wrong secret, an unknown key and a
+//! replayed handshake are refused), a tenant acts only as its own job and
+//! cannot administer, and a client's clock buys it no precedence beyond
+//! the allowed skew.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use concerto_core::emulation::EmulationConfig;
+use concerto_core::server::ServiceReport;
+use concerto_core::units::Bandwidth;
+use concerto_core::{Extent, Time};
+use concerto_proto::auth::{self, Credential, Grant, Key, KeyRing, Secret};
+use concerto_proto::connection::{ClientError, ServerConnection};
+use concerto_proto::{Envelope, ErrorKind, Message, Tags};
+use concerto_server::keys::Keys;
+use concerto_server::server::{self, parse_policy, ServerConfig, ServerHandle};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A ring with an admin key and a tenant key for job 7.
+fn ring() -> KeyRing {
+    let mut ring = KeyRing::generate().unwrap();
+    ring.add(Key {
+        id: "job-7".into(),
+        grant: Grant::Tenant { job: 7 },
+        weight: None,
+        secret: Secret::generate().unwrap(),
+    })
+    .unwrap();
+    ring
+}
+
+fn credential(ring: &KeyRing, id: &str) -> Credential {
+    ring.get(id).unwrap().credential()
+}
+
+async fn start(dir: &std::path::Path, ring: &KeyRing) -> ServerHandle {
+    let cfg = ServerConfig {
+        keys: std::sync::Arc::new(Keys::fixed(ring.clone())),
+        ..ServerConfig::data(dir.to_path_buf(), parse_policy("kind = \"fifo\"").unwrap())
+    };
+    server::start(cfg).await.unwrap()
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn tags(app: u32) -> Tags {
+    Tags {
+        app,
+        rank: 0,
+        issue_ns: now_ns(),
+        weight: None,
+    }
+}
+
+async fn send(sock: &mut TcpStream, message: Message) {
+    let body = Envelope::new(1, message).encode();
+    sock.write_all(&[&(body.len() as u32).to_be_bytes()[..], &body].concat())
+        .await
+        .unwrap();
+}
+
+async fn receive(sock: &mut TcpStream) -> Option<Message> {
+    let mut len = [0u8; 4];
+    tokio::time::timeout(TIMEOUT, sock.read_exact(&mut len))
+        .await
+        .ok()?
+        .ok()?;
+    let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
+    sock.read_exact(&mut buf).await.ok()?;
+    Envelope::decode(buf.into()).ok().map(|e| e.message)
+}
+
+/// After a refusal the server closes the connection.
+async fn assert_closed(sock: &mut TcpStream) {
+    let mut rest = [0u8; 1];
+    let n = tokio::time::timeout(TIMEOUT, sock.read(&mut rest))
+        .await
+        .expect("the server closes a refused connection")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "connection closed");
+}
+
+fn is_denied(m: &Option<Message>) -> bool {
+    matches!(
+        m,
+        Some(Message::Error {
+            kind: ErrorKind::Denied,
+            ..
+        })
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_handshake_is_refused_and_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = ring();
+    let s = start(dir.path(), &ring).await;
+    let mut sock = TcpStream::connect(s.addr).await.unwrap();
+    send(
+        &mut sock,
+        Message::Read {
+            tags: tags(7),
+            object: 1,
+            extents: vec![Extent::new(0, 4)],
+        },
+    )
+    .await;
+    assert!(is_denied(&receive(&mut sock).await));
+    assert_closed(&mut sock).await;
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_secret_or_an_unknown_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = ring();
+    let s = start(dir.path(), &ring).await;
+    let forged = Credential {
+        secret: Secret::generate().unwrap(),
+        ..credential(&ring, "job-7")
+    };
+    let unknown = Credential {
+        id: "job-8".into(),
+        ..forged.clone()
+    };
+    for c in [forged, unknown] {
+        match ServerConnection::connect(s.addr, TIMEOUT, &c).await {
+            Err(ClientError::Auth { message, .. }) => {
+                assert_eq!(message, "authentication failed")
+            }
+            Err(e) => panic!("{}: {e}", c.id),
+            Ok(_) => panic!("{}: accepted", c.id),
+        }
+    }
+    // The right key still gets in.
+    let c = ServerConnection::connect(s.addr, TIMEOUT, &credential(&ring, "job-7"))
+        .await
+        .unwrap();
+    assert_eq!(c.grant(), Grant::Tenant { job: 7 });
+    s.shutdown().await;
+}
+
+/// A handshake recorded on the wire and played again on a new connection
+/// is refused: the server's nonce differs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_handshake_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = ring();
+    let s = start(dir.path(), &ring).await;
+    let key = credential(&ring, "job-7");
+    let nonce = auth::random().unwrap();
+    let hello = Message::Hello {
+        key_id: key.id.clone(),
+        nonce,
+    };
+    let mut first = TcpStream::connect(s.addr).await.unwrap();
+    send(&mut first, hello.clone()).await;
+    let Some(Message::Challenge { nonce: theirs }) = receive(&mut first).await else {
+        panic!("no challenge")
+    };
+    let proof = Message::Proof {
+        mac: auth::proof(auth::Side::Client, &key.secret, &key.id, &nonce, &theirs),
+    };
+    send(&mut first, proof.clone()).await;
+    assert!(matches!(
+        receive(&mut first).await,
+        Some(Message::Welcome { .. })
+    ));
+    // The eavesdropper replays both messages.
+    let mut replay = TcpStream::connect(s.addr).await.unwrap();
+    send(&mut replay, hello).await;
+    assert!(matches!(
+        receive(&mut replay).await,
+        Some(Message::Challenge { .. })
+    ));
+    send(&mut replay, proof).await;
+    assert!(is_denied(&receive(&mut replay).await));
+    assert_closed(&mut replay).await;
+    s.shutdown().await;
+}
+
+async fn denied<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
+    match r {
+        Err(ClientError::Server {
+            kind: ErrorKind::Denied,
+            message,
+            ..
+        }) => message,
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_acts_only_as_its_job_and_cannot_administer() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = ring();
+    let s = start(dir.path(), &ring).await;
+    let tenant = ServerConnection::connect(s.addr, TIMEOUT, &credential(&ring, "job-7"))
+        .await
+        .unwrap();
+    let data = Bytes::from_static(b"mine");
+    tenant
+        .write(tags(7), 1, vec![Extent::new(0, 4)], data.clone())
+        .await
+        .unwrap();
+    // Another application's id: its reads, writes and removals are refused.
+    let m = denied(tenant.read(tags(8), 1, vec![Extent::new(0, 4)]).await).await;
+    assert!(m.contains("acts as application 7, not 8"), "{m}");
+    denied(
+        tenant
+            .write(tags(8), 1, vec![Extent::new(0, 4)], data)
+            .await,
+    )
+    .await;
+    denied(tenant.remove(tags(8), 1).await).await;
+    // Administration.
+    let m = denied(tenant.set_policy("kind = \"sfq-d-plus\"").await).await;
+    assert!(m.contains("needs an admin key"), "{m}");
+    denied(tenant.stats().await).await;
+    denied(
+        tenant
+            .set_peers(vec![SocketAddr::from(([127, 0, 0, 1], 9))])
+            .await,
+    )
+    .await;
+    let report = ServiceReport { served: vec![] };
+    denied(tenant.call(Message::ServiceReport(report)).await).await;
+    // The connection is still served, and the policy did not change.
+    assert_eq!(tenant.ping().await.unwrap().0, "fifo");
+    let admin = ServerConnection::connect(s.addr, TIMEOUT, &credential(&ring, "admin"))
+        .await
+        .unwrap();
+    assert_eq!(
+        admin
+            .read(tags(7), 1, vec![Extent::new(0, 4)])
+            .await
+            .unwrap(),
+        &b"mine"[..]
+    );
+    s.shutdown().await;
+}
+
+/// Polls the server's statistics until `done` holds (or fails the test
+/// after the deadline).
+async fn until(admin: &ServerConnection, what: &str, done: impl Fn(u64, u64) -> bool) {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let st = admin.stats().await.unwrap();
+        if done(st.queued, st.in_flight) {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never {what}");
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Under `coordinated`, a request stamped with issue time 0 would sort
+/// before everything queued (window 0). The server counts an issue time
+/// older than its arrival minus the skew (here 0) as that, so the victim,
+/// queued first, is served first. The order is read from the server's own
+/// doing: both write the same bytes of one object, and with one request in
+/// service at a time the one served last leaves its bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_issue_time_buys_no_precedence_under_coordinated() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = ring();
+    let cfg = ServerConfig {
+        keys: std::sync::Arc::new(Keys::fixed(ring.clone())),
+        depth: 1,
+        issue_skew: Time::ZERO,
+        throttle: Some(EmulationConfig {
+            bandwidth: Bandwidth(10e6),
+            latency: Time::from_micros(100),
+            seek: Time::ZERO,
+            segment: Time::ZERO,
+            parallelism: 1,
+        }),
+        ..ServerConfig::data(
+            dir.path().to_path_buf(),
+            parse_policy("kind = \"coordinated\"").unwrap(),
+        )
+    };
+    let s = server::start(cfg).await.unwrap();
+    let key = credential(&ring, "admin");
+    let admin = ServerConnection::connect(s.addr, TIMEOUT, &key)
+        .await
+        .unwrap();
+    const SHARED: u64 = 42;
+    let spawn = |t: Tags, object: u64, len: u64, byte: u8| {
+        let key = key.clone();
+        let addr = s.addr;
+        tokio::spawn(async move {
+            let c = ServerConnection::connect(addr, TIMEOUT, &key)
+                .await
+                .unwrap();
+            let data = Bytes::from(vec![byte; len as usize]);
+            c.write(t, object, vec![Extent::new(0, len)], data)
+                .await
+                .unwrap();
+        })
+    };
+    // A long write holds the one slot while the others queue.
+    // (0.8 s at 10 MB/s: time enough for the others to queue behind it.)
+    let blocker = spawn(tags(5), 5, 8 << 20, 0);
+    until(&admin, "the blocker in service", |_, in_flight| {
+        in_flight == 1
+    })
+    .await;
+    let victim = spawn(tags(1), SHARED, 4096, b'v');
+    until(&admin, "the victim queued", |queued, _| queued == 1).await;
+    let zero = Tags {
+        issue_ns: 0,
+        ..tags(9)
+    };
+    let attacker = spawn(zero, SHARED, 4096, b'a');
+    until(&admin, "the attacker queued", |queued, _| queued == 2).await;
+    for t in [blocker, victim, attacker] {
+        t.await.unwrap();
+    }
+    let last = admin
+        .read(tags(1), SHARED, vec![Extent::new(0, 1)])
+        .await
+        .unwrap();
+    assert_eq!(
+        &last[..],
+        b"a",
+        "the attacker was served before the victim queued ahead of it"
+    );
+    s.shutdown().await;
+}
