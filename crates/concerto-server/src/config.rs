@@ -18,8 +18,8 @@ use concerto_core::{PolicyConfig, Time};
 
 use crate::keys::Keys;
 use crate::metadata::MetadataConfig;
-use crate::server::{ServerConfig, DEFAULT_ISSUE_SKEW};
-use concerto_proto::{Role, MAX_STRIPE_UNIT};
+use crate::server::{ConnectionLimits, ServerConfig, DEFAULT_ISSUE_SKEW};
+use concerto_proto::{Role, MAX_IO, MAX_STRIPE_UNIT};
 use concerto_toml::parse;
 
 #[derive(Debug, Deserialize)]
@@ -53,6 +53,12 @@ struct ServerSection {
     keys: PathBuf,
     /// How much older than its arrival a request's issue time may be.
     issue_skew: Option<Time>,
+    /// Connections at once from one address.
+    max_connections_per_client: Option<u32>,
+    /// Bytes one connection's requests may hold at once.
+    connection_memory: Option<Bytes>,
+    /// How long a frame begun may take to arrive.
+    frame_timeout: Option<Time>,
 }
 
 fn default_depth() -> u32 {
@@ -164,6 +170,27 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
         .or(throttle.as_ref().map(|t| t.bandwidth))
         .unwrap_or(Bandwidth(100e6));
     let keys = Keys::from_file(&f.server.keys).map_err(|e| format!("server.keys: {e}"))?;
+    let defaults = ConnectionLimits::default();
+    let limits = ConnectionLimits {
+        per_client: f
+            .server
+            .max_connections_per_client
+            .unwrap_or(defaults.per_client),
+        memory: f.server.connection_memory.map_or(defaults.memory, |b| b.0),
+        frame_timeout: f.server.frame_timeout.unwrap_or(defaults.frame_timeout),
+    };
+    if limits.per_client == 0 {
+        return Err("server.max_connections_per_client: must be > 0".into());
+    }
+    if limits.memory < MAX_IO {
+        return Err(format!(
+            "server.connection_memory: must be at least one request's data, {} MiB",
+            MAX_IO >> 20
+        ));
+    }
+    if limits.frame_timeout == Time::ZERO {
+        return Err("server.frame_timeout: must be > 0".into());
+    }
     Ok(ServerConfig {
         listen: f.server.listen,
         data_dir: f.server.data_dir,
@@ -177,6 +204,7 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
         peers: f.server.peers,
         keys: Arc::new(keys),
         issue_skew: f.server.issue_skew.unwrap_or(DEFAULT_ISSUE_SKEW),
+        limits,
     })
 }
 

@@ -20,7 +20,7 @@ use futures::StreamExt;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
@@ -37,7 +37,7 @@ use crate::storage::ObjectStore;
 use crate::throttle::Throttle;
 use concerto_proto::auth::{self, Credential, Grant, Key, KeyRing};
 use concerto_proto::{
-    frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Role, Tags,
+    frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Role, Tags, MAX_FRAME,
 };
 
 #[derive(Clone, Debug)]
@@ -65,6 +65,35 @@ pub struct ServerConfig {
     /// (or zero) issue time counts as arrival minus this, so a client's
     /// clock buys it at most this much precedence under `coordinated`.
     pub issue_skew: Time,
+    /// What one client may hold of the server.
+    pub limits: ConnectionLimits,
+}
+
+/// Bounds on what clients hold of a server, so that no client (however it
+/// behaves) can exhaust its memory, connections or time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConnectionLimits {
+    /// Connections open at once from one IP address; more are closed as
+    /// they arrive.
+    pub per_client: u32,
+    /// Bytes one connection's requests may hold at once (write data
+    /// received, read data to send back): past it the server stops reading
+    /// the connection until replies leave (backpressure), so a client that
+    /// does not read its replies holds at most this much.
+    pub memory: u64,
+    /// A frame begun must be complete within about this long (between one
+    /// and two of it); an idle connection, between frames, is not timed.
+    pub frame_timeout: Time,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> ConnectionLimits {
+        ConnectionLimits {
+            per_client: 256,
+            memory: 64 << 20,
+            frame_timeout: Time::from_millis(30_000),
+        }
+    }
 }
 
 /// The default [`ServerConfig::issue_skew`].
@@ -103,6 +132,7 @@ impl ServerConfig {
                 KeyRing::generate().expect("the system gives random bytes"),
             )),
             issue_skew: DEFAULT_ISSUE_SKEW,
+            limits: ConnectionLimits::default(),
         }
     }
 
@@ -204,15 +234,34 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
         tokio::spawn(crate::metrics::serve(l, sched_tx.clone(), stop.subscribe()));
     }
     let keys = cfg.keys.clone();
+    let limits = cfg.limits;
     let task = tokio::spawn(async move {
+        let open = OpenConnections::default();
+        // Accepting fails when the process is out of file descriptors; the
+        // next attempt would fail at once, so wait (longer each time)
+        // rather than spin.
+        let mut backoff = std::time::Duration::ZERO;
         loop {
             tokio::select! {
-                accepted = listener.accept() => {
-                    if let Ok((stream, from)) = accepted {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, from)) => {
+                        backoff = std::time::Duration::ZERO;
+                        let Some(slot) = open.take(from, limits.per_client) else {
+                            eprintln!("concerto-server: connection from {from} refused: {} connections from {} already", limits.per_client, from.ip());
+                            continue;
+                        };
                         let _ = stream.set_nodelay(true);
-                        tokio::spawn(connection(stream, from, keys.clone(), sched_tx.clone(), stopped.clone()));
+                        tokio::spawn(connection(stream, from, keys.clone(), limits, slot, sched_tx.clone(), stopped.clone()));
                     }
-                }
+                    Err(e) => {
+                        backoff = (backoff * 2).clamp(std::time::Duration::from_millis(10), std::time::Duration::from_secs(1));
+                        eprintln!("concerto-server: cannot accept a connection ({e}); trying again in {backoff:?}");
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = stopped.changed() => break,
+                        }
+                    }
+                },
                 _ = stopped.changed() => break,
             }
         }
@@ -262,13 +311,20 @@ pub(crate) struct Job {
 /// dropped unanswered (the server stopping) answers that it was not done.
 pub(crate) struct Reply {
     id: u64,
-    out: Option<mpsc::UnboundedSender<Envelope>>,
+    out: Option<mpsc::UnboundedSender<Outgoing>>,
+    /// The request's share of its connection's memory budget, given back
+    /// once the reply is written.
+    permit: Option<OwnedSemaphorePermit>,
 }
+
+/// A frame for a connection's writer, with the budget it gives back once
+/// written.
+type Outgoing = (Envelope, Option<OwnedSemaphorePermit>);
 
 impl Reply {
     fn send(mut self, message: Message) {
         if let Some(out) = self.out.take() {
-            let _ = out.send(Envelope::new(self.id, message));
+            let _ = out.send((Envelope::new(self.id, message), self.permit.take()));
         }
     }
 }
@@ -276,13 +332,11 @@ impl Reply {
 impl Drop for Reply {
     fn drop(&mut self) {
         if let Some(out) = self.out.take() {
-            let _ = out.send(Envelope::new(
-                self.id,
-                Message::Error {
-                    kind: ErrorKind::Io,
-                    message: "server is shutting down".into(),
-                },
-            ));
+            let error = Message::Error {
+                kind: ErrorKind::Io,
+                message: "server is shutting down".into(),
+            };
+            let _ = out.send((Envelope::new(self.id, error), self.permit.take()));
         }
     }
 }
@@ -374,6 +428,88 @@ impl Action {
     }
 }
 
+/// Connections open per client address.
+#[derive(Clone, Default)]
+struct OpenConnections(Arc<std::sync::Mutex<HashMap<std::net::IpAddr, u32>>>);
+
+/// One open connection's place in [`OpenConnections`], given back on drop.
+struct Slot {
+    open: OpenConnections,
+    ip: std::net::IpAddr,
+}
+
+impl OpenConnections {
+    fn take(&self, from: SocketAddr, cap: u32) -> Option<Slot> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(from.ip()).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(Slot {
+            open: self.clone(),
+            ip: from.ip(),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut map = self.open.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Largest frame before a connection has authenticated: a hello or a
+/// proof is well under this, and nobody unauthenticated makes the server
+/// buffer more.
+const HANDSHAKE_MAX_FRAME: usize = 4096;
+
+/// What a request holds of its connection's memory budget, in KiB (the
+/// semaphore's unit): its data in, the data its reply carries out, and a
+/// kibibyte for the rest.
+fn cost_kib(message: &Message) -> u32 {
+    let bytes = match message {
+        Message::Write { data, .. } => data.len() as u64,
+        Message::Read { extents, .. } => extents.iter().map(|e| e.len).sum(),
+        _ => 0,
+    };
+    (bytes.div_ceil(1024) + 1).min(u32::MAX as u64) as u32
+}
+
+/// The connection's next frame; `None` once it closed, the server stops,
+/// or a frame begun is not complete within one to two `frame_timeout`s
+/// (a client trickling a frame, or gone silent half-way, would otherwise
+/// hold its buffer for ever). Waiting between frames is not timed.
+async fn next_frame(
+    frames: &mut Frames,
+    frame_timeout: Time,
+    stopped: &mut watch::Receiver<bool>,
+    from: SocketAddr,
+) -> Option<Result<bytes::BytesMut, io::Error>> {
+    let window = std::time::Duration::from_nanos(frame_timeout.as_nanos().max(1));
+    let mut partial = false;
+    loop {
+        tokio::select! {
+            f = tokio::time::timeout(window, frames.next()) => match f {
+                Ok(f) => return f,
+                Err(_) if frames.read_buffer().is_empty() => partial = false,
+                Err(_) if partial => {
+                    eprintln!("concerto-server: connection from {from} closed: a frame was begun and not finished within {window:?}");
+                    return None;
+                }
+                Err(_) => partial = true,
+            },
+            _ = stopped.changed() => return None,
+        }
+    }
+}
+
 /// Longest a connection may take to authenticate.
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -399,7 +535,7 @@ async fn next_message(frames: &mut Frames) -> Result<Message, Refused> {
 /// the connection proved it holds, or why it did not.
 async fn authenticate(
     frames: &mut Frames,
-    out: &mpsc::UnboundedSender<Envelope>,
+    out: &mpsc::UnboundedSender<Outgoing>,
     keys: &Keys,
 ) -> Result<Key, Refused> {
     let denied = |why: String| (ErrorKind::Denied, why);
@@ -414,7 +550,7 @@ async fn authenticate(
     };
     let ring = keys.ring();
     let server = auth::random().map_err(denied)?;
-    let _ = out.send(Envelope::new(0, Message::Challenge { nonce: server }));
+    let _ = out.send((Envelope::new(0, Message::Challenge { nonce: server }), None));
     let Message::Proof { mac } = next_message(frames).await? else {
         return Err(denied(format!(
             "key {key_id:?}: the second message was not a proof"
@@ -433,12 +569,21 @@ async fn authenticate(
                 &mac,
             ) =>
         {
-            let _ = out.send(Envelope::new(
-                0,
-                Message::Welcome {
-                    grant: key.grant,
-                    mac: auth::proof(auth::Side::Server, &key.secret, &key_id, &client, &server),
-                },
+            let _ = out.send((
+                Envelope::new(
+                    0,
+                    Message::Welcome {
+                        grant: key.grant,
+                        mac: auth::proof(
+                            auth::Side::Server,
+                            &key.secret,
+                            &key_id,
+                            &client,
+                            &server,
+                        ),
+                    },
+                ),
+                None,
             ));
             Ok(key.clone())
         }
@@ -450,28 +595,39 @@ async fn authenticate(
 
 /// One connection: the handshake, then frames in and replies out (in
 /// completion order, matched by id).
+#[allow(clippy::too_many_arguments)]
 async fn connection(
     stream: TcpStream,
     from: SocketAddr,
     keys: Arc<Keys>,
+    limits: ConnectionLimits,
+    _slot: Slot,
     sched: mpsc::Sender<Command>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let (read, write) = stream.into_split();
     let mut frames = FramedRead::new(read, frame_codec());
-    // Unbounded, but by what this connection asked for: one frame per request.
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Envelope>();
+    frames
+        .decoder_mut()
+        .set_max_frame_length(HANDSHAKE_MAX_FRAME);
+    // Every reply after the handshake carries its request's share of the
+    // connection's memory budget, and gives it back once written: the
+    // queue is unbounded in type but bounded by the budget.
+    let budget_kib = (limits.memory / 1024).clamp(1, Semaphore::MAX_PERMITS as u64) as u32;
+    let budget = Arc::new(Semaphore::new(budget_kib as usize));
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let writer = tokio::spawn(async move {
         // Small replies that are ready together leave in one write; a
         // payload larger than the buffer goes straight to the socket.
         let mut out = BufWriter::with_capacity(64 * 1024, write);
-        while let Some(env) = out_rx.recv().await {
+        while let Some((env, permit)) = out_rx.recv().await {
             if env.write_to(&mut out).await.is_err() {
                 break;
             }
             if out_rx.is_empty() && out.flush().await.is_err() {
                 break;
             }
+            drop(permit);
         }
     });
     let key =
@@ -492,10 +648,11 @@ async fn connection(
                     ErrorKind::Protocol => why,
                     _ => "authentication failed".into(),
                 };
-                let _ = out_tx.send(Envelope::new(0, Message::Error { kind, message }));
+                let _ = out_tx.send((Envelope::new(0, Message::Error { kind, message }), None));
                 None
             }
         };
+    frames.decoder_mut().set_max_frame_length(MAX_FRAME);
     // A tenant's requests weigh what the administrator set for its key;
     // only the administrator's own requests may carry a weight.
     let weight_of = |tags: &Tags| match &key {
@@ -504,11 +661,10 @@ async fn connection(
         None => None,
     };
     while let Some(key) = &key {
-        let frame = tokio::select! {
-            f = frames.next() => f,
-            _ = stopped.changed() => break,
+        let Some(frame) = next_frame(&mut frames, limits.frame_timeout, &mut stopped, from).await
+        else {
+            break;
         };
-        let Some(frame) = frame else { break };
         let env = match frame
             .map_err(|e| ProtocolError::Decode(e.to_string()))
             .and_then(|b| Envelope::decode(b.freeze()))
@@ -516,30 +672,37 @@ async fn connection(
             Ok(env) => env,
             Err(e) => {
                 // Answer, then close: the stream may be out of step; other connections carry on.
-                let _ = out_tx.send(Envelope::new(
-                    0,
-                    Message::Error {
-                        kind: ErrorKind::Protocol,
-                        message: e.to_string(),
-                    },
-                ));
+                let error = Message::Error {
+                    kind: ErrorKind::Protocol,
+                    message: e.to_string(),
+                };
+                let _ = out_tx.send((Envelope::new(0, error), None));
                 break;
             }
         };
+        // The request's share of the budget; while replies hold it all,
+        // this waits and the connection is not read (backpressure).
+        let cost = cost_kib(&env.message).min(budget_kib);
+        let permit = tokio::select! {
+            p = budget.clone().acquire_many_owned(cost) => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = stopped.changed() => break,
+        };
         if let Some(why) = refusal(key, &env.message) {
-            let _ = out_tx.send(Envelope::new(
-                env.id,
-                Message::Error {
-                    kind: ErrorKind::Denied,
-                    message: why,
-                },
-            ));
+            let denied = Message::Error {
+                kind: ErrorKind::Denied,
+                message: why,
+            };
+            let _ = out_tx.send((Envelope::new(env.id, denied), Some(permit)));
             continue;
         }
         let id = env.id;
         let reply = Reply {
             id,
             out: Some(out_tx.clone()),
+            permit: Some(permit),
         };
         let submit =
             |req: Request, action: Action, reply| Command::Submit(Job { req, action, reply });
