@@ -317,14 +317,18 @@ impl<'a> Simulation<'a> {
             .iter()
             .map(|&role| ServerState {
                 role,
-                driver: Driver::new(
-                    &sc.policy,
-                    sc.device_defaults(if role == ServerRole::Metadata {
-                        md.depth.unwrap_or(cl.depth)
-                    } else {
-                        cl.depth
-                    }),
-                ),
+                driver: {
+                    let mut d = Driver::new(
+                        &sc.policy,
+                        sc.device_defaults(if role == ServerRole::Metadata {
+                            md.depth.unwrap_or(cl.depth)
+                        } else {
+                            cl.depth
+                        }),
+                    );
+                    d.set_rules(&sc.rates, Time::ZERO);
+                    d
+                },
                 device: Device::new(match (role, &md.device) {
                     (ServerRole::Metadata, Some(d)) => d,
                     _ => &cl.device,

@@ -14,11 +14,16 @@
 //! shares out, the default depth) are resolved here too, so both worlds
 //! build the same queue from the same configuration.
 //!
+//! In front of the policy sits the administrator's rate rules
+//! ([`RateLimiter`], Lustre's TBF): a request a rule holds reaches the
+//! policy only once its tokens are there, and `next_wakeup` includes that
+//! moment, so the rules run the same in both worlds.
+//!
 //! The owner does only what is its world's own: carry requests to and from
 //! the device (simulated or real), move reports between servers, and call
 //! `dispatch` again at `next_wakeup`.
 
-use super::{default_window, PolicyConfig, RequestQueue, ServiceReport};
+use super::{default_window, PolicyConfig, RateLimiter, RateRules, RequestQueue, ServiceReport};
 use crate::request::Request;
 use crate::time::Time;
 use crate::units::Bandwidth;
@@ -93,6 +98,8 @@ pub struct Driver {
     policy: PolicyConfig,
     /// Scratch space for one queue's dispatch.
     started: Vec<Request>,
+    /// The rate rules, in front of the policy.
+    limiter: RateLimiter,
 }
 
 impl Driver {
@@ -104,6 +111,7 @@ impl Driver {
             next_generation: 0,
             policy: PolicyConfig::Fifo,
             started: Vec::new(),
+            limiter: RateLimiter::default(),
         };
         d.push_generation(policy);
         d
@@ -149,8 +157,22 @@ impl Driver {
             .expect("a driver always has a generation")
     }
 
+    /// Replaces the rate rules (validated) at `now`, buckets full; what
+    /// the old rules held goes on to the policy.
+    pub fn set_rules(&mut self, rules: &RateRules, now: Time) {
+        for req in self.limiter.replace(rules, now) {
+            self.enqueue_at_policy(req, now);
+        }
+    }
+
     /// A request arrives at `now`.
     pub fn enqueue(&mut self, req: Request, now: Time) {
+        if let Some(req) = self.limiter.admit(req, now) {
+            self.enqueue_at_policy(req, now);
+        }
+    }
+
+    fn enqueue_at_policy(&mut self, req: Request, now: Time) {
         let g = self
             .generations
             .last_mut()
@@ -160,7 +182,34 @@ impl Driver {
 
     /// Appends the requests to start now to `out`, each with the ticket to
     /// complete it with. Retiring generations go first, so they drain.
+    /// Requests the rate rules release now join the policy first; with
+    /// work-conserving rules, held requests fill slots the policy leaves
+    /// idle.
     pub fn dispatch(&mut self, now: Time, out: &mut Vec<(Request, Ticket)>) {
+        if self.limiter.held() > 0 {
+            let mut released = std::mem::take(&mut self.started);
+            self.limiter.release(now, &mut released);
+            for req in released.drain(..) {
+                self.enqueue_at_policy(req, now);
+            }
+            self.started = released;
+        }
+        self.dispatch_policies(now, out);
+        while self.queued() == self.limiter.held() && self.has_free_slot() {
+            let Some(req) = self.limiter.spare() else {
+                break;
+            };
+            self.enqueue_at_policy(req, now);
+            self.dispatch_policies(now, out);
+        }
+    }
+
+    fn has_free_slot(&self) -> bool {
+        let g = self.current();
+        g.slots_used < g.depth
+    }
+
+    fn dispatch_policies(&mut self, now: Time, out: &mut Vec<(Request, Ticket)>) {
         for g in &mut self.generations {
             let free = g.depth.saturating_sub(g.slots_used);
             if free == 0 || g.queue.is_empty() {
@@ -211,12 +260,18 @@ impl Driver {
         self.generations
             .iter()
             .filter_map(|g| g.queue.next_wakeup(now))
+            .chain(self.limiter.next_wakeup())
             .min()
     }
 
-    /// Requests waiting in the queues (not yet dispatched).
+    /// Requests waiting (not yet dispatched): in the queues, and held by
+    /// the rate rules.
     pub fn queued(&self) -> usize {
-        self.generations.iter().map(|g| g.queue.len()).sum()
+        self.generations
+            .iter()
+            .map(|g| g.queue.len())
+            .sum::<usize>()
+            + self.limiter.held()
     }
 
     /// Requests dispatched and not yet completed.
@@ -230,6 +285,7 @@ impl Driver {
         self.generations
             .iter()
             .any(|g| g.slots_used < g.depth && !g.queue.is_empty())
+            || (self.limiter.held() > 0 && self.has_free_slot())
     }
 
     /// Generations that are neither taking arrivals nor holding anything go.
@@ -252,13 +308,19 @@ mod tests {
 
     use super::*;
     use crate::request::Op;
+    use crate::server::RateRule;
 
     #[derive(Clone, Debug)]
     enum Step {
-        Arrive { app: u32, size: u64 },
+        Arrive {
+            app: u32,
+            size: u64,
+        },
         Dispatch,
         CompleteOldest,
         Switch(usize),
+        /// Replace the rate rules: none, or a cap on app 0 or on writes.
+        Rules(u8),
         Tick,
     }
 
@@ -269,6 +331,7 @@ mod tests {
             3 => Just(Step::Dispatch),
             3 => Just(Step::CompleteOldest),
             1 => (0..PolicyConfig::NAMES.len()).prop_map(Step::Switch),
+            1 => (0u8..4).prop_map(Step::Rules),
             1 => Just(Step::Tick),
         ]
     }
@@ -278,10 +341,11 @@ mod tests {
     }
 
     proptest! {
-        /// Under every policy and across live switches to every other: no
-        /// generation ever holds more slots than its depth, every request
-        /// is dispatched once and completes once, and only a reporting
-        /// policy produces reports, never for more bytes than it served.
+        /// Under every policy and across live switches to every other, and
+        /// with rate rules set and replaced on the way: no generation ever
+        /// holds more slots than its depth, every request is dispatched
+        /// once and completes once, and only a reporting policy produces
+        /// reports, never for more bytes than it served.
         #[test]
         fn the_driver_keeps_slots_requests_and_reports_straight(
             first in 0..PolicyConfig::NAMES.len(),
@@ -330,6 +394,7 @@ mod tests {
                         prop_assert_eq!(d.switch(&policy(i)), held);
                         reporting |= d.policy().name() == "service-sync";
                     }
+                    Step::Rules(k) => d.set_rules(&rate_rules(k), now),
                     Step::Tick => {}
                 }
                 Ok(())
@@ -352,6 +417,88 @@ mod tests {
             prop_assert!(reported <= served);
             prop_assert_eq!(d.generations.len(), 1, "drained generations are dropped");
         }
+    }
+
+    /// No rules (0), app 0 at 10 requests/s (1), writes at 1 MB/s (2), or
+    /// both, work-conserving (3).
+    fn rate_rules(k: u8) -> RateRules {
+        let cap_app = RateRule {
+            name: "app0".into(),
+            job: Some(0),
+            op: None,
+            requests_per_second: Some(10.0),
+            bandwidth: None,
+            burst_requests: None,
+            burst: None,
+        };
+        let cap_writes = RateRule {
+            name: "writes".into(),
+            job: None,
+            op: Some(super::super::OpClass::Write),
+            requests_per_second: None,
+            bandwidth: Some(Bandwidth(1e6)),
+            burst_requests: None,
+            burst: None,
+        };
+        let rules = match k {
+            0 => vec![],
+            1 => vec![cap_app],
+            2 => vec![cap_writes],
+            _ => vec![cap_app, cap_writes],
+        };
+        RateRules {
+            rules,
+            work_conserving: k == 3,
+        }
+    }
+
+    #[test]
+    fn a_capped_job_gets_its_rate_and_the_others_the_rest() {
+        // Job 1 capped at 10 MB/s on a FIFO server with room for all;
+        // job 2 uncapped. Each has a backlog of 1 MiB writes.
+        let mut d = Driver::new(&PolicyConfig::Fifo, defaults(DeviceClass::Flash));
+        let mut rules = rate_rules(0);
+        rules.rules.push(RateRule {
+            name: "job1".into(),
+            job: Some(1),
+            op: None,
+            requests_per_second: None,
+            bandwidth: Some(Bandwidth(10e6)),
+            burst_requests: None,
+            burst: None,
+        });
+        d.set_rules(&rules, Time::ZERO);
+        for id in 0..400 {
+            d.enqueue(write(id, 1 + (id % 2) as u32, 1 << 20), Time::ZERO);
+        }
+        // Every request takes 1 ms on the device.
+        let mut now = Time::ZERO;
+        let mut done: Vec<(Time, u32)> = Vec::new();
+        let mut out = Vec::new();
+        while d.queued() > 0 || d.in_flight() > 0 {
+            d.dispatch(now, &mut out);
+            let idle = out.is_empty();
+            for (r, t) in out.drain(..) {
+                d.complete(&r, t, now + Time::from_millis(1));
+                done.push((now, r.app.0));
+            }
+            now += Time::from_millis(1);
+            if idle {
+                // Nothing could start: the next moment something can.
+                now = now.max(d.next_wakeup(now).unwrap_or(now));
+            }
+        }
+        let last = |app| {
+            done.iter()
+                .filter(|d| d.1 == app)
+                .map(|d| d.0)
+                .max()
+                .unwrap()
+        };
+        // Job 2's 200 MiB went at the device's pace; job 1's at 10 MB/s.
+        assert!(last(2) < Time::from_millis(1000), "{:?}", last(2));
+        let rate = (200u64 << 20) as f64 / last(1).as_secs_f64();
+        assert!((rate / 10e6 - 1.0).abs() < 0.05, "job 1 at {rate} B/s");
     }
 
     fn defaults(class: DeviceClass) -> DeviceDefaults {

@@ -13,6 +13,7 @@ mod fifo;
 mod per_object;
 mod service_sync;
 mod sfq;
+mod tbf;
 
 pub use capped::Capped;
 pub use coordinated::{Coordinated, TimeSource};
@@ -21,6 +22,7 @@ pub use fifo::Fifo;
 pub use per_object::PerObjectFcfs;
 pub use service_sync::ServiceSync;
 pub use sfq::{Sfq, SfqParams, SlotCosts};
+pub use tbf::{OpClass, RateLimiter, RateRule, RateRules};
 
 use std::collections::BTreeMap;
 

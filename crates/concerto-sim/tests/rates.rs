@@ -1,0 +1,101 @@
+//! Rate rules (TBF) in the simulator: the administrator's cap holds a job
+//! to its rate whatever the size of its requests, the other job takes the
+//! rest, and bad rules are named.
+
+mod common;
+use common::{error_of, scenario};
+use concerto_sim::simulate;
+
+/// Two IOR-like jobs writing on four SSD servers of 200 MB/s (800 MB/s in
+/// all); job 1 is capped at 20 MB/s on every server (80 MB/s in all).
+const CAPPED: &str = r#"
+name = "capped"
+app_ids = { rule = "sequential", start = 1 }
+[cluster]
+servers = 4
+stripe_unit = "1MiB"
+[cluster.device]
+kind = "ssd"
+latency = "50us"
+bandwidth = "200MB/s"
+parallelism = 4
+[policy]
+kind = "fifo"
+[[rates.rules]]
+name = "job1"
+job = 1
+bandwidth = "20MB/s"
+[[apps]]
+name = "capped"
+workload = "ior"
+op = "write"
+processes = 8
+requests = 40
+request_size = "4MiB"
+[[apps]]
+name = "free"
+workload = "ior"
+op = "write"
+processes = 8
+requests = 40
+request_size = "4MiB"
+"#;
+
+fn bandwidths(sets: &[&str]) -> (f64, f64) {
+    let run = simulate(&scenario(CAPPED, sets), 1, None);
+    let bw = |name: &str| {
+        run.apps
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.bandwidth_bps)
+            .unwrap()
+    };
+    (bw("capped"), bw("free"))
+}
+
+#[test]
+fn a_capped_job_gets_its_rate_within_five_percent_and_the_other_the_rest() {
+    let (capped, free) = bandwidths(&[]);
+    assert!(
+        (capped / 80e6 - 1.0).abs() < 0.05,
+        "capped job at {capped} B/s"
+    );
+    // The other job is not held back: it gets far more than the capped one.
+    assert!(free > 4.0 * capped, "free job at {free} B/s");
+    // Without the rule both share the servers alike.
+    let (a, b) = bandwidths(&["rates.rules=[]"]);
+    assert!(a > 2.0 * 80e6 && (a / b - 1.0).abs() < 0.25, "{a} {b}");
+}
+
+#[test]
+fn a_byte_rate_holds_for_4kib_and_4mib_requests_alike() {
+    for (size, requests) in [("4KiB", 4000), ("4MiB", 40)] {
+        let sets: Vec<String> = (0..2)
+            .flat_map(|i| {
+                [
+                    format!("apps[{i}].request_size=\"{size}\""),
+                    format!("apps[{i}].requests={requests}"),
+                ]
+            })
+            .collect();
+        let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        let (capped, _) = bandwidths(&sets);
+        assert!(
+            (capped / 80e6 - 1.0).abs() < 0.05,
+            "{size} requests: capped job at {capped} B/s"
+        );
+    }
+}
+
+#[test]
+fn bad_rules_name_the_rule_and_key() {
+    let e = error_of(CAPPED, &["rates.rules[0].bandwidth=\"0MB/s\""]);
+    assert!(e.contains("rates.rules[0].bandwidth: must be > 0"), "{e}");
+    let e = error_of(CAPPED, &["rates.rules=[{name = \"x\", job = 1}]"]);
+    assert!(
+        e.contains(
+            "rates.rules[0].requests_per_second: give requests_per_second, bandwidth or both"
+        ),
+        "{e}"
+    );
+}
