@@ -288,6 +288,29 @@ def test_tenant_keys_issued_listed_and_revoked_on_a_running_cluster(cluster, tmp
         fs.Client(cluster)
 
 
+def test_rate_rules_through_the_cli_on_every_server(cluster):
+    def concerto(*args, ok=True):
+        r = subprocess.run([sys.executable, "-m", "concerto", "cluster", "rule", *args, "--cluster", str(cluster)],
+                           capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+        if ok:
+            assert r.returncode == 0, r.stderr
+        return r
+
+    concerto("add", "cap9", "--job", "9", "--op", "write", "--bandwidth", "20MB/s", "--burst", "1MiB")
+    rules = fs.Client(cluster).rules()
+    assert len(rules) == 4 and all(r["rules"][0]["name"] == "cap9" and r["rules"][0]["job"] == 9
+                                   for r in rules.values()), rules
+    assert "cap9" in concerto("list").stdout
+    bad = concerto("add", "zero", "--bandwidth", "0MB/s", ok=False)
+    assert bad.returncode == 1 and "no server changed its rules" in bad.stderr
+    assert "rates.rules[1].bandwidth: must be > 0" in bad.stderr
+    assert [r["name"] for r in fs.Client(cluster).rules()[0]["rules"]] == ["cap9"]
+    missing = concerto("rm", "nope", ok=False)
+    assert missing.returncode == 1 and "no rule 'nope'" in missing.stderr
+    concerto("rm", "cap9")
+    assert all(r.get("rules", []) == [] for r in fs.Client(cluster).rules().values())
+
+
 def test_bad_server_files_are_named_with_file_line_and_key(tmp_path):
     cfg = tmp_path / "s.toml"
     cfg.write_text('[server]\nlisten = "nowhere"\ndata_dir = "x"\nroles = ["data"]\n')

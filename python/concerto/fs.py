@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomli_w
 
 from concerto import _native
 
@@ -196,6 +199,15 @@ class Client:
         Returns, per server, how many requests the previous policy still held
         (queued or in service): it finishes them before it goes."""
         return self._native.set_policy(policy_toml)
+
+    def set_rules(self, rules: dict) -> None:
+        """Puts rate rules in force on every server (``{"rules": [...], "work_conserving": False}``,
+        the ``[rates]`` table of docs/configuration.md); every server checks them before any applies."""
+        self._native.set_rules(tomli_w.dumps(rules))
+
+    def rules(self) -> dict[int, dict]:
+        """Every server's rate rules in force, by server id."""
+        return {sid: tomllib.loads(text) for sid, text in self._native.rules()}
 
     def introduce_peers(self) -> None:
         """Tells every data server the others' addresses, where ``service-sync`` sends its service reports."""

@@ -263,6 +263,82 @@ def cluster_policy(cluster_file: Path | None, name: str, params) -> None:
                   f"{sum(retiring)} requests it still held")
 
 
+@cluster.group("rule")
+def cluster_rule() -> None:
+    """Rate rules (Lustre's TBF) in force on every server (docs/security.md)."""
+
+
+def _current_rules(client: Client) -> dict:
+    """The servers' rules, which must agree (else say which differ)."""
+    per_server = client.rules()
+    first = next(iter(per_server.values()), {})
+    differ = [sid for sid, r in per_server.items() if r != first]
+    if differ:
+        raise local.ClusterError(f"servers {', '.join(map(str, differ))} have other rules than server "
+                                 f"{next(iter(per_server))}: `concerto cluster rule list` shows them; "
+                                 "`rule add`/`rule rm` then set every server's")
+    return {"rules": first.get("rules", []), "work_conserving": first.get("work_conserving", False)}
+
+
+@cluster_rule.command("add")
+@cluster_opt
+@click.argument("name")
+@click.option("--job", type=click.IntRange(min=0, max=2**32 - 1), default=None, help="The application id (default: every one).")
+@click.option("--op", type=click.Choice(["read", "write", "metadata"]), default=None, help="The operations (default: all).")
+@click.option("--bandwidth", default=None, help='Bytes per second per server, e.g. "20MB/s".')
+@click.option("--iops", type=click.FloatRange(min=0, min_open=True), default=None, help="Requests per second per server.")
+@click.option("--burst", default=None, help='Bytes that may go at once, e.g. "4MiB".')
+@click.option("--burst-requests", type=click.IntRange(min=1), default=None, help="Requests that may go at once.")
+@fs_guarded
+def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests) -> None:
+    """Add rate rule NAME on every server (checked by all before any applies)."""
+    client = Client(cluster_path(cluster_file))
+    rules = _current_rules(client)
+    rule = {"name": name}
+    for key, value in (("job", job), ("op", op), ("bandwidth", bandwidth), ("requests_per_second", iops),
+                       ("burst", burst), ("burst_requests", burst_requests)):
+        if value is not None:
+            rule[key] = value
+    rules["rules"].append(rule)
+    client.set_rules(rules)
+    console.print(f"rule {name} is in force on every server")
+
+
+@cluster_rule.command("rm")
+@cluster_opt
+@click.argument("name")
+@fs_guarded
+def rule_rm(cluster_file, name) -> None:
+    """Remove rate rule NAME from every server; what it held goes on at once."""
+    client = Client(cluster_path(cluster_file))
+    rules = _current_rules(client)
+    kept = [r for r in rules["rules"] if r["name"] != name]
+    if len(kept) == len(rules["rules"]):
+        raise local.ClusterError(f"no rule {name!r} (`concerto cluster rule list` shows them)")
+    client.set_rules({**rules, "rules": kept})
+    console.print(f"rule {name} removed from every server")
+
+
+@cluster_rule.command("list")
+@cluster_opt
+@fs_guarded
+def rule_list(cluster_file) -> None:
+    """The rate rules in force, and the servers that have them."""
+    per_server = Client(cluster_path(cluster_file)).rules()
+    groups: dict[str, list[int]] = {}
+    for sid, r in per_server.items():
+        groups.setdefault(json.dumps(r, sort_keys=True), []).append(sid)
+    for text, servers in groups.items():
+        r = json.loads(text)
+        table = Table("name", "job", "op", "bandwidth (B/s)", "requests/s", "burst", "burst requests",
+                      title=f"servers {', '.join(map(str, servers))}"
+                            + (" (work-conserving)" if r.get("work_conserving") else ""))
+        for rule in r.get("rules", []):
+            table.add_row(*(str(rule.get(k, "")) for k in ("name", "job", "op", "bandwidth", "requests_per_second",
+                                                          "burst", "burst_requests")))
+        console.print(table)
+
+
 # ---------------------------------------------------------------- fs
 
 @click.group("auth")

@@ -624,6 +624,49 @@ impl FsClient {
         Ok(retiring)
     }
 
+    /// Puts the rate rules `text` (TOML) in force on every server, as
+    /// nearly together as a cluster without a coordinator allows: every
+    /// server checks them first, and they are applied only when all
+    /// accept; a server that refuses or cannot be reached is named and
+    /// nothing changes. (One that fails between the check and the apply
+    /// is named too; the others then have the new rules.)
+    pub async fn set_rules(&self, text: &str) -> Result<(), ClientError> {
+        let ids: Vec<u32> = self.cluster().servers.iter().map(|s| s.id).collect();
+        for apply in [false, true] {
+            let outcomes =
+                futures::future::join_all(ids.iter().map(|&id| async move {
+                    self.connection(id).await?.set_rules(text, apply).await
+                }))
+                .await;
+            let failed: Vec<String> = outcomes
+                .iter()
+                .zip(&ids)
+                .filter_map(|(o, id)| o.as_ref().err().map(|e| format!("server {id}: {e}")))
+                .collect();
+            if !failed.is_empty() {
+                let stage = if apply {
+                    "the rules were checked by every server but not applied on"
+                } else {
+                    "no server changed its rules;"
+                };
+                return Err(ClientError::Invalid(format!(
+                    "{stage} {}",
+                    failed.join("; ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every server's rate rules in force (TOML), by server id.
+    pub async fn rules(&self) -> Result<Vec<(u32, String)>, ClientError> {
+        let mut out = Vec::new();
+        for s in &self.cluster().servers {
+            out.push((s.id, self.connection(s.id).await?.rules().await?));
+        }
+        Ok(out)
+    }
+
     /// Tells every data server the others' addresses, for service reports.
     pub async fn introduce_peers(&self) -> Result<(), ClientError> {
         let data: Vec<&ServerEntry> = self

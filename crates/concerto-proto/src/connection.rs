@@ -400,6 +400,24 @@ impl ServerConnection {
         }
     }
 
+    /// Checks the rate rules (TOML) on this server and, when `apply`, puts
+    /// them in force.
+    pub async fn set_rules(&self, rules: &str, apply: bool) -> Result<(), ClientError> {
+        self.expect_done(Message::SetRules {
+            rules: rules.to_string(),
+            apply,
+        })
+        .await
+    }
+
+    /// The rate rules in force, as TOML.
+    pub async fn rules(&self) -> Result<String, ClientError> {
+        match self.call(Message::GetRules).await? {
+            Message::RulesReply { rules } => Ok(rules),
+            _ => self.unexpected(),
+        }
+    }
+
     /// Tells a data server which peers to send its service reports to.
     pub async fn set_peers(&self, peers: Vec<SocketAddr>) -> Result<(), ClientError> {
         self.expect_done(Message::SetPeers { peers }).await

@@ -136,6 +136,19 @@ pub enum Message {
     SetPolicy {
         policy: String,
     },
+    /// Checks the rate rules in `rules` (TOML, a `[rates]` table's body)
+    /// and, when `apply`, puts them in force and saves them (they survive
+    /// a restart). Checking first on every server and applying only when
+    /// all agree is how `concerto cluster rule` changes them together.
+    SetRules {
+        rules: String,
+        apply: bool,
+    },
+    /// The rate rules in force, as TOML (the reply is `RulesReply`).
+    GetRules,
+    RulesReply {
+        rules: String,
+    },
     /// The server's statistics.
     Stats,
     /// Another data server's service report (total-service sharing, `service-sync`).
@@ -627,6 +640,9 @@ impl Envelope {
                 }
             }
             Message::SetPolicy { policy } => check_text("policy", policy),
+            Message::SetRules { rules, .. } | Message::RulesReply { rules } => {
+                check_text("rules", rules)
+            }
             Message::Hello { key_id, .. } => {
                 auth::check_key_id(key_id).map_err(|message| ProtocolError::Field {
                     field: "key_id",

@@ -25,7 +25,9 @@ use tokio::task::JoinHandle;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use concerto_core::emulation::EmulationConfig;
-use concerto_core::server::{DeviceClass, DeviceDefaults, Driver, ServiceReport, Ticket};
+use concerto_core::server::{
+    DeviceClass, DeviceDefaults, Driver, RateRules, ServiceReport, Ticket,
+};
 use concerto_core::units::Bandwidth;
 use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, PolicyConfig, Request, RequestId, Time};
 
@@ -201,6 +203,7 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
             .map_err(|(field, msg)| other(format!("throttle.{field}: {msg}")))?;
     }
     let throttle = cfg.throttle.clone().map(Throttle::new);
+    let rules = load_rules(&cfg.data_dir)?;
     let backend = Backend {
         objects,
         metadata,
@@ -227,6 +230,7 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
         cfg.clone(),
         addr,
         backend,
+        rules,
         sched_rx,
         stop.subscribe(),
     ));
@@ -295,6 +299,15 @@ pub(crate) enum Command {
     },
     SetPeers {
         peers: Vec<SocketAddr>,
+        reply: Reply,
+    },
+    /// Rate rules, checked already; put in force (and saved) when `apply`.
+    SetRules {
+        rules: RateRules,
+        apply: bool,
+        reply: Reply,
+    },
+    GetRules {
         reply: Reply,
     },
 }
@@ -778,6 +791,21 @@ async fn connection(
             Message::SetPolicy { policy } => Command::SetPolicy { policy, reply },
             Message::ServiceReport(report) => Command::Absorb { report, reply },
             Message::SetPeers { peers } => Command::SetPeers { peers, reply },
+            Message::SetRules { rules, apply } => match parse_rules(&rules) {
+                Ok(rules) => Command::SetRules {
+                    rules,
+                    apply,
+                    reply,
+                },
+                Err(message) => {
+                    reply.send(Message::Error {
+                        kind: ErrorKind::Invalid,
+                        message,
+                    });
+                    continue;
+                }
+            },
+            Message::GetRules => Command::GetRules { reply },
             Message::Stats => {
                 let (tx, rx) = oneshot::channel();
                 tokio::spawn(async move {
@@ -872,12 +900,14 @@ async fn schedule(
     cfg: ServerConfig,
     addr: SocketAddr,
     backend: Backend,
+    mut rules: RateRules,
     mut rx: mpsc::Receiver<Command>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let clock = Clock::new();
     let backend = Arc::new(backend);
     let mut driver = Driver::new(&cfg.policy, cfg.device_defaults());
+    driver.set_rules(&rules, clock.now());
     let peers = PeerLink::start(addr, cfg.peers.clone(), cfg.keys.clone());
     let mut waiting: HashMap<u64, Waiting> = HashMap::new();
     let mut in_flight: HashMap<u64, InFlight> = HashMap::new();
@@ -973,6 +1003,25 @@ async fn schedule(
                     recorder.report_received();
                     reply.send(Message::Done);
                 }
+                Some(Command::SetRules { rules: new, apply, reply }) => {
+                    if !apply {
+                        reply.send(Message::Done);
+                        continue;
+                    }
+                    // Saved first: rules in force that a restart would lose
+                    // would be a surprise.
+                    reply.send(match save_rules(&cfg.data_dir, &new) {
+                        Ok(()) => {
+                            driver.set_rules(&new, clock.now());
+                            rules = new;
+                            Message::Done
+                        }
+                        Err(e) => Message::Error { kind: ErrorKind::Io, message: e.to_string() },
+                    });
+                }
+                Some(Command::GetRules { reply }) => {
+                    reply.send(Message::RulesReply { rules: rules_toml(&rules) });
+                }
                 Some(Command::SetPeers { peers: list, reply }) => {
                     peers.set(list);
                     reply.send(Message::Done);
@@ -1001,6 +1050,40 @@ async fn schedule(
             _ = tokio::time::sleep(sleep.unwrap_or_default()), if sleep.is_some() => {}
             _ = stopped.changed() => break,
         }
+    }
+}
+
+/// Where a server keeps its rate rules, in its data directory.
+pub const RULES_FILE: &str = "rules.toml";
+
+/// Rate rules from TOML text (`[[rules]]` tables, `work_conserving`), validated.
+pub fn parse_rules(text: &str) -> Result<RateRules, String> {
+    let r: RateRules = concerto_toml::parse(text).map_err(|e| format!("rates: {e}"))?;
+    r.validate()
+        .map_err(|(field, msg)| format!("rates.{field}: {msg}"))?;
+    Ok(r)
+}
+
+fn rules_toml(rules: &RateRules) -> String {
+    toml::to_string(rules).unwrap_or_default()
+}
+
+/// Writes the rules to the data directory, replacing the file atomically.
+fn save_rules(dir: &std::path::Path, rules: &RateRules) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!("{RULES_FILE}.tmp"));
+    std::fs::write(&tmp, rules_toml(rules))?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, dir.join(RULES_FILE))
+}
+
+/// The rules a server saved, if any; an error names the file.
+fn load_rules(dir: &std::path::Path) -> io::Result<RateRules> {
+    let path = dir.join(RULES_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse_rules(&text).map_err(|e| other(format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(RateRules::default()),
+        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     }
 }
 

@@ -229,6 +229,8 @@ async fn a_tenant_acts_only_as_its_job_and_cannot_administer() {
     let m = denied(tenant.set_policy("kind = \"sfq-d-plus\"").await).await;
     assert!(m.contains("needs an admin key"), "{m}");
     denied(tenant.stats().await).await;
+    denied(tenant.rules().await).await;
+    denied(tenant.set_rules("", true).await).await;
     denied(
         tenant
             .set_peers(vec![SocketAddr::from(([127, 0, 0, 1], 9))])
