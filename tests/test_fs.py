@@ -30,7 +30,7 @@ def cluster(tmp_path_factory) -> Path:
 
 def test_random_ranges_across_stripes_read_back_exact(cluster):
     client = fs.connect(cluster, app=1)
-    f = client.create("/random", unit=3000, count=4)
+    f = client.create("/random", unit=12288, count=4)
     rng = random.Random(3)
     model = bytearray(400_000)
     end = 0
@@ -220,6 +220,10 @@ def test_cli_cluster_and_fs_commands(tmp_path):
         (tmp_path / "in.bin").write_bytes(os.urandom(3_000_000))
         concerto(*cl, "mkdir", "/d")
         concerto(*cl, "setstripe", "/d", "--unit", "1MiB", "--count", "2")
+        # A stripe unit the servers do not take is named before anything is sent.
+        for unit in ("0", "3000"):
+            bad = concerto(*cl, "setstripe", "/d", "--unit", unit, ok=False)
+            assert bad.returncode == 1 and f"stripe unit {unit}: must be a multiple of 4096 bytes" in bad.stderr, bad.stderr
         concerto(*cl, "put", "in.bin", "/d/x")
         concerto(*cl, "get", "/d/x", "out.bin")
         assert (tmp_path / "out.bin").read_bytes() == (tmp_path / "in.bin").read_bytes()

@@ -81,6 +81,32 @@ def test_a_plain_program_writes_and_sigterm_unmounts(mounted, tmp_path):
     assert not _mounted(mnt.resolve())
 
 
+def test_a_killed_mount_leaves_nothing_a_new_mount_cannot_clear(mounted, tmp_path):
+    cluster, mnt, proc = mounted
+    (mnt / "kept").write_bytes(b"still here")
+    # SIGKILL: the process cannot unmount; the kernel keeps a dead mount.
+    proc.kill()
+    proc.wait(30)
+    with pytest.raises(OSError) as stale:
+        os.stat(mnt)
+    assert stale.value.errno == 107  # ENOTCONN: the stale mount
+    ready = tmp_path / "again.json"
+    again = subprocess.Popen([sys.executable, "-m", "concerto", "mount", "--cluster", str(cluster), str(mnt),
+                              "--ready-file", str(ready)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert again.poll() is None, f"the second mount exited: {again.stderr.read()}"
+            assert time.monotonic() < deadline, "the second mount did not come up"
+            time.sleep(0.05)
+        assert (mnt / "kept").read_bytes() == b"still here"
+    finally:
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(30) == 0
+    assert "cleared the stale mount" in again.stderr.read()
+    assert not _mounted(mnt.resolve())
+
+
 def test_mount_bad_input_is_named(tmp_path):
     def mount(*args):
         return subprocess.run([sys.executable, "-m", "concerto", "mount", *args],

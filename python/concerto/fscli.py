@@ -94,7 +94,9 @@ def server(config: Path, check: bool, ready_file: Path | None) -> None:
 
 @click.command("mount")
 @cluster_opt
-@click.argument("mountpoint", type=click.Path(exists=True, file_okay=False, path_type=Path))
+# Not click's exists check: a stale mount left by a killed mount fails to
+# stat, and click would call it missing; concerto-fuse clears it or says how.
+@click.argument("mountpoint", type=click.Path(path_type=Path))
 @click.option("--attr-ttl", type=click.FloatRange(min=0, max=3600), default=1.0, show_default=True,
               help="Seconds the kernel may cache names and attributes.")
 @click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -108,6 +110,12 @@ def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_fi
     process group) and rank (CONCERTO_RANK, SLURM_PROCID, PMI_RANK or
     OMPI_COMM_WORLD_RANK). Runs the `concerto-fuse` binary. Needs /dev/fuse
     and root (or fusermount3)."""
+    try:
+        mountpoint.lstat()
+    except FileNotFoundError:
+        raise FsProblem(f"mount point {mountpoint} does not exist (create the directory first)") from None
+    except OSError:
+        pass  # a stale mount, say: concerto-fuse deals with it
     path = cluster_path(cluster_file)
     if not path.is_file():
         raise FsProblem(f"no cluster file at {path} (start one with `concerto cluster up`)")

@@ -192,6 +192,11 @@ impl FsClient {
         for path in op.paths() {
             concerto_proto::namespace::components(path).map_err(ClientError::Invalid)?;
         }
+        // Said here, before sending: the server would treat a bad layout
+        // as a malformed frame and close the connection.
+        if let MetaRequest::Create { layout, .. } | MetaRequest::SetStripe { layout, .. } = &op {
+            concerto_proto::check_layout_request(layout).map_err(ClientError::Invalid)?;
+        }
         let id = self.cluster().metadata_server().id;
         self.connection(id)
             .await?
@@ -600,6 +605,23 @@ impl FsClient {
                 .map(|s| async move { self.connection(s.id).await?.stats().await }),
         )
         .await
+    }
+
+    /// The space of the data servers' file systems, summed: bytes in all
+    /// and free. A server that does not answer is left out.
+    pub async fn space(&self) -> (u64, u64) {
+        let answers = futures::future::join_all(
+            self.cluster()
+                .servers
+                .iter()
+                .filter(|s| s.roles.contains(&Role::Data))
+                .map(|s| async move { self.connection(s.id).await?.space().await }),
+        )
+        .await;
+        answers
+            .into_iter()
+            .flatten()
+            .fold((0, 0), |(t, f), (st, sf)| (t + st, f + sf))
     }
 
     /// Every server's policy and roles, in cluster-file order.

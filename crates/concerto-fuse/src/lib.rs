@@ -86,20 +86,75 @@ impl Mount {
 
     /// False once the mount is gone (`umount` by someone else, or the kernel aborted it).
     pub fn is_mounted(&self) -> bool {
-        let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
-            return true;
-        };
-        // /proc/self/mounts escapes spaces and the like as octal.
-        let want = self
-            .mountpoint
-            .to_string_lossy()
-            .replace('\\', "\\134")
-            .replace(' ', "\\040")
-            .replace('\t', "\\011")
-            .replace('\n', "\\012");
-        mounts
-            .lines()
-            .any(|l| l.split(' ').nth(1) == Some(want.as_str()))
+        mounted_kind(&self.mountpoint).map_or(true, |kind| kind.is_some())
+    }
+}
+
+/// What `/proc/self/mounts` lists as mounted at `path`, if anything: the
+/// source and the type (`concerto` and `fuse` or `fuse.concerto` for ours,
+/// depending on how it was mounted).
+fn mounted_kind(path: &Path) -> io::Result<Option<(String, String)>> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts")?;
+    // The kernel writes spaces and the like in paths as octal escapes.
+    let want = path
+        .to_string_lossy()
+        .replace('\\', "\\134")
+        .replace(' ', "\\040")
+        .replace('\t', "\\011")
+        .replace('\n', "\\012");
+    Ok(mounts.lines().find_map(|l| {
+        let mut fields = l.split(' ');
+        let (source, at, kind) = (fields.next(), fields.next(), fields.next());
+        (at == Some(want.as_str()))
+            .then(|| (source.unwrap_or("").into(), kind.unwrap_or("").into()))
+    }))
+}
+
+/// A Concerto mount whose process died (killed, say) leaves the kernel's
+/// mount behind, and every access to it fails with ENOTCONN. Mounting
+/// there again clears it first (a lazy unmount: as root with umount2, else
+/// with `fusermount3 -u -z`), or says exactly what to run. Only a Concerto
+/// mount is cleared; anything else at the path is left to its owner.
+fn clear_stale_mount(mountpoint: &Path) -> io::Result<()> {
+    let stale = matches!(
+        std::fs::metadata(mountpoint),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN)
+    );
+    if !stale {
+        return Ok(());
+    }
+    // Not canonicalize: that needs the stat that fails. The mount table
+    // holds absolute paths.
+    let mountpoint = &std::path::absolute(mountpoint)?;
+    let shown = mountpoint.display();
+    let ours = mounted_kind(mountpoint)
+        .ok()
+        .flatten()
+        .is_some_and(|(source, kind)| source == "concerto" && kind.starts_with("fuse"));
+    if !ours {
+        return Err(io::Error::other(format!(
+            "{shown} is a mount whose file system is gone (transport endpoint not connected), \
+             and not a Concerto one: unmount it (`fusermount3 -u {shown}` or, as root, `umount -l {shown}`)"
+        )));
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `c_path` is a NUL-terminated path that outlives the call.
+    let detached = unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) } == 0
+        || std::process::Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(mountpoint)
+            .status()
+            .is_ok_and(|s| s.success());
+    if detached {
+        eprintln!("concerto-fuse: cleared the stale mount left at {shown} by a mount that died");
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{shown} holds a stale Concerto mount (its process died) that could not be cleared: \
+             run `fusermount3 -u {shown}` (or, as root, `umount -l {shown}`) and mount again"
+        )))
     }
 }
 
@@ -112,6 +167,7 @@ pub fn mount(
     runtime: Handle,
     options: MountOptions,
 ) -> io::Result<Mount> {
+    clear_stale_mount(mountpoint)?;
     if !mountpoint.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
@@ -187,6 +243,9 @@ impl State {
 
     /// The path of `name` in directory `parent`, checked as a name.
     fn child(&self, parent: u64, name: &OsStr) -> Result<String, Errno> {
+        if name.len() > concerto_proto::namespace::MAX_NAME {
+            return Err(Errno(libc::ENAMETOOLONG));
+        }
         let name = name.to_str().ok_or(Errno(libc::EINVAL))?;
         let dir = self.path(parent)?;
         Ok(if dir == "/" {
@@ -232,6 +291,10 @@ impl State {
         self.next_handle
     }
 }
+
+/// Free inodes `statfs` reports: Concerto has no inode table to fill, so a
+/// large number that stays positive to every reader.
+const FREE_INODES: u64 = 1 << 32;
 
 /// An errno for the kernel; a client error converts to the one a POSIX
 /// program expects, so operations use `?` on client calls.
@@ -771,22 +834,23 @@ impl Filesystem for ConcertoFuse {
     fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
         self.run(req, reply, |ctx| async move {
             let counts = ctx.client.statfs().await?;
-            // Space is what the data servers' file systems have, summed.
-            let (mut total, mut free) = (0u64, 0u64);
-            for s in ctx.client.stats().await.into_iter().flatten() {
-                total += s.space_total;
-                free += s.space_free;
-            }
+            // Space is what the data servers' file systems have, summed
+            // (any key may ask; statistics are the administrator's).
+            let (total, free) = ctx.client.space().await;
+            // One block unit for the counts and the fragment size alike:
+            // df multiplies the counts by the fragment size.
             const BLOCK: u64 = 4096;
             let files = counts.files + counts.directories;
             Ok(Statfs {
                 blocks: total / BLOCK,
                 free: free / BLOCK,
                 files,
-                ffree: u64::MAX - files,
+                // No inode table to run out of; a count df prints as such
+                // (u64::MAX less the files read as -2 to a signed reader).
+                ffree: FREE_INODES.saturating_sub(files),
                 bsize: BLOCK as u32,
                 namelen: concerto_proto::namespace::MAX_NAME as u32,
-                frsize: counts.default_layout.0.min(u32::MAX as u64) as u32,
+                frsize: BLOCK as u32,
             })
         });
     }

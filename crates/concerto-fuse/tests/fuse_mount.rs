@@ -186,11 +186,27 @@ fn posix_calls_and_programs_on_the_mount() {
         .sum();
     assert_eq!(written, 300_000, "the servers saw application 77's bytes");
 
+    // statfs: the four data servers' file system (all in this temporary
+    // directory's), in one block unit, and free inodes that stay positive.
     let st = statvfs(&mnt);
+    let local = statvfs(dir.path());
+    let bytes = |s: &libc::statvfs| s.f_blocks as u128 * s.f_frsize as u128;
+    assert_eq!(st.f_frsize, 4096);
+    let (ours, theirs) = (bytes(&st), 4 * bytes(&local));
     assert!(
-        st.f_blocks > 0 && st.f_files >= 3,
-        "statfs reports space and files"
+        ours.abs_diff(theirs) <= 4 * 4096,
+        "statfs says {ours} bytes, the servers' file systems hold {theirs}"
     );
+    assert!(
+        st.f_files >= 3 && (st.f_ffree as i64) > 0,
+        "files {} free {}",
+        st.f_files,
+        st.f_ffree
+    );
+    // A name over 255 bytes is ENAMETOOLONG, as POSIX says.
+    let long = mnt.join("n".repeat(256));
+    assert_eq!(errno(&File::create(&long).unwrap_err()), libc::ENAMETOOLONG);
+    assert_eq!(errno(&fs::metadata(&long).unwrap_err()), libc::ENAMETOOLONG);
 
     assert!(mounted.is_mounted());
     drop(mounted);

@@ -423,6 +423,14 @@ impl ServerConnection {
         self.expect_done(Message::SetPeers { peers }).await
     }
 
+    /// Bytes in all and free where the server keeps its objects.
+    pub async fn space(&self) -> Result<(u64, u64), ClientError> {
+        match self.call(Message::Space).await? {
+            Message::SpaceReply { total, free } => Ok((total, free)),
+            _ => self.unexpected(),
+        }
+    }
+
     pub async fn stats(&self) -> Result<ServerStats, ClientError> {
         match self.call(Message::Stats).await? {
             Message::StatsReply(stats) => Ok(*stats),

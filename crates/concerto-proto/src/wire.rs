@@ -49,6 +49,30 @@ pub const MAX_REPORT_APPS: usize = 64 * 1024;
 pub const MAX_PEERS: usize = 4096;
 /// Largest stripe unit a layout may ask for.
 pub const MAX_STRIPE_UNIT: u64 = 1 << 30;
+/// Stripe units are whole multiples of this (a page), so that every
+/// object access starts page-aligned on the servers.
+pub const MIN_STRIPE_UNIT: u64 = 4096;
+
+/// A stripe unit a file or directory may have; the message says why not.
+pub fn check_stripe_unit(unit: u64) -> Result<(), String> {
+    if !(MIN_STRIPE_UNIT..=MAX_STRIPE_UNIT).contains(&unit) || unit % MIN_STRIPE_UNIT != 0 {
+        return Err(format!(
+            "stripe unit {unit}: must be a multiple of {MIN_STRIPE_UNIT} bytes (4 KiB), from 4 KiB to 1 GiB"
+        ));
+    }
+    Ok(())
+}
+
+/// A layout a client may ask for: a valid stripe unit, a count above 0.
+pub fn check_layout_request(l: &LayoutRequest) -> Result<(), String> {
+    if let Some(u) = l.unit {
+        check_stripe_unit(u)?;
+    }
+    if l.count == Some(0) {
+        return Err("stripe count 0: must be at least 1".into());
+    }
+    Ok(())
+}
 
 /// The length-delimited codec both ends read frames with, refusing frames over the limit before reading them.
 pub fn frame_codec() -> LengthDelimitedCodec {
@@ -148,6 +172,13 @@ pub enum Message {
     GetRules,
     RulesReply {
         rules: String,
+    },
+    /// The space of the file system a data server keeps its objects on
+    /// (what `df` on a mount adds up); any key may ask.
+    Space,
+    SpaceReply {
+        total: u64,
+        free: u64,
     },
     /// The server's statistics.
     Stats,
@@ -476,14 +507,10 @@ pub fn ordered_total(extents: &[Extent]) -> Result<u64, (&'static str, String)> 
 }
 
 fn check_layout(l: &LayoutRequest) -> Result<(), ProtocolError> {
-    match (l.unit, l.count) {
-        (Some(u), _) if u == 0 || u > MAX_STRIPE_UNIT => field(
-            "layout.unit",
-            format!("stripe unit {u} must be between 1 byte and {MAX_STRIPE_UNIT}"),
-        ),
-        (_, Some(0)) => field("layout.count", "stripe count must be > 0".into()),
-        _ => Ok(()),
-    }
+    check_layout_request(l).map_err(|message| ProtocolError::Field {
+        field: "layout",
+        message,
+    })
 }
 
 fn check_text(name: &'static str, text: &str) -> Result<(), ProtocolError> {
@@ -730,7 +757,7 @@ mod tests {
 
     fn meta() -> impl Strategy<Value = MetaRequest> {
         let layout = (
-            proptest::option::of(1u64..1 << 24),
+            proptest::option::of((1u64..1 << 12).prop_map(|k| k * MIN_STRIPE_UNIT)),
             proptest::option::of(1u32..64),
         )
             .prop_map(|(unit, count)| LayoutRequest { unit, count });
@@ -934,7 +961,7 @@ mod tests {
             )
             .validate(),
             Err(ProtocolError::Field {
-                field: "layout.unit",
+                field: "layout",
                 ..
             })
         ));

@@ -19,7 +19,7 @@ use concerto_core::{PolicyConfig, Time};
 use crate::keys::Keys;
 use crate::metadata::MetadataConfig;
 use crate::server::{ConnectionLimits, ServerConfig, DEFAULT_ISSUE_SKEW};
-use concerto_proto::{Role, MAX_IO, MAX_STRIPE_UNIT};
+use concerto_proto::{check_stripe_unit, Role, MAX_IO};
 use concerto_toml::parse;
 
 #[derive(Debug, Deserialize)]
@@ -150,9 +150,7 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
                 return Err("metadata.data_servers: list at least one data server id".into());
             }
             let unit = m.stripe_unit.0;
-            if unit == 0 || unit > MAX_STRIPE_UNIT {
-                return Err(format!("metadata.stripe_unit: must be between 1 byte and {MAX_STRIPE_UNIT}"));
-            }
+            check_stripe_unit(unit).map_err(|e| format!("metadata.stripe_unit: {e}"))?;
             let count = m.stripe_count.unwrap_or(m.data_servers.len() as u32);
             if count == 0 || count as usize > m.data_servers.len() {
                 return Err(format!("metadata.stripe_count: must be between 1 and the {} data servers", m.data_servers.len()));

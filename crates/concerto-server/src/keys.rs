@@ -98,7 +98,7 @@ pub fn refusal(key: &Key, message: &Message) -> Option<String> {
         })
     };
     match message {
-        Message::Ping => None,
+        Message::Ping | Message::Space => None,
         Message::SetPolicy { .. } => admin_only("switching the policy"),
         Message::SetPeers { .. } => admin_only("setting the peers"),
         Message::SetRules { .. } | Message::GetRules => admin_only("the rate rules"),

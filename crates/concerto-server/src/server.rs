@@ -289,6 +289,9 @@ pub(crate) enum Command {
     Ping {
         reply: Reply,
     },
+    Space {
+        reply: Reply,
+    },
     Stats {
         reply: oneshot::Sender<ServerStats>,
     },
@@ -788,6 +791,7 @@ async fn connection(
                 reply,
             ),
             Message::Ping => Command::Ping { reply },
+            Message::Space => Command::Space { reply },
             Message::SetPolicy { policy } => Command::SetPolicy { policy, reply },
             Message::ServiceReport(report) => Command::Absorb { report, reply },
             Message::SetPeers { peers } => Command::SetPeers { peers, reply },
@@ -988,6 +992,10 @@ async fn schedule(
                     recorder.enqueued(job.req.app.0);
                     waiting.insert(next_id, Waiting { action: job.action, reply: job.reply, arrived });
                     driver.enqueue(job.req, arrived);
+                }
+                Some(Command::Space { reply }) => {
+                    let (total, free) = backend.objects.as_ref().and_then(|o| o.space().ok()).unwrap_or((0, 0));
+                    reply.send(Message::SpaceReply { total, free });
                 }
                 Some(Command::Ping { reply }) => {
                     reply.send(Message::Pong { policy: driver.policy().name().to_string(), roles: cfg.roles.clone() });

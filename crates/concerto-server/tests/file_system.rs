@@ -43,17 +43,18 @@ async fn random_ranges_across_stripes_are_byte_exact() {
         .await
         .unwrap();
         let fs = client(&c, 1, 0);
-        let f = fs
-            .create(
-                "/data",
-                LayoutRequest {
-                    unit: Some(3000),
-                    count: Some(3),
-                },
-                true,
-            )
-            .await
-            .unwrap();
+        // Units are whole pages; 3 of them make stripes of odd length.
+        let odd = |unit| LayoutRequest {
+            unit: Some(unit),
+            count: Some(3),
+        };
+        let e = fs.create("/data", odd(3000), true).await.unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("stripe unit 3000: must be a multiple of 4096"),
+            "{e}"
+        );
+        let f = fs.create("/data", odd(12288), true).await.unwrap();
         let mut model = vec![0u8; 200_000];
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let mut end = 0;
