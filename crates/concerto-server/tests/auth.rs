@@ -19,7 +19,7 @@ use concerto_proto::auth::{self, Credential, Grant, Key, KeyRing, Secret};
 use concerto_proto::connection::{ClientError, ServerConnection};
 use concerto_proto::{Envelope, ErrorKind, Message, Tags};
 use concerto_server::keys::Keys;
-use concerto_server::server::{self, parse_policy, ServerConfig, ServerHandle};
+use concerto_server::server::{self, parse_policy, ServerConfig, ServerHandle, DEFAULT_ISSUE_SKEW};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -268,20 +268,19 @@ async fn until(admin: &ServerConnection, what: &str, done: impl Fn(u64, u64) -> 
     }
 }
 
-/// Under `coordinated`, a request stamped with issue time 0 would sort
-/// before everything queued (window 0). The server counts an issue time
-/// older than its arrival minus the skew (here 0) as that, so the victim,
-/// queued first, is served first. The order is read from the server's own
-/// doing: both write the same bytes of one object, and with one request in
-/// service at a time the one served last leaves its bytes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_zero_issue_time_buys_no_precedence_under_coordinated() {
-    let dir = tempfile::tempdir().unwrap();
-    let ring = ring();
+/// A server whose device takes one request at a time at 10 MB/s, so that
+/// requests queue behind a long write and the order the policy serves
+/// them in can be read back (see [`write_from`]).
+async fn one_slot_server(
+    dir: &std::path::Path,
+    ring: &KeyRing,
+    policy: &str,
+    issue_skew: Time,
+) -> ServerHandle {
     let cfg = ServerConfig {
         keys: std::sync::Arc::new(Keys::fixed(ring.clone())),
         depth: 1,
-        issue_skew: Time::ZERO,
+        issue_skew,
         throttle: Some(EmulationConfig {
             bandwidth: Bandwidth(10e6),
             latency: Time::from_micros(100),
@@ -289,56 +288,145 @@ async fn a_zero_issue_time_buys_no_precedence_under_coordinated() {
             segment: Time::ZERO,
             parallelism: 1,
         }),
-        ..ServerConfig::data(
-            dir.path().to_path_buf(),
-            parse_policy("kind = \"coordinated\"").unwrap(),
-        )
+        ..ServerConfig::data(dir.to_path_buf(), parse_policy(policy).unwrap())
     };
-    let s = server::start(cfg).await.unwrap();
+    server::start(cfg).await.unwrap()
+}
+
+/// One write of `len` bytes of `byte` to `object`, on a connection of its
+/// own with `key`. Two writes to the same bytes of one object tell, by
+/// whose bytes stay, which the server served last.
+fn write_from(
+    addr: SocketAddr,
+    key: Credential,
+    t: Tags,
+    object: u64,
+    len: u64,
+    byte: u8,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let c = ServerConnection::connect(addr, TIMEOUT, &key)
+            .await
+            .unwrap();
+        let data = Bytes::from(vec![byte; len as usize]);
+        c.write(t, object, vec![Extent::new(0, len)], data)
+            .await
+            .unwrap();
+    })
+}
+
+/// The first byte of `object`: whose write was served last.
+async fn last_writer(admin: &ServerConnection, object: u64) -> u8 {
+    admin
+        .read(tags(1), object, vec![Extent::new(0, 1)])
+        .await
+        .unwrap()[0]
+}
+
+/// Under `coordinated`, a request stamped with issue time 0 would sort
+/// before everything queued (window 0). The server counts an issue time
+/// older than its arrival minus the skew (here 0) as that, so the victim,
+/// queued first, is served first, and the attacker's bytes stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_issue_time_buys_no_precedence_under_coordinated() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = ring();
+    let s = one_slot_server(dir.path(), &ring, "kind = \"coordinated\"", Time::ZERO).await;
     let key = credential(&ring, "admin");
     let admin = ServerConnection::connect(s.addr, TIMEOUT, &key)
         .await
         .unwrap();
     const SHARED: u64 = 42;
-    let spawn = |t: Tags, object: u64, len: u64, byte: u8| {
-        let key = key.clone();
-        let addr = s.addr;
-        tokio::spawn(async move {
-            let c = ServerConnection::connect(addr, TIMEOUT, &key)
-                .await
-                .unwrap();
-            let data = Bytes::from(vec![byte; len as usize]);
-            c.write(t, object, vec![Extent::new(0, len)], data)
-                .await
-                .unwrap();
-        })
-    };
-    // A long write holds the one slot while the others queue.
-    // (0.8 s at 10 MB/s: time enough for the others to queue behind it.)
-    let blocker = spawn(tags(5), 5, 8 << 20, 0);
+    // A long write holds the one slot (0.8 s) while the others queue.
+    let blocker = write_from(s.addr, key.clone(), tags(5), 5, 8 << 20, 0);
     until(&admin, "the blocker in service", |_, in_flight| {
         in_flight == 1
     })
     .await;
-    let victim = spawn(tags(1), SHARED, 4096, b'v');
+    let victim = write_from(s.addr, key.clone(), tags(1), SHARED, 4096, b'v');
     until(&admin, "the victim queued", |queued, _| queued == 1).await;
     let zero = Tags {
         issue_ns: 0,
         ..tags(9)
     };
-    let attacker = spawn(zero, SHARED, 4096, b'a');
+    let attacker = write_from(s.addr, key.clone(), zero, SHARED, 4096, b'a');
     until(&admin, "the attacker queued", |queued, _| queued == 2).await;
     for t in [blocker, victim, attacker] {
         t.await.unwrap();
     }
-    let last = admin
-        .read(tags(1), SHARED, vec![Extent::new(0, 1)])
+    assert_eq!(
+        last_writer(&admin, SHARED).await,
+        b'a',
+        "the attacker was served before the victim queued ahead of it"
+    );
+    s.shutdown().await;
+}
+
+/// Under `sfq`, a tenant that claims weight 1000 in its requests would
+/// have its third request's start tag at 8 bytes of virtual time instead of
+/// 8,192, ahead of the victim's second (4,096). The server weighs a
+/// tenant's requests with its key's weight, so the claim moves nothing:
+/// the abuser's third write is served last and its bytes stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_weight_buys_a_tenant_nothing_under_sfq() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ring = ring();
+    for (id, job) in [("victim", 1), ("abuser", 2)] {
+        ring.add(Key {
+            id: id.into(),
+            grant: Grant::Tenant { job },
+            weight: None,
+            secret: Secret::generate().unwrap(),
+        })
+        .unwrap();
+    }
+    let s = one_slot_server(dir.path(), &ring, "kind = \"sfq\"", DEFAULT_ISSUE_SKEW).await;
+    let admin = ServerConnection::connect(s.addr, TIMEOUT, &credential(&ring, "admin"))
         .await
         .unwrap();
+    const SHARED: u64 = 42;
+    let mut tasks = vec![write_from(
+        s.addr,
+        credential(&ring, "admin"),
+        tags(5),
+        5,
+        8 << 20,
+        0,
+    )];
+    until(&admin, "the blocker in service", |_, in_flight| {
+        in_flight == 1
+    })
+    .await;
+    let greedy = Tags {
+        weight: Some(1000.0),
+        ..tags(2)
+    };
+    // The victim's second write and the abuser's third share their bytes.
+    let writes = [
+        ("victim", tags(1), 101, b'v'),
+        ("victim", tags(1), SHARED, b'v'),
+        ("abuser", greedy, 201, b'a'),
+        ("abuser", greedy, 202, b'a'),
+        ("abuser", greedy, SHARED, b'a'),
+    ];
+    for (queued, (key, t, object, byte)) in (1..).zip(writes) {
+        tasks.push(write_from(
+            s.addr,
+            credential(&ring, key),
+            t,
+            object,
+            4096,
+            byte,
+        ));
+        until(&admin, "the writes queued in order", |q, _| q == queued).await;
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
     assert_eq!(
-        &last[..],
-        b"a",
-        "the attacker was served before the victim queued ahead of it"
+        last_writer(&admin, SHARED).await,
+        b'a',
+        "the abuser's claimed weight put its write ahead of the victim's"
     );
     s.shutdown().await;
 }
