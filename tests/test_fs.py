@@ -311,8 +311,12 @@ def test_rate_rules_through_the_cli_on_every_server(cluster):
     assert [r["name"] for r in fs.Client(cluster).rules()[0]["rules"]] == ["cap9"]
     missing = concerto("rm", "nope", ok=False)
     assert missing.returncode == 1 and "no rule 'nope'" in missing.stderr
+    concerto("work-conserving", "on")
+    assert all(r["work_conserving"] and r["rules"][0]["name"] == "cap9" for r in fs.Client(cluster).rules().values())
+    assert "work-conserving" in concerto("list").stdout
+    concerto("work-conserving", "off")
     concerto("rm", "cap9")
-    assert all(r.get("rules", []) == [] for r in fs.Client(cluster).rules().values())
+    assert all(r.get("rules", []) == [] and not r["work_conserving"] for r in fs.Client(cluster).rules().values())
 
 
 def test_bad_server_files_are_named_with_file_line_and_key(tmp_path):

@@ -327,6 +327,19 @@ def rule_rm(cluster_file, name) -> None:
     console.print(f"rule {name} removed from every server")
 
 
+@cluster_rule.command("work-conserving")
+@cluster_opt
+@click.argument("setting", type=click.Choice(["on", "off"]))
+@fs_guarded
+def rule_work_conserving(cluster_file, setting) -> None:
+    """Whether requests the rules hold may use slots nobody else wants (on), or stay capped on an idle server (off,
+    the default, as Lustre's TBF)."""
+    client = Client(cluster_path(cluster_file))
+    rules = _current_rules(client)
+    client.set_rules({**rules, "work_conserving": setting == "on"})
+    console.print(f"rules are {'work-conserving' if setting == 'on' else 'not work-conserving'} on every server")
+
+
 @cluster_rule.command("list")
 @cluster_opt
 @fs_guarded
