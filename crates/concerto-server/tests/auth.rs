@@ -11,6 +11,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use concerto_client::Identity;
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::server::ServiceReport;
 use concerto_core::units::Bandwidth;
@@ -48,20 +49,9 @@ async fn start(dir: &std::path::Path, ring: &KeyRing) -> ServerHandle {
     server::start(cfg).await.unwrap()
 }
 
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
+/// Tags of a request of application `app` issued now.
 fn tags(app: u32) -> Tags {
-    Tags {
-        app,
-        rank: 0,
-        issue_ns: now_ns(),
-        weight: None,
-    }
+    Identity::new(app, 0).tags()
 }
 
 async fn send(sock: &mut TcpStream, message: Message) {

@@ -11,6 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use concerto_client::Identity;
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::units::Bandwidth;
 use concerto_core::{Extent, Time};
@@ -34,15 +35,7 @@ async fn start(dir: &std::path::Path, policy: &str) -> (ServerHandle, Credential
 
 /// Tags of a request of application `app` issued now.
 fn who(app: u32) -> Tags {
-    Tags {
-        app,
-        rank: 0,
-        issue_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-        weight: None,
-    }
+    Identity::new(app, 0).tags()
 }
 
 /// Several applications write random ranges of their own objects at once,

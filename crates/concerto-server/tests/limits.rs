@@ -19,6 +19,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
+use concerto_client::Identity;
 use concerto_core::Extent;
 use concerto_proto::auth::{self, Credential, Grant, KeyRing};
 use concerto_proto::connection::ServerConnection;
@@ -111,16 +112,9 @@ fn start(dir: &Path, limits: &str, max_files: u32) -> Server {
     }
 }
 
+/// Tags of a request of application 1 issued now.
 fn tags() -> Tags {
-    Tags {
-        app: 1,
-        rank: 0,
-        issue_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-        weight: None,
-    }
+    Identity::new(1, 0).tags()
 }
 
 /// The well-behaved client: a fresh connection writes 1 MiB and reads it back.
