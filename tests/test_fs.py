@@ -292,7 +292,7 @@ def test_tenant_keys_issued_listed_and_revoked_on_a_running_cluster(cluster, tmp
         fs.Client(cluster)
 
 
-def test_rate_rules_through_the_cli_on_every_server(cluster):
+def test_qos_rules_through_the_cli_on_every_server(cluster):
     def concerto(*args, ok=True):
         r = subprocess.run([sys.executable, "-m", "concerto", "cluster", "rule", *args, "--cluster", str(cluster)],
                            capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
@@ -307,8 +307,12 @@ def test_rate_rules_through_the_cli_on_every_server(cluster):
     assert "cap9" in concerto("list").stdout
     bad = concerto("add", "zero", "--bandwidth", "0MB/s", ok=False)
     assert bad.returncode == 1 and "no server changed its rules" in bad.stderr
-    assert "rates.rules[1].bandwidth: must be > 0" in bad.stderr
+    assert "rules[1].bandwidth: must be > 0" in bad.stderr
     assert [r["name"] for r in fs.Client(cluster).rules()[0]["rules"]] == ["cap9"]
+    concerto("add", "favour3", "--job", "3", "--weight", "4")
+    assert all(r["rules"][1] == {"name": "favour3", "job": 3, "weight": 4.0} for r in fs.Client(cluster).rules().values())
+    assert "favour3" in concerto("list").stdout
+    concerto("rm", "favour3")
     missing = concerto("rm", "nope", ok=False)
     assert missing.returncode == 1 and "no rule 'nope'" in missing.stderr
     concerto("work-conserving", "on")

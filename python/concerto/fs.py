@@ -201,12 +201,12 @@ class Client:
         return self._native.set_policy(policy_toml)
 
     def set_rules(self, rules: dict) -> None:
-        """Puts rate rules in force on every server (``{"rules": [...], "work_conserving": False}``,
-        the ``[rates]`` table of docs/configuration.md); every server checks them before any applies."""
+        """Puts QoS rules (weights and rates) in force on every server (``{"rules": [...], "work_conserving": False}``,
+        the ``[qos]`` table of docs/configuration.md); every server checks them before any applies."""
         self._native.set_rules(tomli_w.dumps(rules))
 
     def rules(self) -> dict[int, dict]:
-        """Every server's rate rules in force, by server id."""
+        """Every server's QoS rules in force, by server id."""
         return {sid: tomllib.loads(text) for sid, text in self._native.rules()}
 
     def introduce_peers(self) -> None:

@@ -273,7 +273,7 @@ def cluster_policy(cluster_file: Path | None, name: str, params) -> None:
 
 @cluster.group("rule")
 def cluster_rule() -> None:
-    """Rate rules (Lustre's TBF) in force on every server (docs/security.md)."""
+    """QoS rules in force on every server: weights, and rates as Lustre's TBF (docs/security.md)."""
 
 
 def _current_rules(client: Client) -> dict:
@@ -297,14 +297,18 @@ def _current_rules(client: Client) -> dict:
 @click.option("--iops", type=click.FloatRange(min=0, min_open=True), default=None, help="Requests per second per server.")
 @click.option("--burst", default=None, help='Bytes that may go at once, e.g. "4MiB".')
 @click.option("--burst-requests", type=click.IntRange(min=1), default=None, help="Requests that may go at once.")
+@click.option("--weight", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="The proportional-share weight of the requests it matches (sfq, sfq-d, sfq-d-plus, capped, "
+                   "service-sync), whatever their key's weight.")
 @fs_guarded
-def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests) -> None:
-    """Add rate rule NAME on every server (checked by all before any applies)."""
+def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests, weight) -> None:
+    """Add rule NAME on every server (checked by all before any applies): a rate, a weight or both. The first rule
+    matching a request applies."""
     client = Client(cluster_path(cluster_file))
     rules = _current_rules(client)
     rule = {"name": name}
     for key, value in (("job", job), ("op", op), ("bandwidth", bandwidth), ("requests_per_second", iops),
-                       ("burst", burst), ("burst_requests", burst_requests)):
+                       ("burst", burst), ("burst_requests", burst_requests), ("weight", weight)):
         if value is not None:
             rule[key] = value
     rules["rules"].append(rule)
@@ -317,7 +321,7 @@ def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests
 @click.argument("name")
 @fs_guarded
 def rule_rm(cluster_file, name) -> None:
-    """Remove rate rule NAME from every server; what it held goes on at once."""
+    """Remove rule NAME from every server; what it held goes on at once."""
     client = Client(cluster_path(cluster_file))
     rules = _current_rules(client)
     kept = [r for r in rules["rules"] if r["name"] != name]
@@ -344,18 +348,18 @@ def rule_work_conserving(cluster_file, setting) -> None:
 @cluster_opt
 @fs_guarded
 def rule_list(cluster_file) -> None:
-    """The rate rules in force, and the servers that have them."""
+    """The rules in force, and the servers that have them."""
     per_server = Client(cluster_path(cluster_file)).rules()
     groups: dict[str, list[int]] = {}
     for sid, r in per_server.items():
         groups.setdefault(json.dumps(r, sort_keys=True), []).append(sid)
     for text, servers in groups.items():
         r = json.loads(text)
-        table = Table("name", "job", "op", "bandwidth (B/s)", "requests/s", "burst", "burst requests",
+        table = Table("name", "job", "op", "weight", "bandwidth (B/s)", "requests/s", "burst", "burst requests",
                       title=f"servers {', '.join(map(str, servers))}"
                             + (" (work-conserving)" if r.get("work_conserving") else ""))
         for rule in r.get("rules", []):
-            table.add_row(*(str(rule.get(k, "")) for k in ("name", "job", "op", "bandwidth", "requests_per_second",
+            table.add_row(*(str(rule.get(k, "")) for k in ("name", "job", "op", "weight", "bandwidth", "requests_per_second",
                                                           "burst", "burst_requests")))
         console.print(table)
 

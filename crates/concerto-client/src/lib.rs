@@ -646,7 +646,7 @@ impl FsClient {
         Ok(retiring)
     }
 
-    /// Puts the rate rules `text` (TOML) in force on every server, as
+    /// Puts the QoS rules `text` (TOML) in force on every server, as
     /// nearly together as a cluster without a coordinator allows: every
     /// server checks them first, and they are applied only when all
     /// accept; a server that refuses or cannot be reached is named and
@@ -680,7 +680,7 @@ impl FsClient {
         Ok(())
     }
 
-    /// Every server's rate rules in force (TOML), by server id.
+    /// Every server's QoS rules in force (TOML), by server id.
     pub async fn rules(&self) -> Result<Vec<(u32, String)>, ClientError> {
         let mut out = Vec::new();
         for s in &self.cluster().servers {

@@ -400,7 +400,7 @@ impl ServerConnection {
         }
     }
 
-    /// Checks the rate rules (TOML) on this server and, when `apply`, puts
+    /// Checks the QoS rules (TOML) on this server and, when `apply`, puts
     /// them in force.
     pub async fn set_rules(&self, rules: &str, apply: bool) -> Result<(), ClientError> {
         self.expect_done(Message::SetRules {
@@ -410,7 +410,7 @@ impl ServerConnection {
         .await
     }
 
-    /// The rate rules in force, as TOML.
+    /// The QoS rules in force, as TOML.
     pub async fn rules(&self) -> Result<String, ClientError> {
         match self.call(Message::GetRules).await? {
             Message::RulesReply { rules } => Ok(rules),

@@ -160,7 +160,7 @@ pub enum Message {
     SetPolicy {
         policy: String,
     },
-    /// Checks the rate rules in `rules` (TOML, a `[rates]` table's body)
+    /// Checks the QoS rules in `rules` (TOML, a `[qos]` table's body)
     /// and, when `apply`, puts them in force and saves them (they survive
     /// a restart). Checking first on every server and applying only when
     /// all agree is how `concerto cluster rule` changes them together.
@@ -168,7 +168,7 @@ pub enum Message {
         rules: String,
         apply: bool,
     },
-    /// The rate rules in force, as TOML (the reply is `RulesReply`).
+    /// The QoS rules in force, as TOML (the reply is `RulesReply`).
     GetRules,
     RulesReply {
         rules: String,

@@ -306,12 +306,12 @@ impl FsClientHandle {
         self.run(py, self.inner.set_policy(policy))
     }
 
-    /// Puts rate rules (TOML) in force on every server, checked by all first.
+    /// Puts QoS rules (TOML) in force on every server, checked by all first.
     fn set_rules(&self, py: Python<'_>, rules: &str) -> PyResult<()> {
         self.run(py, self.inner.set_rules(rules))
     }
 
-    /// Every server's rate rules (TOML), as (server id, text) pairs.
+    /// Every server's QoS rules (TOML), as (server id, text) pairs.
     fn rules(&self, py: Python<'_>) -> PyResult<Vec<(u32, String)>> {
         self.run(py, self.inner.rules())
     }

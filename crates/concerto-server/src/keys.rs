@@ -101,7 +101,7 @@ pub fn refusal(key: &Key, message: &Message) -> Option<String> {
         Message::Ping | Message::Space => None,
         Message::SetPolicy { .. } => admin_only("switching the policy"),
         Message::SetPeers { .. } => admin_only("setting the peers"),
-        Message::SetRules { .. } | Message::GetRules => admin_only("the rate rules"),
+        Message::SetRules { .. } | Message::GetRules => admin_only("the QoS rules"),
         Message::Stats => admin_only("reading the statistics"),
         Message::ServiceReport(_) => match key.grant {
             Grant::Admin | Grant::Peer => None,

@@ -25,9 +25,7 @@ use tokio::task::JoinHandle;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use concerto_core::emulation::EmulationConfig;
-use concerto_core::server::{
-    DeviceClass, DeviceDefaults, Driver, RateRules, ServiceReport, Ticket,
-};
+use concerto_core::server::{DeviceClass, DeviceDefaults, Driver, QosRules, ServiceReport, Ticket};
 use concerto_core::units::Bandwidth;
 use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, PolicyConfig, Request, RequestId, Time};
 
@@ -304,9 +302,9 @@ pub(crate) enum Command {
         peers: Vec<SocketAddr>,
         reply: Reply,
     },
-    /// Rate rules, checked already; put in force (and saved) when `apply`.
+    /// QoS rules, checked already; put in force (and saved) when `apply`.
     SetRules {
-        rules: RateRules,
+        rules: QosRules,
         apply: bool,
         reply: Reply,
     },
@@ -904,7 +902,7 @@ async fn schedule(
     cfg: ServerConfig,
     addr: SocketAddr,
     backend: Backend,
-    mut rules: RateRules,
+    mut rules: QosRules,
     mut rx: mpsc::Receiver<Command>,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -1061,23 +1059,24 @@ async fn schedule(
     }
 }
 
-/// Where a server keeps its rate rules, in its data directory.
+/// Where a server keeps its QoS rules, in its data directory.
 pub const RULES_FILE: &str = "rules.toml";
 
-/// Rate rules from TOML text (`[[rules]]` tables, `work_conserving`), validated.
-pub fn parse_rules(text: &str) -> Result<RateRules, String> {
-    let r: RateRules = concerto_toml::parse(text).map_err(|e| format!("rates: {e}"))?;
+/// QoS rules from TOML text (`[[rules]]` tables, `work_conserving`),
+/// validated; an error names the key (`rules[0].bandwidth: ...`).
+pub fn parse_rules(text: &str) -> Result<QosRules, String> {
+    let r: QosRules = concerto_toml::parse(text)?;
     r.validate()
-        .map_err(|(field, msg)| format!("rates.{field}: {msg}"))?;
+        .map_err(|(field, msg)| format!("{field}: {msg}"))?;
     Ok(r)
 }
 
-fn rules_toml(rules: &RateRules) -> String {
+fn rules_toml(rules: &QosRules) -> String {
     toml::to_string(rules).unwrap_or_default()
 }
 
 /// Writes the rules to the data directory, replacing the file atomically.
-fn save_rules(dir: &std::path::Path, rules: &RateRules) -> io::Result<()> {
+fn save_rules(dir: &std::path::Path, rules: &QosRules) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!("{RULES_FILE}.tmp"));
     std::fs::write(&tmp, rules_toml(rules))?;
@@ -1086,11 +1085,11 @@ fn save_rules(dir: &std::path::Path, rules: &RateRules) -> io::Result<()> {
 }
 
 /// The rules a server saved, if any; an error names the file.
-fn load_rules(dir: &std::path::Path) -> io::Result<RateRules> {
+fn load_rules(dir: &std::path::Path) -> io::Result<QosRules> {
     let path = dir.join(RULES_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => parse_rules(&text).map_err(|e| other(format!("{}: {e}", path.display()))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(RateRules::default()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(QosRules::default()),
         Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     }
 }

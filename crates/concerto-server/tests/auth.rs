@@ -352,13 +352,11 @@ async fn a_zero_issue_time_buys_no_precedence_under_coordinated() {
     s.shutdown().await;
 }
 
-/// Under `sfq`, a tenant that claims weight 1000 in its requests would
-/// have its third request's start tag at 8 bytes of virtual time instead of
-/// 8,192, ahead of the victim's second (4,096). The server weighs a
-/// tenant's requests with its key's weight, so the claim moves nothing:
-/// the abuser's third write is served last and its bytes stay.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claimed_weight_buys_a_tenant_nothing_under_sfq() {
+/// Under `sfq` on a one-slot server, after a blocker: the victim (job 1)
+/// queues two writes, then the abuser (job 2) three, with `abuser_tags`,
+/// under the QoS `rules` (TOML). The victim's second write and the
+/// abuser's third share their bytes; returns whose stay (served last).
+async fn sfq_last_writer(rules: &str, abuser_tags: Tags) -> u8 {
     let dir = tempfile::tempdir().unwrap();
     let mut ring = ring();
     for (id, job) in [("victim", 1), ("abuser", 2)] {
@@ -374,6 +372,7 @@ async fn a_claimed_weight_buys_a_tenant_nothing_under_sfq() {
     let admin = ServerConnection::connect(s.addr, TIMEOUT, &credential(&ring, "admin"))
         .await
         .unwrap();
+    admin.set_rules(rules, true).await.unwrap();
     const SHARED: u64 = 42;
     let mut tasks = vec![write_from(
         s.addr,
@@ -387,17 +386,12 @@ async fn a_claimed_weight_buys_a_tenant_nothing_under_sfq() {
         in_flight == 1
     })
     .await;
-    let greedy = Tags {
-        weight: Some(1000.0),
-        ..tags(2)
-    };
-    // The victim's second write and the abuser's third share their bytes.
     let writes = [
         ("victim", tags(1), 101, b'v'),
         ("victim", tags(1), SHARED, b'v'),
-        ("abuser", greedy, 201, b'a'),
-        ("abuser", greedy, 202, b'a'),
-        ("abuser", greedy, SHARED, b'a'),
+        ("abuser", abuser_tags, 201, b'a'),
+        ("abuser", abuser_tags, 202, b'a'),
+        ("abuser", abuser_tags, SHARED, b'a'),
     ];
     for (queued, (key, t, object, byte)) in (1..).zip(writes) {
         tasks.push(write_from(
@@ -413,10 +407,37 @@ async fn a_claimed_weight_buys_a_tenant_nothing_under_sfq() {
     for t in tasks {
         t.await.unwrap();
     }
+    let last = last_writer(&admin, SHARED).await;
+    s.shutdown().await;
+    last
+}
+
+/// Under `sfq`, a tenant that claims weight 1000 in its requests would
+/// have its third request's start tag at 8 bytes of virtual time instead of
+/// 8,192, ahead of the victim's second (4,096). The server weighs a
+/// tenant's requests with its key's weight, so the claim moves nothing:
+/// the abuser's third write is served last and its bytes stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_weight_buys_a_tenant_nothing_under_sfq() {
+    let greedy = Tags {
+        weight: Some(1000.0),
+        ..tags(2)
+    };
     assert_eq!(
-        last_writer(&admin, SHARED).await,
+        sfq_last_writer("", greedy).await,
         b'a',
         "the abuser's claimed weight put its write ahead of the victim's"
     );
-    s.shutdown().await;
+}
+
+/// What the claim could not do, the administrator's rule does: with a rule
+/// giving job 2 weight 1000, its third write goes ahead of the victim's
+/// second, so the victim's bytes stay. (With the rule on job 1 instead,
+/// nothing changes: the victim is ahead anyway.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_weight_rule_decides_what_a_claim_cannot_under_sfq() {
+    let rule = "[[rules]]\nname = \"favour-2\"\njob = 2\nweight = 1000.0\n";
+    assert_eq!(sfq_last_writer(rule, tags(2)).await, b'v');
+    let rule = rule.replace("job = 2", "job = 1");
+    assert_eq!(sfq_last_writer(&rule, tags(2)).await, b'a');
 }

@@ -10,7 +10,7 @@ use concerto_core::client::collective::patterns::Pattern as AccessPattern;
 use concerto_core::client::collective::PlannerChoice;
 use concerto_core::client::ordering::Ordering;
 use concerto_core::emulation::EmulationConfig;
-use concerto_core::server::{DeviceClass, DeviceDefaults, RateRules};
+use concerto_core::server::{DeviceClass, DeviceDefaults, QosRules};
 use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{MetaOp, PolicyConfig, Time};
 
@@ -98,10 +98,10 @@ pub struct Scenario {
     pub policy: PolicyConfig,
     #[serde(default)]
     pub app_ids: AppIdRule,
-    /// The administrator's rate rules (Lustre's TBF), on every server, in
+    /// The administrator's QoS rules (weights, and rates as Lustre's TBF), on every server, in
     /// front of the policy.
     #[serde(default, skip_serializing_if = "no_rules")]
-    pub rates: RateRules,
+    pub qos: QosRules,
     pub apps: Vec<AppSpec>,
     /// Job-level arbitration (IO-SETS): an arbiter gates each
     /// application's operations (its I/O phases) and its priority becomes
@@ -381,7 +381,7 @@ fn is_zero_bytes(b: &Bytes) -> bool {
     b.0 == 0
 }
 
-fn no_rules(r: &RateRules) -> bool {
+fn no_rules(r: &QosRules) -> bool {
     r.rules.is_empty()
 }
 
@@ -977,9 +977,9 @@ impl Scenario {
                 ));
             }
         }
-        self.rates
+        self.qos
             .validate()
-            .map_err(|(field, msg)| ConfigError::at(format!("rates.{field}"), msg))?;
+            .map_err(|(field, msg)| ConfigError::at(format!("qos.{field}"), msg))?;
         if let Some(job) = &self.job {
             job.rule
                 .validate()

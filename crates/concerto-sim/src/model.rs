@@ -326,7 +326,7 @@ impl<'a> Simulation<'a> {
                             cl.depth
                         }),
                     );
-                    d.set_rules(&sc.rates, Time::ZERO);
+                    d.set_rules(&sc.qos, Time::ZERO);
                     d
                 },
                 device: Device::new(match (role, &md.device) {

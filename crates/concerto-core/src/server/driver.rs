@@ -15,7 +15,7 @@
 //! build the same queue from the same configuration.
 //!
 //! In front of the policy sits the administrator's rate rules
-//! ([`RateLimiter`], Lustre's TBF): a request a rule holds reaches the
+//! ([`QosStage`], Lustre's TBF): a request a rule holds reaches the
 //! policy only once its tokens are there, and `next_wakeup` includes that
 //! moment, so the rules run the same in both worlds.
 //!
@@ -23,7 +23,7 @@
 //! the device (simulated or real), move reports between servers, and call
 //! `dispatch` again at `next_wakeup`.
 
-use super::{default_window, PolicyConfig, RateLimiter, RateRules, RequestQueue, ServiceReport};
+use super::{default_window, PolicyConfig, QosRules, QosStage, RequestQueue, ServiceReport};
 use crate::request::Request;
 use crate::time::Time;
 use crate::units::Bandwidth;
@@ -99,7 +99,7 @@ pub struct Driver {
     /// Scratch space for one queue's dispatch.
     started: Vec<Request>,
     /// The rate rules, in front of the policy.
-    limiter: RateLimiter,
+    rules: QosStage,
 }
 
 impl Driver {
@@ -111,7 +111,7 @@ impl Driver {
             next_generation: 0,
             policy: PolicyConfig::Fifo,
             started: Vec::new(),
-            limiter: RateLimiter::default(),
+            rules: QosStage::default(),
         };
         d.push_generation(policy);
         d
@@ -159,15 +159,15 @@ impl Driver {
 
     /// Replaces the rate rules (validated) at `now`, buckets full; what
     /// the old rules held goes on to the policy.
-    pub fn set_rules(&mut self, rules: &RateRules, now: Time) {
-        for req in self.limiter.replace(rules, now) {
+    pub fn set_rules(&mut self, rules: &QosRules, now: Time) {
+        for req in self.rules.replace(rules, now) {
             self.enqueue_at_policy(req, now);
         }
     }
 
     /// A request arrives at `now`.
     pub fn enqueue(&mut self, req: Request, now: Time) {
-        if let Some(req) = self.limiter.admit(req, now) {
+        if let Some(req) = self.rules.admit(req, now) {
             self.enqueue_at_policy(req, now);
         }
     }
@@ -186,17 +186,17 @@ impl Driver {
     /// work-conserving rules, held requests fill slots the policy leaves
     /// idle.
     pub fn dispatch(&mut self, now: Time, out: &mut Vec<(Request, Ticket)>) {
-        if self.limiter.held() > 0 {
+        if self.rules.held() > 0 {
             let mut released = std::mem::take(&mut self.started);
-            self.limiter.release(now, &mut released);
+            self.rules.release(now, &mut released);
             for req in released.drain(..) {
                 self.enqueue_at_policy(req, now);
             }
             self.started = released;
         }
         self.dispatch_policies(now, out);
-        while self.queued() == self.limiter.held() && self.has_free_slot() {
-            let Some(req) = self.limiter.spare() else {
+        while self.queued() == self.rules.held() && self.has_free_slot() {
+            let Some(req) = self.rules.spare() else {
                 break;
             };
             self.enqueue_at_policy(req, now);
@@ -260,7 +260,7 @@ impl Driver {
         self.generations
             .iter()
             .filter_map(|g| g.queue.next_wakeup(now))
-            .chain(self.limiter.next_wakeup())
+            .chain(self.rules.next_wakeup())
             .min()
     }
 
@@ -271,7 +271,7 @@ impl Driver {
             .iter()
             .map(|g| g.queue.len())
             .sum::<usize>()
-            + self.limiter.held()
+            + self.rules.held()
     }
 
     /// Requests dispatched and not yet completed.
@@ -285,7 +285,7 @@ impl Driver {
         self.generations
             .iter()
             .any(|g| g.slots_used < g.depth && !g.queue.is_empty())
-            || (self.limiter.held() > 0 && self.has_free_slot())
+            || (self.rules.held() > 0 && self.has_free_slot())
     }
 
     /// Generations that are neither taking arrivals nor holding anything go.
@@ -308,7 +308,7 @@ mod tests {
 
     use super::*;
     use crate::request::Op;
-    use crate::server::RateRule;
+    use crate::server::QosRule;
 
     #[derive(Clone, Debug)]
     enum Step {
@@ -421,8 +421,8 @@ mod tests {
 
     /// No rules (0), app 0 at 10 requests/s (1), writes at 1 MB/s (2), or
     /// both, work-conserving (3).
-    fn rate_rules(k: u8) -> RateRules {
-        let cap_app = RateRule {
+    fn rate_rules(k: u8) -> QosRules {
+        let cap_app = QosRule {
             name: "app0".into(),
             job: Some(0),
             op: None,
@@ -430,8 +430,9 @@ mod tests {
             bandwidth: None,
             burst_requests: None,
             burst: None,
+            weight: None,
         };
-        let cap_writes = RateRule {
+        let cap_writes = QosRule {
             name: "writes".into(),
             job: None,
             op: Some(super::super::OpClass::Write),
@@ -439,6 +440,7 @@ mod tests {
             bandwidth: Some(Bandwidth(1e6)),
             burst_requests: None,
             burst: None,
+            weight: None,
         };
         let rules = match k {
             0 => vec![],
@@ -446,7 +448,7 @@ mod tests {
             2 => vec![cap_writes],
             _ => vec![cap_app, cap_writes],
         };
-        RateRules {
+        QosRules {
             rules,
             work_conserving: k == 3,
         }
@@ -458,7 +460,7 @@ mod tests {
         // job 2 uncapped. Each has a backlog of 1 MiB writes.
         let mut d = Driver::new(&PolicyConfig::Fifo, defaults(DeviceClass::Flash));
         let mut rules = rate_rules(0);
-        rules.rules.push(RateRule {
+        rules.rules.push(QosRule {
             name: "job1".into(),
             job: Some(1),
             op: None,
@@ -466,6 +468,7 @@ mod tests {
             bandwidth: Some(Bandwidth(10e6)),
             burst_requests: None,
             burst: None,
+            weight: None,
         });
         d.set_rules(&rules, Time::ZERO);
         for id in 0..400 {

@@ -11,18 +11,18 @@ mod coordinated;
 mod driver;
 mod fifo;
 mod per_object;
+mod qos;
 mod service_sync;
 mod sfq;
-mod tbf;
 
 pub use capped::Capped;
 pub use coordinated::{Coordinated, TimeSource};
 pub use driver::{DeviceClass, DeviceDefaults, Driver, Ticket};
 pub use fifo::Fifo;
 pub use per_object::PerObjectFcfs;
+pub use qos::{OpClass, QosRule, QosRules, QosStage};
 pub use service_sync::ServiceSync;
 pub use sfq::{Sfq, SfqParams, SlotCosts};
-pub use tbf::{OpClass, RateLimiter, RateRule, RateRules};
 
 use std::collections::BTreeMap;
 

@@ -21,7 +21,7 @@ bandwidth = "200MB/s"
 parallelism = 4
 [policy]
 kind = "fifo"
-[[rates.rules]]
+[[qos.rules]]
 name = "job1"
 job = 1
 bandwidth = "20MB/s"
@@ -63,7 +63,7 @@ fn a_capped_job_gets_its_rate_within_five_percent_and_the_other_the_rest() {
     // The other job is not held back: it gets far more than the capped one.
     assert!(free > 4.0 * capped, "free job at {free} B/s");
     // Without the rule both share the servers alike.
-    let (a, b) = bandwidths(&["rates.rules=[]"]);
+    let (a, b) = bandwidths(&["qos.rules=[]"]);
     assert!(a > 2.0 * 80e6 && (a / b - 1.0).abs() < 0.25, "{a} {b}");
 }
 
@@ -89,13 +89,43 @@ fn a_byte_rate_holds_for_4kib_and_4mib_requests_alike() {
 
 #[test]
 fn bad_rules_name_the_rule_and_key() {
-    let e = error_of(CAPPED, &["rates.rules[0].bandwidth=\"0MB/s\""]);
-    assert!(e.contains("rates.rules[0].bandwidth: must be > 0"), "{e}");
-    let e = error_of(CAPPED, &["rates.rules=[{name = \"x\", job = 1}]"]);
+    let e = error_of(CAPPED, &["qos.rules[0].bandwidth=\"0MB/s\""]);
+    assert!(e.contains("qos.rules[0].bandwidth: must be > 0"), "{e}");
+    let e = error_of(CAPPED, &["qos.rules=[{name = \"x\", job = 1}]"]);
     assert!(
         e.contains(
-            "rates.rules[0].requests_per_second: give requests_per_second, bandwidth or both"
+            "qos.rules[0].requests_per_second: give a weight, requests_per_second, bandwidth, or several of them"
         ),
         "{e}"
     );
+}
+
+/// Under SFQ(D), a weight rule decides each job's share, whatever weight
+/// the job's requests carry: "free" claims 3 and "capped" 1, the rules
+/// give job 1 weight 3 and job 2 weight 1. While both are backlogged job 1
+/// gets 3/4 of the servers; it moves as much as job 2, so it ends first at
+/// 3/4 of the capacity C, and job 2 at C/2 over its whole run: a ratio of
+/// 1.5. Without the rules the claims win and the ratio is 1/1.5. (No
+/// barriers: a job waiting at its barrier is not backlogged, and would
+/// lend its share to the other.)
+#[test]
+fn weight_rules_decide_the_shares_whatever_the_requests_claim() {
+    let claims = [
+        "policy={kind=\"sfq-d\", depth=4}",
+        "apps[1].weight=3",
+        "apps[0].weight=1",
+        "apps[0].barrier=false",
+        "apps[1].barrier=false",
+    ];
+    let mut sets = claims.to_vec();
+    sets.push("qos.rules=[{name=\"job1\", job=1, weight=3.0}, {name=\"job2\", job=2, weight=1.0}]");
+    let (one, two) = bandwidths(&sets);
+    assert!(
+        (one / two / 1.5 - 1.0).abs() < 0.1,
+        "with the rules: {one} {two}"
+    );
+    let mut sets = claims.to_vec();
+    sets.push("qos.rules=[]");
+    let (one, two) = bandwidths(&sets);
+    assert!((two / one / 1.5 - 1.0).abs() < 0.1, "without: {one} {two}");
 }

@@ -1,13 +1,17 @@
-//! Rate rules: Lustre NRS TBF's token bucket filter, as a stage in front of
-//! any policy.
+//! The administrator's QoS rules, as a stage in front of any policy: a
+//! weight for the proportional-share policies, and Lustre NRS TBF's token
+//! bucket filter.
 //!
-//! The administrator writes rules; a rule matches requests by application
-//! (job) and operation class and caps them at a rate in requests per
-//! second, in bytes per second, or both, each with a burst depth. A
-//! request that matches a rule waits in that rule's FIFO until its tokens
-//! are there, and only then goes to the policy's queue; a request that
-//! matches none goes straight on. The first matching rule, in the order
-//! given, applies. The stage is not work-conserving (a capped job stays
+//! A rule matches requests by application (job) and operation class. The
+//! first matching rule, in the order given, applies; a request that
+//! matches none goes straight on with the weight it came with (the key's
+//! weight on a real server, the scenario's in the simulator). A rule may
+//! set the request's weight, which the SFQ family shares the device by; the
+//! weight a request carried is then ignored, so what a job gets is what
+//! the administrator wrote. A rule may cap its requests at a rate in
+//! requests per second, in bytes per second, or both, each with a burst
+//! depth: a request waits in that rule's FIFO until its tokens are there,
+//! and only then goes to the policy's queue. The stage is not work-conserving (a capped job stays
 //! capped on an idle server, as in Lustre) unless the rules say so, in
 //! which case a held request may also go when the policy has nothing else
 //! to run; such a request costs no tokens, since it takes capacity nobody
@@ -51,10 +55,11 @@ impl OpClass {
     }
 }
 
-/// One rule, as the administrator writes it (`[[rules]]`).
+/// One rule, as the administrator writes it (`[[rules]]`): a weight, a
+/// rate, or both.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RateRule {
+pub struct QosRule {
     /// How the rule is named in listings and errors.
     pub name: String,
     /// The application (job) it applies to; every one when unset.
@@ -76,12 +81,20 @@ pub struct RateRule {
     /// a second at the rate, at least 1 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<Bytes>,
+    /// The proportional-share weight its requests get, whatever they carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
 }
 
-impl RateRule {
+impl QosRule {
     pub fn matches(&self, req: &Request) -> bool {
         self.job.map_or(true, |j| j == req.app.0)
             && self.op.map_or(true, |o| o == OpClass::of(req.op))
+    }
+
+    /// Whether it caps a rate (a rule may only set a weight).
+    fn limits_rate(&self) -> bool {
+        self.requests_per_second.is_some() || self.bandwidth.is_some()
     }
 
     fn burst_requests(&self) -> f64 {
@@ -101,11 +114,16 @@ impl RateRule {
         if self.name.is_empty() {
             return Err(("name", "a rule needs a name".into()));
         }
-        if self.requests_per_second.is_none() && self.bandwidth.is_none() {
+        if self.requests_per_second.is_none() && self.bandwidth.is_none() && self.weight.is_none() {
             return Err((
                 "requests_per_second",
-                "give requests_per_second, bandwidth or both".into(),
+                "give a weight, requests_per_second, bandwidth, or several of them".into(),
             ));
+        }
+        if let Some(w) = self.weight {
+            if !(w.is_finite() && w > 0.0) {
+                return Err(("weight", format!("{w} is not a number > 0")));
+            }
         }
         if let Some(r) = self.requests_per_second {
             if !(r.is_finite() && r > 0.0) {
@@ -131,14 +149,14 @@ impl RateRule {
 /// capacity nobody else wants.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RateRules {
+pub struct QosRules {
     #[serde(default)]
-    pub rules: Vec<RateRule>,
+    pub rules: Vec<QosRule>,
     #[serde(default)]
     pub work_conserving: bool,
 }
 
-impl RateRules {
+impl QosRules {
     /// Every rule valid, names unique; the error names the rule's index.
     pub fn validate(&self) -> Result<(), (String, String)> {
         for (i, r) in self.rules.iter().enumerate() {
@@ -158,7 +176,7 @@ impl RateRules {
 /// One rule's buckets and the requests waiting for them.
 #[derive(Debug)]
 struct Bucket {
-    rule: RateRule,
+    rule: QosRule,
     requests: f64,
     bytes: f64,
     refilled: Time,
@@ -166,7 +184,7 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn new(rule: RateRule, now: Time) -> Bucket {
+    fn new(rule: QosRule, now: Time) -> Bucket {
         Bucket {
             requests: rule.burst_requests(),
             bytes: rule.burst_bytes(),
@@ -226,18 +244,18 @@ impl Bucket {
     }
 }
 
-/// The stage itself: [`RateRules`] with their buckets and held requests.
+/// The stage itself: [`QosRules`] with their buckets and held requests.
 #[derive(Debug, Default)]
-pub struct RateLimiter {
+pub struct QosStage {
     buckets: Vec<Bucket>,
     work_conserving: bool,
     held: usize,
 }
 
-impl RateLimiter {
+impl QosStage {
     /// A limiter for `rules` (validated), buckets full at `now`.
-    pub fn new(rules: &RateRules, now: Time) -> RateLimiter {
-        RateLimiter {
+    pub fn new(rules: &QosRules, now: Time) -> QosStage {
+        QosStage {
             buckets: rules
                 .rules
                 .iter()
@@ -250,8 +268,8 @@ impl RateLimiter {
 
     /// Replaces the rules. Requests held under the old ones are returned,
     /// to go on to the policy at once: a rule taken away frees its queue.
-    pub fn replace(&mut self, rules: &RateRules, now: Time) -> Vec<Request> {
-        let old = std::mem::replace(self, RateLimiter::new(rules, now));
+    pub fn replace(&mut self, rules: &QosRules, now: Time) -> Vec<Request> {
+        let old = std::mem::replace(self, QosStage::new(rules, now));
         old.buckets.into_iter().flat_map(|b| b.held).collect()
     }
 
@@ -264,11 +282,18 @@ impl RateLimiter {
         self.held
     }
 
-    /// A request arrives: returned if it may go on now, else held.
-    pub fn admit(&mut self, req: Request, now: Time) -> Option<Request> {
+    /// A request arrives: given its rule's weight, and returned if it may
+    /// go on now, else held.
+    pub fn admit(&mut self, mut req: Request, now: Time) -> Option<Request> {
         let Some(b) = self.buckets.iter_mut().find(|b| b.rule.matches(&req)) else {
             return Some(req);
         };
+        if let Some(w) = b.rule.weight {
+            req.weight = Some(w);
+        }
+        if !b.rule.limits_rate() {
+            return Some(req);
+        }
         b.refill(now);
         if b.held.is_empty() && b.affords(&req) {
             b.charge(&req);
@@ -346,8 +371,8 @@ mod tests {
         }
     }
 
-    fn rule(bandwidth: Option<f64>, rps: Option<f64>) -> RateRule {
-        RateRule {
+    fn rule(bandwidth: Option<f64>, rps: Option<f64>) -> QosRule {
+        QosRule {
             name: "cap".into(),
             job: Some(1),
             op: None,
@@ -355,11 +380,12 @@ mod tests {
             bandwidth: bandwidth.map(Bandwidth),
             burst_requests: None,
             burst: None,
+            weight: None,
         }
     }
 
-    fn rules(r: RateRule) -> RateRules {
-        RateRules {
+    fn rules(r: QosRule) -> QosRules {
+        QosRules {
             rules: vec![r],
             work_conserving: false,
         }
@@ -367,8 +393,8 @@ mod tests {
 
     /// Runs a limiter against a backlog of `n` requests of `len` bytes
     /// from job 1, releasing at every wake-up; returns the release times.
-    fn drain(rules: &RateRules, n: u64, len: u64) -> Vec<(Time, u64)> {
-        let mut l = RateLimiter::new(rules, Time::ZERO);
+    fn drain(rules: &QosRules, n: u64, len: u64) -> Vec<(Time, u64)> {
+        let mut l = QosStage::new(rules, Time::ZERO);
         let mut out = Vec::new();
         for i in 0..n {
             if let Some(r) = l.admit(req(i, 1, Op::Write, len), Time::ZERO) {
@@ -390,7 +416,7 @@ mod tests {
 
     #[test]
     fn unmatched_requests_pass_and_matched_ones_wait_their_turn() {
-        let mut l = RateLimiter::new(&rules(rule(None, Some(10.0))), Time::ZERO);
+        let mut l = QosStage::new(&rules(rule(None, Some(10.0))), Time::ZERO);
         assert!(
             l.admit(req(0, 2, Op::Read, 4096), Time::ZERO).is_some(),
             "another job"
@@ -429,13 +455,13 @@ mod tests {
     fn work_conserving_rules_lend_spare_capacity_without_charging_it() {
         let mut r = rules(rule(None, Some(1.0)));
         r.work_conserving = true;
-        let mut l = RateLimiter::new(&r, Time::ZERO);
+        let mut l = QosStage::new(&r, Time::ZERO);
         assert!(l.admit(req(0, 1, Op::Read, 1), Time::ZERO).is_some());
         assert!(l.admit(req(1, 1, Op::Read, 1), Time::ZERO).is_none());
         assert_eq!(l.spare().map(|r| r.id), Some(RequestId(1)));
         assert_eq!(l.held(), 0);
         r.work_conserving = false;
-        let mut l = RateLimiter::new(&r, Time::ZERO);
+        let mut l = QosStage::new(&r, Time::ZERO);
         l.admit(req(0, 1, Op::Read, 1), Time::ZERO);
         l.admit(req(1, 1, Op::Read, 1), Time::ZERO);
         assert!(
@@ -445,9 +471,48 @@ mod tests {
     }
 
     #[test]
+    fn the_first_matching_rule_sets_the_weight_whatever_the_request_carried() {
+        let mut weighted = rule(None, None);
+        weighted.weight = Some(3.0);
+        let mut other = rule(None, Some(1.0));
+        other.name = "other".into();
+        other.job = Some(2);
+        let r = QosRules {
+            rules: vec![weighted, other],
+            work_conserving: false,
+        };
+        assert_eq!(r.validate(), Ok(()));
+        let mut l = QosStage::new(&r, Time::ZERO);
+        let mut claimed = req(0, 1, Op::Write, 4096);
+        claimed.weight = Some(1000.0);
+        for i in 0..10 {
+            let mut r = claimed.clone();
+            r.id = RequestId(i);
+            let passed = l
+                .admit(r, Time::ZERO)
+                .expect("a weight-only rule never holds");
+            assert_eq!(passed.weight, Some(3.0));
+        }
+        let mut unmatched = req(10, 7, Op::Write, 4096);
+        unmatched.weight = Some(2.0);
+        assert_eq!(l.admit(unmatched, Time::ZERO).unwrap().weight, Some(2.0));
+        assert_eq!(
+            l.admit(req(11, 2, Op::Read, 1), Time::ZERO).unwrap().weight,
+            None
+        );
+        assert!(
+            l.admit(req(12, 2, Op::Read, 1), Time::ZERO).is_none(),
+            "job 2's rate rule"
+        );
+    }
+
+    #[test]
     fn bad_rules_are_named() {
         let mut r = rules(rule(None, None));
         assert_eq!(r.validate().unwrap_err().0, "rules[0].requests_per_second");
+        r.rules[0].weight = Some(0.0);
+        assert_eq!(r.validate().unwrap_err().0, "rules[0].weight");
+        r.rules[0].weight = None;
         r.rules[0].requests_per_second = Some(5.0);
         r.rules.push(r.rules[0].clone());
         assert_eq!(r.validate().unwrap_err().0, "rules[1].name");
@@ -472,7 +537,7 @@ mod tests {
             let rules = rules(r.clone());
             let mut arrivals = arrivals;
             arrivals.sort_unstable();
-            let mut l = RateLimiter::new(&rules, Time::ZERO);
+            let mut l = QosStage::new(&rules, Time::ZERO);
             let mut released: Vec<(Time, Request)> = Vec::new();
             let mut out = Vec::new();
             let mut pending = arrivals.iter().enumerate().peekable();
