@@ -215,6 +215,12 @@ struct State {
     /// inode → (path, how many lookups the kernel holds).
     names: HashMap<u64, (String, u64)>,
     files: HashMap<u64, OpenFile>,
+    /// inode → how many handles the kernel has open on it.
+    opens: HashMap<u64, u32>,
+    /// Files unlinked (or renamed over) while open here, kept under a
+    /// hidden name until their last close: inode → (hidden path, whether
+    /// the rename to it is done).
+    unlinked: HashMap<u64, (String, bool)>,
     /// Directory listings taken at opendir, served in pieces by readdir.
     listings: HashMap<u64, Vec<DirEntry>>,
     next_handle: u64,
@@ -229,6 +235,8 @@ impl State {
         State {
             names,
             files: HashMap::new(),
+            opens: HashMap::new(),
+            unlinked: HashMap::new(),
             listings: HashMap::new(),
             next_handle: 1,
         }
@@ -286,10 +294,45 @@ impl State {
         }
     }
 
+    /// The inode at `path` if this mount has it open.
+    fn open_at(&self, path: &str) -> Option<u64> {
+        self.opens
+            .keys()
+            .copied()
+            .find(|ino| self.names.get(ino).is_some_and(|(p, _)| p == path))
+    }
+
+    /// A handle on `ino` was closed; true when it was the last one of a
+    /// file hidden since its unlink, which is now for the caller to remove.
+    fn closed(&mut self, ino: u64) -> Option<String> {
+        let left = self.opens.get_mut(&ino).map(|n| {
+            *n -= 1;
+            *n
+        });
+        if left != Some(0) {
+            return None;
+        }
+        self.opens.remove(&ino);
+        match self.unlinked.get(&ino) {
+            Some((_, true)) => self.unlinked.remove(&ino).map(|(path, _)| path),
+            _ => None,
+        }
+    }
+
     fn handle(&mut self) -> u64 {
         self.next_handle += 1;
         self.next_handle
     }
+}
+
+/// Files unlinked while open on this mount are kept under this name
+/// (followed by the inode number) in their directory until their last
+/// close, as NFS clients keep theirs as `.nfsXXXX`; listings leave them out.
+const HIDDEN_PREFIX: &str = ".concerto-unlinked-";
+
+fn hidden_path(path: &str, ino: u64) -> String {
+    let dir = &path[..path.rfind('/').unwrap_or(0)];
+    format!("{dir}/{HIDDEN_PREFIX}{ino:x}")
 }
 
 /// Free inodes `statfs` reports: Concerto has no inode table to fill, so a
@@ -311,6 +354,8 @@ impl From<ClientError> for Errno {
             Some(ErrorKind::IsADirectory) => libc::EISDIR,
             Some(ErrorKind::Invalid) => libc::EINVAL,
             Some(ErrorKind::Denied) => libc::EACCES,
+            Some(ErrorKind::NoSpace) => libc::ENOSPC,
+            Some(ErrorKind::Stale) => libc::ESTALE,
             _ if matches!(e, ClientError::Auth { .. }) => libc::EACCES,
             _ if matches!(e, ClientError::Invalid(_)) => libc::EINVAL,
             _ => libc::EIO,
@@ -394,11 +439,50 @@ impl Ctx {
     /// Keeps an open file, with the client acting for whoever opened it,
     /// under a new handle number.
     fn keep_open(&self, file: FileHandle) -> u64 {
+        *self.state().opens.entry(file.inode).or_default() += 1;
         let open = OpenFile {
             file,
             client: self.client.clone(),
         };
         self.keep(|s| &mut s.files, open)
+    }
+
+    /// Unlinks `path` unless this mount has it open; then hides it instead
+    /// (POSIX: an unlinked file lives on until its last close), and removes
+    /// it once the last handle is closed.
+    async fn unlink_or_hide(&self, path: &str) -> Result<(), Errno> {
+        let hide = {
+            let mut state = self.state();
+            state.open_at(path).map(|ino| {
+                let hidden = hidden_path(path, ino);
+                state.unlinked.insert(ino, (hidden.clone(), false));
+                (ino, hidden)
+            })
+        };
+        let Some((ino, hidden)) = hide else {
+            return Ok(self.client.unlink(path).await?);
+        };
+        if let Err(e) = self.client.rename(path, &hidden).await {
+            self.state().unlinked.remove(&ino);
+            return Err(e.into());
+        }
+        let last_closed = {
+            let mut state = self.state();
+            state.renamed(path, &hidden);
+            if state.opens.contains_key(&ino) {
+                if let Some(entry) = state.unlinked.get_mut(&ino) {
+                    entry.1 = true;
+                }
+                false
+            } else {
+                state.unlinked.remove(&ino);
+                true
+            }
+        };
+        if last_closed {
+            self.client.unlink(&hidden).await?;
+        }
+        Ok(())
     }
 
     /// Keeps `value` under a new handle number.
@@ -617,9 +701,11 @@ impl Filesystem for ConcertoFuse {
 
     fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
         let path = self.state().child(parent, name);
-        self.run(req, reply, |ctx| async move {
-            Ok(ctx.client.unlink(&path?).await?)
-        });
+        self.run(
+            req,
+            reply,
+            |ctx| async move { ctx.unlink_or_hide(&path?).await },
+        );
     }
 
     fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -655,6 +741,11 @@ impl Filesystem for ConcertoFuse {
                     Err(e) if e.kind() == Some(ErrorKind::NotFound) => {}
                     Err(e) => return Err(e.into()),
                 }
+            }
+            // A file replaced while open here lives on until its last close.
+            let replaced_open = ctx.state().open_at(&to).is_some();
+            if replaced_open {
+                ctx.unlink_or_hide(&to).await?;
             }
             ctx.client.rename(&from, &to).await?;
             ctx.state().renamed(&from, &to);
@@ -773,8 +864,61 @@ impl Filesystem for ConcertoFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.state().files.remove(&fh);
-        reply.ok();
+        let hidden = {
+            let mut state = self.state();
+            let Some(open) = state.files.remove(&fh) else {
+                return reply.error(libc::EBADF);
+            };
+            state
+                .closed(open.file.inode)
+                .map(|path| (path, open.client))
+        };
+        match hidden {
+            // The last close of a file unlinked while open: it goes now.
+            Some((path, client)) => self.spawn(client, reply, |ctx| async move {
+                Ok(ctx.client.unlink(&path).await?)
+            }),
+            None => reply.ok(),
+        }
+    }
+
+    /// Device nodes, fifos and sockets have no counterpart in the metadata
+    /// service (regular files come through `create`).
+    fn mknod(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(libc::EPERM);
+    }
+
+    /// Hard and symbolic links are not supported: EPERM, what POSIX
+    /// specifies for a file system that does not support them.
+    fn link(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _newparent: u64,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(libc::EPERM);
+    }
+
+    fn symlink(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(libc::EPERM);
     }
 
     fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
@@ -803,13 +947,16 @@ impl Filesystem for ConcertoFuse {
             (ino, FileType::Directory, "."),
             (ino, FileType::Directory, ".."),
         ];
-        let listed = entries.iter().map(|e| {
-            let kind = match e.kind {
-                FileKind::Directory => FileType::Directory,
-                FileKind::File => FileType::RegularFile,
-            };
-            (e.inode, kind, e.name.as_str())
-        });
+        let listed = entries
+            .iter()
+            .filter(|e| !e.name.starts_with(HIDDEN_PREFIX))
+            .map(|e| {
+                let kind = match e.kind {
+                    FileKind::Directory => FileType::Directory,
+                    FileKind::File => FileType::RegularFile,
+                };
+                (e.inode, kind, e.name.as_str())
+            });
         let start = usize::try_from(offset).unwrap_or(0);
         for (i, (inode, kind, name)) in dots.into_iter().chain(listed).enumerate().skip(start) {
             if reply.add(inode, i as i64 + 1, kind, name) {

@@ -227,3 +227,182 @@ fn is_mounted(path: &Path) -> bool {
     let p = path.to_string_lossy();
     mounts.lines().any(|l| l.split(' ').nth(1) == Some(&*p))
 }
+
+/// A cluster of `servers` in `root` (on whatever disk that is), its admin
+/// client and a mount of it at `mnt`.
+fn cluster_and_mount(
+    rt: &tokio::runtime::Runtime,
+    root: &Path,
+    mnt: &Path,
+    servers: u32,
+) -> (LocalCluster, FsClient, concerto_fuse::Mount) {
+    let cluster = rt
+        .block_on(LocalCluster::start(
+            root,
+            LocalClusterSpec {
+                servers,
+                policy: PolicyConfig::Fifo,
+                stripe_unit: 65536,
+                throttle: None,
+                timeout_ms: 10_000,
+            },
+        ))
+        .unwrap();
+    let client = FsClient::new(
+        cluster.cluster.clone(),
+        Identity::new(1, 0),
+        cluster.admin.clone(),
+    );
+    fs::create_dir(mnt).unwrap();
+    let mounted = mount(
+        client.with_identity(client.identity()),
+        mnt,
+        rt.handle().clone(),
+        MountOptions::default(),
+    )
+    .expect("mount (needs /dev/fuse and root)");
+    (cluster, client, mounted)
+}
+
+/// The objects on every server of a cluster in `root`, as files.
+fn object_files(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for server in fs::read_dir(root).unwrap() {
+        for entry in fs::read_dir(server.unwrap().path().join("objects")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// POSIX: a file unlinked, or replaced by a rename, while a process has it
+/// open stays readable and writable through that descriptor, out of every
+/// listing, and goes (data included) at the last close. Links and special
+/// files are refused with EPERM.
+#[test]
+fn an_unlinked_open_file_lives_until_its_last_close() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cluster");
+    let mnt = dir.path().join("mnt");
+    let (cluster, _client, mounted) = cluster_and_mount(&rt, &root, &mnt, 2);
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+    fs::write(mnt.join("doomed"), &data).unwrap();
+    fs::write(mnt.join("target"), b"old").unwrap();
+    fs::write(mnt.join("source"), b"new").unwrap();
+    let doomed = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(mnt.join("doomed"))
+        .unwrap();
+    let second = File::open(mnt.join("doomed")).unwrap();
+    let replaced = File::open(mnt.join("target")).unwrap();
+
+    fs::remove_file(mnt.join("doomed")).unwrap();
+    fs::rename(mnt.join("source"), mnt.join("target")).unwrap();
+    assert_eq!(
+        File::open(mnt.join("doomed")).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    let names: Vec<String> = fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["target"], "hidden files are not listed");
+    assert_eq!(fs::read(mnt.join("target")).unwrap(), b"new");
+    // The descriptors still reach the old files' data, and can write it.
+    let mut back = vec![0u8; data.len()];
+    doomed.read_exact_at(&mut back, 0).unwrap();
+    assert!(back == data, "an unlinked file reads its data");
+    doomed.write_all_at(b"still here", 100).unwrap();
+    let mut word = [0u8; 10];
+    second.read_exact_at(&mut word, 100).unwrap();
+    assert_eq!(&word, b"still here");
+    let mut old = [0u8; 3];
+    replaced.read_exact_at(&mut old, 0).unwrap();
+    assert_eq!(&old, b"old");
+    // The last close removes them, objects and all: only "target"'s remain.
+    drop(doomed);
+    assert_eq!(object_files(&root).len(), 2 + 1 + 1);
+    drop(second);
+    drop(replaced);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while object_files(&root).len() != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "objects left after the last close: {:?}",
+            object_files(&root)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let everything = rt.block_on(_client.readdir("/")).unwrap();
+    assert_eq!(everything.len(), 1, "{everything:?}");
+
+    // Links and special files.
+    let link = |r: std::io::Result<()>| errno(&r.unwrap_err());
+    assert_eq!(
+        link(fs::hard_link(mnt.join("target"), mnt.join("h"))),
+        libc::EPERM
+    );
+    assert_eq!(
+        link(std::os::unix::fs::symlink("target", mnt.join("s"))),
+        libc::EPERM
+    );
+    let fifo = std::ffi::CString::new(mnt.join("fifo").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, -1);
+    assert_eq!(errno(&std::io::Error::last_os_error()), libc::EPERM);
+
+    drop(mounted);
+    rt.block_on(cluster.shutdown());
+}
+
+/// A cluster on a small disk of its own (a tmpfs): writing through the
+/// mount past its end fails with ENOSPC, not EIO; the file can be removed
+/// on the full disk, and writing works again.
+#[test]
+fn a_full_disk_gives_enospc_through_the_mount() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk");
+    fs::create_dir(&disk).unwrap();
+    let out = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=32m", "tmpfs"])
+        .arg(&disk)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mount tmpfs (needs root): {out:?}");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(disk.clone());
+    let mnt = dir.path().join("mnt");
+    let (cluster, _client, mounted) = cluster_and_mount(&rt, &disk.join("cluster"), &mnt, 2);
+    let mut f = File::create(mnt.join("big")).unwrap();
+    let chunk = vec![5u8; 1 << 20];
+    let e = (0..64)
+        .find_map(|_| f.write_all(&chunk).err())
+        .expect("64 MiB fit on a 32 MiB disk");
+    assert_eq!(errno(&e), libc::ENOSPC, "{e}");
+    drop(f);
+    fs::remove_file(mnt.join("big")).unwrap();
+    // The kernel sends a file's release after close(2) returns, so a file
+    // removed right after its close may still count as open here, and go
+    // (freeing its space) only when the release comes: wait for that.
+    let objects = disk.join("cluster");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !object_files(&objects).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "big's objects stay");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    fs::write(mnt.join("small"), &chunk).unwrap();
+    assert_eq!(fs::metadata(mnt.join("small")).unwrap().len(), 1 << 20);
+    drop(mounted);
+    rt.block_on(cluster.shutdown());
+}

@@ -33,7 +33,7 @@ use crate::namespace;
 use crate::stats::ServerStats;
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -412,6 +412,11 @@ pub enum ErrorKind {
     /// The connection did not authenticate, or its key does not allow this
     /// (EACCES).
     Denied,
+    /// The server's storage is full (ENOSPC).
+    NoSpace,
+    /// The object belonged to a file that has been removed (ESTALE): a
+    /// write or read through a descriptor opened before the unlink.
+    Stale,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -4,7 +4,8 @@
 //!
 //! Errors become the Python exceptions a file system user expects:
 //! `FileNotFoundError`, `FileExistsError`, `NotADirectoryError`,
-//! `IsADirectoryError`, `OSError(ENOTEMPTY)`, `TimeoutError` and
+//! `IsADirectoryError`, `OSError(ENOTEMPTY)`, `OSError(ENOSPC)`,
+//! `OSError(ESTALE)`, `TimeoutError` and
 //! `ConnectionError` (naming the server), `ValueError` for bad arguments.
 
 use std::future::Future;
@@ -24,8 +25,6 @@ use concerto_client::proto::{ErrorKind, LayoutRequest};
 use concerto_client::{credential_for, ClientError, ClusterFile, FileHandle, FsClient, Identity};
 use concerto_core::Extent;
 
-const ENOTEMPTY: i32 = 39;
-
 fn py_err(e: ClientError) -> PyErr {
     let msg = e.to_string();
     match &e {
@@ -39,7 +38,9 @@ fn py_err(e: ClientError) -> PyErr {
             ErrorKind::Exists => PyFileExistsError::new_err(msg),
             ErrorKind::NotADirectory => PyNotADirectoryError::new_err(msg),
             ErrorKind::IsADirectory => PyIsADirectoryError::new_err(msg),
-            ErrorKind::NotEmpty => PyOSError::new_err((ENOTEMPTY, msg)),
+            ErrorKind::NotEmpty => PyOSError::new_err((libc::ENOTEMPTY, msg)),
+            ErrorKind::NoSpace => PyOSError::new_err((libc::ENOSPC, msg)),
+            ErrorKind::Stale => PyOSError::new_err((libc::ESTALE, msg)),
             ErrorKind::Invalid => PyValueError::new_err(msg),
             ErrorKind::Denied => PyPermissionError::new_err(msg),
             ErrorKind::Io | ErrorKind::Protocol => PyOSError::new_err(msg),

@@ -15,7 +15,8 @@
 //! - `counters`: the next inode number and the numbers of files and directories
 
 use std::ops::Bound;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -62,6 +63,14 @@ pub enum MetaError {
     Invalid(String),
     #[error("metadata store: {0}")]
     Store(String),
+    /// The store's disk failed; the store is closed and opened again by
+    /// the next operation.
+    #[error("metadata store: {0}")]
+    StoreIo(String),
+    /// The store's disk is full; as `StoreIo`, the next operation opens
+    /// the store again, and works once space was freed.
+    #[error("metadata store: {0}")]
+    NoSpace(String),
 }
 
 impl MetaError {
@@ -73,15 +82,33 @@ impl MetaError {
             MetaError::NotADirectory(_) => ErrorKind::NotADirectory,
             MetaError::IsADirectory(_) => ErrorKind::IsADirectory,
             MetaError::Invalid(_) => ErrorKind::Invalid,
-            MetaError::Store(_) => ErrorKind::Io,
+            MetaError::Store(_) | MetaError::StoreIo(_) => ErrorKind::Io,
+            MetaError::NoSpace(_) => ErrorKind::NoSpace,
         }
+    }
+
+    /// Whether the store must be closed and opened again: redb refuses
+    /// every later transaction after an I/O error ("Previous I/O error
+    /// occurred. Please close and re-open the database.").
+    fn needs_reopen(&self) -> bool {
+        matches!(self, MetaError::StoreIo(_) | MetaError::NoSpace(_))
     }
 }
 
-/// Every redb error kind converts into `redb::Error`; all of them mean the store failed.
+/// Every redb error kind converts into `redb::Error`; all of them mean the
+/// store failed, and an I/O error says whether the disk was full.
 impl<E: Into<redb::Error>> From<E> for MetaError {
     fn from(e: E) -> MetaError {
-        MetaError::Store(e.into().to_string())
+        match e.into() {
+            redb::Error::Io(io) => match io.raw_os_error() {
+                Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+                    MetaError::NoSpace(format!("{io} (free space, then retry)"))
+                }
+                _ => MetaError::StoreIo(io.to_string()),
+            },
+            e @ redb::Error::PreviousIo => MetaError::StoreIo(e.to_string()),
+            e => MetaError::Store(e.to_string()),
+        }
     }
 }
 
@@ -173,9 +200,31 @@ fn bump(counters: &mut redb::Table<&str, u64>, key: &str, delta: i64) -> Result<
     Ok(now)
 }
 
+/// The namespace in `dir/metadata.redb`. After a disk error (a full disk,
+/// most often) redb refuses every later transaction until the database is
+/// opened again, so the store closes it and the next operation opens it
+/// again: once space is freed, the service works on without a restart. A
+/// transaction that failed was not committed, so reopening finds the last
+/// committed state.
+///
+/// Freeing space on a full disk takes a transaction too (an unlink), and a
+/// transaction needs room. So the store keeps a reserve file beside the
+/// database (`metadata.reserve`, [`RESERVE_BYTES`]), as databases keep
+/// ballast. When the disk is full under a transaction, the reserve goes
+/// and the store takes only operations that free space or change nothing
+/// (unlink, rmdir, rename, truncate, lookups) until the disk has room for
+/// the reserve again: deletes go through and make room, and creates, which
+/// would fill the disk again, are refused with NoSpace meanwhile.
 pub struct MetadataStore {
-    db: Database,
+    path: PathBuf,
+    reserve: PathBuf,
+    /// Whether the reserve is given up (deletes only).
+    reserve_gone: std::sync::Mutex<bool>,
     cfg: MetadataConfig,
+    /// `None` while closed after a disk error. Operations share the read
+    /// side; closing and reopening take the write side, so no transaction
+    /// is open when the database is dropped.
+    open: RwLock<Option<Namespace>>,
 }
 
 impl MetadataStore {
@@ -188,10 +237,144 @@ impl MetadataStore {
         }
         std::fs::create_dir_all(dir)
             .map_err(|e| MetaError::Store(format!("{}: {e}", dir.display())))?;
-        let db = Database::create(dir.join("metadata.redb"))?;
-        let store = MetadataStore { db, cfg };
-        store.format_if_new()?;
+        let path = dir.join("metadata.redb");
+        let namespace = Namespace::open(&path, cfg.clone())?;
+        let store = MetadataStore {
+            path,
+            reserve: dir.join("metadata.reserve"),
+            reserve_gone: std::sync::Mutex::new(false),
+            cfg,
+            open: RwLock::new(Some(namespace)),
+        };
+        if !store.reserve.exists() && store.make_reserve().is_err() {
+            *store.reserve_gone.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        }
         Ok(store)
+    }
+
+    /// Writes the reserve file (real blocks, not a sparse file); a partial
+    /// one is removed.
+    fn make_reserve(&self) -> std::io::Result<()> {
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&self.reserve)?;
+            let block = vec![0u8; 64 << 10];
+            for _ in 0..RESERVE_BYTES / block.len() as u64 {
+                f.write_all(&block)?;
+            }
+            f.sync_all()
+        };
+        write().inspect_err(|_| {
+            let _ = std::fs::remove_file(&self.reserve);
+        })
+    }
+
+    /// Gives the reserve up when a transaction found the disk full.
+    fn release_reserve(&self) {
+        let mut gone = self.reserve_gone.lock().unwrap_or_else(|p| p.into_inner());
+        if *gone {
+            return;
+        }
+        *gone = true;
+        eprintln!(
+            "concerto-server: the metadata store's disk is full; its reserve ({}) is given up so that \
+             deletes can make room",
+            self.reserve.display()
+        );
+        let _ = std::fs::remove_file(&self.reserve);
+    }
+
+    /// Whether the store takes only what frees space: the reserve is gone
+    /// and cannot be taken back yet (the disk lacks twice its size).
+    fn deletes_only(&self) -> bool {
+        let mut gone = self.reserve_gone.lock().unwrap_or_else(|p| p.into_inner());
+        let room = || {
+            let dir = self.reserve.parent().unwrap_or(&self.reserve);
+            crate::storage::disk_space(dir).is_ok_and(|(_, free)| free >= 2 * RESERVE_BYTES)
+        };
+        if *gone && room() && self.make_reserve().is_ok() {
+            *gone = false;
+        }
+        *gone
+    }
+
+    /// Carries out one operation at time `now_ns` (ns since the Unix epoch).
+    pub fn apply(&self, op: &MetaRequest, now_ns: u64) -> Result<MetaReply, MetaError> {
+        let adds = matches!(op, MetaRequest::Mkdir { .. } | MetaRequest::Create { .. });
+        if adds && self.deletes_only() {
+            return Err(MetaError::NoSpace(
+                "the disk is full: files and directories can be removed, not created, until \
+                 there is room again"
+                    .into(),
+            ));
+        }
+        self.with(!adds, |ns| ns.apply(op, now_ns))
+    }
+
+    /// Number of inodes stored (for statistics).
+    pub fn inode_count(&self) -> Result<u64, MetaError> {
+        self.with(false, Namespace::inode_count)
+    }
+
+    /// Runs `f` on the open namespace (opening it if a disk error closed
+    /// it) and closes it after a disk error. When the disk was full, the
+    /// reserve goes, and an operation that frees space (`frees`) is tried
+    /// once more.
+    fn with<T>(
+        &self,
+        frees: bool,
+        f: impl Fn(&Namespace) -> Result<T, MetaError>,
+    ) -> Result<T, MetaError> {
+        let result = self.once(&f);
+        if matches!(result, Err(MetaError::NoSpace(_))) {
+            self.release_reserve();
+            if frees {
+                return self.once(&f);
+            }
+        }
+        result
+    }
+
+    fn once<T>(&self, f: &impl Fn(&Namespace) -> Result<T, MetaError>) -> Result<T, MetaError> {
+        let result = {
+            let open = self.open.read().unwrap_or_else(|p| p.into_inner());
+            match open.as_ref() {
+                Some(ns) => f(ns),
+                None => {
+                    drop(open);
+                    let mut closed = self.open.write().unwrap_or_else(|p| p.into_inner());
+                    if closed.is_none() {
+                        *closed = Some(Namespace::open(&self.path, self.cfg.clone())?);
+                    }
+                    f(closed.as_ref().expect("opened just now"))
+                }
+            }
+        };
+        if result.as_ref().is_err_and(MetaError::needs_reopen) {
+            *self.open.write().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        result
+    }
+}
+
+/// Bytes kept free for the metadata store's own transactions on a full
+/// disk.
+pub const RESERVE_BYTES: u64 = 4 << 20;
+
+/// The open database and what the namespace operations need.
+struct Namespace {
+    db: Database,
+    cfg: MetadataConfig,
+}
+
+impl Namespace {
+    fn open(path: &Path, cfg: MetadataConfig) -> Result<Namespace, MetaError> {
+        let ns = Namespace {
+            db: Database::create(path)?,
+            cfg,
+        };
+        ns.format_if_new()?;
+        Ok(ns)
     }
 
     fn format_if_new(&self) -> Result<(), MetaError> {
@@ -223,8 +406,7 @@ impl MetadataStore {
         Ok(())
     }
 
-    /// Carries out one operation at time `now_ns` (ns since the Unix epoch).
-    pub fn apply(&self, op: &MetaRequest, now_ns: u64) -> Result<MetaReply, MetaError> {
+    fn apply(&self, op: &MetaRequest, now_ns: u64) -> Result<MetaReply, MetaError> {
         match op {
             MetaRequest::Lookup { path } => self.lookup(path),
             MetaRequest::Readdir { path, after } => self.readdir(path, after.as_deref()),
@@ -573,8 +755,7 @@ impl MetadataStore {
         Ok(MetaReply::Attr(attr))
     }
 
-    /// Number of inodes stored (for statistics).
-    pub fn inode_count(&self) -> Result<u64, MetaError> {
+    fn inode_count(&self) -> Result<u64, MetaError> {
         let txn = self.db.begin_read()?;
         Ok(txn.open_table(INODES)?.len()?)
     }

@@ -433,7 +433,7 @@ impl Action {
                 Some(objects) => paced(op.moves_data(), &mut || {
                     op.run(objects, at.object)
                         .unwrap_or_else(|e| Message::Error {
-                            kind: ErrorKind::Io,
+                            kind: crate::storage::error_kind(&e),
                             message: e.to_string(),
                         })
                 }),
