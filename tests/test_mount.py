@@ -70,15 +70,22 @@ def test_fio_verifies_every_block_written_through_the_mount(mounted, tmp_path):
     assert proc.poll() is None
 
 
-def test_a_plain_program_writes_and_sigterm_unmounts(mounted, tmp_path):
+def test_a_plain_program_writes_and_sigterm_unmounts_with_files_open(mounted, tmp_path):
     cluster, mnt, proc = mounted
     script = f"open({str(mnt / 'plain')!r}, 'wb').write(bytes(range(256)) * 1000)"
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
     assert fs.connect(cluster).open("/plain").read(0, 1 << 20) == bytes(range(256)) * 1000
     assert (mnt / "plain").stat().st_size == 256_000
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(30) == 0
-    assert not _mounted(mnt.resolve())
+    held = open(mnt / "plain", "rb")  # still open when the mount is told to stop
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert not _mounted(mnt.resolve())
+    finally:
+        try:
+            held.close()
+        except OSError:
+            pass  # the mount it belonged to is gone
 
 
 def test_a_killed_mount_leaves_nothing_a_new_mount_cannot_clear(mounted, tmp_path):

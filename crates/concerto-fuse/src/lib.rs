@@ -72,10 +72,24 @@ impl Default for MountOptions {
     }
 }
 
-/// A mounted cluster; dropping it unmounts.
+/// A mounted cluster; dropping it unmounts, lazily if files on it are
+/// still open (a plain unmount then fails with EBUSY and would leave a
+/// dead mount behind).
 pub struct Mount {
-    _session: fuser::BackgroundSession,
+    session: Option<fuser::BackgroundSession>,
     mountpoint: std::path::PathBuf,
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        drop(self.session.take());
+        if is_ours(&self.mountpoint) && !detach(&self.mountpoint) {
+            eprintln!(
+                "concerto-fuse: could not unmount {}: run `fusermount3 -u {0}` (or, as root, `umount -l {0}`)",
+                self.mountpoint.display()
+            );
+        }
+    }
 }
 
 impl Mount {
@@ -127,27 +141,13 @@ fn clear_stale_mount(mountpoint: &Path) -> io::Result<()> {
     // holds absolute paths.
     let mountpoint = &std::path::absolute(mountpoint)?;
     let shown = mountpoint.display();
-    let ours = mounted_kind(mountpoint)
-        .ok()
-        .flatten()
-        .is_some_and(|(source, kind)| source == "concerto" && kind.starts_with("fuse"));
-    if !ours {
+    if !is_ours(mountpoint) {
         return Err(io::Error::other(format!(
             "{shown} is a mount whose file system is gone (transport endpoint not connected), \
              and not a Concerto one: unmount it (`fusermount3 -u {shown}` or, as root, `umount -l {shown}`)"
         )));
     }
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: `c_path` is a NUL-terminated path that outlives the call.
-    let detached = unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) } == 0
-        || std::process::Command::new("fusermount3")
-            .args(["-u", "-z"])
-            .arg(mountpoint)
-            .status()
-            .is_ok_and(|s| s.success());
-    if detached {
+    if detach(mountpoint) {
         eprintln!("concerto-fuse: cleared the stale mount left at {shown} by a mount that died");
         Ok(())
     } else {
@@ -156,6 +156,30 @@ fn clear_stale_mount(mountpoint: &Path) -> io::Result<()> {
              run `fusermount3 -u {shown}` (or, as root, `umount -l {shown}`) and mount again"
         )))
     }
+}
+
+/// Whether a Concerto mount is at `path` (alive or dead).
+fn is_ours(path: &Path) -> bool {
+    mounted_kind(path)
+        .ok()
+        .flatten()
+        .is_some_and(|(source, kind)| source == "concerto" && kind.starts_with("fuse"))
+}
+
+/// A lazy unmount of `mountpoint`: as root with umount2, else with
+/// `fusermount3 -u -z`. True when it is gone.
+fn detach(mountpoint: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c_path` is a NUL-terminated path that outlives the call.
+    (unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) } == 0)
+        || std::process::Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(mountpoint)
+            .status()
+            .is_ok_and(|s| s.success())
 }
 
 /// Mounts `client`'s cluster at `mountpoint` (an existing directory); the
@@ -198,7 +222,7 @@ pub fn mount(
         )
     })?;
     Ok(Mount {
-        _session: session,
+        session: Some(session),
         mountpoint,
     })
 }
