@@ -211,6 +211,17 @@ def test_profile_recommends_sfq_d_plus_parameters(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "again" / "profile.json").read_text()) == p
 
 
+def test_profile_of_a_local_directory(tmp_path: Path) -> None:
+    r = concerto("profile", "--dir", str(tmp_path), "--working-set", "8MiB", "--sizes", "4KiB,64KiB", "--depths",
+                 "1,4", "--count", "100", "--large-size", "64KiB", "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    p = json.loads((tmp_path / "out" / "profile.json").read_text())
+    assert p["probe"]["kind"] == "directory" and p["probe"]["path"] == str(tmp_path)
+    assert [s["size"] for s in p["sizes"]] == [4096, 65536]
+    assert all(x["throughput_Bps"] > 0 for s in p["sizes"] for x in s["samples"])
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["out"], "the probe's file is removed"
+
+
 def test_profile_bad_input_names_the_problem(tmp_path: Path) -> None:
     cases = [
         (["--device", "kind=tape"], "device.kind: unknown variant `tape`"),
@@ -220,8 +231,16 @@ def test_profile_bad_input_names_the_problem(tmp_path: Path) -> None:
         (["--device", "kind=ssd", "--large-size", "3KiB"], "profile.large_size: 3072 bytes is not one of"),
         (["--device", "kind=ssd", "--depths", "1,x"], "--depths: '1,x' is not a list of whole numbers"),
         (["--device", str(tmp_path / "missing.toml")], "cannot read"),
+        ([], "say what to profile: --device, --dir or --server"),
+        (["--device", "kind=ssd", "--dir", str(tmp_path)], "give one of --device, --dir, --server, not --device, --dir"),
+        (["--device", "kind=ssd", "--working-set", "1GiB"], "--working-set is for real storage"),
+        (["--dir", str(tmp_path), "--cluster", "c.toml"], "--cluster goes with --server"),
+        (["--dir", str(tmp_path / "nowhere")], "not a directory"),
+        (["--dir", str(tmp_path), "--working-set", "1000"], "working set 1000 bytes: must be a whole number of MiB"),
+        (["--server", "0", "--cluster", str(tmp_path / "none.toml")], "none.toml: cluster file"),
     ]
     for args, expected in cases:
         r = concerto("profile", *args, "--out", str(tmp_path / "p"))
-        assert r.returncode == 2 and expected in r.stderr, (args, r.stderr)
+        # The message is wrapped to the terminal's width.
+        assert r.returncode == 2 and expected in " ".join(r.stderr.split()), (args, r.stderr)
         assert "Traceback" not in r.stderr

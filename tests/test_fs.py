@@ -323,6 +323,23 @@ def test_qos_rules_through_the_cli_on_every_server(cluster):
     assert all(r.get("rules", []) == [] and not r["work_conserving"] for r in fs.Client(cluster).rules().values())
 
 
+def test_profile_of_a_running_data_server(cluster, tmp_path):
+    def concerto(*args):
+        return subprocess.run([sys.executable, "-m", "concerto", "profile", *args, "--cluster", str(cluster)],
+                              capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+
+    r = concerto("--server", "1", "--working-set", "4MiB", "--sizes", "4KiB,64KiB", "--depths", "1,2", "--count",
+                 "50", "--large-size", "64KiB", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    p = json.loads((tmp_path / "profile.json").read_text())
+    assert p["probe"]["kind"] == "server" and p["probe"]["id"] == 1
+    assert p["overhead_s"] > 0, "the round trip to the server is measured"
+    assert all(s["latency_s"] > p["overhead_s"] for s in p["sizes"])
+    assert "data server 1 at" in r.stdout
+    bad = concerto("--server", "9")
+    assert bad.returncode == 2 and "--server 9: no server with that id or address" in bad.stderr, bad.stderr
+
+
 def test_bad_server_files_are_named_with_file_line_and_key(tmp_path):
     cfg = tmp_path / "s.toml"
     cfg.write_text('[server]\nlisten = "nowhere"\ndata_dir = "x"\nroles = ["data"]\n')

@@ -406,26 +406,48 @@ def plan_collective(pattern: str, procs: int, servers: int, stripe: int, strateg
 
 
 @main.command("profile")
-@click.option("--device", "device", required=True, metavar="SPEC",
-              help="The device: a TOML file (a scenario's [cluster.device], a [device] table, or the keys alone) "
-                   "or key=value pairs, e.g. kind=ssd,latency=2ms,bandwidth=120MB/s,parallelism=14.")
-@click.option("--sizes", default=None, metavar="LIST", help="I/O sizes, ascending (default 4KiB,...,4MiB).")
-@click.option("--depths", default=None, metavar="LIST", help="Outstanding I/Os to try, ascending (default 1..32).")
+@click.option("--device", "device", default=None, metavar="SPEC",
+              help="A simulated device: a TOML file (a scenario's [cluster.device], a [device] table, or the keys "
+                   "alone) or key=value pairs, e.g. kind=ssd,latency=2ms,bandwidth=120MB/s,parallelism=14.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Real storage: a directory on a local file system (random positioned reads, O_DIRECT where the "
+                   "file system allows).")
+@click.option("--server", default=None, metavar="ID|ADDRESS",
+              help="Real storage: a running data server of the cluster (--cluster), through its own request path "
+                   "(scheduler, storage, throttle).")
+@click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --server: the cluster file (default $CONCERTO_CLUSTER, else concerto-cluster/cluster.toml).")
+@click.option("--working-set", default=None, metavar="SIZE", callback=size_arg,
+              help="With --dir or --server: bytes written first and read at random, a whole number of MiB "
+                   "(default 1GiB for --dir, 64MiB for --server).")
+@click.option("--sizes", default=None, metavar="LIST",
+              help="I/O sizes, ascending (default 4KiB,...,4MiB; 4KiB,16KiB,64KiB,256KiB,1MiB,4MiB on real storage).")
+@click.option("--depths", default=None, metavar="LIST",
+              help="Outstanding I/Os to try, ascending (default 1..32; 1,2,4,8,16,32 on real storage).")
 @click.option("--count", type=click.IntRange(min=1, max=10_000_000), default=None,
-              help="I/Os per measurement point (default 2000).")
+              help="I/Os per measurement point (default 2000; 500 on real storage).")
 @click.option("--large-size", default=None, metavar="SIZE",
               help="The typical large I/O the servers see, one of --sizes (default 256KiB); L is its slot cost.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/profile"),
               show_default=True)
 @seed_opt
 @guarded
-def profile_cmd(device: str, sizes: str | None, depths: str | None, count: int | None, large_size: str | None,
-                out: Path, seed: int | None) -> None:
-    """Profile a simulated device: throughput against outstanding I/Os per size, latency by size, and the
-    SFQ(D)+ depth D, small/large threshold and slot cost L it suggests."""
+def profile_cmd(device: str | None, directory: Path | None, server: str | None, cluster_file: Path | None,
+                working_set: int | None, sizes: str | None, depths: str | None, count: int | None,
+                large_size: str | None, out: Path, seed: int | None) -> None:
+    """Profile storage: throughput against outstanding I/Os per size, latency by size, and the SFQ(D)+ depth D,
+    small/large threshold and slot cost L it suggests. One of --device (simulated), --dir or --server (real)."""
     from concerto import profile
 
-    spec: dict = {}
+    chosen = [name for name, v in (("--device", device), ("--dir", directory), ("--server", server)) if v is not None]
+    if len(chosen) != 1:
+        raise UsageProblem(f"give one of --device, --dir, --server, not {', '.join(chosen)}" if chosen
+                           else "say what to profile: --device, --dir or --server")
+    if working_set is not None and device is not None:
+        raise UsageProblem("--working-set is for real storage (--dir or --server)")
+    if cluster_file is not None and server is None:
+        raise UsageProblem("--cluster goes with --server")
+    spec: dict = {} if device is not None else dict(profile.REAL_STORAGE_SPEC)
     if sizes:
         spec["sizes"] = [s.strip() for s in sizes.split(",") if s.strip()]
     if depths:
@@ -437,7 +459,16 @@ def profile_cmd(device: str, sizes: str | None, depths: str | None, count: int |
         spec["count"] = count
     if large_size:
         spec["large_size"] = large_size
-    p = profile.profile(device, spec, seed=1 if seed is None else seed)
+    seed = 1 if seed is None else seed
+    try:
+        if device is not None:
+            p = profile.profile(device, spec, seed=seed)
+        elif directory is not None:
+            p = profile.profile_directory(directory, working_set, spec, seed=seed)
+        else:
+            p = profile.profile_server(cluster_file, server, working_set, spec, seed=seed)
+    except ValueError as e:  # a server the cluster file does not name, a malformed cluster file
+        raise UsageProblem(str(e)) from e
     console.print(profile.table(p))
     profile.write(p, out)
     console.print(f"wrote {out / 'profile.json'} and {out / 'profile.png'}")

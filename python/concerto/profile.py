@@ -1,8 +1,10 @@
-"""``concerto profile``: profile a storage device for SFQ(D)+'s parameters.
+"""``concerto profile``: profile storage for SFQ(D)+'s parameters.
 
 The sweep and the recommendation are concerto-core's (``profile::run``);
-here a modelled device is described, driven through the simulator's probe,
-and the result is shown as a table, a plot and ``profile.json``.
+the probe is the simulator's (a modelled device), or real storage: a local
+directory, or a running data server through its own request path
+(concerto-client's ``probe``). The result is shown as a table, a plot and
+``profile.json``.
 """
 
 from __future__ import annotations
@@ -61,8 +63,34 @@ def _dump(table: dict) -> str:
     return tomli_w.dumps(table)
 
 
+#: The sweep on real storage unless told otherwise: fewer points than the
+#: simulated default, since each one takes real time.
+REAL_STORAGE_SPEC = {
+    "sizes": ["4KiB", "16KiB", "64KiB", "256KiB", "1MiB", "4MiB"],
+    "depths": [1, 2, 4, 8, 16, 32],
+    "count": 500,
+}
+
+
 def profile(device: str, spec: dict | None = None, seed: int = 1) -> dict:
     return json.loads(_native.profile_device(device_toml(device), json.dumps(spec or {}), seed))
+
+
+def profile_directory(directory: Path, working_set: int | None, spec: dict, seed: int = 1) -> dict:
+    """Profiles the storage under ``directory`` (default working set 1 GiB)."""
+    return json.loads(_native.profile_directory(Path(directory), working_set or (1 << 30), json.dumps(spec), seed))
+
+
+def profile_server(cluster: Path | None, server: str, working_set: int | None, spec: dict, seed: int = 1) -> dict:
+    """Profiles data server ``server`` (id or address) of the cluster (default working set 64 MiB)."""
+    from concerto.fs import cluster_path
+
+    path = cluster_path(cluster)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise OSError(e.errno, f"cluster file: {e.strerror}", str(path)) from e
+    return json.loads(_native.profile_server(text, path, server, working_set or (64 << 20), json.dumps(spec), seed))
 
 
 def _size(n: int) -> str:
@@ -73,18 +101,34 @@ def _size(n: int) -> str:
 
 
 def table(p: dict) -> Table:
-    t = Table(title="device profile: throughput against outstanding I/Os, latency by size", title_justify="left")
-    for col in ["size", "saturates at depth", "peak throughput", "latency at depth 1", "latency at saturation"]:
+    t = Table(title=f"{_what(p)}: throughput against outstanding I/Os, latency by size", title_justify="left")
+    for col in ["size", "saturates at depth", "peak throughput", "latency at depth 1", "latency at saturation",
+                "device time", "parallelism"]:
         t.add_column(col, justify="right")
     for s in p["sizes"]:
         sat = next(x for x in s["samples"] if x["depth"] == s["saturation_depth"])
         t.add_row(_size(s["size"]), str(s["saturation_depth"]), fmt_bw(s["peak_throughput_Bps"]),
-                  fmt_time(s["latency_s"]), fmt_time(sat["mean_latency_s"]))
+                  fmt_time(s["latency_s"]), fmt_time(sat["mean_latency_s"]), fmt_time(s["device_latency_s"]),
+                  f"{s['parallelism']:.1f}")
     r = p["recommendation"]
     t.caption = (f"recommended: depth (D) = {r['depth']}, small_threshold = {_size(r['small_threshold'])}, "
                  f"large_slots (L) = {r['large_slots']} for {_size(r['large_size'])} I/Os; latency slope "
-                 f"{r['latency_slope_s_per_byte'] * 1e6 * 1024:.2f} us per KiB")
+                 f"{r['latency_slope_s_per_byte'] * 1e6 * 1024:.2f} us per KiB. Device time: latency at depth 1 less "
+                 f"the probe's overhead ({fmt_time(p['overhead_s'])}); parallelism: peak I/O rate times device time")
+    probe = p.get("probe", {})
+    if probe.get("kind") == "directory" and not probe.get("direct"):
+        t.caption += (". O_DIRECT is not supported there: reads went through the page cache (its pages were "
+                      "dropped before each point)")
     return t
+
+
+def _what(p: dict) -> str:
+    probe = p.get("probe", {})
+    if probe.get("kind") == "directory":
+        return f"{probe['path']} ({'O_DIRECT' if probe.get('direct') else 'page cache'})"
+    if probe.get("kind") == "server":
+        return f"data server {probe['id']} at {probe['address']}"
+    return "simulated device"
 
 
 def plot(p: dict, base: Path) -> None:

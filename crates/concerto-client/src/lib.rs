@@ -12,6 +12,7 @@
 //! use it stay small.
 
 mod identity;
+pub mod probe;
 
 pub use concerto_proto as proto;
 pub use concerto_proto::cluster::{ClusterFile, ServerEntry};

@@ -27,6 +27,12 @@ pub struct Sample {
 pub trait Probe {
     /// Measures `count` I/Os of `size` bytes with `depth` outstanding at all times.
     fn measure(&mut self, size: u64, depth: u32, count: u32) -> Sample;
+
+    /// Time every I/O's latency includes that the device does not spend:
+    /// the round trip to a server, say. Zero for a probe at the device.
+    fn overhead_s(&self) -> f64 {
+        0.0
+    }
 }
 
 /// The sweep to run.
@@ -107,6 +113,12 @@ pub struct SizeProfile {
     pub peak_throughput_bps: f64,
     /// Latency with one I/O outstanding.
     pub latency_s: f64,
+    /// What the device itself spends on one I/O: `latency_s` less the
+    /// probe's overhead.
+    pub device_latency_s: f64,
+    /// How many I/Os the device serves at once, by Little's law: the peak
+    /// rate of I/Os times the device's time for one.
+    pub parallelism: f64,
 }
 
 /// SFQ(D)+ parameters derived from a profile, with the reasoning's inputs.
@@ -132,12 +144,15 @@ pub struct Recommendation {
 #[derive(Clone, Debug, Serialize)]
 pub struct Profile {
     pub spec: ProfileSpec,
+    /// The probe's overhead per I/O ([`Probe::overhead_s`]).
+    pub overhead_s: f64,
     pub sizes: Vec<SizeProfile>,
     pub recommendation: Recommendation,
 }
 
 /// Runs the sweep on `probe` and derives the recommendation. `spec` must be valid.
 pub fn run(probe: &mut dyn Probe, spec: &ProfileSpec) -> Profile {
+    let overhead_s = probe.overhead_s();
     let sizes: Vec<SizeProfile> = spec
         .sizes
         .iter()
@@ -153,18 +168,22 @@ pub fn run(probe: &mut dyn Probe, spec: &ProfileSpec) -> Profile {
                 .find(|s| s.throughput_bps >= spec.saturation * peak)
                 .map_or(spec.depths[spec.depths.len() - 1], |s| s.depth);
             let latency_s = samples[0].mean_latency_s;
+            let device_latency_s = (latency_s - overhead_s).max(0.0);
             SizeProfile {
                 size,
                 samples,
                 saturation_depth,
                 peak_throughput_bps: peak,
                 latency_s,
+                device_latency_s,
+                parallelism: peak / size as f64 * device_latency_s,
             }
         })
         .collect();
     let recommendation = recommend(&sizes, spec.large_size.0);
     Profile {
         spec: spec.clone(),
+        overhead_s,
         sizes,
         recommendation,
     }
@@ -257,6 +276,13 @@ mod tests {
         );
         assert!((3..=7).contains(&r.large_slots), "L = {}", r.large_slots);
         assert!((r.latency_slope_s_per_byte - 1.0 / 120e6).abs() < 1e-9);
+        // Little's law gives the units back for small I/Os, which one
+        // channel's bandwidth does not cap.
+        assert!(
+            (p.sizes[0].parallelism - 14.0).abs() < 0.01,
+            "{}",
+            p.sizes[0].parallelism
+        );
         // Larger I/Os saturate at no greater depth.
         assert!(p
             .sizes

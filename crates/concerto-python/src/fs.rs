@@ -19,6 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use serde_json::json;
 
+use concerto_client::probe::{DirectoryProbe, ServerProbe};
 use concerto_client::proto::auth::{Grant, Key, KeyRing, Secret};
 use concerto_client::proto::stats::ServerStats;
 use concerto_client::proto::{ErrorKind, LayoutRequest};
@@ -460,4 +461,91 @@ pub fn stripe_map(
             )
         })
         .collect())
+}
+
+/// Profiles the storage under directory `dir` (positioned reads, O_DIRECT
+/// where the file system allows) over a working set of `working_set`
+/// bytes, with the sweep in `spec` (JSON). Returns the profile as JSON,
+/// with `"probe": {"kind": "directory", "path": ..., "direct": ...}`.
+#[pyfunction]
+#[pyo3(signature = (dir, working_set, spec="{}", seed=1))]
+pub fn profile_directory(
+    py: Python<'_>,
+    dir: std::path::PathBuf,
+    working_set: u64,
+    spec: &str,
+    seed: u64,
+) -> PyResult<String> {
+    let spec = crate::profile_spec(spec)?;
+    let (profile, direct) = py
+        .allow_threads(|| {
+            let mut probe = DirectoryProbe::create(&dir, working_set, seed)?;
+            let profile = concerto_core::profile::run(&mut probe, &spec);
+            match probe.error() {
+                Some(e) => Err(std::io::Error::other(e.to_string())),
+                None => Ok((profile, probe.direct())),
+            }
+        })
+        .map_err(|e| PyOSError::new_err(format!("profiling {}: {e}", dir.display())))?;
+    let mut out =
+        serde_json::to_value(&profile).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    out["probe"] =
+        json!({"kind": "directory", "path": dir.display().to_string(), "direct": direct});
+    Ok(out.to_string())
+}
+
+/// Profiles data server `server` (its id in the cluster file, or its
+/// address) through its own request path, with the cluster file's
+/// credential, over a working set of `working_set` bytes. Returns the
+/// profile as JSON, with `"probe": {"kind": "server", "address": ...}`.
+#[pyfunction]
+#[pyo3(signature = (cluster, path, server, working_set, spec="{}", seed=1))]
+pub fn profile_server(
+    py: Python<'_>,
+    cluster: &str,
+    path: std::path::PathBuf,
+    server: &str,
+    working_set: u64,
+    spec: &str,
+    seed: u64,
+) -> PyResult<String> {
+    let spec = crate::profile_spec(spec)?;
+    let cluster = ClusterFile::parse(cluster)
+        .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))?;
+    let credential = credential_for(&path, &cluster, |k| std::env::var(k).ok())
+        .map_err(PyPermissionError::new_err)?;
+    let entry = cluster
+        .servers
+        .iter()
+        .find(|s| s.id.to_string() == server || s.address.to_string() == server)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "--server {server}: no server with that id or address in {} (ids: {})",
+                path.display(),
+                cluster
+                    .servers
+                    .iter()
+                    .map(|s| s.id.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+    let address = entry.address;
+    let identity = Identity::from_env();
+    let timeout = cluster.timeout().max(std::time::Duration::from_secs(30));
+    let profile = py
+        .allow_threads(|| {
+            let mut probe =
+                ServerProbe::connect(address, &credential, identity, timeout, working_set, seed)?;
+            let profile = concerto_core::profile::run(&mut probe, &spec);
+            match probe.error() {
+                Some(e) => Err(ClientError::Invalid(e.to_string())),
+                None => Ok(profile),
+            }
+        })
+        .map_err(py_err)?;
+    let mut out =
+        serde_json::to_value(&profile).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    out["probe"] = json!({"kind": "server", "address": address.to_string(), "id": entry.id});
+    Ok(out.to_string())
 }

@@ -434,6 +434,14 @@ fn coordinated_expected_completion(m: u32, t: f64) -> f64 {
 #[pyo3(signature = (device, spec="{}", seed=1))]
 fn profile_device(py: Python<'_>, device: &str, spec: &str, seed: u64) -> PyResult<String> {
     let mut probe = DeviceProbe::from_toml(device, seed).map_err(config_err)?;
+    let spec = profile_spec(spec)?;
+    let profile = py.allow_threads(|| profile::run(&mut probe, &spec));
+    serde_json::to_string(&profile).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// A profiling sweep from JSON (`ProfileSpec` fields; defaults for the
+/// rest), validated; errors name the field (`profile.count: ...`).
+fn profile_spec(spec: &str) -> PyResult<ProfileSpec> {
     let mut de = serde_json::Deserializer::from_str(spec);
     let spec: ProfileSpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         // serde_json appends the position in the JSON we built; the field path says more.
@@ -447,8 +455,7 @@ fn profile_device(py: Python<'_>, device: &str, spec: &str, seed: u64) -> PyResu
     })?;
     spec.validate()
         .map_err(|(field, msg)| ConcertoConfigError::new_err(format!("profile.{field}: {msg}")))?;
-    let profile = py.allow_threads(|| profile::run(&mut probe, &spec));
-    serde_json::to_string(&profile).map_err(|e| PyValueError::new_err(e.to_string()))
+    Ok(spec)
 }
 
 /// Policy names accepted in scenarios.
@@ -506,6 +513,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fs::list_keys, m)?)?;
     m.add_function(wrap_pyfunction!(fs::emulation_preset, m)?)?;
     m.add_function(wrap_pyfunction!(fs::stripe_map, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::profile_directory, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::profile_server, m)?)?;
     m.add_function(wrap_pyfunction!(jain_index, m)?)?;
     Ok(())
 }
