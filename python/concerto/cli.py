@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from concerto import __version__, _native
-from concerto.report import apps_csv, compare_plot, compare_table, runset_table, write_json
+from concerto.report import apps_csv, benchmark_tables, compare_plot, compare_table, runset_table, write_json
 from concerto.sim import ScenarioSource, simulate
 from concerto.fscli import size_arg
 from concerto.sweep import default_workers, policy_override
@@ -129,6 +129,8 @@ def sim_run(scenario: Path | None, out: Path | None, seed: int | None, reps: int
         out.mkdir(parents=True, exist_ok=True)
     result = run_with_progress(source, seed=seed, reps=reps, detail_csv=detail_csv)
     console.print(runset_table(result, f"{result['config']['name']} ({scenario})"))
+    for table in benchmark_tables(result):
+        console.print(table)
     if out:
         write_json(out / "results.json", result)
         apps_csv(result, out / "apps.csv")
@@ -161,7 +163,42 @@ def _run_fluid(workload: Path, rule: str, window: str, phases_csv: Path | None, 
 
 @sim.group("workload")
 def sim_workload() -> None:
-    """Job-level workloads for the fluid mode."""
+    """Workloads: job-level ones for the fluid mode; IOR and mdtest command lines as scenario applications."""
+
+
+def _benchmark_command(convert):
+    def command(args: str, processes: int | None, name: str | None) -> None:
+        from concerto import benchmarks
+
+        try:
+            click.echo(benchmarks.apps_toml(convert(benchmarks)(args, processes, name)), nl=False)
+        except benchmarks.BenchmarkArgsError as e:
+            raise UsageProblem(str(e)) from e
+    return command
+
+
+_bench_opts = [
+    click.argument("args"),
+    click.option("--processes", type=click.IntRange(min=1, max=1_000_000), default=None,
+                 help="Tasks, as mpirun -np gives them (default: the command line's -N, else 1)."),
+    click.option("--name", default=None, help="The application's name in the scenario."),
+]
+
+
+def _with(opts, fn):
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+sim_workload.command("from-ior", context_settings={"ignore_unknown_options": True}, help="Print the [[apps]] table that runs an IOR command line ("
+                     "\"-a POSIX -t 1m -b 16m -s 4 -F -w -r\"); append it to a scenario's cluster. "
+                     "docs/workloads.md lists the options modelled.")(
+    _with(_bench_opts, _benchmark_command(lambda b: b.from_ior)))
+sim_workload.command("from-mdtest", context_settings={"ignore_unknown_options": True}, help="Print the [[apps]] table that runs an mdtest command line ("
+                     "\"-n 1000 -u -w 4096 -e 4096\"); append it to a scenario's cluster. "
+                     "docs/workloads.md lists the options modelled.")(
+    _with(_bench_opts, _benchmark_command(lambda b: b.from_mdtest)))
 
 
 @sim_workload.command("generate")

@@ -64,6 +64,29 @@ def runset_table(runset: dict, title: str, max_rows: int = TABLE_ROWS) -> Table:
     return t
 
 
+def benchmark_tables(runset: dict) -> list[Table]:
+    """For applications run as IOR or mdtest (``block_size``, md-test), their first run's operations the way
+    those benchmarks print them: IOR's bandwidth in MiB/s, mdtest's rates in operations per second."""
+    tables = []
+    for a in runset["runs"][0]["apps"]:
+        if a.get("ior"):
+            t = Table(title=f"{a['name']}#{a['instance']} as IOR reports it", title_justify="left")
+            for col in ["access", "bw(MiB/s)", "total(MiB)", "time(s)"]:
+                t.add_column(col, justify="right" if col != "access" else "left")
+            for op in a["ior"]:
+                t.add_row(op["access"], f"{op['bandwidth_MiBps']:.2f}", f"{op['bytes'] / (1 << 20):.2f}",
+                          f"{op['seconds']:.4f}")
+            tables.append(t)
+        if a.get("mdtest"):
+            t = Table(title=f"{a['name']}#{a['instance']} as mdtest reports it", title_justify="left")
+            for col in ["phase", "items", "rate (ops/s)", "time(s)"]:
+                t.add_column(col, justify="right" if col != "phase" else "left")
+            for ph in a["mdtest"]:
+                t.add_row(ph["phase"], str(ph["items"]), f"{ph['ops_per_s']:.1f}", f"{ph['seconds']:.4f}")
+            tables.append(t)
+    return tables
+
+
 def _summary_table(runset: dict, title: str) -> Table:
     """One row per workload (the apps sharing a name): its instances' figures summarised."""
     run = runset["runs"][0]

@@ -741,6 +741,49 @@ pub struct AppSpec {
     /// Collective I/O: the planner and its options (default: two-phase).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collective: Option<PlannerChoice>,
+    /// IOR's own layout (ior only; IOR's -b): each call is then one whole
+    /// IOR operation, in which every process moves `segments` blocks of
+    /// this size in transfers of `request_size` (-t), one at a time; block
+    /// `s` of process `r` sits at `(s · processes + r) · block_size` of the
+    /// shared file, or at `s · block_size` of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<Bytes>,
+    /// With `block_size`: IOR's segment count (-s, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<u32>,
+    /// With `block_size`: the operations, in order, a barrier between
+    /// (IOR's -w and -r; default `[op]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operations: Option<Vec<DataOp>>,
+    /// md-test: the phases to run, in order (default: all eight, as
+    /// `workload::MDTEST_PHASES`); mdtest's -C, -T, -E and -r choose some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md_steps: Option<Vec<MdStep>>,
+}
+
+/// One md-test phase: every process does it for each of its `items` files
+/// (or its directory), then the processes meet at a barrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MdStep {
+    /// Make the process's directory.
+    Mktestdir,
+    /// Create the files.
+    Create,
+    /// Write `request_size` bytes to each file (nothing without it).
+    Write,
+    /// List the directory.
+    Readdir,
+    /// Read `request_size` bytes of each file (a getattr without it).
+    Read,
+    /// A getattr of each file (mdtest's stat phase).
+    Stat,
+    /// PVFS2 has no close request: the phase only synchronizes.
+    Close,
+    /// Remove the files.
+    Rm,
+    /// Remove the directory.
+    Rmtestdir,
 }
 
 fn unit_weight() -> f64 {
@@ -816,11 +859,25 @@ impl AppSpec {
         }
     }
 
-    /// Calls each process makes (md-test: one per phase; btio: output then verification).
+    /// md-test's phases, in order.
+    pub fn md_steps(&self) -> &[MdStep] {
+        self.md_steps
+            .as_deref()
+            .unwrap_or(&crate::workload::MDTEST_PHASES)
+    }
+
+    /// The operations of an IOR-layout application, in order.
+    pub fn ior_operations(&self) -> Vec<DataOp> {
+        self.operations.clone().unwrap_or_else(|| vec![self.op])
+    }
+
+    /// Calls each process makes (md-test: one per phase; btio: output then
+    /// verification; ior with `block_size`: one per operation).
     pub fn calls(&self) -> u32 {
         match self.workload {
-            WorkloadKind::MdTest => crate::workload::MDTEST_PHASES.len() as u32,
+            WorkloadKind::MdTest => self.md_steps().len() as u32,
             WorkloadKind::Btio => self.requests.saturating_mul(2),
+            WorkloadKind::Ior if self.block_size.is_some() => self.ior_operations().len() as u32,
             WorkloadKind::Phases => self.phases.as_ref().map_or(0, |p| p.len() as u32),
             _ => self.requests,
         }
@@ -830,6 +887,9 @@ impl AppSpec {
     pub fn bytes_per_call(&self) -> u64 {
         let elements = || self.elements.unwrap_or(0) as u64 * self.element_size.map_or(0, |b| b.0);
         match self.workload {
+            WorkloadKind::Ior if self.block_size.is_some() => {
+                self.block_size.map_or(0, |b| b.0) * self.segments.unwrap_or(1) as u64
+            }
             WorkloadKind::Ior | WorkloadKind::PioBench | WorkloadKind::Wrf => {
                 self.request_size.map_or(0, |b| b.0)
             }
@@ -882,6 +942,9 @@ pub struct OutputConfig {
 pub const MAX_PROCESSES: u64 = 1_000_000;
 /// Upper bound on one md-test instance's files, for the same reason.
 pub const MAX_FILES: u64 = 10_000_000;
+/// Upper bound on the transfers of one IOR operation of one process: each
+/// is a step held in memory while the operation runs.
+pub const MAX_IOR_TRANSFERS: u64 = 1_000_000;
 
 impl Scenario {
     /// Parses TOML text, applies `--set key.path=value` overrides, and validates.
@@ -1282,6 +1345,22 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
     not_for("collective", app.collective.is_some(), &[Collective])?;
     not_for("items", app.items.is_some(), &[MdTest])?;
     not_for("subtype", app.subtype.is_some(), &[Btio])?;
+    not_for("block_size", app.block_size.is_some(), &[Ior])?;
+    not_for("md_steps", app.md_steps.is_some(), &[MdTest])?;
+    if app.md_steps.as_ref().is_some_and(Vec::is_empty) {
+        return Err(ConfigError::at(key("md_steps"), "needs at least one phase"));
+    }
+    for (field, present) in [
+        ("segments", app.segments.is_some()),
+        ("operations", app.operations.is_some()),
+    ] {
+        if present && app.block_size.is_none() {
+            return Err(ConfigError::at(
+                key(field),
+                "goes with block_size (IOR's layout)",
+            ));
+        }
+    }
     let required = |field: &str, present: bool| -> Result<(), ConfigError> {
         if !present {
             return Err(ConfigError::at(
@@ -1294,7 +1373,47 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
     match app.workload {
         Ior | PioBench => {
             required("request_size", app.request_size.is_some())?;
-            positive(&key("request_size"), app.request_size.map_or(0, |b| b.0))?;
+            let transfer = app.request_size.map_or(0, |b| b.0);
+            positive(&key("request_size"), transfer)?;
+            if let Some(block) = app.block_size {
+                positive(&key("block_size"), block.0)?;
+                if block.0 % transfer != 0 {
+                    return Err(ConfigError::at(
+                        key("block_size"),
+                        format!("{} bytes is not a whole number of transfers (request_size = {transfer})", block.0),
+                    ));
+                }
+                if !app.barrier {
+                    return Err(ConfigError::at(
+                        key("barrier"),
+                        "IOR's layout has a barrier between its operations",
+                    ));
+                }
+                if app.pattern.is_some() || app.requests != 1 {
+                    return Err(ConfigError::at(
+                        key(if app.pattern.is_some() {
+                            "pattern"
+                        } else {
+                            "requests"
+                        }),
+                        "block_size gives IOR's layout: the calls are its operations",
+                    ));
+                }
+                positive(&key("segments"), app.segments.unwrap_or(1) as u64)?;
+                if app.operations.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(ConfigError::at(
+                        key("operations"),
+                        "needs at least one operation",
+                    ));
+                }
+                let transfers = block.0 / transfer * app.segments.unwrap_or(1) as u64;
+                if transfers > MAX_IOR_TRANSFERS {
+                    return Err(ConfigError::at(
+                        key("block_size"),
+                        format!("{transfers} transfers per process and operation is over {MAX_IOR_TRANSFERS}"),
+                    ));
+                }
+            }
         }
         MpiTileIo => {
             required("grid", app.grid.is_some())?;

@@ -30,14 +30,17 @@ use concerto_core::server::{Driver, ServiceReport, Ticket};
 use concerto_core::{AppId, ObjectId, Op, Request, RequestId, StripeLayout, Time};
 
 use crate::config::{
-    AppIdRule, DataOp, DeviceConfig, DiskScheduler, JobConfig, MetadataPlacement, Placement,
-    Scenario, WorkloadKind,
+    AppIdRule, DataOp, DeviceConfig, DiskScheduler, JobConfig, MdStep, MetadataPlacement,
+    Placement, Scenario, WorkloadKind,
 };
 use crate::device::{elevator_pick, object_base, Device, DiskWait};
 use crate::engine::{Class, EventQueue};
 use crate::fluid::{window_metrics, FluidApp, FluidPhase, FluidRun, PhaseRecord};
 use crate::network::{End, Network, Nic};
-use crate::results::{AppResult, JobResult, PieceRecord, RunResult, ServerAppResult, ServerResult};
+use crate::results::{
+    AppResult, IorOperation, JobResult, MdPhase, PieceRecord, RunResult, ServerAppResult,
+    ServerResult,
+};
 use crate::timeline::{Backlog, Bins};
 use crate::workload::{self, MetaTarget, Step};
 use crate::Progress;
@@ -1179,6 +1182,42 @@ impl<'a> Simulation<'a> {
                     a.end,
                 )
                 .with_timeline(a.timeline.as_ref().map(|t| t.to_timeline(false)))
+                .with_ior(spec.block_size.is_some().then(|| {
+                    let moved = spec.bytes_per_call() * spec.processes as u64;
+                    spec.ior_operations()
+                        .iter()
+                        .zip(&a.completions)
+                        .map(|(op, &s)| IorOperation::new(*op == DataOp::Read, moved, s))
+                        .collect()
+                }))
+                .with_mdtest(
+                    (spec.workload == WorkloadKind::MdTest && spec.barrier).then(|| {
+                        // Directory phases handle one item per process.
+                        let items = spec.items.unwrap_or(1) as u64 * spec.processes as u64;
+                        spec.md_steps()
+                            .iter()
+                            .zip(&a.completions)
+                            .map(|(&phase, &seconds)| {
+                                let items = match phase {
+                                    MdStep::Mktestdir | MdStep::Rmtestdir | MdStep::Readdir => {
+                                        spec.processes as u64
+                                    }
+                                    _ => items,
+                                };
+                                MdPhase {
+                                    phase,
+                                    items,
+                                    seconds,
+                                    ops_per_s: if seconds > 0.0 {
+                                        items as f64 / seconds
+                                    } else {
+                                        0.0
+                                    },
+                                }
+                            })
+                            .collect()
+                    }),
+                )
             })
             .collect();
         let servers: Vec<ServerResult> = self

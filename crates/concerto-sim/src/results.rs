@@ -43,11 +43,64 @@ pub struct AppResult {
     /// Service over time, when `output.timeline` is set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
+    /// IOR's layout (`block_size`): each operation as IOR reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ior: Option<Vec<IorOperation>>,
+    /// md-test: each phase as mdtest reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mdtest: Option<Vec<MdPhase>>,
+}
+
+/// One md-test phase: the items every process handled and how long the
+/// phase took from its start to its last reply (mdtest's rate is the same
+/// quotient).
+#[derive(Clone, Debug, Serialize)]
+pub struct MdPhase {
+    pub phase: crate::config::MdStep,
+    pub items: u64,
+    pub seconds: f64,
+    pub ops_per_s: f64,
+}
+
+/// One IOR operation: what every process moved, and how long it took from
+/// its start to its last reply (IOR's bandwidth is the same quotient).
+#[derive(Clone, Debug, Serialize)]
+pub struct IorOperation {
+    pub access: &'static str,
+    pub bytes: u64,
+    pub seconds: f64,
+    #[serde(rename = "bandwidth_MiBps")]
+    pub bandwidth_mibps: f64,
+}
+
+impl IorOperation {
+    pub(crate) fn new(read: bool, bytes: u64, seconds: f64) -> IorOperation {
+        IorOperation {
+            access: if read { "read" } else { "write" },
+            bytes,
+            seconds,
+            bandwidth_mibps: if seconds > 0.0 {
+                bytes as f64 / seconds / (1u64 << 20) as f64
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 impl AppResult {
     pub(crate) fn with_timeline(mut self, timeline: Option<Timeline>) -> AppResult {
         self.timeline = timeline;
+        self
+    }
+
+    pub(crate) fn with_ior(mut self, ior: Option<Vec<IorOperation>>) -> AppResult {
+        self.ior = ior;
+        self
+    }
+
+    pub(crate) fn with_mdtest(mut self, phases: Option<Vec<MdPhase>>) -> AppResult {
+        self.mdtest = phases;
         self
     }
 
@@ -83,6 +136,8 @@ impl AppResult {
             start_s: start.as_secs_f64(),
             end_s: end.as_secs_f64(),
             timeline: None,
+            ior: None,
+            mdtest: None,
         }
     }
 }

@@ -6,7 +6,7 @@
 use concerto_core::client::collective::patterns::tile_extents;
 use concerto_core::{Extent, MetaOp};
 
-use crate::config::{AppSpec, BtioSubtype, DataOp, FileMode, Pattern, WorkloadKind};
+use crate::config::{AppSpec, BtioSubtype, DataOp, FileMode, MdStep, Pattern, WorkloadKind};
 
 /// What one data step of one process accesses: a file of the application
 /// (an index into its files) and the file extents, ascending.
@@ -34,16 +34,16 @@ pub enum Step {
 /// The largest request of a "phases" workload when `request_size` is not given.
 pub const DEFAULT_PHASE_REQUEST: u64 = 4 << 20;
 
-/// md-test's phases, one call each, in order.
-pub const MDTEST_PHASES: [&str; 8] = [
-    "mktestdir",
-    "create",
-    "write",
-    "readdir",
-    "read",
-    "close",
-    "rm",
-    "rmtestdir",
+/// md-test's phases, one call each, in order, unless `md_steps` chooses.
+pub const MDTEST_PHASES: [MdStep; 8] = [
+    MdStep::Mktestdir,
+    MdStep::Create,
+    MdStep::Write,
+    MdStep::Readdir,
+    MdStep::Read,
+    MdStep::Close,
+    MdStep::Rm,
+    MdStep::Rmtestdir,
 ];
 
 /// Number of files an application instance uses.
@@ -80,6 +80,7 @@ pub fn call_steps(
     let procs = app.processes as u64;
     let size = app.request_size.map_or(0, |b| b.0);
     match app.workload {
+        WorkloadKind::Ior if app.block_size.is_some() => ior_operation(app, rank, call, out, data),
         WorkloadKind::Ior
         | WorkloadKind::PioBench
         | WorkloadKind::MpiTileIo
@@ -168,12 +169,15 @@ pub fn call_steps(
             let items = app.items.unwrap_or(1);
             let file = |i: u32| rank * items + i;
             let meta = |op: MetaOp, target: MetaTarget| Step::Meta { op, target };
-            match MDTEST_PHASES.get(call as usize).copied() {
-                Some("mktestdir") => out.push(meta(MetaOp::Mkdir, MetaTarget::Dir)),
-                Some("create") => {
+            match app.md_steps().get(call as usize).copied() {
+                Some(MdStep::Mktestdir) => out.push(meta(MetaOp::Mkdir, MetaTarget::Dir)),
+                Some(MdStep::Create) => {
                     out.extend((0..items).map(|i| meta(MetaOp::Create, MetaTarget::File(file(i)))))
                 }
-                Some("write") if size > 0 => {
+                Some(MdStep::Stat) => {
+                    out.extend((0..items).map(|i| meta(MetaOp::Getattr, MetaTarget::File(file(i)))))
+                }
+                Some(MdStep::Write) if size > 0 => {
                     for i in 0..items {
                         data(
                             DataOp::Write,
@@ -185,8 +189,8 @@ pub fn call_steps(
                         );
                     }
                 }
-                Some("readdir") => out.push(meta(MetaOp::Readdir, MetaTarget::Dir)),
-                Some("read") => {
+                Some(MdStep::Readdir) => out.push(meta(MetaOp::Readdir, MetaTarget::Dir)),
+                Some(MdStep::Read) => {
                     for i in 0..items {
                         if size > 0 {
                             data(
@@ -203,13 +207,46 @@ pub fn call_steps(
                     }
                 }
                 // PVFS2 has no close request: the phase only synchronizes.
-                Some("close") => {}
-                Some("rm") => {
+                Some(MdStep::Close) => {}
+                Some(MdStep::Rm) => {
                     out.extend((0..items).map(|i| meta(MetaOp::Remove, MetaTarget::File(file(i)))))
                 }
-                Some("rmtestdir") => out.push(meta(MetaOp::Rmdir, MetaTarget::Dir)),
-                _ => {}
+                Some(MdStep::Rmtestdir) => out.push(meta(MetaOp::Rmdir, MetaTarget::Dir)),
+                Some(MdStep::Write) | None => {}
             }
+        }
+    }
+}
+
+/// IOR's layout (`block_size`): call `call` is the application's
+/// `call`-th operation; process `rank` moves each of its `segments`
+/// blocks in transfers of `request_size`, in order, one at a time.
+fn ior_operation(
+    app: &AppSpec,
+    rank: u32,
+    call: u32,
+    out: &mut Vec<Step>,
+    data: impl Fn(DataOp, Access, &mut Vec<Step>),
+) {
+    let Some(&op) = app.ior_operations().get(call as usize) else {
+        return;
+    };
+    let block = app.block_size.map_or(0, |b| b.0);
+    let transfer = app.request_size.map_or(block, |b| b.0).max(1);
+    let (r, procs) = (rank as u64, app.processes as u64);
+    let per_process = app.file.unwrap_or_default() == FileMode::PerProcess;
+    for s in 0..app.segments.unwrap_or(1) as u64 {
+        let (file, start) = if per_process {
+            (rank, s * block)
+        } else {
+            (0, (s * procs + r) * block)
+        };
+        for j in 0..block / transfer {
+            let access = Access {
+                file,
+                extents: vec![Extent::new(start + j * transfer, transfer)],
+            };
+            data(op, access, out);
         }
     }
 }
@@ -290,6 +327,36 @@ mod tests {
         let a = access(&fpp, 3, 0);
         assert_eq!((a.file, a.extents), (3, vec![Extent::new(0, 100)]));
         assert_eq!(files_per_instance(&fpp), 4);
+    }
+
+    #[test]
+    fn ior_layout_follows_iors_segments_blocks_and_transfers() {
+        // -b 300 -t 100 -s 2 -w -r with 4 processes on one file.
+        let ior = app("workload = \"ior\"\nprocesses = 4\nrequest_size = 100\nblock_size = 300\nsegments = 2\noperations = [\"write\", \"read\"]");
+        assert_eq!(ior.calls(), 2);
+        assert_eq!(ior.bytes_per_call(), 600);
+        for (call, op) in [(0, DataOp::Write), (1, DataOp::Read)] {
+            let mut steps = Vec::new();
+            call_steps(&ior, 1, call, false, &mut steps);
+            let offsets: Vec<u64> = steps
+                .iter()
+                .map(|s| match s {
+                    Step::Data { op: o, access } if *o == op && access.file == 0 => {
+                        access.extents[0].offset
+                    }
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            // Block 0 of process 1 at 300, block 1 (segment 1) at (4 + 1) * 300.
+            assert_eq!(offsets, [300, 400, 500, 1500, 1600, 1700]);
+        }
+        let fpp = app("workload = \"ior\"\nprocesses = 4\nrequest_size = 100\nblock_size = 200\nsegments = 2\nfile = \"per-process\"");
+        let mut steps = Vec::new();
+        call_steps(&fpp, 3, 0, false, &mut steps);
+        assert_eq!(steps.len(), 4);
+        assert!(
+            matches!(&steps[3], Step::Data { access, .. } if access.file == 3 && access.extents[0].offset == 300)
+        );
     }
 
     #[test]

@@ -297,6 +297,48 @@ fn configuration_errors_name_their_key() {
             &["apps[0].subtype=\"full\""],
             "apps[0].subtype: does not apply to workload \"ior\"",
         ),
+        (
+            &["apps[0].segments=2"],
+            "apps[0].segments: goes with block_size (IOR's layout)",
+        ),
+        (
+            &["apps[0].block_size=\"200KiB\"", "apps[0].requests=1"],
+            "apps[0].block_size: 204800 bytes is not a whole number of transfers (request_size = 131072)",
+        ),
+        (
+            &["apps[0].block_size=\"256KiB\""],
+            "apps[0].requests: block_size gives IOR's layout: the calls are its operations",
+        ),
+        (
+            &[
+                "apps[0].block_size=\"256KiB\"",
+                "apps[0].requests=1",
+                "apps[0].barrier=false",
+            ],
+            "apps[0].barrier: IOR's layout has a barrier between its operations",
+        ),
+        (
+            &[
+                "apps[0].block_size=\"256KiB\"",
+                "apps[0].requests=1",
+                "apps[0].operations=[]",
+            ],
+            "apps[0].operations: needs at least one operation",
+        ),
+        (
+            &["apps[0].md_steps=[\"create\"]"],
+            "apps[0].md_steps: does not apply to workload \"ior\"",
+        ),
+        (
+            &[
+                "apps[0].workload=\"md-test\"",
+                "apps[0].requests=1",
+                "apps[0].items=3",
+                "apps[0].request_size=\"4KiB\"",
+                "apps[0].md_steps=[\"fly\"]",
+            ],
+            "unknown variant `fly`",
+        ),
     ];
     for (sets, expected) in cases {
         let e = error_of(IOR, sets);
