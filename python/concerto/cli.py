@@ -191,6 +191,34 @@ def _with(opts, fn):
     return fn
 
 
+@sim_workload.command("from-darshan")
+@click.argument("log", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--phases", "as_phases", is_flag=True,
+              help="A job-level workload of phases from the counters (the default without DXT records).")
+@click.option("--bandwidth", default=None, metavar="RATE",
+              help="With --phases: the platform's bandwidth the fluid mode shares (e.g. 10GB/s).")
+@click.option("--name", default=None, help="The application's name (default job<jobid>).")
+@guarded
+def sim_workload_from_darshan(log: Path, as_phases: bool, bandwidth: str | None, name: str | None) -> None:
+    """Print a Darshan log as a workload (JSON): its DXT records as a request trace (run it with workload =
+    "trace"), or its counters as a job-level workload of phases (run it with sim run --workload)."""
+    from concerto import darshan_import
+
+    try:
+        if not as_phases and darshan_import.has_dxt(log):
+            if bandwidth is not None:
+                raise UsageProblem("--bandwidth goes with --phases")
+            click.echo(json.dumps(darshan_import.to_trace(log, name), indent=1))
+            return
+        if bandwidth is None:
+            raise UsageProblem(f"{log}: " + ("" if as_phases else "no DXT records, so a workload of phases: ")
+                               + "give the platform's --bandwidth (e.g. 10GB/s)")
+        rate = _native.parse_bandwidth(bandwidth)
+        click.echo(json.dumps(darshan_import.to_phases(log, rate, name), indent=1))
+    except (darshan_import.DarshanImportError, ValueError) as e:
+        raise UsageProblem(str(e)) from e
+
+
 sim_workload.command("from-ior", context_settings={"ignore_unknown_options": True}, help="Print the [[apps]] table that runs an IOR command line ("
                      "\"-a POSIX -t 1m -b 16m -s 4 -F -w -r\"); append it to a scenario's cluster. "
                      "docs/workloads.md lists the options modelled.")(

@@ -59,9 +59,13 @@ def table(result: dict, title: str, request_level: dict | None = None) -> Table:
     if request_level is not None:
         job = request_level["runs"][0]["job"]
         rows.append(("request-level", len(request_level["runs"][0]["apps"]), job["phases"], job["metrics"]))
+    def shown(value, digits: int) -> str:
+        # A metric the window holds nothing for (no phase in it) is None.
+        return "-" if value is None else f"{value:.{digits}f}"
+
     for mode, apps, phases, m in rows:
-        t.add_row(mode, str(apps), str(phases), f"{m['utilization']:.4f}", f"{m['max_stretch']:.3f}",
-                  f"{m['io_slowdown']:.3f}")
+        t.add_row(mode, str(apps), str(phases), shown(m["utilization"], 4), shown(m["max_stretch"], 3),
+                  shown(m["io_slowdown"], 3))
     return t
 
 

@@ -466,6 +466,12 @@ fn parse_size(text: &str) -> PyResult<u64> {
     concerto_core::units::parse_size(text.trim()).map_err(PyValueError::new_err)
 }
 
+/// A bandwidth as configuration spells it (`"10GB/s"`, `"500MiB/s"`) in bytes per second.
+#[pyfunction]
+fn parse_bandwidth(text: &str) -> PyResult<f64> {
+    concerto_core::units::parse_bandwidth(text.trim()).map_err(PyValueError::new_err)
+}
+
 #[pyfunction]
 fn policy_names() -> Vec<&'static str> {
     concerto_core::PolicyConfig::NAMES.to_vec()
@@ -504,6 +510,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy_keys, m)?)?;
     m.add_function(wrap_pyfunction!(profile_device, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bandwidth, m)?)?;
     m.add_class::<fs::FsClientHandle>()?;
     m.add_class::<fs::FsFile>()?;
     m.add_function(wrap_pyfunction!(fs::check_cluster_file, m)?)?;

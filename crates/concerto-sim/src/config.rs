@@ -590,6 +590,9 @@ pub enum WorkloadKind {
     /// decides who sends which requests, in which order, and what the
     /// processes exchange over the network.
     Collective,
+    /// An explicit request trace (`trace`, docs/workloads.md): each rank
+    /// replays its own requests, one at a time, with no barriers.
+    Trace,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -759,6 +762,16 @@ pub struct AppSpec {
     /// `workload::MDTEST_PHASES`); mdtest's -C, -T, -E and -r choose some.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub md_steps: Option<Vec<MdStep>>,
+    /// Workload "trace": the trace file (JSON, docs/workloads.md), a path
+    /// absolute or relative to the directory the simulator runs in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+    /// Workload "trace": which of the file's applications (default: its only one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_app: Option<String>,
+    /// The trace's application, read when the scenario is loaded.
+    #[serde(skip)]
+    pub trace_data: Option<std::sync::Arc<crate::trace::TraceApp>>,
 }
 
 /// One md-test phase: every process does it for each of its `items` files
@@ -815,11 +828,35 @@ impl AppSpec {
             WorkloadKind::MdTest => "md-test",
             WorkloadKind::Phases => "phases",
             WorkloadKind::Collective => "collective",
+            WorkloadKind::Trace => "trace",
         }
     }
 
     /// The compute time before call `call`: after the previous call (or the
     /// start), `compute_time` between calls, or the phase's own.
+    /// When process `rank` may issue call `call`, its previous call having
+    /// completed (or the application started) at `done`: after the
+    /// compute time, and for a trace no earlier than its recorded time.
+    pub fn issue_time(&self, rank: u32, call: u32, done: Time) -> Time {
+        let traced = self
+            .trace_data
+            .as_ref()
+            .and_then(|t| t.ranks.get(rank as usize)?.get(call as usize));
+        match traced {
+            Some(q) => q.issue_at(self.start, done),
+            None if call == 0 => done,
+            None => done + self.compute_before(call),
+        }
+    }
+
+    /// Calls process `rank` makes (a trace's ranks differ).
+    pub fn calls_of(&self, rank: u32) -> u32 {
+        match &self.trace_data {
+            Some(t) => t.ranks.get(rank as usize).map_or(0, |r| r.len() as u32),
+            None => self.calls(),
+        }
+    }
+
     pub fn compute_before(&self, call: u32) -> Time {
         match &self.phases {
             Some(p) => Time::from_secs_f64(p[call as usize][0]),
@@ -878,6 +915,9 @@ impl AppSpec {
             WorkloadKind::MdTest => self.md_steps().len() as u32,
             WorkloadKind::Btio => self.requests.saturating_mul(2),
             WorkloadKind::Ior if self.block_size.is_some() => self.ior_operations().len() as u32,
+            WorkloadKind::Trace => self.trace_data.as_ref().map_or(0, |t| {
+                t.ranks.iter().map(Vec::len).max().unwrap_or(0) as u32
+            }),
             WorkloadKind::Phases => self.phases.as_ref().map_or(0, |p| p.len() as u32),
             _ => self.requests,
         }
@@ -907,6 +947,15 @@ impl AppSpec {
             WorkloadKind::Noncontig => elements(),
             // The first call's bytes, per process.
             WorkloadKind::Collective => self.bytes_of_call(0) / self.processes.max(1) as u64,
+            // The largest request.
+            WorkloadKind::Trace => self.trace_data.as_ref().map_or(0, |t| {
+                t.ranks
+                    .iter()
+                    .flatten()
+                    .map(|q| q.length)
+                    .max()
+                    .unwrap_or(0)
+            }),
             // The largest phase's share per process.
             WorkloadKind::Phases => self.phases.as_ref().map_or(0, |p| {
                 p.iter().map(|x| phase_bytes(x[1])).max().unwrap_or(0)
@@ -977,7 +1026,7 @@ impl Scenario {
         }
         let de = toml::Value::Table(doc);
         let placed = |e: ConfigError| e.placed(text, table, overrides);
-        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             let message = e.inner().message().trim().to_string();
             if path == "." || path.is_empty() {
@@ -987,7 +1036,65 @@ impl Scenario {
             }
         })?;
         scenario.validate().map_err(placed)?;
+        scenario.load_traces().map_err(placed)?;
         Ok(scenario)
+    }
+
+    /// Reads the trace files the applications name (each file once), and
+    /// takes each trace's ranks as the application's processes.
+    fn load_traces(&mut self) -> Result<(), ConfigError> {
+        let mut files: std::collections::HashMap<String, crate::trace::TraceFile> =
+            std::collections::HashMap::new();
+        for (i, app) in self.apps.iter_mut().enumerate() {
+            let Some(path) = app.trace.clone() else {
+                continue;
+            };
+            let key = |field: &str| format!("apps[{i}].{field}");
+            if !files.contains_key(&path) {
+                let file = crate::trace::load(std::path::Path::new(&path))
+                    .map_err(|e| ConfigError::at(key("trace"), e))?;
+                files.insert(path.clone(), file);
+            }
+            let file = &files[&path];
+            let chosen = match &app.trace_app {
+                Some(name) => file.apps.iter().find(|a| &a.name == name).ok_or_else(|| {
+                    ConfigError::at(
+                        key("trace_app"),
+                        format!("{path} has no application {name:?}"),
+                    )
+                })?,
+                None if file.apps.len() == 1 => &file.apps[0],
+                None => {
+                    let names: Vec<&str> = file.apps.iter().map(|a| a.name.as_str()).collect();
+                    return Err(ConfigError::at(
+                        key("trace_app"),
+                        format!(
+                            "{path} holds {} applications: say which ({})",
+                            names.len(),
+                            names.join(", ")
+                        ),
+                    ));
+                }
+            };
+            let ranks = chosen.ranks.len() as u32;
+            if app.processes != 1 && app.processes != ranks {
+                return Err(ConfigError::at(
+                    key("processes"),
+                    format!(
+                        "{} but the trace has {ranks} ranks (leave it out)",
+                        app.processes
+                    ),
+                ));
+            }
+            app.processes = ranks;
+            // Each rank replays on its own.
+            app.barrier = false;
+            if app.name.is_none() {
+                app.name = Some(chosen.name.clone());
+            }
+            app.trace_data = Some(std::sync::Arc::new(chosen.clone()));
+        }
+        Ok(())
     }
 
     /// Checks values that types alone do not rule out.
@@ -1171,10 +1278,10 @@ impl Scenario {
         self.apps
             .iter()
             .map(|a| {
-                let per_instance = if a.barrier {
-                    a.calls() as u64
-                } else {
-                    a.calls() as u64 * a.processes as u64
+                let per_instance = match &a.trace_data {
+                    Some(t) => t.requests() as u64,
+                    None if a.barrier => a.calls() as u64,
+                    None => a.calls() as u64 * a.processes as u64,
                 };
                 per_instance * a.instances as u64
             })
@@ -1347,6 +1454,8 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
     not_for("subtype", app.subtype.is_some(), &[Btio])?;
     not_for("block_size", app.block_size.is_some(), &[Ior])?;
     not_for("md_steps", app.md_steps.is_some(), &[MdTest])?;
+    not_for("trace", app.trace.is_some(), &[Trace])?;
+    not_for("trace_app", app.trace_app.is_some(), &[Trace])?;
     if app.md_steps.as_ref().is_some_and(Vec::is_empty) {
         return Err(ConfigError::at(key("md_steps"), "needs at least one phase"));
     }
@@ -1440,6 +1549,15 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
             required("element_size", app.element_size.is_some())?;
             positive(&key("elements"), app.elements.unwrap_or(0) as u64)?;
             positive(&key("element_size"), app.element_size.map_or(0, |b| b.0))?;
+        }
+        Trace => {
+            required("trace", app.trace.is_some())?;
+            if app.requests != 1 {
+                return Err(ConfigError::at(
+                    key("requests"),
+                    "does not apply to workload \"trace\" (its calls are the trace's requests)",
+                ));
+            }
         }
         Wrf => {
             required("request_size", app.request_size.is_some())?;

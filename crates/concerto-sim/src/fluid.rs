@@ -625,6 +625,9 @@ pub struct WorkloadFile {
     /// Bytes per second.
     pub bandwidth: f64,
     pub apps: Vec<WorkloadApp>,
+    /// Where it came from (an importer's note: the Darshan log, say); not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<serde_json::Value>,
 }
 
 /// One application of a [`WorkloadFile`].
@@ -669,6 +672,7 @@ impl WorkloadFile {
                         .collect(),
                 })
                 .collect(),
+            source: None,
         }
     }
 

@@ -18,6 +18,7 @@ pub mod overrides;
 pub mod profile;
 pub mod results;
 pub mod timeline;
+pub mod trace;
 pub mod workload;
 
 use std::sync::atomic::{AtomicU64, Ordering};

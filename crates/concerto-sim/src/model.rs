@@ -472,6 +472,7 @@ impl<'a> Simulation<'a> {
 
     /// Runs until every application has finished; returns the results.
     pub fn run(mut self) -> RunResult {
+        let mut idle_ranks = Vec::new();
         for (i, app) in self.apps.iter().enumerate() {
             let spec = &self.sc.apps[app.spec];
             if spec.barrier {
@@ -483,8 +484,13 @@ impl<'a> Simulation<'a> {
                 );
             } else {
                 for r in 0..spec.processes {
+                    if spec.calls_of(r) == 0 {
+                        // A traced rank with nothing to do.
+                        idle_ranks.push(i);
+                        continue;
+                    }
                     self.events.schedule(
-                        spec.start,
+                        spec.issue_time(r, 0, spec.start),
                         Class::Normal,
                         0,
                         Event::Call {
@@ -492,6 +498,13 @@ impl<'a> Simulation<'a> {
                         },
                     );
                 }
+            }
+        }
+        for i in idle_ranks {
+            let a = &mut self.apps[i];
+            a.ranks_finished += 1;
+            if a.ranks_finished == self.sc.apps[a.spec].processes {
+                a.end = a.start;
             }
         }
         while let Some((now, event)) = self.events.pop() {
@@ -1067,9 +1080,9 @@ impl<'a> Simulation<'a> {
             if let Some(p) = self.progress {
                 p.add(1);
             }
-            if rs.call < spec.calls() {
+            if rs.call < spec.calls_of(rs.rank) {
                 self.events.schedule(
-                    now + spec.compute_before(rs.call),
+                    spec.issue_time(rs.rank, rs.call, now),
                     Class::Normal,
                     0,
                     Event::Call { rank },

@@ -51,6 +51,7 @@ pub fn files_per_instance(app: &AppSpec) -> u32 {
     match (app.workload, app.file.unwrap_or_default()) {
         (WorkloadKind::Ior | WorkloadKind::PioBench, FileMode::PerProcess) => app.processes,
         (WorkloadKind::Wrf, _) => app.processes,
+        (WorkloadKind::Trace, _) => app.trace_data.as_ref().map_or(1, |t| t.file_count().max(1)),
         // Validation bounds processes x items.
         (WorkloadKind::MdTest, _) => app.processes.saturating_mul(app.items.unwrap_or(1)),
         _ => 1,
@@ -81,6 +82,19 @@ pub fn call_steps(
     let size = app.request_size.map_or(0, |b| b.0);
     match app.workload {
         WorkloadKind::Ior if app.block_size.is_some() => ior_operation(app, rank, call, out, data),
+        WorkloadKind::Trace => {
+            let traced = app
+                .trace_data
+                .as_ref()
+                .and_then(|t| t.ranks.get(rank as usize)?.get(call as usize));
+            if let Some(q) = traced {
+                let access = Access {
+                    file: q.file,
+                    extents: vec![Extent::new(q.offset, q.length)],
+                };
+                data(q.op, access, out);
+            }
+        }
         WorkloadKind::Ior
         | WorkloadKind::PioBench
         | WorkloadKind::MpiTileIo
