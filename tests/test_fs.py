@@ -263,12 +263,12 @@ def test_tenant_keys_issued_listed_and_revoked_on_a_running_cluster(cluster, tmp
     for name in ("keys.toml", "admin.key"):
         assert (cluster.parent / name).stat().st_mode & 0o777 == 0o600, name
     key = tmp_path / "job-77.key"
-    concerto("auth", "issue", "--keys", str(ring), "--job", "77", "--weight", "2", "--out", str(key))
+    concerto("auth", "issue", "--keys", str(ring), "--job", "77", "--weight", "2", "--user", "1001", "--out", str(key))
     assert key.stat().st_mode & 0o777 == 0o600
     again = concerto("auth", "issue", "--keys", str(ring), "--job", "77", "--out", str(tmp_path / "k2"), ok=False)
     assert again.returncode == 1 and 'a key "job-77" exists already' in again.stderr
     listed = concerto("auth", "list", "--keys", str(ring)).stdout
-    assert "job-77" in listed and "tenant" in listed and "admin" in listed
+    assert "job-77" in listed and "tenant" in listed and "admin" in listed and "1001" in listed
     secret = key.read_text().split("secret = ")[1].strip().strip('"')
     assert len(secret) == 64 and secret not in listed
 
@@ -311,6 +311,10 @@ def test_qos_rules_through_the_cli_on_every_server(cluster):
     assert [r["name"] for r in fs.Client(cluster).rules()[0]["rules"]] == ["cap9"]
     concerto("add", "favour3", "--job", "3", "--weight", "4")
     assert all(r["rules"][1] == {"name": "favour3", "job": 3, "weight": 4.0} for r in fs.Client(cluster).rules().values())
+    concerto("add", "user1001", "--user", "1001", "--bandwidth", "50MB/s")
+    assert all({"name": "user1001", "user": 1001, "bandwidth": 50e6} in r["rules"]
+               for r in fs.Client(cluster).rules().values()), fs.Client(cluster).rules()
+    concerto("rm", "user1001")
     assert "favour3" in concerto("list").stdout
     concerto("rm", "favour3")
     missing = concerto("rm", "nope", ok=False)

@@ -75,7 +75,8 @@ def ensure_local(directory: Path) -> Path:
     return ring
 
 
-def issue(ring: Path, job: int, key_id: str | None, weight: float | None, out: Path | None) -> tuple[str, Path]:
+def issue(ring: Path, job: int, key_id: str | None, weight: float | None, out: Path | None,
+          user: int | None = None) -> tuple[str, Path]:
     """Adds a tenant key for ``job``; writes its credential (default
     ``job-<JOB>.key`` beside the ring). Returns the key id and the file."""
     key_id = key_id or f"job-{job}"
@@ -83,7 +84,7 @@ def issue(ring: Path, job: int, key_id: str | None, weight: float | None, out: P
     if out.exists():
         raise KeyFileError(f"{out}: exists already (give --out, or revoke the key first)")
     try:
-        ring_text, credential = _native.issue_key(_read(ring), key_id, job, weight)
+        ring_text, credential = _native.issue_key(_read(ring), key_id, job, weight, user)
     except ValueError as e:
         raise KeyFileError(f"{ring}: {e}") from None
     # The credential first: a key in the ring whose credential was lost

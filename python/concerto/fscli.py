@@ -297,17 +297,19 @@ def _current_rules(client: Client) -> dict:
 @click.option("--iops", type=click.FloatRange(min=0, min_open=True), default=None, help="Requests per second per server.")
 @click.option("--burst", default=None, help='Bytes that may go at once, e.g. "4MiB".')
 @click.option("--burst-requests", type=click.IntRange(min=1), default=None, help="Requests that may go at once.")
+@click.option("--user", type=click.IntRange(min=0, max=2**32 - 1), default=None,
+              help="The user (numeric id, as keys name it) whose jobs it matches, all together (default: every one).")
 @click.option("--weight", type=click.FloatRange(min=0, min_open=True), default=None,
               help="The proportional-share weight of the requests it matches (sfq, sfq-d, sfq-d-plus, capped, "
                    "service-sync), whatever their key's weight.")
 @fs_guarded
-def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests, weight) -> None:
+def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests, user, weight) -> None:
     """Add rule NAME on every server (checked by all before any applies): a rate, a weight or both. The first rule
     matching a request applies."""
     client = Client(cluster_path(cluster_file))
     rules = _current_rules(client)
     rule = {"name": name}
-    for key, value in (("job", job), ("op", op), ("bandwidth", bandwidth), ("requests_per_second", iops),
+    for key, value in (("job", job), ("op", op), ("user", user), ("bandwidth", bandwidth), ("requests_per_second", iops),
                        ("burst", burst), ("burst_requests", burst_requests), ("weight", weight)):
         if value is not None:
             rule[key] = value
@@ -355,11 +357,11 @@ def rule_list(cluster_file) -> None:
         groups.setdefault(json.dumps(r, sort_keys=True), []).append(sid)
     for text, servers in groups.items():
         r = json.loads(text)
-        table = Table("name", "job", "op", "weight", "bandwidth (B/s)", "requests/s", "burst", "burst requests",
+        table = Table("name", "job", "op", "user", "weight", "bandwidth (B/s)", "requests/s", "burst", "burst requests",
                       title=f"servers {', '.join(map(str, servers))}"
                             + (" (work-conserving)" if r.get("work_conserving") else ""))
         for rule in r.get("rules", []):
-            table.add_row(*(str(rule.get(k, "")) for k in ("name", "job", "op", "weight", "bandwidth", "requests_per_second",
+            table.add_row(*(str(rule.get(k, "")) for k in ("name", "job", "op", "user", "weight", "bandwidth", "requests_per_second",
                                                           "burst", "burst_requests")))
         console.print(table)
 
@@ -393,13 +395,16 @@ def auth_init(ring: Path) -> None:
 @click.option("--id", "key_id", default=None, help="The key's name (default job-JOB).")
 @click.option("--weight", type=float, default=None,
               help="The job's proportional-share weight (default: the policy's default).")
+@click.option("--user", type=click.IntRange(min=0, max=2**32 - 1), default=None,
+              help="The user (numeric id) the job runs as, which QoS rules can match (cluster rule add --user).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the credential (default: ID.key beside the ring), mode 0600.")
 @fs_guarded
-def auth_issue(ring: Path, job: int, key_id: str | None, weight: float | None, out: Path | None) -> None:
+def auth_issue(ring: Path, job: int, key_id: str | None, weight: float | None, user: int | None,
+               out: Path | None) -> None:
     """Issue a tenant key for a job. The servers accept it from their next connection on;
     the job's processes use it with CONCERTO_CREDENTIAL=FILE."""
-    key_id, path = auth.issue(ring, job, key_id, weight, out)
+    key_id, path = auth.issue(ring, job, key_id, weight, out, user=user)
     console.print(f"issued key {key_id} for job {job}: {path} (use CONCERTO_CREDENTIAL={path})")
 
 
@@ -417,11 +422,11 @@ def auth_revoke(ring: Path, key_id: str) -> None:
 @_ring_opt
 @fs_guarded
 def auth_list(ring: Path) -> None:
-    """The ring's keys: id, role, job and weight (never the secrets)."""
-    table = Table("id", "role", "job", "weight")
+    """The ring's keys: id, role, job, weight and user (never the secrets)."""
+    table = Table("id", "role", "job", "weight", "user")
     for k in auth.keys(ring):
         table.add_row(k["id"], k["role"], "" if k["job"] is None else str(k["job"]),
-                      "" if k["weight"] is None else f"{k['weight']:g}")
+                      "" if k["weight"] is None else f"{k['weight']:g}", "" if k["user"] is None else str(k["user"]))
     console.print(table)
 
 

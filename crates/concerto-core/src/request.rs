@@ -125,6 +125,10 @@ pub struct Request {
     pub segments: Vec<Extent>,
     /// Optional proportional-share weight hint; `None` means the server's default.
     pub weight: Option<f64>,
+    /// The user it is for, when known: a real server takes it from the
+    /// connection's key, the simulator from the application. QoS rules may
+    /// match on it.
+    pub user: Option<u32>,
 }
 
 impl Request {
@@ -151,6 +155,7 @@ impl Request {
             len,
             segments: Vec::new(),
             weight: None,
+            user: None,
         }
     }
 }

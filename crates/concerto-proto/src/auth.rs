@@ -105,6 +105,9 @@ pub struct Key {
     /// A tenant's proportional-share weight, set by the administrator
     /// (requests' own weights are not taken from tenants).
     pub weight: Option<f64>,
+    /// The user (numeric id) a tenant's job runs as, set by the
+    /// administrator: QoS rules can match it (all of a user's jobs together).
+    pub user: Option<u32>,
     pub secret: Secret,
 }
 
@@ -132,6 +135,8 @@ struct KeyEntry {
     job: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     weight: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    user: Option<u32>,
     secret: String,
 }
 
@@ -199,11 +204,15 @@ impl KeyRing {
                 }
                 _ => {}
             }
+            if e.user.is_some() && e.role != Role::Tenant {
+                return Err(at("user", "only a tenant key names a user".into()));
+            }
             let secret = Secret::from_hex(&e.secret).map_err(|m| at("secret", m))?;
             keys.push(Key {
                 id: e.id,
                 grant,
                 weight: e.weight,
+                user: e.user,
                 secret,
             });
         }
@@ -224,6 +233,7 @@ impl KeyRing {
                 id: id.into(),
                 grant,
                 weight: None,
+                user: None,
                 secret: Secret::generate()?,
             })
         };
@@ -271,6 +281,7 @@ impl KeyRing {
                         role,
                         job,
                         weight: k.weight,
+                        user: k.user,
                         secret: k.secret.to_hex(),
                     }
                 })

@@ -347,12 +347,13 @@ pub fn generate_keys() -> PyResult<(String, String)> {
 /// Adds a tenant key for `job` to the ring (TOML); returns the new ring
 /// and the key's credential.
 #[pyfunction]
-#[pyo3(signature = (ring, id, job, weight=None))]
+#[pyo3(signature = (ring, id, job, weight=None, user=None))]
 pub fn issue_key(
     ring: &str,
     id: &str,
     job: u32,
     weight: Option<f64>,
+    user: Option<u32>,
 ) -> PyResult<(String, String)> {
     let mut ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
     if let Some(w) = weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
@@ -364,6 +365,7 @@ pub fn issue_key(
         id: id.to_string(),
         grant: Grant::Tenant { job },
         weight,
+        user,
         secret: Secret::generate().map_err(PyOSError::new_err)?,
     };
     let credential = key.credential().to_toml();
@@ -404,7 +406,7 @@ pub fn list_keys(ring: &str) -> PyResult<String> {
                 Grant::Peer => ("peer", None),
                 Grant::Tenant { job } => ("tenant", Some(job)),
             };
-            json!({"id": k.id, "role": role, "job": job, "weight": k.weight})
+            json!({"id": k.id, "role": role, "job": job, "weight": k.weight, "user": k.user})
         })
         .collect();
     Ok(to_json(&keys))

@@ -667,12 +667,13 @@ async fn connection(
             }
         };
     frames.decoder_mut().set_max_frame_length(MAX_FRAME);
-    // A tenant's requests weigh what the administrator set for its key;
-    // only the administrator's own requests may carry a weight.
-    let weight_of = |tags: &Tags| match &key {
-        Some(k) if k.grant == Grant::Admin => tags.weight,
-        Some(k) => k.weight,
-        None => None,
+    // A tenant's requests weigh what the administrator set for its key,
+    // and are its key's user's; only the administrator's own requests may
+    // carry a weight.
+    let who = |tags: &Tags| match &key {
+        Some(k) if k.grant == Grant::Admin => (tags.weight, None),
+        Some(k) => (k.weight, k.user),
+        None => (None, None),
     };
     while let Some(key) = &key {
         let Some(frame) = next_frame(&mut frames, limits.frame_timeout, &mut stopped, from).await
@@ -727,7 +728,7 @@ async fn connection(
                 extents,
                 data,
             } => submit(
-                request(tags, weight_of(&tags), Op::Write, object, &extents),
+                request(tags, who(&tags), Op::Write, object, &extents),
                 Action::Object(ObjectOp::Write { extents, data }),
                 reply,
             ),
@@ -736,7 +737,7 @@ async fn connection(
                 object,
                 extents,
             } => submit(
-                request(tags, weight_of(&tags), Op::Read, object, &extents),
+                request(tags, who(&tags), Op::Read, object, &extents),
                 Action::Object(ObjectOp::Read { extents }),
                 reply,
             ),
@@ -744,47 +745,29 @@ async fn connection(
                 // The policy sees a zero-length write: it moves no bytes but
                 // takes its turn (and, in the SFQ kinds, a small request's cost).
                 submit(
-                    request(tags, weight_of(&tags), Op::Write, object, &[]),
+                    request(tags, who(&tags), Op::Write, object, &[]),
                     Action::Object(ObjectOp::Fsync),
                     reply,
                 )
             }
             // Object-level metadata on a data server, as PVFS2's datafile getattr/setattr/remove.
             Message::ObjectSize { tags, object } => submit(
-                request(
-                    tags,
-                    weight_of(&tags),
-                    Op::Meta(MetaOp::Getattr),
-                    object,
-                    &[],
-                ),
+                request(tags, who(&tags), Op::Meta(MetaOp::Getattr), object, &[]),
                 Action::Object(ObjectOp::Size),
                 reply,
             ),
             Message::Truncate { tags, object, size } => submit(
-                request(
-                    tags,
-                    weight_of(&tags),
-                    Op::Meta(MetaOp::Setattr),
-                    object,
-                    &[],
-                ),
+                request(tags, who(&tags), Op::Meta(MetaOp::Setattr), object, &[]),
                 Action::Object(ObjectOp::Truncate(size)),
                 reply,
             ),
             Message::Remove { tags, object } => submit(
-                request(
-                    tags,
-                    weight_of(&tags),
-                    Op::Meta(MetaOp::Remove),
-                    object,
-                    &[],
-                ),
+                request(tags, who(&tags), Op::Meta(MetaOp::Remove), object, &[]),
                 Action::Object(ObjectOp::Remove),
                 reply,
             ),
             Message::Meta { tags, op } => submit(
-                request(tags, weight_of(&tags), Op::Meta(op.kind()), 0, &[]),
+                request(tags, who(&tags), Op::Meta(op.kind()), 0, &[]),
                 Action::Meta(op),
                 reply,
             ),
@@ -835,7 +818,14 @@ async fn connection(
 
 /// The request as the policy sees it: its tags, the weight it is granted,
 /// and the object extents it covers.
-fn request(tags: Tags, weight: Option<f64>, op: Op, object: u64, extents: &[Extent]) -> Request {
+/// The request a frame asks for, with the weight and user its key gives.
+fn request(
+    tags: Tags,
+    (weight, user): (Option<f64>, Option<u32>),
+    op: Op,
+    object: u64,
+    extents: &[Extent],
+) -> Request {
     Request {
         id: RequestId(0),
         app: AppId(tags.app),
@@ -851,6 +841,7 @@ fn request(tags: Tags, weight: Option<f64>, op: Op, object: u64, extents: &[Exte
             Vec::new()
         },
         weight,
+        user,
     }
 }
 

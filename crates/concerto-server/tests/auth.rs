@@ -31,6 +31,7 @@ fn ring() -> KeyRing {
         id: "job-7".into(),
         grant: Grant::Tenant { job: 7 },
         weight: None,
+        user: None,
         secret: Secret::generate().unwrap(),
     })
     .unwrap();
@@ -359,11 +360,12 @@ async fn a_zero_issue_time_buys_no_precedence_under_coordinated() {
 async fn sfq_last_writer(rules: &str, abuser_tags: Tags) -> u8 {
     let dir = tempfile::tempdir().unwrap();
     let mut ring = ring();
-    for (id, job) in [("victim", 1), ("abuser", 2)] {
+    for (id, job, user) in [("victim", 1, 41), ("abuser", 2, 42)] {
         ring.add(Key {
             id: id.into(),
             grant: Grant::Tenant { job },
             weight: None,
+            user: Some(user),
             secret: Secret::generate().unwrap(),
         })
         .unwrap();
@@ -440,4 +442,16 @@ async fn a_weight_rule_decides_what_a_claim_cannot_under_sfq() {
     assert_eq!(sfq_last_writer(rule, tags(2)).await, b'v');
     let rule = rule.replace("job = 2", "job = 1");
     assert_eq!(sfq_last_writer(&rule, tags(2)).await, b'a');
+}
+
+/// A rule may name a user instead of a job: the victim's key runs as
+/// user 41, the abuser's as 42. A rule giving user 42 weight 1000 puts the
+/// abuser's write ahead (the victim's bytes stay); one for user 41 leaves
+/// the victim ahead anyway; one for a user nobody is changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_rule_weighs_the_jobs_whose_keys_name_the_user() {
+    let rule = |user: u32| format!("[[rules]]\nname = \"u\"\nuser = {user}\nweight = 1000.0\n");
+    assert_eq!(sfq_last_writer(&rule(42), tags(2)).await, b'v');
+    assert_eq!(sfq_last_writer(&rule(41), tags(2)).await, b'a');
+    assert_eq!(sfq_last_writer(&rule(7), tags(2)).await, b'a');
 }

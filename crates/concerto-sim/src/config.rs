@@ -704,6 +704,10 @@ pub struct AppSpec {
     /// Proportional-share weight carried by every request (SFQ family).
     #[serde(default = "unit_weight")]
     pub weight: f64,
+    /// The user (numeric id) the application runs as, which QoS rules can
+    /// match; none when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<u32>,
     /// Servers each of this application's files is striped over (default: cluster.stripe_count).
     #[serde(default)]
     pub stripe_count: Option<u32>,

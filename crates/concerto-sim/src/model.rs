@@ -611,6 +611,7 @@ impl<'a> Simulation<'a> {
             len: 0,
             segments: Vec::new(),
             weight: Some(a.weight),
+            user: self.sc.apps[a.spec].user,
         };
         // (server, file, bytes, request); the buffer is reused across steps.
         let mut sends = std::mem::take(&mut self.sends);

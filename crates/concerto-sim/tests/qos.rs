@@ -129,3 +129,23 @@ fn weight_rules_decide_the_shares_whatever_the_requests_claim() {
     let (one, two) = bandwidths(&sets);
     assert!((two / one / 1.5 - 1.0).abs() < 0.1, "without: {one} {two}");
 }
+
+/// A rule for a user caps all of the user's jobs together: both jobs run
+/// as user 7 and share the 20 MB/s per server (80 MB/s in all) the rule
+/// gives the user; with the second job another user's, the first alone
+/// gets the cap and the second runs free.
+#[test]
+fn a_user_rule_caps_the_users_jobs_together() {
+    let rule = "qos.rules=[{name=\"u7\", user=7, bandwidth=\"20MB/s\"}]";
+    let (one, two) = bandwidths(&[rule, "apps[0].user=7", "apps[1].user=7"]);
+    // The jobs end at different times; what the user moved over the time
+    // both took is what the cap bounds.
+    let sum = one + two;
+    assert!(
+        sum <= 80e6 * 1.05 && one.min(two) > 0.3 * 80e6,
+        "user 7's jobs: {one} + {two} B/s"
+    );
+    let (one, two) = bandwidths(&[rule, "apps[0].user=7", "apps[1].user=8"]);
+    assert!((one / 80e6 - 1.0).abs() < 0.05, "user 7's job: {one} B/s");
+    assert!(two > 4.0 * one, "user 8's job: {two} B/s");
+}

@@ -68,6 +68,11 @@ pub struct QosRule {
     /// The operations it applies to; every one when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<OpClass>,
+    /// The user (numeric id) it applies to, all of the user's jobs
+    /// together; every one when unset. A request whose user is not known
+    /// matches no user rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<u32>,
     /// Requests per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_second: Option<f64>,
@@ -90,6 +95,7 @@ impl QosRule {
     pub fn matches(&self, req: &Request) -> bool {
         self.job.map_or(true, |j| j == req.app.0)
             && self.op.map_or(true, |o| o == OpClass::of(req.op))
+            && self.user.map_or(true, |u| req.user == Some(u))
     }
 
     /// Whether it caps a rate (a rule may only set a weight).
@@ -368,6 +374,7 @@ mod tests {
             len,
             segments: Vec::new(),
             weight: None,
+            user: None,
         }
     }
 
@@ -376,6 +383,7 @@ mod tests {
             name: "cap".into(),
             job: Some(1),
             op: None,
+            user: None,
             requests_per_second: rps,
             bandwidth: bandwidth.map(Bandwidth),
             burst_requests: None,
@@ -503,6 +511,34 @@ mod tests {
         assert!(
             l.admit(req(12, 2, Op::Read, 1), Time::ZERO).is_none(),
             "job 2's rate rule"
+        );
+    }
+
+    #[test]
+    fn a_user_rule_holds_all_of_the_users_jobs_and_only_them() {
+        let mut r = rule(None, Some(1.0));
+        r.job = None;
+        r.user = Some(7);
+        let mut l = QosStage::new(&rules(r), Time::ZERO);
+        let of = |id: u64, app: u32, user: Option<u32>| Request {
+            user,
+            ..req(id, app, Op::Read, 1)
+        };
+        assert!(
+            l.admit(of(0, 1, Some(7)), Time::ZERO).is_some(),
+            "the burst"
+        );
+        assert!(
+            l.admit(of(1, 2, Some(7)), Time::ZERO).is_none(),
+            "another job of user 7 shares it"
+        );
+        assert!(
+            l.admit(of(2, 3, Some(8)), Time::ZERO).is_some(),
+            "another user"
+        );
+        assert!(
+            l.admit(of(3, 3, None), Time::ZERO).is_some(),
+            "no user known"
         );
     }
 

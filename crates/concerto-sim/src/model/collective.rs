@@ -279,6 +279,7 @@ impl Simulation<'_> {
     pub(super) fn send_batch(&mut self, app: u32, rank: u32, b: u32, now: Time) {
         let a = &self.apps[app as usize];
         let (app_id, weight, file, global) = (a.app_id, a.weight, a.files[0], a.first_rank + rank);
+        let user = self.sc.apps[a.spec].user;
         let call_index = a.next_call;
         let Some(call) = self.apps[app as usize].collective.as_ref() else {
             return;
@@ -320,6 +321,7 @@ impl Simulation<'_> {
                         Vec::new()
                     },
                     weight: Some(weight),
+                    user,
                 };
                 sends.push((p.server, file, p.bytes, req));
             }
