@@ -14,6 +14,7 @@ format is parsed here.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 
@@ -21,7 +22,12 @@ class DarshanImportError(ValueError):
     """A log that cannot become a workload; the message says which log and why."""
 
 
+@contextlib.contextmanager
 def _report(path: Path):
+    """The log, read whole, closed on leaving. Closed here and not left to
+    the garbage collector: pydarshan closes a report it finalizes through
+    cffi, and a finalizer that runs while cffi is parsing a type for
+    another report deadlocks on cffi's lock (seen in the test suite)."""
     try:
         import darshan
     except ImportError as e:  # the environment is broken, not the log
@@ -29,9 +35,11 @@ def _report(path: Path):
     if not Path(path).is_file():
         raise DarshanImportError(f"{path}: no such file")
     try:
-        return darshan.DarshanReport(str(path), read_all=True)
+        report = darshan.DarshanReport(str(path), read_all=True)
     except Exception as e:  # pydarshan raises bare RuntimeErrors and worse for a damaged log
         raise DarshanImportError(f"{path}: not a Darshan log pydarshan can read ({e})") from e
+    with report:
+        yield report
 
 
 def _dxt_module(report) -> str | None:
@@ -42,12 +50,17 @@ def _dxt_module(report) -> str | None:
 
 
 def has_dxt(path: Path) -> bool:
-    return _dxt_module(_report(path)) is not None
+    with _report(path) as report:
+        return _dxt_module(report) is not None
 
 
 def to_trace(path: Path, name: str | None = None) -> dict:
     """The log's DXT records as a trace (one application, one rank per process)."""
-    report = _report(path)
+    with _report(path) as report:
+        return _trace(path, report, name)
+
+
+def _trace(path: Path, report, name: str | None) -> dict:
     module = _dxt_module(report)
     if module is None:
         raise DarshanImportError(f"{path}: no DXT records (the job ran without DXT tracing): use --phases for "
@@ -89,10 +102,10 @@ def to_trace(path: Path, name: str | None = None) -> dict:
 def totals(path: Path) -> dict[int, dict[str, int]]:
     """Bytes and operations per rank that pydarshan's POSIX counters report
     (rank -1, a file shared by all, spread over none: kept as -1)."""
-    report = _report(path)
-    if "POSIX" not in report.records:
-        raise DarshanImportError(f"{path}: no POSIX records")
-    c = report.records["POSIX"].to_df()["counters"]
+    with _report(path) as report:
+        if "POSIX" not in report.records:
+            raise DarshanImportError(f"{path}: no POSIX records")
+        c = report.records["POSIX"].to_df()["counters"]
     out: dict[int, dict[str, int]] = {}
     for rank, read, written, reads, writes in zip(c["rank"], c["POSIX_BYTES_READ"], c["POSIX_BYTES_WRITTEN"],
                                                   c["POSIX_READS"], c["POSIX_WRITES"]):
@@ -111,10 +124,11 @@ def to_phases(path: Path, bandwidth: float, name: str | None = None) -> dict:
     (and before the first) is compute."""
     if not bandwidth > 0:
         raise DarshanImportError("--bandwidth: the platform's bandwidth must be > 0")
-    report = _report(path)
-    if "POSIX" not in report.records or len(report.records["POSIX"]) == 0:
-        raise DarshanImportError(f"{path}: no POSIX records to take phases from")
-    df = report.records["POSIX"].to_df()
+    with _report(path) as report:
+        if "POSIX" not in report.records or len(report.records["POSIX"]) == 0:
+            raise DarshanImportError(f"{path}: no POSIX records to take phases from")
+        df = report.records["POSIX"].to_df()
+        job = dict(report.metadata["job"])
     c, f = df["counters"], df["fcounters"]
     spans = []
     for i in range(len(c)):
@@ -143,7 +157,6 @@ def to_phases(path: Path, bandwidth: float, name: str | None = None) -> dict:
             last_end = end
             begin, end, moved = s, e, b
     phases.append([max(begin - last_end, 0.0), float(moved)])
-    job = report.metadata["job"]
     return {
         "bandwidth": float(bandwidth),
         "source": {"darshan_log": str(path), "jobid": job.get("jobid"), "nprocs": int(job["nprocs"])},
