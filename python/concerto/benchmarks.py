@@ -82,6 +82,21 @@ def _parse(program: str, args: str, flags: dict[str, str], valued: dict[str, str
     return parsed
 
 
+def _tasks(program: str, values: dict[str, str], processes: int | None) -> int:
+    """The tasks: the command line's -N or --processes (agreeing when both
+    are given), else 1; and no -i repetitions, which are the simulator's
+    own (--reps), not part of the workload."""
+    if "-i" in values and _count(f"{program} -i", values["-i"]) > 1:
+        raise BenchmarkArgsError(f"{program} -i {values['-i']}: repetitions are the simulator's --reps (different "
+                                 "seeds), not part of the workload")
+    if "-N" not in values:
+        return processes or 1
+    tasks = _count(f"{program} -N", values["-N"])
+    if processes is not None and tasks != processes:
+        raise BenchmarkArgsError(f"{program} -N {values['-N']} and --processes {processes} disagree")
+    return tasks
+
+
 #: IOR options: (what it is, how the simulator takes it).
 IOR_FLAGS = {
     "-w": "write", "-r": "read", "-F": "file per process", "-C": "reorder tasks for the read",
@@ -113,18 +128,13 @@ def from_ior(args: str, processes: int | None = None, name: str | None = None) -
     api = v.get("-a", "POSIX").upper()
     if api not in ("POSIX", "MPIIO"):
         raise BenchmarkArgsError(f"ior -a {v['-a']}: only POSIX and MPIIO (independent) are modelled")
-    if "-i" in v and _count("ior -i", v["-i"]) > 1:
-        raise BenchmarkArgsError(f"ior -i {v['-i']}: repetitions are the simulator's --reps (different seeds), "
-                                 "not part of the workload")
     transfer = ior_size("ior -t", v.get("-t", "256k"))
     block = ior_size("ior -b", v.get("-b", "1m"))
     if transfer == 0 or block == 0 or block % transfer:
         raise BenchmarkArgsError(f"ior -b {v.get('-b', '1m')} -t {v.get('-t', '256k')}: the block size must be a "
                                  "whole, non-zero number of transfers")
     segments = _count("ior -s", v.get("-s", "1"))
-    if "-N" in v and processes is not None and _count("ior -N", v["-N"]) != processes:
-        raise BenchmarkArgsError(f"ior -N {v['-N']} and --processes {processes} disagree")
-    tasks = _count("ior -N", v["-N"]) if "-N" in v else (processes or 1)
+    tasks = _tasks("ior", v, processes)
     # IOR writes and reads when told neither.
     operations = [op for flag, op in (("-w", "write"), ("-r", "read")) if flag in p.flags] or ["write", "read"]
     app = {
@@ -173,12 +183,7 @@ def from_mdtest(args: str, processes: int | None = None, name: str | None = None
     if "-u" not in p.flags:
         raise BenchmarkArgsError("mdtest without -u (every task in one shared directory) is not modelled: the "
                                  "md-test workload gives each task its own directory; pass -u")
-    if "-i" in v and _count("mdtest -i", v["-i"]) > 1:
-        raise BenchmarkArgsError(f"mdtest -i {v['-i']}: repetitions are the simulator's --reps (different seeds), "
-                                 "not part of the workload")
-    if "-N" in v and processes is not None and _count("mdtest -N", v["-N"]) != processes:
-        raise BenchmarkArgsError(f"mdtest -N {v['-N']} and --processes {processes} disagree")
-    tasks = _count("mdtest -N", v["-N"]) if "-N" in v else (processes or 1)
+    tasks = _tasks("mdtest", v, processes)
     write = ior_size("mdtest -w", v.get("-w", "0"))
     read = ior_size("mdtest -e", v.get("-e", "0"))
     if write and read and write != read:

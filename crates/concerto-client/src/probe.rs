@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::join_all;
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use concerto_core::profile::{Probe, Sample};
 use concerto_core::Extent;
@@ -34,20 +36,6 @@ const ALIGN: usize = 4096;
 
 /// How the working set is written: in pieces of this size.
 const FILL: u64 = 1 << 20;
-
-/// A small deterministic generator for offsets (splitmix64): the probe's
-/// randomness is seeded, and this is all it needs.
-struct Offsets(u64);
-
-impl Offsets {
-    fn next(&mut self, slots: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % slots.max(1)
-    }
-}
 
 /// A buffer of `len` bytes starting on an [`ALIGN`] boundary.
 struct Aligned {
@@ -122,11 +110,9 @@ impl DirectoryProbe {
             error: None,
         };
         let mut block = Aligned::new(FILL as usize);
-        let mut fill = Offsets(seed);
+        let mut fill = ChaCha8Rng::seed_from_u64(seed);
         for at in (0..working_set).step_by(FILL as usize) {
-            for chunk in block.get().chunks_mut(8) {
-                chunk.copy_from_slice(&fill.next(u64::MAX).to_le_bytes()[..chunk.len()]);
-            }
+            fill.fill_bytes(block.get());
             probe.file.write_all_at(block.get(), at).map_err(named)?;
         }
         probe.file.sync_all().map_err(named)?;
@@ -181,10 +167,10 @@ impl Probe for DirectoryProbe {
                     let seed = self.seed ^ size.rotate_left(17) ^ ((depth as u64) << 40) ^ t as u64;
                     s.spawn(move || {
                         let mut buf = Aligned::new(len as usize);
-                        let mut offsets = Offsets(seed);
+                        let mut offsets = ChaCha8Rng::seed_from_u64(seed);
                         let mut w = Worker::default();
                         while claimed.fetch_add(1, Ordering::Relaxed) < count {
-                            let at = offsets.next(slots) * len;
+                            let at = offsets.gen_range(0..slots) * len;
                             let issued = Instant::now();
                             if let Err(e) = file.read_exact_at(buf.get(), at) {
                                 w.error = Some(format!("reading {len} bytes at {at}: {e}"));
@@ -229,22 +215,8 @@ fn sample(size: u64, depth: u32, workers: &[Worker], error: &mut Option<String>)
     }
     let done: u32 = workers.iter().map(|w| w.done).sum();
     let latency: f64 = workers.iter().map(|w| w.latency).sum();
-    let elapsed = workers
-        .iter()
-        .map(|w| w.last)
-        .max()
-        .unwrap_or_default()
-        .as_secs_f64();
-    Sample {
-        size,
-        depth,
-        throughput_bps: if elapsed > 0.0 {
-            done as f64 * size as f64 / elapsed
-        } else {
-            0.0
-        },
-        mean_latency_s: latency / done.max(1) as f64,
-    }
+    let elapsed = workers.iter().map(|w| w.last).max().unwrap_or_default();
+    Sample::from_totals(size, depth, done, latency, elapsed.as_secs_f64())
 }
 
 /// The object a server probe reads and writes: one no file can have (the
@@ -293,11 +265,10 @@ impl ServerProbe {
             if let Grant::Tenant { job } = c.grant() {
                 identity.app = job;
             }
-            let mut fill = Offsets(seed);
+            let mut fill = ChaCha8Rng::seed_from_u64(seed);
             for at in (0..working_set).step_by(FILL as usize) {
-                let data: Vec<u8> = (0..FILL / 8)
-                    .flat_map(|_| fill.next(u64::MAX).to_le_bytes())
-                    .collect();
+                let mut data = vec![0u8; FILL as usize];
+                fill.fill_bytes(&mut data);
                 c.write(
                     identity.tags(),
                     PROBE_OBJECT,
@@ -356,10 +327,10 @@ impl Probe for ServerProbe {
             let (c, claimed, identity) = (self.connection.clone(), claimed.clone(), self.identity);
             let seed = self.seed ^ size.rotate_left(17) ^ ((depth as u64) << 40) ^ t as u64;
             async move {
-                let mut offsets = Offsets(seed);
+                let mut offsets = ChaCha8Rng::seed_from_u64(seed);
                 let mut w = Worker::default();
                 while claimed.fetch_add(1, Ordering::Relaxed) < count {
-                    let at = offsets.next(slots) * size;
+                    let at = offsets.gen_range(0..slots) * size;
                     let issued = Instant::now();
                     let read = c.read(identity.tags(), PROBE_OBJECT, vec![Extent::new(at, size)]);
                     if let Err(e) = read.await {

@@ -23,6 +23,30 @@ pub struct Sample {
     pub mean_latency_s: f64,
 }
 
+impl Sample {
+    /// The point `done` I/Os of `size` bytes make, completed `elapsed_s`
+    /// seconds after the first was issued, their latencies summing to
+    /// `latency_sum_s`.
+    pub fn from_totals(
+        size: u64,
+        depth: u32,
+        done: u32,
+        latency_sum_s: f64,
+        elapsed_s: f64,
+    ) -> Sample {
+        Sample {
+            size,
+            depth,
+            throughput_bps: if elapsed_s > 0.0 {
+                done as f64 * size as f64 / elapsed_s
+            } else {
+                0.0
+            },
+            mean_latency_s: latency_sum_s / done.max(1) as f64,
+        }
+    }
+}
+
 /// Something the procedure can keep `depth` I/Os of `size` bytes outstanding on.
 pub trait Probe {
     /// Measures `count` I/Os of `size` bytes with `depth` outstanding at all times.

@@ -44,32 +44,16 @@ fn run(cmd: &mut Command) {
 fn posix_calls_and_programs_on_the_mount() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
-    let cluster = rt
-        .block_on(LocalCluster::start(
-            &dir.path().join("cluster"),
-            LocalClusterSpec {
-                servers: 4,
-                policy: PolicyConfig::from_name("coordinated").unwrap(),
-                stripe_unit: 4096,
-                throttle: None,
-                timeout_ms: 10_000,
-            },
-        ))
-        .unwrap();
-    let client = FsClient::new(
-        cluster.cluster.clone(),
-        Identity::new(1, 0),
-        cluster.admin.clone(),
-    );
     let mnt = dir.path().join("mnt");
-    fs::create_dir(&mnt).unwrap();
-    let mounted = mount(
-        client.with_identity(client.identity()),
-        &mnt,
-        rt.handle().clone(),
-        MountOptions::default(),
-    )
-    .expect("mount (needs /dev/fuse and root)");
+    let spec = LocalClusterSpec {
+        servers: 4,
+        policy: PolicyConfig::from_name("coordinated").unwrap(),
+        stripe_unit: 4096,
+        throttle: None,
+        timeout_ms: 10_000,
+    };
+    let (cluster, client, mounted) =
+        cluster_and_mount(&rt, &dir.path().join("cluster"), &mnt, spec);
 
     // Random writes across stripe boundaries through write(2), read back through read(2).
     let mut rng = ChaCha8Rng::seed_from_u64(11);
@@ -228,26 +212,15 @@ fn is_mounted(path: &Path) -> bool {
     mounts.lines().any(|l| l.split(' ').nth(1) == Some(&*p))
 }
 
-/// A cluster of `servers` in `root` (on whatever disk that is), its admin
-/// client and a mount of it at `mnt`.
+/// A cluster in `root` (on whatever disk that is), its admin client (as
+/// application 1) and a mount of it at `mnt`, a new directory.
 fn cluster_and_mount(
     rt: &tokio::runtime::Runtime,
     root: &Path,
     mnt: &Path,
-    servers: u32,
+    spec: LocalClusterSpec,
 ) -> (LocalCluster, FsClient, concerto_fuse::Mount) {
-    let cluster = rt
-        .block_on(LocalCluster::start(
-            root,
-            LocalClusterSpec {
-                servers,
-                policy: PolicyConfig::Fifo,
-                stripe_unit: 65536,
-                throttle: None,
-                timeout_ms: 10_000,
-            },
-        ))
-        .unwrap();
+    let cluster = rt.block_on(LocalCluster::start(root, spec)).unwrap();
     let client = FsClient::new(
         cluster.cluster.clone(),
         Identity::new(1, 0),
@@ -288,7 +261,8 @@ fn an_unlinked_open_file_lives_until_its_last_close() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("cluster");
     let mnt = dir.path().join("mnt");
-    let (cluster, _client, mounted) = cluster_and_mount(&rt, &root, &mnt, 2);
+    let (cluster, _client, mounted) =
+        cluster_and_mount(&rt, &root, &mnt, LocalClusterSpec::fifo(2));
     let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
     fs::write(mnt.join("doomed"), &data).unwrap();
     fs::write(mnt.join("target"), b"old").unwrap();
@@ -383,7 +357,8 @@ fn a_full_disk_gives_enospc_through_the_mount() {
     }
     let _unmount = Unmount(disk.clone());
     let mnt = dir.path().join("mnt");
-    let (cluster, _client, mounted) = cluster_and_mount(&rt, &disk.join("cluster"), &mnt, 2);
+    let (cluster, _client, mounted) =
+        cluster_and_mount(&rt, &disk.join("cluster"), &mnt, LocalClusterSpec::fifo(2));
     let mut f = File::create(mnt.join("big")).unwrap();
     let chunk = vec![5u8; 1 << 20];
     let e = (0..64)

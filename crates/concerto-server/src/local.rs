@@ -37,6 +37,20 @@ pub struct LocalClusterSpec {
     pub timeout_ms: u64,
 }
 
+impl LocalClusterSpec {
+    /// `servers` unthrottled servers running FIFO, 64 KiB stripes, a 10 s
+    /// timeout: what a test that is not about scheduling needs.
+    pub fn fifo(servers: u32) -> LocalClusterSpec {
+        LocalClusterSpec {
+            servers,
+            policy: PolicyConfig::Fifo,
+            stripe_unit: 65536,
+            throttle: None,
+            timeout_ms: 10_000,
+        }
+    }
+}
+
 impl LocalCluster {
     /// Server 0 holds data and metadata, the others data; each gets `dir/s<i>`.
     pub async fn start(dir: &Path, spec: LocalClusterSpec) -> io::Result<LocalCluster> {

@@ -7,19 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use concerto_client::{ClientError, FsClient, Identity};
-use concerto_core::PolicyConfig;
 use concerto_proto::{ErrorKind, LayoutRequest};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
-
-fn spec(servers: u32) -> LocalClusterSpec {
-    LocalClusterSpec {
-        servers,
-        policy: PolicyConfig::Fifo,
-        stripe_unit: 65536,
-        throttle: None,
-        timeout_ms: 10_000,
-    }
-}
 
 fn client(c: &LocalCluster) -> FsClient {
     FsClient::new(c.cluster.clone(), Identity::new(1, 0), c.admin.clone())
@@ -98,7 +87,9 @@ fn kind<T: std::fmt::Debug>(r: Result<T, ClientError>) -> Option<ErrorKind> {
 async fn a_full_disk_gives_no_space_and_deletes_still_make_room() {
     let disk = SmallDisk::new("16m");
     let root = disk.path().join("cluster");
-    let c = LocalCluster::start(&root, spec(2)).await.unwrap();
+    let c = LocalCluster::start(&root, LocalClusterSpec::fifo(2))
+        .await
+        .unwrap();
     let reserve = root.join("s0").join("metadata.reserve");
     assert!(reserve.exists(), "the metadata store keeps a reserve");
     let fs = client(&c);
@@ -245,7 +236,9 @@ fn object_files(root: &Path) -> Vec<PathBuf> {
 async fn a_removed_file_refuses_its_old_descriptors_and_leaves_no_object() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("cluster");
-    let c = LocalCluster::start(&root, spec(4)).await.unwrap();
+    let c = LocalCluster::start(&root, LocalClusterSpec::fifo(4))
+        .await
+        .unwrap();
     let (fs, other) = (client(&c), client(&c));
     let data = vec![3u8; 300_000];
     let old = fs

@@ -84,17 +84,7 @@ impl Probe for DeviceProbe {
                 issued += 1;
             }
         }
-        let elapsed = last.as_secs_f64();
-        Sample {
-            size,
-            depth,
-            throughput_bps: if elapsed > 0.0 {
-                done as f64 * size as f64 / elapsed
-            } else {
-                0.0
-            },
-            mean_latency_s: latency_sum / done.max(1) as f64,
-        }
+        Sample::from_totals(size, depth, done, latency_sum, last.as_secs_f64())
     }
 }
 
