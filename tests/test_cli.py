@@ -57,6 +57,8 @@ def test_bad_input_gives_clear_errors(small_scenario: Path, tmp_path: Path) -> N
         (["sim", "run", str(small_scenario), "--set", "apps[0].request_size=0"], "apps[0].request_size: must be > 0"),
         (["sim", "run", str(small_scenario), "--set", "cluster.stripe_count=9"], "cluster.stripe_count: 9 is larger"),
         (["sim", "run", str(small_scenario), "--set", "policy.kind=lottery"], "policy.kind: unknown variant"),
+        (["sim", "run", str(small_scenario), "--set", "cluster.device.prefetch=128KiB"],
+         "cluster.device.prefetch: 131072 bytes of read-ahead"),
         (["sim", "run", str(tmp_path / "missing.toml")], "cannot read scenario"),
         (["sim", "run", str(small_scenario), "--set", "nonsense"], "expected key.path=value"),
         (["sim", "run", str(small_scenario), "--detail"], "--detail needs --out"),

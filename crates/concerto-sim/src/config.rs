@@ -371,6 +371,13 @@ pub struct HddConfig {
     /// 0: no cache.
     #[serde(skip_serializing_if = "is_zero_bytes")]
     pub cache: Bytes,
+    /// The operating system's read-ahead: a plain read that misses the
+    /// cache makes the disk read at least this many bytes from its start,
+    /// and the cache keeps them, so the next reads of a sequential stream
+    /// are served from memory even when other streams' reads come between.
+    /// 0: the disk reads what was asked. Needs a `cache` at least this big.
+    #[serde(skip_serializing_if = "is_zero_bytes")]
+    pub prefetch: Bytes,
 }
 
 fn is_zero_time(t: &Time) -> bool {
@@ -444,6 +451,7 @@ impl Default for HddConfig {
             deadline: Time::from_millis(500),
             request_overhead: Time::ZERO,
             cache: Bytes(0),
+            prefetch: Bytes(0),
         }
     }
 }
@@ -1315,6 +1323,15 @@ pub(crate) fn validate_device(at: &str, device: &DeviceConfig) -> Result<(), Con
                     ));
                 }
                 positive(&key("placement_span"), span.0)?;
+            }
+            if h.prefetch.0 > h.cache.0 {
+                return Err(ConfigError::at(
+                    key("prefetch"),
+                    format!(
+                        "{} bytes of read-ahead do not fit in a cache of {} bytes (set cache >= prefetch)",
+                        h.prefetch.0, h.cache.0
+                    ),
+                ));
             }
         }
         DeviceConfig::Ssd(s) => {

@@ -17,12 +17,23 @@ from concerto.report import line_plot, markdown_table, write_json
 from concerto.reproduce import Claim, experiments_dir, report_head, run_paper_sweep
 from concerto.sweep import Sweep, aggregate, load_sweep
 
-PAPER_RANGE = (0.08, 0.46)  # reported reductions of average completion time
-# Claim c2b's bound on the model (which does not reproduce the growth with
-# servers): at every server count the reduction stays within this many
-# points of its 2-server value, and above the floor.
-SERVERS_DRIFT = 0.05
-SERVERS_FLOOR = 0.15
+# Figure 6's reported reductions of average completion time, per device.
+PAPER_FIG6 = {"hdd": (0.08, 0.42), "ssd": (0.11, 0.43)}
+# c1: how far (points) a configuration may fall outside the paper's range;
+# the paper gives only the ranges in its text (its per-point figures are
+# plots), so each configuration is held to its device's range.
+RANGE_TOLERANCE = 0.05
+# c2a: the reduction must rise with the application count up to a plateau:
+# no count below the best at fewer applications by more than this (points),
+# and the most applications at least GROWTH above the fewest.
+PLATEAU_TOLERANCE = 0.03
+GROWTH = 0.10
+# c2b's bound on the model (which does not reproduce the growth with
+# servers): at every server count the reduction within [-SERVERS_BELOW,
+# +SERVERS_ABOVE] points of its 2-server value, and above the floor.
+SERVERS_BELOW = 0.03
+SERVERS_ABOVE = 0.10
+SERVERS_FLOOR = 0.25
 FORMULA_TOLERANCE = 0.02
 BANDWIDTH_TOLERANCE = 0.01  # "comparable or higher": at most 1% below FIFO
 
@@ -47,6 +58,11 @@ def _pairs(rows: list[dict]) -> list[tuple[dict, dict, dict]]:
             if fifo:
                 out.append((d["coordinated"]["params"], fifo, d["coordinated"]))
     return out
+
+
+def _label(params: dict) -> str:
+    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in params.items() if not k.startswith("cluster.device.")
+                     or k == "cluster.device.kind")
 
 
 def reduction(fifo: dict, coord: dict) -> float:
@@ -86,45 +102,55 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
 def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
     claims: list[Claim] = []
 
-    # 1. Lower average completion time in every Figure 6 and 7 configuration.
-    reds = [(p, reduction(f, c)) for eid in ("fig6", "fig7") for p, f, c in _pairs(results[eid])]
-    lo, hi = min(r for _, r in reds), max(r for _, r in reds)
-    worst = min(reds, key=lambda x: x[1])
-    overlaps = lo <= PAPER_RANGE[1] and hi >= PAPER_RANGE[0]
+    # 1. Lower average completion time in every Figure 6 and 7
+    # configuration; Figure 6's inside the paper's range for its device.
+    fig6 = [(p, reduction(f, c)) for p, f, c in _pairs(results["fig6"])]
+    fig7 = [(p, reduction(f, c)) for p, f, c in _pairs(results["fig7"])]
+    outside = [(p, r) for p, r in fig6
+               if not PAPER_FIG6[p["cluster.device.kind"]][0] - RANGE_TOLERANCE <= r
+               <= PAPER_FIG6[p["cluster.device.kind"]][1] + RANGE_TOLERANCE]
+    notes = []
+    for dev, (lo, hi) in PAPER_FIG6.items():
+        reds = [r for p, r in fig6 if p["cluster.device.kind"] == dev]
+        notes.append(f"Figure 6 {dev}: {len(reds)} configurations, {min(reds):.1%} to {max(reds):.1%} "
+                     f"(paper {lo:.0%}-{hi:.0%})")
+    notes.append(f"Figure 7: {len(fig7)} configurations, {min(r for _, r in fig7):.1%} to "
+                 f"{max(r for _, r in fig7):.1%}")
+    notes += [f"outside: {_label(p)} {r:.1%}" for p, r in outside]
     claims.append(Claim(
         "c1-lower-completion",
-        "Coordination lowers the average completion time against FIFO in every Figure 6 and 7 configuration, "
-        "by a range overlapping the paper's 8-46%",
-        "reduction > 0 everywhere; [min, max] overlaps [8%, 46%]",
-        f"{len(reds)} configurations, reductions {lo:.1%} to {hi:.1%} (smallest at {worst[0]})",
-        lo > 0 and overlaps,
+        "Coordination lowers the average completion time against FIFO in every Figure 6 and 7 configuration; in "
+        "Figure 6 by the paper's amounts (8-42% on HDD, 11-43% on SSD)",
+        f"every Figure 6 configuration inside its device's range widened by {RANGE_TOLERANCE:.0%} (points); every "
+        "Figure 7 configuration > 0 (its amounts are claim c2b's)",
+        "; ".join(notes),
+        not outside and all(r > 0 for _, r in fig7),
     ))
 
-    # 2. The reduction grows with concurrent applications and with servers.
-    def growth(eid: str, x: str) -> tuple[bool, list[str]]:
-        groups: dict[tuple, list[tuple[Any, float]]] = defaultdict(list)
-        for p, f, c in _pairs(results[eid]):
-            g = tuple(sorted((k, repr(v)) for k, v in p.items() if k != x and not k.endswith("request_size")))
-            groups[g].append((p[x], reduction(f, c)))
-        ok, notes = True, []
-        for g, pts in sorted(groups.items()):
-            pts.sort()
-            label = ", ".join(f"{k.split('.')[-1]}={v.strip(chr(39))}" for k, v in g)
-            notes.append(f"{label}: {pts[0][1]:.1%} at {pts[0][0]} -> {pts[-1][1]:.1%} at {pts[-1][0]}")
-            ok &= pts[-1][1] > pts[0][1]
-        return ok, notes
-
-    ok_apps, notes_apps = growth("fig6", "apps[0].instances")
+    # 2a. The reduction grows with the number of concurrent applications.
+    groups: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
+    for p, f, c in _pairs(results["fig6"]):
+        groups[(p["cluster.device.kind"], p["apps[0].processes"])].append((p["apps[0].instances"], reduction(f, c)))
+    apps_ok, apps_notes = True, []
+    for (dev, procs), pts in sorted(groups.items()):
+        pts.sort()
+        # The largest fall below the best reduction at fewer applications.
+        fall = max((max(r for _, r in pts[:i]) - pts[i][1] for i in range(1, len(pts))), default=0.0)
+        apps_ok &= fall <= PLATEAU_TOLERANCE and pts[-1][1] - pts[0][1] >= GROWTH
+        apps_notes.append(f"{dev} {procs} processes: " + ", ".join(f"{r:.1%}" for _, r in pts)
+                          + f" at {pts[0][0]}-{pts[-1][0]} applications (largest fall {max(fall, 0):.1%})")
     claims.append(Claim(
         "c2a-grows-with-applications",
         "The reduction grows with the number of concurrent applications (Figure 6)",
-        "for every device and process count: reduction at 16 applications > at 2",
-        "; ".join(notes_apps),
-        ok_apps,
+        f"for every device and process count, over every application count in order: never more than "
+        f"{PLATEAU_TOLERANCE:.0%} (points) below the best reduction at fewer applications (a plateau, not a fall), "
+        f"and at the most applications at least {GROWTH:.0%} above the fewest",
+        "; ".join(apps_notes),
+        apps_ok,
     ))
-    # 2b. The paper's reduction grows with the server count; the model's does
-    # not (docs/reproductions.md says why). What the model must still do:
-    # stay where it is, so that a regression shows.
+    # 2b. The paper's reduction grows with the server count; the model's
+    # barely does (docs/reproductions.md says why, with measurements). What
+    # the model must still do: stay where it is, so that a regression shows.
     by_group: dict[tuple, list[tuple[Any, float]]] = defaultdict(list)
     for p, f, c in _pairs(results["fig7"]):
         by_group[(p["cluster.device.kind"], p["apps[0].processes"])].append((p["cluster.servers"], reduction(f, c)))
@@ -132,18 +158,17 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
     for (kind, procs), pts in sorted(by_group.items(), key=str):
         pts.sort()
         at_two = pts[0][1]
-        drift = max(abs(r - at_two) for _, r in pts)
+        moves = [r - at_two for _, r in pts]
         low = min(r for _, r in pts)
-        flat_ok &= drift <= SERVERS_DRIFT and low >= SERVERS_FLOOR
-        flat_notes.append(f"{kind} {procs} processes: {at_two:.1%} at {pts[0][0]} servers, "
-                          f"{low:.1%} to {max(r for _, r in pts):.1%} over {pts[0][0]}-{pts[-1][0]} "
-                          f"(drift {drift:.1%})")
+        flat_ok &= -SERVERS_BELOW <= min(moves) and max(moves) <= SERVERS_ABOVE and low >= SERVERS_FLOOR
+        flat_notes.append(f"{kind} {procs} processes: " + ", ".join(f"{r:.1%}" for _, r in pts)
+                          + f" at {pts[0][0]}-{pts[-1][0]} servers")
     claims.append(Claim(
         "c2b-servers-model-bound",
         "Not reproduced: the paper's reduction grows with the number of servers (Figure 7, ~10% at 2 to 46% at "
-        "64 on HDD); the model's stays flat. The bound it must meet instead",
-        f"for every device and process count, the reduction at every server count within "
-        f"{SERVERS_DRIFT:.0%} (points) of its value at 2 servers, and at least {SERVERS_FLOOR:.0%}",
+        "64 on HDD); the model's grows by a few points at most. The bound it must meet instead",
+        f"for every device and process count, the reduction at every server count between {SERVERS_BELOW:.0%} "
+        f"(points) below and {SERVERS_ABOVE:.0%} above its value at 2 servers, and at least {SERVERS_FLOOR:.0%}",
         "; ".join(flat_notes),
         flat_ok,
     ))
