@@ -185,6 +185,37 @@ def test_reproduce_vpfs_quick(tmp_path: Path) -> None:
         assert (tmp_path / plot).exists(), plot
 
 
+def test_vpfs_claims_fail_when_the_sizes_move(tmp_path: Path) -> None:
+    """v1, v2, v4 and v5 check sizes against the paper's, not only orders:
+    moving one measured value past its bound must fail the claim."""
+    import copy
+
+    from concerto.reproduce.vpfs import evaluate
+
+    r = concerto("reproduce", "vpfs", "--quick", "--out", str(tmp_path), cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    results["l_sweep"] = {int(k): v for k, v in results["l_sweep"].items()}
+    thresholds = [t for t in results["uneven"] if t != "sfq-d-plus"]
+    assert all(c.passed for c in evaluate(results, thresholds))
+
+    def fails(claim: str, change) -> bool:
+        moved = copy.deepcopy(results)
+        change(moved)
+        return not {c.id: c.passed for c in evaluate(moved, thresholds)}[claim]
+
+    # SFQ(D) twice as slow for BTIO-A: still in order, but off the paper's size.
+    assert fails("v1-btio-a-isolation", lambda m: m["btio_a"]["sfq-d"].update(
+        relative_runtime=2 * m["btio_a"]["sfq-d"]["relative_runtime"]))
+    # Native better than the paper's: the model's harsher native must stay harsher.
+    assert fails("v4-wrf-isolation", lambda m: m["wrf"]["fifo"].update(relative_runtime=5.0))
+    # Capped no longer restores BTIO-A.
+    assert fails("v2-work-conserving-pays", lambda m: m["btio_a"]["capped"].update(
+        relative_runtime=1.2 * m["btio_a"]["capped"]["relative_runtime"]))
+    # L = 1 serving WRF as well as the profiled L.
+    assert fails("v5-l-sweep", lambda m: m["l_sweep"][1].update(app_MBps=m["l_sweep"][7]["app_MBps"]))
+
+
 def test_policy_parameter_errors_name_the_key(small_scenario: Path) -> None:
     cases = [
         (["--set", "policy.kind=sfq-d-plus", "--set", "policy.large_slots=0"], "policy.large_slots: must be > 0"),

@@ -16,17 +16,27 @@ from typing import Callable
 from concerto import _native, profile
 from concerto.report import markdown_table, pyplot, save, write_json
 from concerto.reproduce import Claim, experiments_dir, report_head
-from concerto.sweep import Sweep, load_sweep, run_sweep
+from concerto.sweep import Sweep, _accepted, load_sweep, run_sweep
 
 POLICIES = ["fifo", "sfq-d", "sfq-d-plus", "capped"]
 CASES = {"btio_a": "BTIO Class A with IOR", "btio_c": "BTIO Class C with IOR", "wrf": "WRF with IOR"}
+# Runtimes relative to standalone under IOR contention (Figures 6 and 7).
 PAPER_BTIO_A = {"sfq-d-plus": 1.20, "sfq-d": 2.53, "fifo": 3.29}
+PAPER_WRF = {"sfq-d-plus": 1.79, "sfq-d 16:1": 2.80, "fifo": 6.82}
+# Claims 1 and 4: how far the model's sizes may be from the paper's (a
+# factor, either way). The model's device and workloads are shaped like the
+# paper's but not calibrated to its cluster (docs/reproductions.md).
+SIZE_FACTOR = 1.5
 L_SWEEP = [1, 2, 3, 5, 7, 10, 14]
 PROFILE_COUNT = 500  # I/Os per profiling point
 SHARE_TOLERANCE = 0.05  # claim 7: total service within 5% of the weight ratio
+CAP_TOLERANCE = 0.01  # Capped's capacity: BTIO alone under it within 1% of standalone
+CAPPED_NEAR = 0.05  # claim 2: Capped leaves BTIO-A within 5% of standalone ("the same level")
 CLOSE = 0.05  # claim 3: "within a few percent"
 MODEL_CLOSE = 0.10  # claim 3's bound on the model, which differs (docs/reproductions.md)
-PEAK_TOLERANCE = 0.05  # claim 5: "at its peak"
+PEAK_TOLERANCE = 0.05  # claim 5: "at its peak", "gains little"
+L_GAIN = 1.5  # claim 5: "substantially reduced" at L = 1 (WRF at the profiled L at least 1.5x)
+L_DROP = 0.10  # claim 5: "drops severely" at the largest L (at least 10%)
 MD_WEIGHTS = 2.0  # claim 6: app1 : app2
 MD_RATIO_TOLERANCE = 0.05  # claim 6: metadata throughput within 5% of 2:1
 MD_JAIN = 0.95  # claim 6: Jain's fairness index over backlogged periods
@@ -52,6 +62,8 @@ def pair_metrics(run: dict) -> dict:
         # IOR's throughput while the application ran, and the two together.
         "ior_MBps": ior_bytes / end / 1e6,
         "total_MBps": (app["bytes"] + ior_bytes) / end / 1e6,
+        # The paper's IOR writes throughout: contention must last as long as the application.
+        "ior_end_s": ior["end_s"],
     }
 
 
@@ -95,7 +107,13 @@ def _pick(swept: tuple[Sweep, list[dict]], policy: str, where: dict | None = Non
     values in ``where`` (``None``: not swept at that point)."""
     sweep, rows = swept
     want = where or {}
-    (row,) = [r for r in rows if r["policy"] == policy and all(r.get(k) == v for k, v in want.items())]
+    taken = _accepted(policy)
+    matches = [r for r in rows if r["policy"] == policy and all(r.get(k) == v for k, v in want.items())]
+    # Points that differ only in policy keys this policy does not take
+    # (capped's capacity, for fifo) share one run: count it once.
+    runs = {repr(sorted((k, repr(v)) for k, v in sweep.points[r["point"]].params.items()
+                        if not k.startswith("policy.") or k in taken)): r for r in matches}
+    (row,) = runs.values()
     return sweep.metrics_of(row)
 
 
@@ -106,6 +124,37 @@ def _sweep(name: str, measure: Callable, quick: bool, seed: int | None, out: Pat
         sweep.seed = seed
     sweep.measure = f"{__name__}:{measure.__name__}"
     return sweep, run_sweep(sweep, out=out / "sweeps" / sweep.id, workers=workers, dask=dask, fresh=True).rows
+
+
+def _capped_capacity(swept: tuple[Sweep, list[dict]], alone: dict) -> str:
+    """The non-work-conserving baseline's capacity, chosen as the paper
+    chose its cap: the smallest swept capacity under which BTIO alone runs
+    within CAP_TOLERANCE of its FIFO standalone time, i.e. whose share
+    covers BTIO's own demand (the largest if none does; claim v2 then
+    fails)."""
+    caps = list(dict.fromkeys(pt.params["policy.capacity"] for pt in swept[0].points))
+    base = _pick(swept, "fifo", alone)["runtime_s"]
+    for cap in caps:
+        if _pick(swept, "capped", {**alone, "policy.capacity": cap})["runtime_s"] <= (1 + CAP_TOLERANCE) * base:
+            return cap
+    return caps[-1]
+
+
+def _check_contention(results: dict) -> None:
+    """The paper's IOR writes throughout; a run where it stopped before the
+    application would understate the slowdown, so it is an error in the
+    experiment's files, not a result. Native is the exception: its FIFO
+    can starve the application until IOR is done, however long IOR runs;
+    its slowdown is then a lower bound, which is all its claims use."""
+    for case in ("btio_a", "btio_c", "wrf"):
+        for name, r in results[case].items():
+            if name not in ("standalone", "fifo") and r["ior_end_s"] < r["runtime_s"]:
+                raise _native.ConfigError(
+                    f"experiments/vpfs: {case} under {name}: IOR ended at {r['ior_end_s']:.2f} s, before the "
+                    f"application ({r['runtime_s']:.2f} s); give IOR more requests")
+    for L, r in results["l_sweep"].items():
+        if r["ior_end_s"] < r["runtime_s"]:
+            raise _native.ConfigError(f"experiments/vpfs: WRF at L = {L}: IOR ended before WRF; give IOR more requests")
 
 
 def _relative(rows: dict[str, dict]) -> dict[str, dict]:
@@ -121,18 +170,23 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     status("BTIO Class A and C vs IOR")
     btio = _sweep("btio_ior.toml", pair_metrics, quick, seed, out, workers, dask)
     alone = {"apps[1].processes": 1}
+    cap = _capped_capacity(btio, {"apps[0].subtype": "simple", **alone})
+    results["capped_capacity"] = cap
     for case, subtype in (("btio_a", "simple"), ("btio_c", "full")):
         cls = {"apps[0].subtype": subtype}
         rows = {"standalone": _pick(btio, "fifo", {**cls, **alone})}
-        rows |= {p: _pick(btio, p, {**cls, "apps[1].processes": None}) for p in POLICIES}
+        rows |= {p: _pick(btio, p, {**cls, "apps[1].processes": None, **({"policy.capacity": cap} if p == "capped" else {})})
+                 for p in POLICIES}
         results[case] = _relative(rows)
     status("WRF vs IOR, and over the slot cost L")
     wrf = _sweep("wrf_ior.toml", pair_metrics, quick, seed, out, workers, dask)
     default_l = {"policy.large_slots": 5}
     rows = {"standalone": _pick(wrf, "fifo", alone)}
     rows |= {p: _pick(wrf, p, default_l) for p in POLICIES}
+    rows["sfq-d 16:1"] = _pick(wrf, "sfq-d", {"apps[0].weight": 16})
     results["wrf"] = _relative(rows)
     results["l_sweep"] = {L: _pick(wrf, "sfq-d-plus", {"policy.large_slots": L}) for L in L_SWEEP}
+    _check_contention(results)
     status("profiling the device")
     prof = profile.profile(str(experiments_dir() / "vpfs" / "wrf_ior.toml"), {"count": PROFILE_COUNT})
     results["profile"] = prof["recommendation"]
@@ -150,6 +204,21 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     return claims
 
 
+def _sized(measured: dict[str, float], paper: dict[str, float]) -> bool:
+    """Each measured runtime (relative to standalone) within a factor
+    SIZE_FACTOR of the paper's; native's at least the paper's."""
+    return all(measured[k] >= v if k == "fifo" else 1 / SIZE_FACTOR <= measured[k] / v <= SIZE_FACTOR
+               for k, v in paper.items())
+
+
+def _sizes(measured: dict[str, float], paper: dict[str, float], native: dict) -> str:
+    starved = native["ior_end_s"] < native["runtime_s"]
+    return ", ".join(
+        f"{k} {measured[k]:.2f}x ({measured[k] / v:.2f}x the paper's"
+        + ("; IOR ended first, so at least this" if k == "fifo" and starved else "") + ")"
+        for k, v in paper.items())
+
+
 def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
     claims = []
     a = results["btio_a"]
@@ -157,29 +226,36 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
     claims.append(Claim(
         "v1-btio-a-isolation",
         "Under IOR contention, BTIO Class A's runtime relative to standalone is closest to 1 with SFQ(D)+, then SFQ(D), "
-        "then native",
-        "SFQ(D)+ < SFQ(D) < native (paper: 1.20, 2.53, 3.29)",
-        ", ".join(f"{p} {rel[p]:.2f}" for p in ("sfq-d-plus", "sfq-d", "fifo")),
-        rel["sfq-d-plus"] < rel["sfq-d"] < rel["fifo"],
+        "then native, by the paper's amounts. The model's native is harsher than the paper's (one FIFO queue, where "
+        "PVFS2 keeps one per file): its bound is to be at least as slow as the paper's",
+        f"SFQ(D)+ < SFQ(D) < native; SFQ(D)+ and SFQ(D) within a factor {SIZE_FACTOR} of the paper's (1.20, 2.53); "
+        "native at least the paper's 3.29",
+        _sizes(rel, PAPER_BTIO_A, a["fifo"]),
+        rel["sfq-d-plus"] < rel["sfq-d"] < rel["fifo"] and _sized(rel, PAPER_BTIO_A),
     ))
     ratio = a["sfq-d-plus"]["total_MBps"] / a["capped"]["total_MBps"]
     slower = rel["sfq-d-plus"] / rel["capped"]
     claims.append(Claim(
         "v2-work-conserving-pays",
-        "SFQ(D)+'s total throughput is many times Capped's, while BTIO Class A is only moderately slower than under Capped",
-        "total throughput ratio >= 5 and BTIO runtime under SFQ(D)+ <= 1.3x Capped's (paper: 13.81x and 1.18x)",
-        f"throughput {a['sfq-d-plus']['total_MBps']:.1f} vs {a['capped']['total_MBps']:.1f} MB/s ({ratio:.1f}x); "
-        f"BTIO runtime {slower:.2f}x Capped's",
-        ratio >= 5 and slower <= 1.3,
+        "The non-work-conserving Capped scheduler restores BTIO Class A to its standalone runtime; SFQ(D)+'s total "
+        "throughput is many times Capped's, while BTIO is only moderately slower than under Capped",
+        f"Capped: BTIO within {CAPPED_NEAR:.0%} of standalone; total throughput ratio >= 5 and BTIO runtime under "
+        "SFQ(D)+ <= 1.3x Capped's (paper: the same as alone, 13.81x, 1.18x). Capped's capacity: the smallest under "
+        f"which BTIO alone runs within {CAP_TOLERANCE:.0%} of standalone ({results['capped_capacity']} per server)",
+        f"Capped: BTIO {rel['capped']:.2f}x standalone; throughput {a['sfq-d-plus']['total_MBps']:.1f} vs "
+        f"{a['capped']['total_MBps']:.1f} MB/s ({ratio:.1f}x); BTIO runtime under SFQ(D)+ {slower:.2f}x Capped's",
+        rel["capped"] <= 1 + CAPPED_NEAR and ratio >= 5 and slower <= 1.3,
     ))
     w = results["wrf"]
-    wrel = {p: w[p]["relative_runtime"] for p in POLICIES}
+    wrel = {p: w[p]["relative_runtime"] for p in ("sfq-d-plus", "sfq-d 16:1", "fifo")}
     claims.append(Claim(
         "v4-wrf-isolation",
-        "Under IOR contention, WRF (small I/Os and many getattrs) runs faster with SFQ(D)+ than with SFQ(D) and native",
-        "WRF runtime: SFQ(D)+ < SFQ(D) and SFQ(D)+ < native (paper: 1.79x, 2.80x at best, 6.82x standalone)",
-        ", ".join(f"{p} {wrel[p]:.2f}x" for p in ("sfq-d-plus", "sfq-d", "fifo")) + " standalone",
-        wrel["sfq-d-plus"] < wrel["sfq-d"] and wrel["sfq-d-plus"] < wrel["fifo"],
+        "Under IOR contention, WRF (small I/Os and many getattrs) runs faster with SFQ(D)+ at 1:1 than with SFQ(D) at "
+        "its best (16:1 favouring WRF) and native, by the paper's amounts (native: at least as slow, as in v1)",
+        f"SFQ(D)+ < SFQ(D) and SFQ(D)+ < native; SFQ(D)+ and SFQ(D) within a factor {SIZE_FACTOR} of the paper's "
+        "(1.79x, 2.80x standalone); native at least the paper's 6.82x",
+        _sizes(wrel, PAPER_WRF, w["fifo"]) + f"; SFQ(D) at 1:1 {w['sfq-d']['relative_runtime']:.2f}x",
+        wrel["sfq-d-plus"] < wrel["sfq-d 16:1"] and wrel["sfq-d-plus"] < wrel["fifo"] and _sized(wrel, PAPER_WRF),
     ))
     c = results["btio_c"]
     diff = abs(c["sfq-d-plus"]["runtime_s"] / c["sfq-d"]["runtime_s"] - 1)
@@ -192,28 +268,34 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
         f"SFQ(D)+ {c['sfq-d-plus']['runtime_s']:.2f} s, SFQ(D) {c['sfq-d']['runtime_s']:.2f} s ({diff:.1%})",
         diff <= MODEL_CLOSE,
     ))
-    # The paper's Figure 8 (WRF with IOR) shows combined throughput peaking
-    # at the profiled L. In the model a small L keeps the device just as busy
-    # (IOR saturates it either way), so the curve is flat up to L and falls
-    # after it; the claim is checked in that form: the profiled L is the
-    # largest L that keeps combined throughput within PEAK_TOLERANCE of the
-    # peak, and it serves the small-I/O application better than L = 1 (SFQ(D)).
+    # The paper's Figure 8 (WRF with IOR): too small an L starves WRF while
+    # IOR gains little; too large an L idles the device, so IOR's and the
+    # combined throughput drop while WRF gains little; the profiled L is
+    # the best trade-off. The paper also reports SFQ(D)+ 25% above SFQ(D)
+    # (L = 1) in combined throughput: the model cannot show that part, its
+    # device losing no throughput with 14 large I/Os in flight
+    # (docs/reproductions.md), so that part is checked as a bound.
     sweep = results["l_sweep"]
     profiled = results["profile"]["large_slots"]
-    nearest = min(L_SWEEP, key=lambda L: abs(L - profiled))
+    at = sweep[min(L_SWEEP, key=lambda L: abs(L - profiled))]
+    small, large = sweep[L_SWEEP[0]], sweep[L_SWEEP[-1]]
     peak = max(r["total_MBps"] for r in sweep.values())
-    near_peak = [L for L in sweep if sweep[L]["total_MBps"] >= (1 - PEAK_TOLERANCE) * peak]
-    largest = max(near_peak)
     claims.append(Claim(
         "v5-l-sweep",
-        "Over the slot-cost sweep, the L chosen by profiling gives the best trade-off: the largest L (most protection "
-        "for small I/Os) that keeps combined throughput at its peak",
-        f"largest L within {PEAK_TOLERANCE:.0%} of peak throughput within one sweep step of the profiled L = {profiled} "
-        f"(`concerto profile`: D = {results['profile']['depth']}), and WRF's throughput there above L=1's",
-        ", ".join(f"L={L}: {sweep[L]['total_MBps']:.1f} MB/s (WRF {sweep[L]['app_MBps']:.1f})" for L in sweep)
-        + f"; largest L near the peak: {largest}",
-        abs(L_SWEEP.index(largest) - L_SWEEP.index(nearest)) <= 1
-        and sweep[nearest]["app_MBps"] > sweep[1]["app_MBps"],
+        "Over the slot-cost sweep (WRF with IOR), the L chosen by profiling is the best trade-off: at L = 1 WRF's "
+        "throughput is substantially lower while IOR gains little; at the largest L combined throughput drops "
+        "severely while WRF gains little; the profiled L keeps combined throughput at its peak. Not reproduced: the "
+        "paper's combined throughput 25% above L = 1's; the model's bound instead",
+        f"at the profiled L = {profiled} (`concerto profile`: D = {results['profile']['depth']}): WRF >= "
+        f"{L_GAIN}x its L = 1 throughput, combined within {PEAK_TOLERANCE:.0%} of the sweep's peak; L = 1's combined "
+        f"at most {PEAK_TOLERANCE:.0%} above it; L = {L_SWEEP[-1]}'s combined >= {L_DROP:.0%} below it and its WRF "
+        f"at most {PEAK_TOLERANCE:.0%} above it",
+        ", ".join(f"L={L}: {sweep[L]['total_MBps']:.1f} MB/s (WRF {sweep[L]['app_MBps']:.1f})" for L in sweep),
+        at["app_MBps"] >= L_GAIN * small["app_MBps"]
+        and at["total_MBps"] >= (1 - PEAK_TOLERANCE) * peak
+        and small["total_MBps"] <= (1 + PEAK_TOLERANCE) * at["total_MBps"]
+        and large["total_MBps"] <= (1 - L_DROP) * at["total_MBps"]
+        and large["app_MBps"] <= (1 + PEAK_TOLERANCE) * at["app_MBps"],
     ))
     md = results["mdtest"]
     both = [i for i, b in enumerate(md["backlogged"]) if b]
@@ -256,7 +338,8 @@ def write_outputs(out: Path, results: dict, claims: list[Claim], quick: bool) ->
     plt = pyplot()
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "claims.json", [c.as_json() for c in claims])
-    write_json(out / "results.json", {k: {str(kk): vv for kk, vv in v.items()} for k, v in results.items()})
+    write_json(out / "results.json", {k: {str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v
+                                      for k, v in results.items()})
     r = results["profile"]
 
     fig, axes = plt.subplots(1, len(CASES), figsize=(5 * len(CASES), 4))
