@@ -39,7 +39,7 @@ L_GAIN = 1.5  # claim 5: "substantially reduced" at L = 1 (WRF at the profiled L
 L_DROP = 0.10  # claim 5: "drops severely" at the largest L (at least 10%)
 MD_WEIGHTS = 2.0  # claim 6: app1 : app2
 MD_RATIO_TOLERANCE = 0.05  # claim 6: metadata throughput within 5% of 2:1
-MD_JAIN = 0.95  # claim 6: Jain's fairness index over backlogged periods
+MD_JAIN = 0.95  # claim 6: mean Jain's fairness index while both are active
 BACKLOGGED = 0.9  # a bin counts when both applications had requests waiting for 90% of it
 MIN_BACKLOGGED_BINS = 5
 
@@ -302,16 +302,20 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
     ops1 = sum(md["app1_iops"][i] for i in both)
     ops2 = sum(md["app2_iops"][i] for i in both)
     md_ratio = ops1 / ops2 if ops2 else float("inf")
-    jains = [md["jain"][i] for i in both]
+    # Jain's index over every bin where both issued metadata operations: the
+    # paper's average excludes only the periods when one issued none.
+    active = [i for i, (a1, a2) in enumerate(zip(md["app1_iops"], md["app2_iops"])) if a1 > 0 and a2 > 0]
+    jains = [md["jain"][i] for i in active]
     mean_jain = sum(jains) / len(jains) if jains else 0.0
     claims.append(Claim(
         "v6-metadata-shares",
-        "Two md-test instances weighted 2:1 get metadata throughput within 5% of 2:1 on a shared metadata server while "
-        "both are backlogged, with Jain's fairness index >= 0.95 over those periods",
-        f"ratio within {MD_RATIO_TOLERANCE:.0%} of {MD_WEIGHTS:.0f} and mean Jain >= {MD_JAIN} over the bins where both "
-        f"had requests waiting {BACKLOGGED:.0%} of the time (at least {MIN_BACKLOGGED_BINS} such bins)",
-        f"server {md['server']}: {len(both)} backlogged bins of {md['bin_s'] * 1e3:.0f} ms, ratio {md_ratio:.3f}, "
-        f"Jain mean {mean_jain:.4f} (min {min(jains, default=0):.4f})",
+        "Two md-test instances weighted 2:1 on metadata servers co-located with data get metadata throughput within "
+        "5% of 2:1 while both are backlogged, and Jain's fairness index above 0.95 on average while both are active",
+        f"ratio within {MD_RATIO_TOLERANCE:.0%} of {MD_WEIGHTS:.0f} over the bins where both had requests waiting "
+        f"{BACKLOGGED:.0%} of the time (at least {MIN_BACKLOGGED_BINS} such bins); mean Jain >= {MD_JAIN} over every "
+        "bin where both issued metadata operations",
+        f"server {md['server']}: {len(both)} backlogged bins of {md['bin_s'] * 1e3:.0f} ms, ratio {md_ratio:.3f}; "
+        f"{len(active)} bins with both active, Jain mean {mean_jain:.4f} (min {min(jains, default=0):.4f})",
         len(both) >= MIN_BACKLOGGED_BINS
         and abs(md_ratio / MD_WEIGHTS - 1) <= MD_RATIO_TOLERANCE
         and mean_jain >= MD_JAIN,
