@@ -214,16 +214,30 @@ def line_plot(
 ) -> None:
     """y against params[x], one line per (series values), one panel per
     params[facet]. Where a row has ``<y>_sd`` (the repetitions' standard
-    deviation) the point gets an error bar. A series keeps one colour in
-    every panel; legends are titled by the series keys, in numeric order,
-    and placed where they cover the fewest points."""
+    deviation) the point gets an error bar. When ``policy`` is a series key
+    it picks the colour (the same policy has the same colour in every
+    figure, see POLICY_COLOURS) and the other keys pick the marker and line
+    style; otherwise each series keeps one colour in every panel. Legends
+    are titled by the series keys, in numeric order, and placed where they
+    cover the fewest points."""
     rows = list(rows)
     facets = sorted({r["params"].get(facet) if facet else None for r in rows}, key=_natural)
-    label_of = lambda r: " ".join(str(r["params"].get(s, r.get(s))) for s in series)  # noqa: E731
+    value = lambda r, s: r["params"].get(s, r.get(s))  # noqa: E731
+    label_of = lambda r: " ".join(str(value(r, s)) for s in series)  # noqa: E731
     labels = sorted({label_of(r) for r in rows}, key=_natural)
     plt = pyplot()
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colour = {label: colours[i % len(colours)] for i, label in enumerate(labels)}
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    others = [s for s in series if s != "policy"]
+    styles = sorted({" ".join(str(value(r, s)) for s in others) for r in rows}, key=_natural)
+    policies = sorted({str(value(r, "policy")) for r in rows}, key=_natural)
+    look: dict[str, dict[str, Any]] = {}
+    for i, label in enumerate(labels):
+        r = next(r for r in rows if label_of(r) == label)
+        k = styles.index(" ".join(str(value(r, s)) for s in others))
+        look[label] = ({"color": policy_colour(str(value(r, "policy")), policies.index(str(value(r, "policy")))),
+                        "marker": MARKERS[k % len(MARKERS)],
+                        "linestyle": LINESTYLES[k % len(LINESTYLES)]}
+                       if "policy" in series else {"color": cycle[i % len(cycle)], "marker": "o"})
     fig, axes = plt.subplots(1, len(facets), figsize=(5.5 * len(facets), 4), squeeze=False)
     for ax, fv in zip(axes[0], facets):
         lines: dict[str, list[tuple[Any, float, float]]] = defaultdict(list)
@@ -236,8 +250,8 @@ def line_plot(
             pts = sorted(lines.get(label, []))
             if not pts:
                 continue
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o",
-                        markersize=4, capsize=3, label=label, color=colour[label])
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], markersize=4, capsize=3,
+                        label=label, **look[label])
         if logx:
             ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)
@@ -248,6 +262,28 @@ def line_plot(
         ax.grid(alpha=0.3)
     fig.tight_layout()
     save(fig, path)
+
+
+# One colour per policy in every figure Concerto draws.
+POLICY_COLOURS = {
+    "standalone": "#7f7f7f",
+    "fifo": "#d62728",
+    "per-object": "#8c564b",
+    "coordinated": "#1f77b4",
+    "sfq": "#bcbd22",
+    "sfq-d": "#ff7f0e",
+    "sfq-d-plus": "#2ca02c",
+    "capped": "#9467bd",
+    "service-sync": "#17becf",
+}
+MARKERS = ["o", "s", "^", "D", "v", "P"]
+LINESTYLES = ["-", "--", ":", "-."]
+
+
+def policy_colour(policy: str, index: int) -> str:
+    """The colour of ``policy`` in every figure; a name Concerto does not
+    know (a set rule of the job level) takes matplotlib's ``index``-th."""
+    return POLICY_COLOURS.get(policy, f"C{index % 10}")
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -683,7 +683,7 @@ def series(plot: Plot, rows: list[dict[str, Any]]) -> dict[str, dict[Any, list[f
 
 def draw(plot: Plot, rows: list[dict[str, Any]], stem: Path, title: str) -> Path:
     """The figure as ``stem.png``: box plots per x, or mean lines with min-max bands."""
-    from concerto.report import pyplot
+    from concerto.report import policy_colour, pyplot
 
     plt = pyplot()
     data = series(plot, rows)
@@ -698,15 +698,16 @@ def draw(plot: Plot, rows: list[dict[str, Any]], stem: Path, title: str) -> Path
             pos = [xs.index(x) + (k - (len(policies) - 1) / 2) * width for x in present]
             parts = ax.boxplot([d[x] for x in present], positions=pos, widths=width * 0.9, patch_artist=True,
                                manage_ticks=False, flierprops={"markersize": 2})
-            color = f"C{k}"
+            color = policy_colour(policy, k)
             for b in parts["boxes"]:
                 b.set_facecolor(color)
                 b.set_alpha(0.6)
             ax.plot([], [], color=color, linewidth=6, alpha=0.6, label=policy)
         else:
             xv = [float(x) for x in present]
-            ax.plot(xv, [mean(d[x]) for x in present], label=policy, color=f"C{k}")
-            ax.fill_between(xv, [min(d[x]) for x in present], [max(d[x]) for x in present], color=f"C{k}", alpha=0.2)
+            ax.plot(xv, [mean(d[x]) for x in present], label=policy, color=policy_colour(policy, k))
+            ax.fill_between(xv, [min(d[x]) for x in present], [max(d[x]) for x in present],
+                            color=policy_colour(policy, k), alpha=0.2)
     if plot.style == "box":
         ax.set_xticks(range(len(xs)))
         ax.set_xticklabels([str(x) for x in xs], rotation=90 if len(xs) > 12 else 0, fontsize=8 if len(xs) > 12 else 10)
