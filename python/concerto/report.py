@@ -198,6 +198,28 @@ def _natural(value: Any) -> tuple:
     return tuple(key)
 
 
+# One colour per policy in every figure Concerto draws.
+POLICY_COLOURS = {
+    "standalone": "#7f7f7f",
+    "fifo": "#d62728",
+    "per-object": "#8c564b",
+    "coordinated": "#1f77b4",
+    "sfq": "#bcbd22",
+    "sfq-d": "#ff7f0e",
+    "sfq-d-plus": "#2ca02c",
+    "capped": "#9467bd",
+    "service-sync": "#17becf",
+}
+MARKERS = ["o", "s", "^", "D", "v", "P"]
+LINESTYLES = ["-", "--", ":", "-."]
+
+
+def policy_colour(policy: str, index: int) -> str:
+    """The colour of ``policy`` in every figure; a name Concerto does not
+    know (a set rule of the job level) takes matplotlib's ``index``-th."""
+    return POLICY_COLOURS.get(policy, f"C{index % 10}")
+
+
 def line_plot(
     rows: Iterable[dict[str, Any]],
     *,
@@ -227,17 +249,18 @@ def line_plot(
     labels = sorted({label_of(r) for r in rows}, key=_natural)
     plt = pyplot()
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    others = [s for s in series if s != "policy"]
-    styles = sorted({" ".join(str(value(r, s)) for s in others) for r in rows}, key=_natural)
+    style_of = lambda r: " ".join(str(value(r, s)) for s in series if s != "policy")  # noqa: E731
+    styles = sorted({style_of(r) for r in rows}, key=_natural)
     policies = sorted({str(value(r, "policy")) for r in rows}, key=_natural)
     look: dict[str, dict[str, Any]] = {}
     for i, label in enumerate(labels):
+        if "policy" not in series:
+            look[label] = {"color": cycle[i % len(cycle)], "marker": "o"}
+            continue
         r = next(r for r in rows if label_of(r) == label)
-        k = styles.index(" ".join(str(value(r, s)) for s in others))
-        look[label] = ({"color": policy_colour(str(value(r, "policy")), policies.index(str(value(r, "policy")))),
-                        "marker": MARKERS[k % len(MARKERS)],
-                        "linestyle": LINESTYLES[k % len(LINESTYLES)]}
-                       if "policy" in series else {"color": cycle[i % len(cycle)], "marker": "o"})
+        policy, k = str(value(r, "policy")), styles.index(style_of(r))
+        look[label] = {"color": policy_colour(policy, policies.index(policy)), "marker": MARKERS[k % len(MARKERS)],
+                       "linestyle": LINESTYLES[k % len(LINESTYLES)]}
     fig, axes = plt.subplots(1, len(facets), figsize=(5.5 * len(facets), 4), squeeze=False)
     for ax, fv in zip(axes[0], facets):
         lines: dict[str, list[tuple[Any, float, float]]] = defaultdict(list)
@@ -262,28 +285,6 @@ def line_plot(
         ax.grid(alpha=0.3)
     fig.tight_layout()
     save(fig, path)
-
-
-# One colour per policy in every figure Concerto draws.
-POLICY_COLOURS = {
-    "standalone": "#7f7f7f",
-    "fifo": "#d62728",
-    "per-object": "#8c564b",
-    "coordinated": "#1f77b4",
-    "sfq": "#bcbd22",
-    "sfq-d": "#ff7f0e",
-    "sfq-d-plus": "#2ca02c",
-    "capped": "#9467bd",
-    "service-sync": "#17becf",
-}
-MARKERS = ["o", "s", "^", "D", "v", "P"]
-LINESTYLES = ["-", "--", ":", "-."]
-
-
-def policy_colour(policy: str, index: int) -> str:
-    """The colour of ``policy`` in every figure; a name Concerto does not
-    know (a set rule of the job level) takes matplotlib's ``index``-th."""
-    return POLICY_COLOURS.get(policy, f"C{index % 10}")
 
 
 def write_json(path: Path, data: Any) -> None:

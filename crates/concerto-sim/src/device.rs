@@ -220,13 +220,15 @@ impl Hdd {
         let begin = now.max(self.busy_until);
         let rate: Bandwidth = self.cfg.transfer_rate;
         let mut t = self.cfg.request_overhead;
-        // What the disk reads: a plain read reads ahead (the cache keeps it).
-        let mut read_len = req.len;
+        // A plain read reads ahead, and the cache keeps what it read.
+        let plain_read = req.op == concerto_core::Op::Read && req.segments.is_empty();
+        let read_len = if plain_read {
+            req.len.max(self.cfg.prefetch.0)
+        } else {
+            req.len
+        };
         if req.segments.is_empty() {
             let addr = base + req.offset;
-            if req.op == concerto_core::Op::Read {
-                read_len = read_len.max(self.cfg.prefetch.0);
-            }
             t += self.position(addr, rng) + rate.transfer_time(read_len);
             self.head = addr + read_len;
         } else {
@@ -256,7 +258,7 @@ impl Hdd {
         }
         let done = begin + t;
         self.busy_until = done;
-        if req.op == concerto_core::Op::Read && req.segments.is_empty() {
+        if plain_read {
             self.cache
                 .insert(base + req.offset, base + req.offset + read_len, done);
         }

@@ -106,9 +106,11 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
     # configuration; Figure 6's inside the paper's range for its device.
     fig6 = [(p, reduction(f, c)) for p, f, c in _pairs(results["fig6"])]
     fig7 = [(p, reduction(f, c)) for p, f, c in _pairs(results["fig7"])]
-    outside = [(p, r) for p, r in fig6
-               if not PAPER_FIG6[p["cluster.device.kind"]][0] - RANGE_TOLERANCE <= r
-               <= PAPER_FIG6[p["cluster.device.kind"]][1] + RANGE_TOLERANCE]
+    def inside(p: dict, r: float) -> bool:
+        lo, hi = PAPER_FIG6[p["cluster.device.kind"]]
+        return lo - RANGE_TOLERANCE <= r <= hi + RANGE_TOLERANCE
+
+    outside = [(p, r) for p, r in fig6 if not inside(p, r)]
     notes = []
     for dev, (lo, hi) in PAPER_FIG6.items():
         reds = [r for p, r in fig6 if p["cluster.device.kind"] == dev]

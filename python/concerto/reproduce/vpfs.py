@@ -16,7 +16,7 @@ from typing import Callable
 from concerto import _native, profile
 from concerto.report import markdown_table, policy_colour, pyplot, save, write_json
 from concerto.reproduce import Claim, experiments_dir, report_head
-from concerto.sweep import Sweep, _accepted, load_sweep, run_sweep
+from concerto.sweep import Sweep, load_sweep, run_sweep
 
 POLICIES = ["fifo", "sfq-d", "sfq-d-plus", "capped"]
 CASES = {"btio_a": "BTIO Class A with IOR", "btio_c": "BTIO Class C with IOR", "wrf": "WRF with IOR"}
@@ -107,12 +107,10 @@ def _pick(swept: tuple[Sweep, list[dict]], policy: str, where: dict | None = Non
     values in ``where`` (``None``: not swept at that point)."""
     sweep, rows = swept
     want = where or {}
-    taken = _accepted(policy)
     matches = [r for r in rows if r["policy"] == policy and all(r.get(k) == v for k, v in want.items())]
     # Points that differ only in policy keys this policy does not take
-    # (capped's capacity, for fifo) share one run: count it once.
-    runs = {repr(sorted((k, repr(v)) for k, v in sweep.points[r["point"]].params.items()
-                        if not k.startswith("policy.") or k in taken)): r for r in matches}
+    # (capped's capacity, for fifo) share one run, named by the same overrides: count it once.
+    runs = {(tuple(sweep.points[r["point"]].overrides(policy)), r["rep"]): r for r in matches}
     (row,) = runs.values()
     return sweep.metrics_of(row)
 
