@@ -7,6 +7,7 @@
 //! server suffices for contiguous I/O.
 
 use serde::{Deserialize, Serialize};
+use smallvec::{smallvec, SmallVec};
 use thiserror::Error;
 
 use crate::request::Extent;
@@ -50,7 +51,10 @@ pub struct Chunk {
 pub struct ServerPiece {
     pub slot: u32,
     pub server: u32,
-    pub extents: Vec<Extent>,
+    /// Inline when there is one (contiguous I/O, the common case): the
+    /// simulator splits every request it issues, and a heap allocation per
+    /// piece was a large part of its cost.
+    pub extents: SmallVec<[Extent; 1]>,
     pub bytes: u64,
 }
 
@@ -84,11 +88,15 @@ pub struct ServerRequest {
     pub bytes: u64,
 }
 
-/// Appends an object range, merged into the last extent when it continues it.
-fn push_coalesced(extents: &mut Vec<Extent>, offset: u64, len: u64) {
+/// Appends an object range, merged into the last extent when it continues
+/// it (to a request's `Vec` or a piece's `SmallVec`).
+fn push_coalesced<V>(extents: &mut V, offset: u64, len: u64)
+where
+    V: std::ops::DerefMut<Target = [Extent]> + Extend<Extent>,
+{
     match extents.last_mut() {
         Some(last) if last.end() == offset => last.len += len,
-        _ => extents.push(Extent::new(offset, len)),
+        _ => extents.extend(std::iter::once(Extent::new(offset, len))),
     }
 }
 
@@ -172,53 +180,60 @@ impl StripeLayout {
     /// Per-server pieces of a list of file extents (list I/O), ordered by
     /// slot, each with its object extents ascending and coalesced.
     pub fn split_extents(&self, extents: &[Extent]) -> Vec<ServerPiece> {
-        if let [e] = extents {
-            return self.split_contiguous(e.offset, e.len);
-        }
-        self.split_general(extents)
-    }
-
-    /// [`split_extents`](Self::split_extents) of one contiguous range, in
-    /// O(stripe count) rather than one step per stripe unit: the range lands
-    /// on each server as one contiguous object range, which starts in one of
-    /// the range's first `count` units and ends in one of its last `count`.
-    /// (The simulator splits every request; this is its common case.)
-    fn split_contiguous(&self, offset: u64, len: u64) -> Vec<ServerPiece> {
-        let count = self.servers.len() as u64;
-        if len == 0 {
-            return Vec::new();
-        }
-        let end = offset.saturating_add(len);
-        let units = (end - 1) / self.unit - offset / self.unit + 1;
-        let mut pieces: Vec<ServerPiece> = self
-            .chunks(offset, len)
-            .take(count.min(units) as usize)
-            .map(|c| ServerPiece {
-                slot: c.slot,
-                server: c.server,
-                extents: vec![Extent::new(c.object_offset, 0)],
-                bytes: 0,
-            })
-            .collect();
-        // The last unit on each slot: walk back from the range's last unit.
-        // Piece i holds slot (first + i) mod count, as the units go round.
-        let first = pieces[0].slot as u64;
-        let last_unit_start = ((end - 1) / self.unit) * self.unit;
-        for k in 0..count.min(units) {
-            let unit_start = last_unit_start - k * self.unit;
-            let from = unit_start.max(offset);
-            let (slot, object_offset) = self.locate(from);
-            let piece_end = object_offset + ((unit_start + self.unit).min(end) - from);
-            let p = &mut pieces[((slot as u64 + count - first) % count) as usize];
-            p.extents[0].len = piece_end - p.extents[0].offset;
-            p.bytes = p.extents[0].len;
-        }
-        pieces.sort_unstable_by_key(|p| p.slot);
+        let mut pieces = Vec::new();
+        self.split_extents_into(extents, &mut pieces);
         pieces
     }
 
-    fn split_general(&self, extents: &[Extent]) -> Vec<ServerPiece> {
-        let mut pieces: Vec<ServerPiece> = Vec::new();
+    /// [`split_extents`](Self::split_extents) into `pieces` (cleared first),
+    /// so that a caller splitting request after request (the simulator)
+    /// reuses one buffer.
+    pub fn split_extents_into(&self, extents: &[Extent], pieces: &mut Vec<ServerPiece>) {
+        pieces.clear();
+        match extents {
+            [e] => self.split_contiguous(e.offset, e.len, pieces),
+            _ => self.split_general(extents, pieces),
+        }
+    }
+
+    /// One contiguous range in O(stripe count) rather than one step per
+    /// stripe unit: the range lands on each server it touches as one
+    /// contiguous object range, from the first of the range's units on
+    /// that server to the last. (The simulator splits every request; this
+    /// is its common case.)
+    fn split_contiguous(&self, offset: u64, len: u64, pieces: &mut Vec<ServerPiece>) {
+        if len == 0 {
+            return;
+        }
+        let count = self.servers.len() as u64;
+        let end = offset.saturating_add(len);
+        let (first_unit, last_unit) = (offset / self.unit, (end - 1) / self.unit);
+        let touched = count.min(last_unit - first_unit + 1);
+        // The i-th unit of the range is the first on slot (first + i) mod
+        // count. Slot order starts where that wraps round to slot 0.
+        let first_slot = first_unit % count;
+        let wrap = (count - first_slot).min(touched);
+        for i in (wrap..touched).chain(0..wrap) {
+            let first = first_unit + i;
+            let last = first + (last_unit - first) / count * count;
+            let start = (first / count) * self.unit + if i == 0 { offset % self.unit } else { 0 };
+            let stop = (last / count) * self.unit
+                + if last == last_unit {
+                    (end - 1) % self.unit + 1
+                } else {
+                    self.unit
+                };
+            let slot = ((first_slot + i) % count) as u32;
+            pieces.push(ServerPiece {
+                slot,
+                server: self.servers[slot as usize],
+                extents: smallvec![Extent::new(start, stop - start)],
+                bytes: stop - start,
+            });
+        }
+    }
+
+    fn split_general(&self, extents: &[Extent], pieces: &mut Vec<ServerPiece>) {
         for (slot, part) in self.parts_by_server(extents) {
             match pieces.last_mut() {
                 Some(p) if p.slot == slot => {
@@ -228,12 +243,11 @@ impl StripeLayout {
                 _ => pieces.push(ServerPiece {
                     slot,
                     server: self.servers[slot as usize],
-                    extents: vec![Extent::new(part.object_offset, part.len)],
+                    extents: smallvec![Extent::new(part.object_offset, part.len)],
                     bytes: part.len,
                 }),
             }
         }
-        pieces
     }
 
     /// The requests a client sends for an access to the file `extents`
@@ -390,7 +404,7 @@ mod tests {
         assert_eq!(pieces.len(), 16);
         for p in &pieces {
             assert_eq!(p.bytes, 8192);
-            assert_eq!(p.extents, vec![Extent::new(0, 8192)]);
+            assert_eq!(p.extents.as_slice(), [Extent::new(0, 8192)]);
         }
     }
 
@@ -539,7 +553,10 @@ mod tests {
         /// One contiguous range's fast split is the general split.
         #[test]
         fn a_contiguous_split_is_the_general_split(l in layout_strategy(), off in 0u64..1 << 32, len in 0u64..2_000_000) {
-            prop_assert_eq!(l.split_contiguous(off, len), l.split_general(&[Extent::new(off, len)]));
+            let (mut contiguous, mut general) = (Vec::new(), Vec::new());
+            l.split_contiguous(off, len, &mut contiguous);
+            l.split_general(&[Extent::new(off, len)], &mut general);
+            prop_assert_eq!(contiguous, general);
         }
 
         /// Without limits, requests are exactly the pieces of `split_extents`.
@@ -558,7 +575,7 @@ mod tests {
             let requests: Vec<(u32, Vec<Extent>, u64)> = l.requests(&extents, unlimited)
                 .into_iter().map(|r| (r.slot, r.extents, r.bytes)).collect();
             let pieces: Vec<(u32, Vec<Extent>, u64)> = l.split_extents(&extents)
-                .into_iter().map(|p| (p.slot, p.extents, p.bytes)).collect();
+                .into_iter().map(|p| (p.slot, p.extents.into_vec(), p.bytes)).collect();
             prop_assert_eq!(requests, pieces);
         }
 

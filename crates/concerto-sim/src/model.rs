@@ -27,7 +27,7 @@ use concerto_core::client::ordering;
 use concerto_core::job::{Decision, IoArbiter, Sets};
 use concerto_core::metrics::finish_spread;
 use concerto_core::server::{Driver, ServiceReport, Ticket};
-use concerto_core::{AppId, ObjectId, Op, Request, RequestId, StripeLayout, Time};
+use concerto_core::{AppId, ObjectId, Op, Request, RequestId, ServerPiece, StripeLayout, Time};
 
 use crate::config::{
     AppIdRule, DataOp, DeviceConfig, DiskScheduler, JobConfig, MdStep, MetadataPlacement,
@@ -274,8 +274,10 @@ pub struct Simulation<'a> {
     progress: Option<&'a Progress>,
     /// Service reports in flight between servers, by index.
     reports: Vec<ServiceReport>,
-    /// Scratch space for the requests of the step being issued.
+    /// Scratch space for the requests of the step being issued, and for
+    /// the per-server pieces they are made from.
     sends: Vec<(u32, u32, u64, Request)>,
+    split: Vec<ServerPiece>,
     /// Under `[job]`: the arbiter (applications by instance index) and
     /// every phase as it ran.
     arbiter: Option<Sets>,
@@ -451,6 +453,7 @@ impl<'a> Simulation<'a> {
             progress,
             reports: Vec::new(),
             sends: Vec::new(),
+            split: Vec::new(),
             arbiter: sc.job.as_ref().map(|j| Sets::new(j.rule.clone())),
             phases: Vec::new(),
             patterns: sc.apps.iter().map(|a| a.access_pattern()).collect(),
@@ -655,18 +658,20 @@ impl<'a> Simulation<'a> {
                     self.sends = sends;
                     return self.send_block(rank, now);
                 }
-                for p in self.files[file as usize]
+                let mut pieces = std::mem::take(&mut self.split);
+                self.files[file as usize]
                     .layout
-                    .split_extents(&access.extents)
-                {
+                    .split_extents_into(&access.extents, &mut pieces);
+                for p in pieces.drain(..) {
                     let mut req = template(op, file as u64);
                     req.offset = p.extents[0].offset;
                     req.len = p.bytes;
                     if p.extents.len() > 1 {
-                        req.segments = p.extents;
+                        req.segments = p.extents.into_vec();
                     }
                     sends.push((p.server, file, p.bytes, req));
                 }
+                self.split = pieces;
             }
             Step::Meta { op, target } => {
                 let (server, file, object) = match target {
@@ -831,7 +836,7 @@ impl<'a> Simulation<'a> {
             s.kick_pending = true;
             self.events
                 .schedule(now + poll, Class::Late, 0, Event::Kick { server });
-        } else {
+        } else if s.driver.dispatch_would_act() {
             self.kick(server, now);
         }
     }

@@ -5,6 +5,7 @@
 
 use concerto_core::client::collective::patterns::tile_extents;
 use concerto_core::{Extent, MetaOp};
+use smallvec::{smallvec, SmallVec};
 
 use crate::config::{AppSpec, BtioSubtype, DataOp, FileMode, MdStep, Pattern, WorkloadKind};
 
@@ -13,7 +14,9 @@ use crate::config::{AppSpec, BtioSubtype, DataOp, FileMode, MdStep, Pattern, Wor
 #[derive(Clone, Debug, PartialEq)]
 pub struct Access {
     pub file: u32,
-    pub extents: Vec<Extent>,
+    /// Inline when there is one (most workloads): one heap allocation per
+    /// call saved in the simulator's hottest path.
+    pub extents: SmallVec<[Extent; 1]>,
 }
 
 /// What a metadata operation names.
@@ -90,7 +93,7 @@ pub fn call_steps(
             if let Some(q) = traced {
                 let access = Access {
                     file: q.file,
-                    extents: vec![Extent::new(q.offset, q.length)],
+                    extents: smallvec![Extent::new(q.offset, q.length)],
                 };
                 data(q.op, access, out);
             }
@@ -119,7 +122,7 @@ pub fn call_steps(
                         op,
                         Access {
                             file: 0,
-                            extents: vec![Extent::new((k * procs + r) * chunk, chunk)],
+                            extents: smallvec![Extent::new((k * procs + r) * chunk, chunk)],
                         },
                         out,
                     );
@@ -132,7 +135,7 @@ pub fn call_steps(
                             op,
                             Access {
                                 file: 0,
-                                extents: vec![Extent::new(offset, esz)],
+                                extents: smallvec![Extent::new(offset, esz)],
                             },
                             out,
                         );
@@ -151,7 +154,7 @@ pub fn call_steps(
                 app.op,
                 Access {
                     file: rank,
-                    extents: vec![Extent::new(k * size, size)],
+                    extents: smallvec![Extent::new(k * size, size)],
                 },
                 out,
             );
@@ -172,7 +175,7 @@ pub fn call_steps(
                     app.op,
                     Access {
                         file: 0,
-                        extents: vec![Extent::new(offset, len)],
+                        extents: smallvec![Extent::new(offset, len)],
                     },
                     out,
                 );
@@ -197,7 +200,7 @@ pub fn call_steps(
                             DataOp::Write,
                             Access {
                                 file: file(i),
-                                extents: vec![Extent::new(0, size)],
+                                extents: smallvec![Extent::new(0, size)],
                             },
                             out,
                         );
@@ -211,7 +214,7 @@ pub fn call_steps(
                                 DataOp::Read,
                                 Access {
                                     file: file(i),
-                                    extents: vec![Extent::new(0, size)],
+                                    extents: smallvec![Extent::new(0, size)],
                                 },
                                 out,
                             );
@@ -258,7 +261,7 @@ fn ior_operation(
         for j in 0..block / transfer {
             let access = Access {
                 file,
-                extents: vec![Extent::new(start + j * transfer, transfer)],
+                extents: smallvec![Extent::new(start + j * transfer, transfer)],
             };
             data(op, access, out);
         }
@@ -281,7 +284,10 @@ pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
                 r,
                 k,
             );
-            Access { file: 0, extents }
+            Access {
+                file: 0,
+                extents: extents.into(),
+            }
         }
         WorkloadKind::Noncontig => {
             // The noncontig benchmark's vector type: element i of process r
@@ -301,7 +307,7 @@ pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
             match app.file.unwrap_or_default() {
                 FileMode::PerProcess => Access {
                     file: rank,
-                    extents: vec![Extent::new(k * size, size)],
+                    extents: smallvec![Extent::new(k * size, size)],
                 },
                 FileMode::Shared => {
                     let offset = match app.pattern.unwrap_or_default() {
@@ -310,7 +316,7 @@ pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
                     };
                     Access {
                         file: 0,
-                        extents: vec![Extent::new(offset, size)],
+                        extents: smallvec![Extent::new(offset, size)],
                     }
                 }
             }

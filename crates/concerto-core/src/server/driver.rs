@@ -279,6 +279,19 @@ impl Driver {
         self.generations.iter().map(|g| g.in_flight).sum()
     }
 
+    /// Whether `dispatch` now could do anything: start a request (some
+    /// queue holds one and has a free slot) or release one the rate rules
+    /// hold. When it could not, an owner may skip the call (the simulator
+    /// does on every arrival at a busy server) and make it at the next
+    /// completion, which frees a slot: nothing changes in between.
+    pub fn dispatch_would_act(&self) -> bool {
+        self.rules.held() > 0
+            || self
+                .generations
+                .iter()
+                .any(|g| g.slots_used < g.depth && !g.queue.is_empty())
+    }
+
     /// Whether some queue holds requests back although it has free slots
     /// (a non-work-conserving policy waiting, or a window not yet open).
     pub fn waiting_with_free_slots(&self) -> bool {

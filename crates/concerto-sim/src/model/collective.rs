@@ -316,7 +316,7 @@ impl Simulation<'_> {
                     offset: p.extents[0].offset,
                     len: p.bytes,
                     segments: if p.extents.len() > 1 {
-                        p.extents
+                        p.extents.into_vec()
                     } else {
                         Vec::new()
                     },
