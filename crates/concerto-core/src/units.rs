@@ -32,6 +32,10 @@ impl Bandwidth {
         if self.0 <= 0.0 {
             return Time::MAX;
         }
+        if bytes == 0 {
+            // Headers of size zero, reads' requests: no division.
+            return Time::ZERO;
+        }
         Time::from_secs_f64(bytes as f64 / self.0)
     }
 }

@@ -274,9 +274,9 @@ pub struct Simulation<'a> {
     progress: Option<&'a Progress>,
     /// Service reports in flight between servers, by index.
     reports: Vec<ServiceReport>,
-    /// Scratch space for the requests of the step being issued, and for
-    /// the per-server pieces they are made from.
+    /// Scratch space for the requests of a collective batch being issued.
     sends: Vec<(u32, u32, u64, Request)>,
+    /// Scratch space for the per-server pieces of the step being issued.
     split: Vec<ServerPiece>,
     /// Under `[job]`: the arbiter (applications by instance index) and
     /// every phase as it ran.
@@ -367,6 +367,12 @@ impl<'a> Simulation<'a> {
         let mut ranks = Vec::new();
         let mut files = Vec::new();
         for (spec_idx, spec) in sc.apps.iter().enumerate() {
+            // Operations an instance completes: barrier-wide, or per process.
+            let operations = if spec.barrier {
+                spec.calls() as usize
+            } else {
+                (0..spec.processes).map(|r| spec.calls_of(r) as usize).sum()
+            };
             for instance in 0..spec.instances {
                 let app_idx = apps.len() as u32;
                 let first_rank = ranks.len() as u32;
@@ -413,8 +419,10 @@ impl<'a> Simulation<'a> {
                     ranks_pending: 0,
                     ranks_finished: 0,
                     op_issue: Time::ZERO,
-                    completions: Vec::new(),
-                    spreads: Vec::new(),
+                    // One entry per operation (reserved: growing the
+                    // vectors of thousands of applications was measurable).
+                    completions: Vec::with_capacity(operations),
+                    spreads: Vec::with_capacity(if spec.barrier { operations } else { 0 }),
                     op_finish: FxHashMap::default(),
                     op_servers: Vec::new(),
                     bytes: 0,
@@ -602,8 +610,9 @@ impl<'a> Simulation<'a> {
         let Some(step) = rs.steps.pop() else { return };
         let a = &self.apps[rs.app as usize];
         let (app_id, local_rank, call, dir_server) = (a.app_id, rs.rank, rs.call, rs.dir_server);
-        let app_idx = rs.app;
-        let template = |op: Op, object: u64| Request {
+        let (app_idx, spec_idx, weight) = (rs.app, a.spec, a.weight);
+        let user = self.sc.apps[spec_idx].user;
+        let template = move |op: Op, object: u64| Request {
             id: RequestId(0),
             app: AppId(app_id),
             rank: local_rank,
@@ -613,19 +622,17 @@ impl<'a> Simulation<'a> {
             offset: 0,
             len: 0,
             segments: Vec::new(),
-            weight: Some(a.weight),
-            user: self.sc.apps[a.spec].user,
+            weight: Some(weight),
+            user,
         };
-        // (server, file, bytes, request); the buffer is reused across steps.
-        let mut sends = std::mem::take(&mut self.sends);
         match step {
             Step::Data { op, access } => {
                 let op = match op {
                     DataOp::Read => Op::Read,
                     DataOp::Write => Op::Write,
                 };
-                let file = a.files[access.file as usize];
-                let spec = &self.sc.apps[a.spec];
+                let file = self.apps[app_idx as usize].files[access.file as usize];
+                let spec = &self.sc.apps[spec_idx];
                 if let Some(ordering) = spec.ordering {
                     let layout = &self.files[file as usize].layout;
                     let b = spec.schedule_block.map_or(layout.unit(), |b| b.0);
@@ -640,6 +647,7 @@ impl<'a> Simulation<'a> {
                         ordering,
                         self.seed ^ (u64::from(app_idx) << 40),
                     );
+                    self.ranks[rank as usize].pending = sequence.len() as u32;
                     for &i in sequence.iter().rev() {
                         let block = &blocks[i];
                         let mut req = template(op, file as u64);
@@ -648,20 +656,18 @@ impl<'a> Simulation<'a> {
                         if block.extents.len() > 1 {
                             req.segments = block.extents.clone();
                         }
-                        sends.push((block.server, file, block.bytes, req));
-                    }
-                    self.ranks[rank as usize].pending = sends.len() as u32;
-                    for (server, file, bytes, req) in sends.drain(..) {
-                        let piece = self.new_piece(rank, server, file, call, bytes, req, now);
+                        let piece =
+                            self.new_piece(rank, block.server, file, call, block.bytes, req, now);
                         self.ranks[rank as usize].blocks.push(piece);
                     }
-                    self.sends = sends;
                     return self.send_block(rank, now);
                 }
+                // The buffer of pieces is reused from step to step.
                 let mut pieces = std::mem::take(&mut self.split);
                 self.files[file as usize]
                     .layout
                     .split_extents_into(&access.extents, &mut pieces);
+                self.ranks[rank as usize].pending = pieces.len() as u32;
                 for p in pieces.drain(..) {
                     let mut req = template(op, file as u64);
                     req.offset = p.extents[0].offset;
@@ -669,11 +675,13 @@ impl<'a> Simulation<'a> {
                     if p.extents.len() > 1 {
                         req.segments = p.extents.into_vec();
                     }
-                    sends.push((p.server, file, p.bytes, req));
+                    let piece = self.new_piece(rank, p.server, file, call, p.bytes, req, now);
+                    self.send_request(piece, now);
                 }
                 self.split = pieces;
             }
             Step::Meta { op, target } => {
+                let a = &self.apps[app_idx as usize];
                 let (server, file, object) = match target {
                     MetaTarget::File(f) => {
                         let file = a.files[f as usize];
@@ -682,15 +690,12 @@ impl<'a> Simulation<'a> {
                     // Directories are named apart from files: the high bit marks them.
                     MetaTarget::Dir => (dir_server, a.files[0], (1 << 63) | rank as u64),
                 };
-                sends.push((server, file, 0, template(Op::Meta(op), object)));
+                self.ranks[rank as usize].pending = 1;
+                let req = template(Op::Meta(op), object);
+                let piece = self.new_piece(rank, server, file, call, 0, req, now);
+                self.send_request(piece, now);
             }
         }
-        self.ranks[rank as usize].pending = sends.len() as u32;
-        for (server, file, bytes, req) in sends.drain(..) {
-            let piece = self.new_piece(rank, server, file, call, bytes, req, now);
-            self.send_request(piece, now);
-        }
-        self.sends = sends;
     }
 
     #[allow(clippy::too_many_arguments)]

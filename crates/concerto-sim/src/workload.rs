@@ -339,13 +339,13 @@ mod tests {
     #[test]
     fn ior_patterns() {
         let seg = app("workload = \"ior\"\nprocesses = 4\nrequests = 3\nrequest_size = 100");
-        assert_eq!(access(&seg, 1, 2).extents, vec![Extent::new(500, 100)]);
+        assert_eq!(access(&seg, 1, 2).extents[..], [Extent::new(500, 100)]);
         let strided = app("workload = \"ior\"\nprocesses = 4\nrequests = 3\nrequest_size = 100\npattern = \"strided\"");
-        assert_eq!(access(&strided, 1, 2).extents, vec![Extent::new(900, 100)]);
+        assert_eq!(access(&strided, 1, 2).extents[..], [Extent::new(900, 100)]);
         let fpp =
             app("workload = \"ior\"\nprocesses = 4\nrequest_size = 100\nfile = \"per-process\"");
         let a = access(&fpp, 3, 0);
-        assert_eq!((a.file, a.extents), (3, vec![Extent::new(0, 100)]));
+        assert_eq!((a.file, &a.extents[..]), (3, &[Extent::new(0, 100)][..]));
         assert_eq!(files_per_instance(&fpp), 4);
     }
 
@@ -404,8 +404,8 @@ mod tests {
         let row = 3 * 3240;
         let plane = 6 * row;
         assert_eq!(
-            e,
-            vec![
+            e[..],
+            [
                 Extent::new(2 * row + 3240, 3240),
                 Extent::new(3 * row + 3240, 3240),
                 Extent::new(plane + 2 * row + 3240, 3240),
@@ -426,8 +426,8 @@ mod tests {
     fn noncontig_interleaves_processes() {
         let n = app("workload = \"noncontig\"\nprocesses = 4\nelements = 3\nelement_size = 8");
         assert_eq!(
-            access(&n, 1, 0).extents,
-            vec![Extent::new(8, 8), Extent::new(40, 8), Extent::new(72, 8)]
+            access(&n, 1, 0).extents[..],
+            [Extent::new(8, 8), Extent::new(40, 8), Extent::new(72, 8)]
         );
         assert_eq!(access(&n, 0, 1).extents[0], Extent::new(96, 8));
     }

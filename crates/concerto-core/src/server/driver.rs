@@ -195,7 +195,8 @@ impl Driver {
             self.started = released;
         }
         self.dispatch_policies(now, out);
-        while self.queued() == self.rules.held() && self.has_free_slot() {
+        // Held requests may fill slots only when the policies hold nothing.
+        while self.rules.held() > 0 && self.queued() == self.rules.held() && self.has_free_slot() {
             let Some(req) = self.rules.spare() else {
                 break;
             };
