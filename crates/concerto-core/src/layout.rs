@@ -188,6 +188,7 @@ impl StripeLayout {
     /// [`split_extents`](Self::split_extents) into `pieces` (cleared first),
     /// so that a caller splitting request after request (the simulator)
     /// reuses one buffer.
+    #[inline]
     pub fn split_extents_into(&self, extents: &[Extent], pieces: &mut Vec<ServerPiece>) {
         pieces.clear();
         match extents {
@@ -201,6 +202,7 @@ impl StripeLayout {
     /// contiguous object range, from the first of the range's units on
     /// that server to the last. (The simulator splits every request; this
     /// is its common case.)
+    #[inline]
     fn split_contiguous(&self, offset: u64, len: u64, pieces: &mut Vec<ServerPiece>) {
         if len == 0 {
             return;

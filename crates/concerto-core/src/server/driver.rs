@@ -166,12 +166,14 @@ impl Driver {
     }
 
     /// A request arrives at `now`.
+    #[inline]
     pub fn enqueue(&mut self, req: Request, now: Time) {
         if let Some(req) = self.rules.admit(req, now) {
             self.enqueue_at_policy(req, now);
         }
     }
 
+    #[inline]
     fn enqueue_at_policy(&mut self, req: Request, now: Time) {
         let g = self
             .generations
@@ -185,6 +187,7 @@ impl Driver {
     /// Requests the rate rules release now join the policy first; with
     /// work-conserving rules, held requests fill slots the policy leaves
     /// idle.
+    #[inline]
     pub fn dispatch(&mut self, now: Time, out: &mut Vec<(Request, Ticket)>) {
         if self.rules.held() > 0 {
             let mut released = std::mem::take(&mut self.started);
@@ -205,11 +208,13 @@ impl Driver {
         }
     }
 
+    #[inline]
     fn has_free_slot(&self) -> bool {
         let g = self.current();
         g.slots_used < g.depth
     }
 
+    #[inline]
     fn dispatch_policies(&mut self, now: Time, out: &mut Vec<(Request, Ticket)>) {
         for g in &mut self.generations {
             let free = g.depth.saturating_sub(g.slots_used);
@@ -235,6 +240,7 @@ impl Driver {
 
     /// A started request finished at `now`. Returns the service report to
     /// send to every peer when its policy wants one sent now.
+    #[inline]
     pub fn complete(&mut self, req: &Request, ticket: Ticket, now: Time) -> Option<ServiceReport> {
         let g = self
             .generations
@@ -257,6 +263,7 @@ impl Driver {
 
     /// When some policy that holds requests back wants `dispatch` called
     /// again even if nothing arrives or completes.
+    #[inline]
     pub fn next_wakeup(&self, now: Time) -> Option<Time> {
         self.generations
             .iter()
@@ -267,6 +274,7 @@ impl Driver {
 
     /// Requests waiting (not yet dispatched): in the queues, and held by
     /// the rate rules.
+    #[inline]
     pub fn queued(&self) -> usize {
         self.generations
             .iter()
@@ -276,6 +284,7 @@ impl Driver {
     }
 
     /// Requests dispatched and not yet completed.
+    #[inline]
     pub fn in_flight(&self) -> u32 {
         self.generations.iter().map(|g| g.in_flight).sum()
     }
@@ -285,6 +294,7 @@ impl Driver {
     /// hold. When it could not, an owner may skip the call (the simulator
     /// does on every arrival at a busy server) and make it at the next
     /// completion, which frees a slot: nothing changes in between.
+    #[inline]
     pub fn dispatch_would_act(&self) -> bool {
         self.rules.held() > 0
             || self
@@ -303,6 +313,7 @@ impl Driver {
     }
 
     /// Generations that are neither taking arrivals nor holding anything go.
+    #[inline]
     fn drop_drained(&mut self) {
         let last = self.generations.len() - 1;
         let mut i = 0;

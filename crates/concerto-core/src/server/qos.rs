@@ -284,12 +284,14 @@ impl QosStage {
     }
 
     /// Requests held back.
+    #[inline]
     pub fn held(&self) -> usize {
         self.held
     }
 
     /// A request arrives: given its rule's weight, and returned if it may
     /// go on now, else held.
+    #[inline]
     pub fn admit(&mut self, mut req: Request, now: Time) -> Option<Request> {
         let Some(b) = self.buckets.iter_mut().find(|b| b.rule.matches(&req)) else {
             return Some(req);
@@ -312,6 +314,7 @@ impl QosStage {
 
     /// Appends to `out` the held requests whose tokens are there at `now`,
     /// in order within each rule, rules in order.
+    #[inline]
     pub fn release(&mut self, now: Time, out: &mut Vec<Request>) {
         if self.held == 0 {
             return;
@@ -336,6 +339,7 @@ impl QosStage {
     /// When work-conserving: one held request, the one whose rule would
     /// release it soonest, for a server with nothing else to run. It costs
     /// no tokens.
+    #[inline]
     pub fn spare(&mut self) -> Option<Request> {
         if !self.work_conserving || self.held == 0 {
             return None;
@@ -350,6 +354,7 @@ impl QosStage {
     }
 
     /// When some held request's tokens will be there.
+    #[inline]
     pub fn next_wakeup(&self) -> Option<Time> {
         self.buckets.iter().filter_map(Bucket::ready_at).min()
     }
