@@ -38,7 +38,7 @@ impl Time {
     /// fraction `ns - whole` is representable, above it `ns` is whole.
     pub fn from_secs_f64(s: f64) -> Time {
         let ns = s * 1e9;
-        if !(ns > 0.0) {
+        if ns.is_nan() || ns <= 0.0 {
             Time::ZERO
         } else if ns >= u64::MAX as f64 {
             Time::MAX
