@@ -669,13 +669,9 @@ impl<'a> Simulation<'a> {
                     .split_extents_into(&access.extents, &mut pieces);
                 self.ranks[rank as usize].pending = pieces.len() as u32;
                 for p in pieces.drain(..) {
-                    let mut req = template(op, file as u64);
-                    req.offset = p.extents[0].offset;
-                    req.len = p.bytes;
-                    if p.extents.len() > 1 {
-                        req.segments = p.extents.into_vec();
-                    }
-                    let piece = self.new_piece(rank, p.server, file, call, p.bytes, req, now);
+                    let (server, bytes) = (p.server, p.bytes);
+                    let req = piece_request(template(op, file as u64), p);
+                    let piece = self.new_piece(rank, server, file, call, bytes, req, now);
                     self.send_request(piece, now);
                 }
                 self.split = pieces;
@@ -1348,6 +1344,17 @@ impl<'a> Simulation<'a> {
             phase_records: run.phases,
         }
     }
+}
+
+/// `req` narrowed to one server's piece of an access: the piece's object
+/// range, as list I/O when the piece is several extents.
+fn piece_request(mut req: Request, piece: ServerPiece) -> Request {
+    req.offset = piece.extents[0].offset;
+    req.len = piece.bytes;
+    if piece.extents.len() > 1 {
+        req.segments = piece.extents.into_vec();
+    }
+    req
 }
 
 fn assign_app_ids(sc: &Scenario, n: usize, rng: &mut ChaCha8Rng) -> Vec<u32> {

@@ -199,7 +199,10 @@ impl Driver {
         }
         self.dispatch_policies(now, out);
         // Held requests may fill slots only when the policies hold nothing.
-        while self.rules.held() > 0 && self.queued() == self.rules.held() && self.has_free_slot() {
+        while self.rules.held() > 0
+            && self.generations.iter().all(|g| g.queue.is_empty())
+            && self.has_free_slot()
+        {
             let Some(req) = self.rules.spare() else {
                 break;
             };
@@ -296,20 +299,21 @@ impl Driver {
     /// completion, which frees a slot: nothing changes in between.
     #[inline]
     pub fn dispatch_would_act(&self) -> bool {
-        self.rules.held() > 0
-            || self
-                .generations
-                .iter()
-                .any(|g| g.slots_used < g.depth && !g.queue.is_empty())
+        self.rules.held() > 0 || self.queued_with_free_slots()
     }
 
     /// Whether some queue holds requests back although it has free slots
     /// (a non-work-conserving policy waiting, or a window not yet open).
     pub fn waiting_with_free_slots(&self) -> bool {
+        self.queued_with_free_slots() || (self.rules.held() > 0 && self.has_free_slot())
+    }
+
+    /// Whether some generation has both a queued request and a free slot.
+    #[inline]
+    fn queued_with_free_slots(&self) -> bool {
         self.generations
             .iter()
             .any(|g| g.slots_used < g.depth && !g.queue.is_empty())
-            || (self.rules.held() > 0 && self.has_free_slot())
     }
 
     /// Generations that are neither taking arrivals nor holding anything go.

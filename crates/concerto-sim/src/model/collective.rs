@@ -313,17 +313,14 @@ impl Simulation<'_> {
                     issue_time: now,
                     op,
                     object: ObjectId(file as u64),
-                    offset: p.extents[0].offset,
-                    len: p.bytes,
-                    segments: if p.extents.len() > 1 {
-                        p.extents.into_vec()
-                    } else {
-                        Vec::new()
-                    },
+                    offset: 0,
+                    len: 0,
+                    segments: Vec::new(),
                     weight: Some(weight),
                     user,
                 };
-                sends.push((p.server, file, p.bytes, req));
+                let (server, bytes) = (p.server, p.bytes);
+                sends.push((server, file, bytes, super::piece_request(req, p)));
             }
         }
         let count = sends.len() as u32;
