@@ -133,6 +133,15 @@ impl<E> EventQueue<E> {
         }
     }
 
+    /// When the earliest scheduled event is due.
+    #[inline]
+    pub fn next_time(&self) -> Option<Time> {
+        match &self.first {
+            Some(first) => Some(first.time()),
+            None => self.heap.peek().map(Entry::time),
+        }
+    }
+
     /// Removes the earliest event and advances the clock to it.
     pub fn pop(&mut self) -> Option<(Time, E)> {
         let e = match self.first.take() {
@@ -169,7 +178,8 @@ mod tests {
     proptest::proptest! {
         /// With the earliest event held beside the heap, events still come
         /// out in exactly the order of (time, class, tie, insertion), however
-        /// scheduling and popping interleave.
+        /// scheduling and popping interleave, and `next_time` says when the
+        /// next one is due.
         #[test]
         fn events_pop_in_key_order_however_they_interleave(
             ops in proptest::collection::vec(
@@ -194,8 +204,13 @@ mod tests {
                         if let Some(i) = (0..pending.len()).min_by_key(|&i| pending[i].0) {
                             expected.push(pending.swap_remove(i).1);
                         }
-                        if let Some((_, e)) = q.pop() {
+                        let due = q.next_time();
+                        if let Some((at, e)) = q.pop() {
+                            // `next_time` names the time of the event popped next.
+                            proptest::prop_assert_eq!(due, Some(at));
                             popped.push(e);
+                        } else {
+                            proptest::prop_assert_eq!(due, None);
                         }
                     }
                 }

@@ -136,10 +136,8 @@ struct AppState {
     op_issue: Time,
     completions: Vec<f64>,
     spreads: Vec<f64>,
-    /// Per server the operation touched: when its last piece there finished
-    /// (only servers with pieces have an entry).
-    op_finish: FxHashMap<u32, Time>,
-    /// Those servers in the order the operation first finished there.
+    /// The servers the current operation touched, in the order it first
+    /// finished there (when it last did is in the server's `AppAtServer`).
     op_servers: Vec<u32>,
     bytes: u64,
     pieces: u64,
@@ -197,10 +195,10 @@ struct ServerState {
     busy: Time,
     device_free: Time,
     max_queue: usize,
-    /// Per application with pieces here: first and last finish time of a
-    /// piece (only applications that used the server have an entry, so a
-    /// run's memory grows with pieces placed, not applications × servers).
-    finish: FxHashMap<u32, (Time, Time)>,
+    /// Per application with pieces here (only applications that used the
+    /// server have an entry, so a run's memory grows with pieces placed,
+    /// not applications × servers).
+    finish: FxHashMap<u32, AppAtServer>,
     /// Per application: service and backlog over time (`output.server_timeline`).
     timeline: Option<Vec<Backlog>>,
     reports_sent: u64,
@@ -210,6 +208,17 @@ struct ServerState {
     elevator: bool,
     disk_waiting: Vec<DiskWait>,
     disk_busy: bool,
+}
+
+/// What a server knows of one application's pieces it finished.
+struct AppAtServer {
+    /// The first and last finish time of a piece.
+    first: Time,
+    last: Time,
+    /// The operation (`AppState::next_call` + 1) whose pieces it last
+    /// finished; zero for none. Under a barrier, the operation's per-server
+    /// finish time is `last` when this is the current one.
+    op: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -278,6 +287,8 @@ pub struct Simulation<'a> {
     sends: Vec<(u32, u32, u64, Request)>,
     /// Scratch space for the per-server pieces of the step being issued.
     split: Vec<ServerPiece>,
+    /// Servers asked to dispatch by the event being handled, in order (see `kick`).
+    kicks: Vec<u32>,
     /// Under `[job]`: the arbiter (applications by instance index) and
     /// every phase as it ran.
     arbiter: Option<Sets>,
@@ -423,7 +434,6 @@ impl<'a> Simulation<'a> {
                     // vectors of thousands of applications was measurable).
                     completions: Vec::with_capacity(operations),
                     spreads: Vec::with_capacity(if spec.barrier { operations } else { 0 }),
-                    op_finish: FxHashMap::default(),
                     op_servers: Vec::new(),
                     bytes: 0,
                     pieces: 0,
@@ -462,6 +472,7 @@ impl<'a> Simulation<'a> {
             reports: Vec::new(),
             sends: Vec::new(),
             split: Vec::new(),
+            kicks: Vec::new(),
             arbiter: sc.job.as_ref().map(|j| Sets::new(j.rule.clone())),
             phases: Vec::new(),
             patterns: sc.apps.iter().map(|a| a.access_pattern()).collect(),
@@ -519,28 +530,57 @@ impl<'a> Simulation<'a> {
             }
         }
         while let Some((now, event)) = self.events.pop() {
-            match event {
-                Event::Release { app } => self.release(app, now),
-                Event::Call { rank } => self.issue_call(rank, now),
-                Event::CallDone { rank } => self.call_done(rank, now),
-                Event::ReachServer { piece } => self.reach_server(piece, now),
-                Event::Arrive { piece } => self.arrive(piece, now),
-                Event::Kick { server } => self.dispatch(server, now),
-                Event::DeviceDone { piece } => self.device_done(piece, now),
-                Event::ReachClient { piece } => self.reach_client(piece, now),
-                Event::Response { piece } => self.response(piece, now),
-                Event::SendBlock { rank } => self.send_block(rank, now),
-                Event::ServiceReport { server, report } => {
-                    self.servers[server as usize]
-                        .driver
-                        .absorb(&self.reports[report as usize]);
-                }
-                Event::SendBatch { app, rank, batch } => self.send_batch(app, rank, batch, now),
-                Event::ExchangeReach { app, exchange } => self.exchange_reach(app, exchange, now),
-                Event::ExchangeArrive { app, exchange } => self.exchange_arrive(app, exchange, now),
-            }
+            self.handle(event, now);
+            self.flush_kicks(now);
         }
         self.results()
+    }
+
+    fn handle(&mut self, event: Event, now: Time) {
+        match event {
+            Event::Release { app } => self.release(app, now),
+            Event::Call { rank } => self.issue_call(rank, now),
+            Event::CallDone { rank } => self.call_done(rank, now),
+            Event::ReachServer { piece } => self.reach_server(piece, now),
+            Event::Arrive { piece } => self.arrive(piece, now),
+            Event::Kick { server } => self.dispatch(server, now),
+            Event::DeviceDone { piece } => self.device_done(piece, now),
+            Event::ReachClient { piece } => self.reach_client(piece, now),
+            Event::Response { piece } => self.response(piece, now),
+            Event::SendBlock { rank } => self.send_block(rank, now),
+            Event::ServiceReport { server, report } => {
+                self.servers[server as usize]
+                    .driver
+                    .absorb(&self.reports[report as usize]);
+            }
+            Event::SendBatch { app, rank, batch } => self.send_batch(app, rank, batch, now),
+            Event::ExchangeReach { app, exchange } => self.exchange_reach(app, exchange, now),
+            Event::ExchangeArrive { app, exchange } => self.exchange_arrive(app, exchange, now),
+        }
+    }
+
+    /// Dispatches at the servers the last event kicked. A dispatch runs
+    /// after every other event at its instant (its `Kick` is `Late`); when
+    /// nothing else is due at this instant, the kick would be the very next
+    /// event, so it runs here without going through the queue. Otherwise
+    /// it, and the kicks after it, become events as before.
+    fn flush_kicks(&mut self, now: Time) {
+        if self.kicks.is_empty() {
+            return;
+        }
+        let mut kicks = std::mem::take(&mut self.kicks);
+        let mut inline = true;
+        for &server in &kicks {
+            inline = inline && self.events.next_time().map_or(true, |t| t > now);
+            if inline {
+                self.dispatch(server, now);
+            } else {
+                self.events
+                    .schedule(now, Class::Late, 0, Event::Kick { server });
+            }
+        }
+        kicks.clear();
+        self.kicks = kicks;
     }
 
     /// The application asks to do its next operation: at once, or when the
@@ -838,17 +878,17 @@ impl<'a> Simulation<'a> {
             self.events
                 .schedule(now + poll, Class::Late, 0, Event::Kick { server });
         } else if s.driver.dispatch_would_act() {
-            self.kick(server, now);
+            self.kick(server);
         }
     }
 
-    /// Asks the server to dispatch once everything at this instant has happened.
-    fn kick(&mut self, server: u32, now: Time) {
+    /// Asks the server to dispatch once everything at this instant has
+    /// happened (after the event being handled: `flush_kicks`).
+    fn kick(&mut self, server: u32) {
         let s = &mut self.servers[server as usize];
         if !s.kick_pending {
             s.kick_pending = true;
-            self.events
-                .schedule(now, Class::Late, 0, Event::Kick { server });
+            self.kicks.push(server);
         }
     }
 
@@ -967,18 +1007,23 @@ impl<'a> Simulation<'a> {
         s.metadata_ops += is_meta as u64;
         s.bytes += bytes;
         let app = self.ranks[rank as usize].app;
-        let f = s.finish.entry(app).or_insert((Time::MAX, Time::ZERO));
-        f.0 = f.0.min(now);
-        f.1 = f.1.max(now);
+        let f = s.finish.entry(app).or_insert(AppAtServer {
+            first: now,
+            last: now,
+            op: 0,
+        });
+        f.last = now;
         let a = &mut self.apps[app as usize];
+        if self.sc.apps[a.spec].barrier && f.op != a.next_call + 1 {
+            // The operation's first piece to finish here.
+            f.op = a.next_call + 1;
+            a.op_servers.push(server);
+        }
         if let Some(t) = a.timeline.as_mut() {
             t.served(now, bytes, is_meta);
         }
         if let Some(t) = s.timeline.as_mut() {
             t[app as usize].bins.served(now, bytes, is_meta);
-        }
-        if self.sc.apps[a.spec].barrier && a.op_finish.insert(server, now).is_none() {
-            a.op_servers.push(server);
         }
         let wire = self.net.header_bytes() + if op == Op::Read { bytes } else { 0 };
         let reply_from = if op == Op::Read {
@@ -1002,7 +1047,7 @@ impl<'a> Simulation<'a> {
         );
         self.events
             .schedule(sent.arrival, Class::Normal, 0, Event::ReachClient { piece });
-        self.kick(server, now);
+        self.kick(server);
         if !is_meta && !cached && self.servers[server as usize].elevator {
             self.servers[server as usize].disk_busy = false;
             self.start_disk(server, now);
@@ -1117,14 +1162,13 @@ impl<'a> Simulation<'a> {
         finishes.extend(
             a.op_servers
                 .iter()
-                .map(|s| (a.op_finish[s] - issue).as_secs_f64()),
+                .map(|&s| (self.servers[s as usize].finish[&app].last - issue).as_secs_f64()),
         );
         if let Some(spread) = finish_spread(&finishes) {
             a.spreads.push(spread);
         }
         self.finishes = finishes;
         a.op_servers.clear();
-        a.op_finish.clear();
         let call = a.next_call;
         a.next_call += 1;
         if a.next_call < spec.calls() {
@@ -1268,8 +1312,8 @@ impl<'a> Simulation<'a> {
                         .iter()
                         .map(|(&app, f)| ServerAppResult {
                             app,
-                            first_finish_s: f.0.as_secs_f64(),
-                            last_finish_s: f.1.as_secs_f64(),
+                            first_finish_s: f.first.as_secs_f64(),
+                            last_finish_s: f.last.as_secs_f64(),
                         })
                         .collect();
                     apps.sort_unstable_by_key(|a| a.app);
