@@ -536,6 +536,7 @@ impl<'a> Simulation<'a> {
         self.results()
     }
 
+    /// Runs one event's handler.
     fn handle(&mut self, event: Event, now: Time) {
         match event {
             Event::Release { app } => self.release(app, now),
@@ -559,18 +560,18 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Dispatches at the servers the last event kicked. A dispatch runs
-    /// after every other event at its instant (its `Kick` is `Late`); when
-    /// nothing else is due at this instant, the kick would be the very next
-    /// event, so it runs here without going through the queue. Otherwise
-    /// it, and the kicks after it, become events as before.
+    /// Dispatches at the servers the last event kicked, in order. A
+    /// dispatch runs after every other event at its instant (a `Kick` is
+    /// `Late`); while nothing else is due at this instant, the kick would be
+    /// the very next event, so it runs here without going through the
+    /// queue. From the first kick that cannot, the rest are scheduled as
+    /// `Kick` events, in order.
     fn flush_kicks(&mut self, now: Time) {
-        if self.kicks.is_empty() {
-            return;
-        }
-        let mut kicks = std::mem::take(&mut self.kicks);
         let mut inline = true;
-        for &server in &kicks {
+        let mut i = 0;
+        // By index: a dispatch that kicked a server would append to the list.
+        while let Some(&server) = self.kicks.get(i) {
+            i += 1;
             inline = inline && self.events.next_time().map_or(true, |t| t > now);
             if inline {
                 self.dispatch(server, now);
@@ -579,8 +580,7 @@ impl<'a> Simulation<'a> {
                     .schedule(now, Class::Late, 0, Event::Kick { server });
             }
         }
-        kicks.clear();
-        self.kicks = kicks;
+        self.kicks.clear();
     }
 
     /// The application asks to do its next operation: at once, or when the
