@@ -27,7 +27,9 @@ use concerto_core::client::ordering;
 use concerto_core::job::{Decision, IoArbiter, Sets};
 use concerto_core::metrics::finish_spread;
 use concerto_core::server::{Driver, ServiceReport, Ticket};
-use concerto_core::{AppId, ObjectId, Op, Request, RequestId, ServerPiece, StripeLayout, Time};
+use concerto_core::{
+    AppId, Extent, ObjectId, Op, Request, RequestId, ServerPiece, StripeLayout, Time,
+};
 
 use crate::config::{
     AppIdRule, DataOp, DeviceConfig, DiskScheduler, JobConfig, MdStep, MetadataPlacement,
@@ -690,12 +692,8 @@ impl<'a> Simulation<'a> {
                     self.ranks[rank as usize].pending = sequence.len() as u32;
                     for &i in sequence.iter().rev() {
                         let block = &blocks[i];
-                        let mut req = template(op, file as u64);
-                        req.offset = block.extents[0].offset;
-                        req.len = block.bytes;
-                        if block.extents.len() > 1 {
-                            req.segments = block.extents.clone();
-                        }
+                        let req =
+                            piece_request(template(op, file as u64), &block.extents, block.bytes);
                         let piece =
                             self.new_piece(rank, block.server, file, call, block.bytes, req, now);
                         self.ranks[rank as usize].blocks.push(piece);
@@ -709,9 +707,8 @@ impl<'a> Simulation<'a> {
                     .split_extents_into(&access.extents, &mut pieces);
                 self.ranks[rank as usize].pending = pieces.len() as u32;
                 for p in pieces.drain(..) {
-                    let (server, bytes) = (p.server, p.bytes);
-                    let req = piece_request(template(op, file as u64), p);
-                    let piece = self.new_piece(rank, server, file, call, bytes, req, now);
+                    let req = piece_request(template(op, file as u64), &p.extents, p.bytes);
+                    let piece = self.new_piece(rank, p.server, file, call, p.bytes, req, now);
                     self.send_request(piece, now);
                 }
                 self.split = pieces;
@@ -1390,13 +1387,14 @@ impl<'a> Simulation<'a> {
     }
 }
 
-/// `req` narrowed to one server's piece of an access: the piece's object
-/// range, as list I/O when the piece is several extents.
-fn piece_request(mut req: Request, piece: ServerPiece) -> Request {
-    req.offset = piece.extents[0].offset;
-    req.len = piece.bytes;
-    if piece.extents.len() > 1 {
-        req.segments = piece.extents.into_vec();
+/// `req` narrowed to one server's piece of an access (a split piece or an
+/// ordered block): its object `extents` of `bytes` in all, as list I/O
+/// when there are several.
+fn piece_request(mut req: Request, extents: &[Extent], bytes: u64) -> Request {
+    req.offset = extents[0].offset;
+    req.len = bytes;
+    if extents.len() > 1 {
+        req.segments = extents.to_vec();
     }
     req
 }

@@ -319,8 +319,8 @@ impl Simulation<'_> {
                     weight: Some(weight),
                     user,
                 };
-                let (server, bytes) = (p.server, p.bytes);
-                sends.push((server, file, bytes, super::piece_request(req, p)));
+                let req = super::piece_request(req, &p.extents, p.bytes);
+                sends.push((p.server, file, p.bytes, req));
             }
         }
         let count = sends.len() as u32;
