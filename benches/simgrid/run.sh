@@ -14,11 +14,18 @@ if ! pkg-config --exists simgrid 2>/dev/null; then
     fi
 fi
 mkdir -p target
+# The disk alone (SimGrid's disk model; Concerto with network.mode = "ideal"),
+# and reads over a network (Concerto's default network).
 g++ -O2 -std=c++17 benches/simgrid/disk_reads.cpp -o target/simgrid-disk-reads $(pkg-config --cflags --libs simgrid)
+g++ -O2 -std=c++17 benches/simgrid/remote_reads.cpp -o target/simgrid-remote-reads $(pkg-config --cflags --libs simgrid)
 for apps in 10 100 1000; do
     target/simgrid-disk-reads "$apps" --log=root.thres:critical
 done
-echo "Concerto on the same workload: simulator_simgrid_equivalent/{10,100,1000}_apps above (time per completion = 1 / thrpt)"
+echo "Concerto on the same workload: simulator_simgrid_equivalent/{10,100,1000}_apps_ideal_network above (time per completion = 1 / thrpt)"
+for apps in 10 100 1000; do
+    target/simgrid-remote-reads "$apps" --log=root.thres:critical
+done
+echo "Concerto on the same workload: simulator_simgrid_equivalent/{10,100,1000}_apps above"
 
 # The fluid mode (IO-SETS): the 60-application workload of the criterion
 # group fluid_iosets_60_apps, exported with each application's set and

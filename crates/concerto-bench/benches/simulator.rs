@@ -46,44 +46,30 @@ requests = 4
 request_size = "512KiB"
 "#;
 
-/// The workload of `benches/simgrid/disk_reads.cpp`: `apps` applications of
-/// one process, each reading 100 MiB from one disk in 100 sequential 1 MiB
-/// requests, all starting at once.
-fn simgrid_equivalent(apps: u32) -> String {
-    format!(
-        r#"
-name = "simgrid-equivalent"
-[cluster]
-servers = 1
-stripe_unit = "1MiB"
-[cluster.device]
-kind = "fixed"
-service_time = "10ms"
-[policy]
-kind = "fifo"
-[[apps]]
-workload = "ior"
-instances = {apps}
-processes = 1
-requests = 100
-request_size = "1MiB"
-op = "read"
-"#
-    )
-}
+/// The workload of `benches/simgrid/`: `apps` applications of one process,
+/// each reading 100 MiB from one disk in 100 sequential 1 MiB requests, all
+/// starting at once. Over Concerto's default network it is the workload of
+/// `remote_reads.cpp`; with `ideal` (no network) that of `disk_reads.cpp`.
+const SIMGRID_EQUIVALENT: &str = include_str!("../../../benches/simgrid/disk_reads.toml");
 
 /// Time per request completion (criterion's "elements" are completions).
 fn completions_per_second(c: &mut Criterion) {
     let mut group = c.benchmark_group("simulator_simgrid_equivalent");
     group.sample_size(10);
-    for apps in [10, 100, 1000] {
-        let sc =
-            Scenario::from_toml(&simgrid_equivalent(apps), &[]).expect("valid benchmark scenario");
-        let completions = simulate(&sc, 1, None).summary.requests;
-        group.throughput(Throughput::Elements(completions));
-        group.bench_function(format!("{apps}_apps"), |b| {
-            b.iter(|| simulate(&sc, 1, None))
-        });
+    for (suffix, network) in [("", "queued"), ("_ideal_network", "ideal")] {
+        for apps in [10, 100, 1000] {
+            let sets = [
+                format!("apps[0].instances={apps}"),
+                format!("cluster.network.mode=\"{network}\""),
+            ];
+            let sc =
+                Scenario::from_toml(SIMGRID_EQUIVALENT, &sets).expect("valid benchmark scenario");
+            let completions = simulate(&sc, 1, None).summary.requests;
+            group.throughput(Throughput::Elements(completions));
+            group.bench_function(format!("{apps}_apps{suffix}"), |b| {
+                b.iter(|| simulate(&sc, 1, None))
+            });
+        }
     }
     group.finish();
 }

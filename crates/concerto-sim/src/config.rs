@@ -510,6 +510,11 @@ pub enum NetworkMode {
     /// transfer at a time (the model of Jain et al. that Clusterfile's
     /// scheduling assumes). A sender waits until the receiver is free.
     Exclusive,
+    /// No network: a message takes no time and crosses no NIC. A request is
+    /// in its server's queue the instant it is sent, in the order sent, and
+    /// a reply is back the instant the server is done: the servers and
+    /// their devices alone (the model of a disk-only simulator).
+    Ideal,
 }
 
 impl NetworkMode {
@@ -1144,6 +1149,25 @@ impl Scenario {
             "cluster.network.client_bandwidth",
             c.network.client_bandwidth.0,
         )?;
+        if c.network.mode == NetworkMode::Ideal {
+            // Keys that would change nothing are mistakes, not settings.
+            let d = NetworkConfig::default();
+            let n = &c.network;
+            let unused = [
+                ("latency", n.latency != d.latency),
+                ("jitter", n.jitter != d.jitter),
+                ("client_bandwidth", n.client_bandwidth != d.client_bandwidth),
+                ("server_bandwidth", n.server_bandwidth != d.server_bandwidth),
+                ("header_bytes", n.header_bytes != d.header_bytes),
+                ("flow_buffer", n.flow_buffer.is_some()),
+            ];
+            if let Some((key, _)) = unused.iter().find(|(_, set)| *set) {
+                return Err(ConfigError::at(
+                    format!("cluster.network.{key}"),
+                    "has no effect with mode = \"ideal\", where messages take no time",
+                ));
+            }
+        }
         positive_f(
             "cluster.network.server_bandwidth",
             c.network.server_bandwidth.0,

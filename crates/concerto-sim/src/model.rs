@@ -766,6 +766,11 @@ impl<'a> Simulation<'a> {
     fn send_request(&mut self, piece: u32, now: Time) -> Time {
         let p = &mut self.pieces[piece as usize];
         p.issue = now;
+        if self.net.is_instant() {
+            // No network: in the server's queue now, in the order sent.
+            self.reach_server(piece, now);
+            return now;
+        }
         let wire = self.net.header_bytes() + if p.op == Op::Write { p.bytes } else { 0 };
         let sent = self.net.send(
             now,
@@ -1042,12 +1047,20 @@ impl<'a> Simulation<'a> {
             },
             &mut self.rng_net,
         );
-        self.events
-            .schedule(sent.arrival, Class::Normal, 0, Event::ReachClient { piece });
+        let instant = self.net.is_instant();
+        if !instant {
+            self.events
+                .schedule(sent.arrival, Class::Normal, 0, Event::ReachClient { piece });
+        }
         self.kick(server);
         if !is_meta && !cached && self.servers[server as usize].elevator {
             self.servers[server as usize].disk_busy = false;
             self.start_disk(server, now);
+        }
+        if instant {
+            // No network: the reply is back now, once the server has moved
+            // on (the process's next request may come to this server).
+            self.reach_client(piece, now);
         }
     }
 
@@ -1207,7 +1220,7 @@ impl<'a> Simulation<'a> {
     fn send_report(&mut self, from: u32, report: ServiceReport, now: Time) {
         let idx = self.reports.len() as u32;
         self.reports.push(report);
-        let at = now + self.sc.cluster.network.latency;
+        let at = now + self.net.latency();
         for server in (0..self.servers.len() as u32).filter(|&s| s != from) {
             self.events.schedule(
                 at,

@@ -7,7 +7,8 @@
 //! latency plus a uniform random jitter. The jitter is what makes one
 //! client's pieces reach different servers at different times, so that
 //! independent servers see different arrival orders: the problem
-//! server-side coordination solves.
+//! server-side coordination solves. In `ideal` mode there is no network:
+//! messages take no time and no randomness is drawn for them.
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -57,6 +58,19 @@ impl Network {
     pub fn server_bandwidth(&self) -> Bandwidth {
         self.cfg.server_bandwidth
     }
+    /// Messages take no time (`ideal` mode): the model delivers them
+    /// where they are sent, without events of their own.
+    pub fn is_instant(&self) -> bool {
+        self.cfg.mode == NetworkMode::Ideal
+    }
+    /// A small message's one-way delay (without jitter).
+    pub fn latency(&self) -> Time {
+        if self.is_instant() {
+            Time::ZERO
+        } else {
+            self.cfg.latency
+        }
+    }
 
     /// Sends `bytes` from `src` to `dst`, no earlier than `now`.
     pub fn send(
@@ -68,6 +82,12 @@ impl Network {
         rng: &mut ChaCha8Rng,
     ) -> Sent {
         let sent = match self.cfg.mode {
+            NetworkMode::Ideal => {
+                return Sent {
+                    sent: now,
+                    arrival: now,
+                }
+            }
             NetworkMode::Queued => {
                 let end = now.max(src.nic.tx_free) + src.bandwidth.transfer_time(bytes);
                 src.nic.tx_free = end;
@@ -127,7 +147,7 @@ impl Network {
                 dst.rx_free = done;
                 done
             }
-            NetworkMode::Exclusive => now,
+            NetworkMode::Exclusive | NetworkMode::Ideal => now,
         }
     }
 }

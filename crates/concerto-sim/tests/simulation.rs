@@ -56,6 +56,62 @@ fn same_seed_gives_identical_results() {
     }
 }
 
+/// `cluster.network.mode = "ideal"` takes the network out of the model: a
+/// request is at its server the instant it is sent, a reply back the
+/// instant the server is done, and nothing random is drawn for either. One
+/// process reading from a fixed device then sees each read take exactly the
+/// service time, whatever the seed.
+#[test]
+fn an_ideal_network_adds_no_time_and_draws_nothing() {
+    let text = r#"
+name = "ideal-network"
+[cluster]
+servers = 2
+stripe_unit = "1MiB"
+[cluster.network]
+mode = "ideal"
+[cluster.device]
+kind = "fixed"
+service_time = "10ms"
+[policy]
+kind = "fifo"
+[output]
+detail = true
+[[apps]]
+workload = "ior"
+processes = 1
+requests = 50
+request_size = "1MiB"
+op = "read"
+"#;
+    let sc = scenario(text, &[]);
+    let run = simulate(&sc, 1, None);
+    let detail = run.detail.as_ref().expect("detail was asked for");
+    assert_eq!(detail.len(), 50);
+    for r in detail {
+        assert_eq!((r.issue, r.done), (r.arrive, r.response), "{r:?}");
+        assert_eq!(r.done - r.start, concerto_core::Time::from_millis(10));
+    }
+    assert!(
+        (run.summary.makespan_s - 0.5).abs() < 1e-9,
+        "{}",
+        run.summary.makespan_s
+    );
+    // Another seed draws another application id, and nothing else changes.
+    let other_seed = simulate(&sc, 2, None);
+    assert_eq!(
+        format!("{detail:?}"),
+        format!("{:?}", other_seed.detail.unwrap())
+    );
+    // The same run with the default network takes longer on every read.
+    let networked = simulate(
+        &scenario(text, &["cluster.network.mode=\"queued\""]),
+        1,
+        None,
+    );
+    assert!(networked.summary.makespan_s > 0.5 + 50.0 * 100e-6);
+}
+
 #[test]
 fn repetitions_are_independent_of_thread_timing() {
     let sc = scenario(IOR, &[]);
@@ -160,6 +216,10 @@ fn coordination_shortens_completion_under_contention() {
 #[test]
 fn configuration_errors_name_their_key() {
     let cases: &[(&[&str], &str)] = &[
+        (
+            &["cluster.network.mode=\"ideal\"", "cluster.network.jitter=\"1ms\""],
+            "cluster.network.jitter: has no effect with mode = \"ideal\"",
+        ),
         (
             &["apps[0].request_size=0"],
             "apps[0].request_size: must be > 0",
