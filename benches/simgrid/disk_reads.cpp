@@ -10,12 +10,11 @@
 //   target/simgrid-disk-reads 100 --log=root.thres:critical
 // It prints the wall time of the engine run alone, per completion.
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include <simgrid/s4u.hpp>
+
+#include "reads_common.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -32,15 +31,9 @@ static void reader(sg4::Disk* disk)
 int main(int argc, char** argv)
 {
   sg4::Engine engine(&argc, argv);
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s APPS [SimGrid options]\n", argv[0]);
+  int apps = apps_argument(argc, argv);
+  if (apps == 0)
     return 2;
-  }
-  int apps = std::atoi(argv[1]);
-  if (apps < 1) {
-    std::fprintf(stderr, "APPS must be a positive number, not %s\n", argv[1]);
-    return 2;
-  }
   auto* zone = sg4::create_full_zone("zone");
   auto* host = zone->create_host("io", 1e9);
   // 100 MB/s: a 1 MiB read alone takes about 10 ms, as Concerto's fixed device.
@@ -49,10 +42,6 @@ int main(int argc, char** argv)
   for (int a = 0; a < apps; a++)
     sg4::Actor::create("app" + std::to_string(a), host, reader, disk);
 
-  auto start = std::chrono::steady_clock::now();
-  engine.run();
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("simgrid apps=%d completions=%ld simulated_s=%.3f wall_s=%.6f ns_per_completion=%.1f\n", apps,
-              completions, sg4::Engine::get_clock(), wall, wall * 1e9 / completions);
+  run_and_report(engine, "simgrid", apps, completions);
   return 0;
 }

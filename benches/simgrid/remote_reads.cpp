@@ -19,13 +19,12 @@
 //   target/simgrid-remote-reads 100 --log=root.thres:critical
 // It prints the wall time of the engine run alone, per completion.
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <simgrid/s4u.hpp>
+
+#include "reads_common.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -68,15 +67,9 @@ int main(int argc, char** argv)
   // Latency and bandwidth as given, without the TCP correction factors of
   // SimGrid's default model: Concerto's network has none.
   engine.set_config("network/model:CM02");
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s APPS [SimGrid options]\n", argv[0]);
+  int apps = apps_argument(argc, argv);
+  if (apps == 0)
     return 2;
-  }
-  int apps = std::atoi(argv[1]);
-  if (apps < 1) {
-    std::fprintf(stderr, "APPS must be a positive number, not %s\n", argv[1]);
-    return 2;
-  }
   auto* zone = sg4::create_full_zone("zone");
   auto* io = zone->create_host("io", 1e9);
   // 100 MB/s: a 1 MiB read alone takes about 10 ms, as Concerto's fixed device.
@@ -100,10 +93,6 @@ int main(int argc, char** argv)
     sg4::Actor::create("app" + std::to_string(a), clients[a], client, a);
   }
 
-  auto start = std::chrono::steady_clock::now();
-  engine.run();
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("simgrid-remote apps=%d completions=%ld simulated_s=%.3f wall_s=%.6f ns_per_completion=%.1f\n", apps,
-              completions, sg4::Engine::get_clock(), wall, wall * 1e9 / completions);
+  run_and_report(engine, "simgrid-remote", apps, completions);
   return 0;
 }

@@ -1027,28 +1027,28 @@ impl<'a> Simulation<'a> {
         if let Some(t) = s.timeline.as_mut() {
             t[app as usize].bins.served(now, bytes, is_meta);
         }
-        let wire = self.net.header_bytes() + if op == Op::Read { bytes } else { 0 };
-        let reply_from = if op == Op::Read {
-            self.net
-                .reply_start(self.pieces[piece as usize].start, now, wire)
-        } else {
-            now
-        };
-        let sent = self.net.send(
-            reply_from,
-            wire,
-            End {
-                nic: &mut s.nic,
-                bandwidth: self.net.server_bandwidth(),
-            },
-            End {
-                nic: &mut self.clients[rank as usize],
-                bandwidth: self.net.client_bandwidth(),
-            },
-            &mut self.rng_net,
-        );
         let instant = self.net.is_instant();
         if !instant {
+            let wire = self.net.header_bytes() + if op == Op::Read { bytes } else { 0 };
+            let reply_from = if op == Op::Read {
+                self.net
+                    .reply_start(self.pieces[piece as usize].start, now, wire)
+            } else {
+                now
+            };
+            let sent = self.net.send(
+                reply_from,
+                wire,
+                End {
+                    nic: &mut s.nic,
+                    bandwidth: self.net.server_bandwidth(),
+                },
+                End {
+                    nic: &mut self.clients[rank as usize],
+                    bandwidth: self.net.client_bandwidth(),
+                },
+                &mut self.rng_net,
+            );
             self.events
                 .schedule(sent.arrival, Class::Normal, 0, Event::ReachClient { piece });
         }
