@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -51,6 +52,27 @@ def test_compare_runs_every_policy(small_scenario: Path, tmp_path: Path) -> None
     assert data["coordinated"]["policy"]["kind"] == "coordinated"
     assert data["coordinated"]["policy"]["window"] == 1_000_000_000  # HDD default, in ns
     assert (tmp_path / "compare.png").stat().st_size > 0
+
+
+def test_tables_printed_to_a_file_are_laid_out_whole(small_scenario: Path) -> None:
+    """A batch job's log is not a terminal: its tables take the width they
+    need instead of rich's 80 columns, which cut names short ("coordin…");
+    COLUMNS, when set, still rules."""
+
+    def compare_table(env: dict[str, str]) -> list[str]:
+        r = subprocess.run([sys.executable, "-m", "concerto.cli", "sim", "compare", str(small_scenario),
+                            "--policies", "fifo,coordinated"], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        # The header's and the rows' lines (rich draws the header's borders heavier).
+        return [line for line in r.stdout.splitlines() if line.count("┃") > 2 or line.count("│") > 2]
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    header, *rows = compare_table(env)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == [
+        "policy", "avg completion", "vs first", "p95 completion", "bandwidth", "makespan", "finish spread"]
+    assert [row.split("│")[1].strip() for row in rows] == ["fifo", "coordinated"]
+    narrow = compare_table({**env, "COLUMNS": "60"})
+    assert max(len(line) for line in narrow) <= 60
 
 
 def test_bad_input_gives_clear_errors(small_scenario: Path, tmp_path: Path) -> None:
@@ -117,6 +139,14 @@ def test_demo_runs_real_and_simulated(tmp_path: Path) -> None:
     assert data["coordinated"]["simulated"]["avg_completion_s"] < data["fifo"]["simulated"]["avg_completion_s"]
     assert (tmp_path / "demo.png").exists()
     assert "stopped 4 servers" in r.stdout
+    # The table fits a terminal-less 80 columns: every policy's row is printed whole.
+    rows = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines() if line.strip()}
+    for policy, result in data.items():
+        assert rows[policy] == [f"{result['real']['avg_completion_s'] * 1e3:.1f}",
+                                f"{result['simulated']['avg_completion_s'] * 1e3:.1f}",
+                                f"{result['real']['bandwidth_Bps'] / 1e6:.1f}",
+                                f"{result['simulated']['bandwidth_Bps'] / 1e6:.1f}",
+                                f"{result['real']['jain']:.3f}", f"{result['simulated']['jain']:.3f}"]
     pids = _server_pids(cluster_dir)
     assert len(pids) == 4 and _running(pids) == []
 

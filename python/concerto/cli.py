@@ -7,18 +7,17 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from concerto import __version__, _native
+from concerto import __version__, _native, terminal
 from concerto.report import apps_csv, benchmark_tables, compare_plot, compare_table, runset_table, write_json
 from concerto.sim import ScenarioSource, simulate
 from concerto.fscli import size_arg
 from concerto.sweep import default_workers, policy_override
 
-console = Console()
-err_console = Console(stderr=True)
+console = terminal.console()
+err_console = terminal.console(stderr=True)
 
 
 class UsageProblem(click.ClickException):

@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -153,14 +154,19 @@ def run_simulated(policy: str) -> dict:
 
 
 def table(results: dict) -> Table:
+    # Units in the headers and a caption for what they mean: the cells stay
+    # short enough for an 80-column terminal (and for a log without one).
     t = Table(title=f"{APPS} applications x {PROCESSES} processes, {CALLS} synchronized 256 KiB calls each, "
-                    f"{SERVERS} HDD-class servers: real cluster vs simulator", title_justify="left")
-    for col in ("policy", "avg completion real", "simulated", "bandwidth real", "simulated", "Jain real", "simulated"):
+                    f"{SERVERS} HDD-class servers: real cluster vs simulator", title_justify="left",
+              caption="ms: average call completion; MB/s: aggregate bandwidth; Jain: fairness index over the "
+                      f"applications' bandwidths (1 = equal); sim: the simulator, mean of {SIM_SEEDS} seeds",
+              caption_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("policy", "ms real", "ms sim", "MB/s real", "MB/s sim", "Jain real", "Jain sim"):
         t.add_column(col, justify="left" if col == "policy" else "right")
     for policy, r in results.items():
         real, sim = r["real"], r["simulated"]
-        t.add_row(policy, f"{real['avg_completion_s'] * 1e3:.1f} ms", f"{sim['avg_completion_s'] * 1e3:.1f} ms",
-                  f"{real['bandwidth_Bps'] / 1e6:.1f} MB/s", f"{sim['bandwidth_Bps'] / 1e6:.1f} MB/s",
+        t.add_row(policy, f"{real['avg_completion_s'] * 1e3:.1f}", f"{sim['avg_completion_s'] * 1e3:.1f}",
+                  f"{real['bandwidth_Bps'] / 1e6:.1f}", f"{sim['bandwidth_Bps'] / 1e6:.1f}",
                   f"{real['jain']:.3f}", f"{sim['jain']:.3f}")
     return t
 

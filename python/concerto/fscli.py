@@ -7,16 +7,15 @@ import os
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from concerto import _native, auth, binaries
+from concerto import _native, auth, binaries, terminal
 from concerto import cluster as local
 from concerto.fs import Client, cluster_path
 
-console = Console()
-err_console = Console(stderr=True)
+console = terminal.console()
+err_console = terminal.console(stderr=True)
 
 CHUNK = 4 << 20
 

@@ -595,11 +595,12 @@ def _progress_bar(sweep: Sweep, total: int, done: int, show: bool):
     if not show:
         yield lambda n: None
         return
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from concerto import terminal
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=Console(stderr=True), transient=False) as bar:
+                  TimeRemainingColumn(), console=terminal.console(stderr=True), transient=False) as bar:
         task = bar.add_task(f"{sweep.id}: {len(sweep.points)} points x {len(sweep.policies)} policies x {sweep.reps} reps",
                             total=total, completed=done)
         yield lambda n: bar.advance(task, n)

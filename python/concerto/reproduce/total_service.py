@@ -22,11 +22,10 @@ import tomllib
 from pathlib import Path
 from typing import Callable
 
-from rich.console import Console
 from rich.table import Table
 
 from concerto import cluster as local
-from concerto import fs
+from concerto import fs, terminal
 from concerto.reproduce import Claim, experiments_dir
 from concerto.report import markdown_table, write_json
 from concerto.sweep import load_sweep, run_sweep
@@ -152,7 +151,7 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
         sim = simulated[name]
         results[name] = {"real": real, "simulated": {k: sim[k] for k in ("narrow_MB", "wide_MB", "ratio", "reports")}}
     claims = evaluate(results)
-    Console(stderr=True).print(table(results))
+    terminal.console(stderr=True).print(table(results))
     write_json(out / "results.json", results)
     write_json(out / "claims.json", [c.as_json() for c in claims])
     rows = [[p, f"{r['real']['ratio']:.3f}", f"{r['simulated']['ratio']:.3f}", f"{r['real']['narrow_MB']:.1f}",
