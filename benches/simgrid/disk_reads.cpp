@@ -35,12 +35,10 @@ int main(int argc, char** argv)
   if (apps == 0)
     return 2;
   auto* zone = sg4::create_full_zone("zone");
-  auto* host = zone->create_host("io", 1e9);
-  // 100 MB/s: a 1 MiB read alone takes about 10 ms, as Concerto's fixed device.
-  auto* disk = host->create_disk("disk", 1e8, 1e8);
+  auto* disk = io_disk(zone);
   zone->seal();
   for (int a = 0; a < apps; a++)
-    sg4::Actor::create("app" + std::to_string(a), host, reader, disk);
+    sg4::Actor::create("app" + std::to_string(a), disk->get_host(), reader, disk);
 
   run_and_report(engine, "simgrid", apps, completions);
   return 0;

@@ -1,8 +1,8 @@
 #pragma once
 
-// What disk_reads.cpp and remote_reads.cpp share: the APPS argument, and
-// the timed engine run with its one line of figures (docs/performance.md
-// reads `ns_per_completion`).
+// What disk_reads.cpp and remote_reads.cpp share: the APPS argument, the
+// I/O host's disk, and the timed engine run with its one line of figures
+// (docs/performance.md reads `ns_per_completion`).
 
 #include <chrono>
 #include <cstdio>
@@ -21,6 +21,13 @@ inline int apps_argument(int argc, char** argv)
   if (apps < 1)
     std::fprintf(stderr, "APPS must be a positive number, not %s\n", argv[1]);
   return apps < 1 ? 0 : apps;
+}
+
+// The I/O host "io" and its disk: 100 MB/s, so a 1 MiB read alone takes
+// about 10 ms, as Concerto's fixed device (benches/simgrid/disk_reads.toml).
+inline simgrid::s4u::Disk* io_disk(simgrid::s4u::NetZone* zone)
+{
+  return zone->create_host("io", 1e9)->create_disk("disk", 1e8, 1e8);
 }
 
 // Runs the simulation and prints the wall time of the engine run alone

@@ -71,9 +71,8 @@ int main(int argc, char** argv)
   if (apps == 0)
     return 2;
   auto* zone = sg4::create_full_zone("zone");
-  auto* io = zone->create_host("io", 1e9);
-  // 100 MB/s: a 1 MiB read alone takes about 10 ms, as Concerto's fixed device.
-  auto* disk = io->create_disk("disk", 1e8, 1e8);
+  auto* disk = io_disk(zone);
+  auto* io = disk->get_host();
   auto* io_nic = zone->create_split_duplex_link("io-nic", 1.25e9)->seal();
   std::vector<sg4::Host*> clients;
   for (int a = 0; a < apps; a++) {

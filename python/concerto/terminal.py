@@ -17,6 +17,6 @@ FILE_WIDTH = 240
 def console(stderr: bool = False) -> Console:
     """The console for standard output (or standard error)."""
     c = Console(stderr=stderr)
-    if c.is_terminal or "COLUMNS" in os.environ:
-        return c
-    return Console(stderr=stderr, width=FILE_WIDTH)
+    if not c.is_terminal and "COLUMNS" not in os.environ:
+        c.width = FILE_WIDTH
+    return c
