@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,6 +74,19 @@ def test_tables_printed_to_a_file_are_laid_out_whole(small_scenario: Path) -> No
     assert [row.split("│")[1].strip() for row in rows] == ["fifo", "coordinated"]
     narrow = compare_table({**env, "COLUMNS": "60"})
     assert max(len(line) for line in narrow) <= 60
+
+
+def test_run_summary_stays_on_one_line_in_a_file(small_scenario: Path) -> None:
+    """`sim run`'s summary under its table (policy, seed, average completion,
+    bandwidth, makespan) is one line in a log, not wrapped at the table's
+    width with the makespan's figure cut from its name."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    r = subprocess.run([sys.executable, "-m", "concerto.cli", "sim", "run", str(small_scenario)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    summary = [line for line in r.stdout.splitlines() if line.startswith("policy ")]
+    assert len(summary) == 1, r.stdout
+    assert "average completion" in summary[0] and re.search(r"makespan \d", summary[0]), summary[0]
 
 
 def test_bad_input_gives_clear_errors(small_scenario: Path, tmp_path: Path) -> None:

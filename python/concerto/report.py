@@ -45,7 +45,7 @@ def runset_table(runset: dict, title: str, max_rows: int = TABLE_ROWS) -> Table:
     run = runset["runs"][0]
     if len(run["apps"]) > max_rows:
         return _summary_table(runset, title)
-    t = Table(title=title, title_justify="left")
+    t = Table(title=title, title_justify="left", caption_justify="left")
     for col in ["app", "app id", "procs", "ops", "avg completion", "p95", "bandwidth", "finish spread"]:
         t.add_column(col, justify="right" if col != "app" else "left")
     for a in run["apps"]:
@@ -60,7 +60,7 @@ def runset_table(runset: dict, title: str, max_rows: int = TABLE_ROWS) -> Table:
             fmt_bw(a["bandwidth_Bps"]),
             f"{spread:.2f}" if spread is not None else "-",
         )
-    t.caption = _caption(runset)
+    _set_caption(t, _caption(runset))
     return t
 
 
@@ -93,7 +93,8 @@ def _summary_table(runset: dict, title: str) -> Table:
     groups: dict[str, list[dict]] = defaultdict(list)
     for a in run["apps"]:
         groups[a["name"]].append(a)
-    t = Table(title=f"{title}: {len(run['apps'])} applications, by workload", title_justify="left")
+    t = Table(title=f"{title}: {len(run['apps'])} applications, by workload", title_justify="left",
+              caption_justify="left")
     for col in ["app", "instances", "ops", "avg completion (mean)", "p95 (worst)", "bandwidth (sum)",
                 "finish spread (worst)"]:
         t.add_column(col, justify="right" if col != "app" else "left")
@@ -105,8 +106,15 @@ def _summary_table(runset: dict, title: str) -> Table:
                   fmt_time(max(a["completion_s"]["p95"] for a in apps)),
                   fmt_bw(sum(a["bandwidth_Bps"] for a in apps)),
                   f"{max(spreads):.2f}" if spreads else "-")
-    t.caption = _caption(runset) + "; every application: --out DIR (results.json, apps.csv)"
+    _set_caption(t, _caption(runset) + "; every application: --out DIR (results.json, apps.csv)")
     return t
+
+
+def _set_caption(t: Table, caption: str) -> None:
+    """A caption no narrower than its table: where the console has room, the table widens to keep the
+    caption on one line rather than wrapping it mid-figure."""
+    t.caption = caption
+    t.min_width = len(caption)
 
 
 def apps_csv(runset: dict, path: Path) -> None:
