@@ -31,6 +31,7 @@ def small_scenario(tmp_path: Path) -> Path:
     return p
 
 
-def concerto(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Runs the CLI as a user would, in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "concerto.cli", *args], capture_output=True, text=True, cwd=cwd)
+def concerto(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs the CLI as a user would, in a subprocess (in `env` when given, else this process's environment)."""
+    return subprocess.run([sys.executable, "-m", "concerto.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env)

@@ -55,19 +55,23 @@ def test_compare_runs_every_policy(small_scenario: Path, tmp_path: Path) -> None
     assert (tmp_path / "compare.png").stat().st_size > 0
 
 
+def _log_env() -> dict[str, str]:
+    """This environment without COLUMNS: the CLI's output goes to a file, as a batch job's log does."""
+    return {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+
+
 def test_tables_printed_to_a_file_are_laid_out_whole(small_scenario: Path) -> None:
     """A batch job's log is not a terminal: its tables take the width they
     need instead of rich's 80 columns, which cut names short ("coordin…");
     COLUMNS, when set, still rules."""
 
     def compare_table(env: dict[str, str]) -> list[str]:
-        r = subprocess.run([sys.executable, "-m", "concerto.cli", "sim", "compare", str(small_scenario),
-                            "--policies", "fifo,coordinated"], capture_output=True, text=True, env=env)
+        r = concerto("sim", "compare", str(small_scenario), "--policies", "fifo,coordinated", env=env)
         assert r.returncode == 0, r.stderr
         # The header's and the rows' lines (rich draws the header's borders heavier).
         return [line for line in r.stdout.splitlines() if line.count("┃") > 2 or line.count("│") > 2]
 
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env = _log_env()
     header, *rows = compare_table(env)
     assert [c.strip() for c in header.split("┃")[1:-1]] == [
         "policy", "avg completion", "vs first", "p95 completion", "bandwidth", "makespan", "finish spread"]
@@ -80,9 +84,7 @@ def test_run_summary_stays_on_one_line_in_a_file(small_scenario: Path) -> None:
     """`sim run`'s summary under its table (policy, seed, average completion,
     bandwidth, makespan) is one line in a log, not wrapped at the table's
     width with the makespan's figure cut from its name."""
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    r = subprocess.run([sys.executable, "-m", "concerto.cli", "sim", "run", str(small_scenario)],
-                       capture_output=True, text=True, env=env)
+    r = concerto("sim", "run", str(small_scenario), env=_log_env())
     assert r.returncode == 0, r.stderr
     summary = [line for line in r.stdout.splitlines() if line.startswith("policy ")]
     assert len(summary) == 1, r.stdout
