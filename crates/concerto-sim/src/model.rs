@@ -562,27 +562,24 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Dispatches at the servers the last event kicked, in order. A
-    /// dispatch runs after every other event at its instant (a `Kick` is
-    /// `Late`); while nothing else is due at this instant, the kick would be
-    /// the very next event, so it runs here without going through the
-    /// queue. From the first kick that cannot, the rest are scheduled as
-    /// `Kick` events, in order.
+    /// Dispatches at the kicked servers, in the order they were kicked, once
+    /// nothing else is due at this instant: a dispatch sees every arrival
+    /// and completion of its instant. Until then the kicks wait in the list,
+    /// not in the event queue. The order is the one `Late` events would
+    /// give: the `Late` events already in the queue for this instant (a
+    /// poll or wakeup, scheduled before the kicks were made) run first, and
+    /// should a dispatch schedule something for this instant, the kicks
+    /// after it wait for that too.
     fn flush_kicks(&mut self, now: Time) {
-        let mut inline = true;
         let mut i = 0;
-        // By index: a dispatch that kicked a server would append to the list.
         while let Some(&server) = self.kicks.get(i) {
-            i += 1;
-            inline = inline && self.events.next_time().map_or(true, |t| t > now);
-            if inline {
-                self.dispatch(server, now);
-            } else {
-                self.events
-                    .schedule(now, Class::Late, 0, Event::Kick { server });
+            if self.events.next_time().is_some_and(|t| t <= now) {
+                break;
             }
+            i += 1;
+            self.dispatch(server, now);
         }
-        self.kicks.clear();
+        self.kicks.drain(..i);
     }
 
     /// The application asks to do its next operation: at once, or when the
