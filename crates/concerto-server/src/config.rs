@@ -33,7 +33,7 @@ struct ServerFile {
 }
 
 fn default_policy() -> PolicyConfig {
-    PolicyConfig::Fifo
+    PolicyConfig::Fifo {}
 }
 
 #[derive(Debug, Deserialize)]

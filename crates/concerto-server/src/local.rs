@@ -43,7 +43,7 @@ impl LocalClusterSpec {
     pub fn fifo(servers: u32) -> LocalClusterSpec {
         LocalClusterSpec {
             servers,
-            policy: PolicyConfig::Fifo,
+            policy: PolicyConfig::Fifo {},
             stripe_unit: 65536,
             throttle: None,
             timeout_ms: 10_000,

@@ -284,7 +284,7 @@ async fn statistics_count_per_application_and_serve_prometheus() {
     // The metrics port, on a server started with one.
     let cfg = concerto_server::server::ServerConfig {
         metrics: Some("127.0.0.1:0".parse().unwrap()),
-        ..concerto_server::server::ServerConfig::data(dir.path().join("m"), PolicyConfig::Fifo)
+        ..concerto_server::server::ServerConfig::data(dir.path().join("m"), PolicyConfig::Fifo {})
     };
     let s = concerto_server::server::start(cfg).await.unwrap();
     let get = |path: &'static str| async move {
@@ -316,7 +316,7 @@ async fn statistics_count_per_application_and_serve_prometheus() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_server_gives_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut spec = spec(PolicyConfig::Fifo);
+    let mut spec = spec(PolicyConfig::Fifo {});
     spec.timeout_ms = 500;
     let mut c = LocalCluster::start(dir.path(), spec).await.unwrap();
     let fs = client(&c, 1, 0);

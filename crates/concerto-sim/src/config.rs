@@ -47,6 +47,10 @@ impl ConfigError {
 
     /// Points a bad value's error at where `text` (the scenario, found at
     /// `table` if given) writes it; a value an override set says so instead.
+    /// An unknown key is pointed at itself, not at its table: when an
+    /// override changed the table (`--set policy.kind=...` under a file's
+    /// `window`), the key still came from the file, and the error names
+    /// both.
     pub(crate) fn placed(
         self,
         text: &str,
@@ -61,23 +65,40 @@ impl ConfigError {
         else {
             return self;
         };
-        // The value, a table above it, or a key inside it came from an override.
-        let set_by_override = overrides
+        let set_paths: Vec<&str> = overrides
             .iter()
             .filter_map(|o| o.split_once('=').map(|(p, _)| p.trim()))
-            .any(|p| within(p, &path) || within(&path, p));
-        if set_by_override {
-            return ConfigError::Invalid {
-                path,
-                message: format!("{message} (as set by --set)"),
-                position: None,
-            };
-        }
-        let full = match table {
-            Some(t) => format!("{t}.{path}"),
-            None => path.clone(),
+            .collect();
+        // The value, a table above it, or a key inside it came from an override.
+        let set_by_override = |key: &str| {
+            set_paths
+                .iter()
+                .find(|&&p| within(p, key) || within(key, p))
+                .copied()
         };
-        let position = concerto_toml::locate(text, &full);
+        let unknown_key = concerto_toml::unknown_key(&path, &message);
+        let (located, message) = match (&unknown_key, set_by_override(&path)) {
+            (Some(key), Some(set)) if set_by_override(key).is_none() => {
+                (key.as_str(), format!("{message} (with {set} set by --set)"))
+            }
+            (_, Some(_)) => {
+                return ConfigError::Invalid {
+                    path,
+                    message: format!("{message} (as set by --set)"),
+                    position: None,
+                }
+            }
+            (Some(key), None) => (key.as_str(), message),
+            (None, None) => (path.as_str(), message),
+        };
+        let in_text = |key: &str| {
+            let full = match table {
+                Some(t) => format!("{t}.{key}"),
+                None => key.to_string(),
+            };
+            concerto_toml::locate(text, &full)
+        };
+        let position = in_text(located).or_else(|| in_text(&path));
         ConfigError::Invalid {
             path,
             message,
@@ -139,7 +160,7 @@ fn default_seed() -> u64 {
     1
 }
 fn default_policy() -> PolicyConfig {
-    PolicyConfig::Fifo
+    PolicyConfig::Fifo {}
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -421,6 +421,32 @@ fn configuration_errors_name_their_key() {
         "cluster.servers: must be > 0 (as set by --set)"
     );
     assert!(error_of("name = \"x\"", &[]).contains("missing field `cluster`"));
+    // A key of another policy: pointed at where the file writes it, also
+    // when an override switched the kind (the key came from the file).
+    let windowed = IOR.replace("kind = \"fifo\"", "kind = \"coordinated\"\nwindow = \"1s\"");
+    let window = windowed
+        .lines()
+        .position(|l| l.starts_with("window"))
+        .unwrap()
+        + 1;
+    let e = error_of(&windowed, &["policy.kind=\"sfq-d-plus\""]);
+    assert!(
+        e.starts_with(&format!(
+            "line {window}, column 10: policy: unknown field `window`"
+        )) && e.ends_with("(with policy.kind set by --set)"),
+        "{e}"
+    );
+    assert!(
+        error_of(&windowed.replace("coordinated", "sfq-d-plus"), &[]).starts_with(&format!(
+            "line {window}, column 10: policy: unknown field `window`"
+        ))
+    );
+    // FIFO takes no keys at all, and says so rather than ignoring one.
+    let e = error_of(IOR, &["policy.window=\"1s\""]);
+    assert!(
+        e.starts_with("policy: unknown field `window`") && e.ends_with("(as set by --set)"),
+        "{e}"
+    );
 }
 
 const UNEVEN: &str = r#"

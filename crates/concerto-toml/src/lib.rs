@@ -9,11 +9,11 @@ pub fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let msg = e.inner().message().trim().to_string();
-        let place = match e.inner().span() {
-            Some(span) => {
-                let (line, column) = line_column(text, span.start);
-                format!("line {line}, column {column}: ")
-            }
+        // An unknown key is pointed at itself, not at the table around it.
+        let at_key = unknown_key(&path, &msg).and_then(|key| locate(text, &key));
+        let at_span = || e.inner().span().map(|span| line_column(text, span.start));
+        let place = match at_key.or_else(at_span) {
+            Some((line, column)) => format!("line {line}, column {column}: "),
             None => String::new(),
         };
         if path == "." {
@@ -21,6 +21,20 @@ pub fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
         } else {
             format!("{place}{path}: {msg}")
         }
+    })
+}
+
+/// The key path of the key serde refused in `message` ("unknown field
+/// \`window\`, expected ...") at `path`: `path` itself when it already
+/// ends at the key (a struct's field), else the key under it (the table of
+/// an internally tagged enum, like a `[policy]`).
+pub fn unknown_key(path: &str, message: &str) -> Option<String> {
+    let (field, _) = message.strip_prefix("unknown field `")?.split_once('`')?;
+    let last = path.rsplit_once('.').map_or(path, |(_, last)| last);
+    Some(if last == field {
+        path.to_string()
+    } else {
+        format!("{path}.{field}")
     })
 }
 
@@ -104,5 +118,55 @@ mod tests {
     fn a_bad_value_names_its_key_and_line() {
         let err = parse::<File>("[section]\nsize = \"big\"\n").unwrap_err();
         assert!(err.starts_with("line 2, column 8: section.size: "), "{err}");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Tagged {
+        policy: Policy,
+    }
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+    #[allow(dead_code)]
+    enum Policy {
+        Plain {},
+        Windowed { window: u32 },
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Strict {
+        section: StrictSection,
+    }
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct StrictSection {
+        size: u32,
+    }
+
+    #[test]
+    fn an_unknown_key_is_pointed_at_not_its_table() {
+        // A tagged enum's error stops at the table; a struct's at the key.
+        let text = "[policy]\nkind = \"plain\"\nwindow = 3\n";
+        let err = parse::<Tagged>(text).unwrap_err();
+        assert!(
+            err.starts_with("line 3, column 10: policy: unknown field `window`"),
+            "{err}"
+        );
+        let err = parse::<Strict>("[section]\nsize = 1\nextra = 2\n").unwrap_err();
+        assert!(
+            err.starts_with("line 3, column 9: section.extra: unknown field `extra`"),
+            "{err}"
+        );
+        assert_eq!(
+            unknown_key("policy", "unknown field `window`, there are no fields"),
+            Some("policy.window".to_string())
+        );
+        assert_eq!(
+            unknown_key("cluster.bogus", "unknown field `bogus`, expected one of"),
+            Some("cluster.bogus".to_string())
+        );
+        assert_eq!(unknown_key("policy", "invalid type: string"), None);
     }
 }

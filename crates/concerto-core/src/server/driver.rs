@@ -109,7 +109,7 @@ impl Driver {
             defaults,
             generations: Vec::with_capacity(2),
             next_generation: 0,
-            policy: PolicyConfig::Fifo,
+            policy: PolicyConfig::Fifo {},
             started: Vec::new(),
             rules: QosStage::default(),
         };
@@ -489,7 +489,7 @@ mod tests {
     fn a_capped_job_gets_its_rate_and_the_others_the_rest() {
         // Job 1 capped at 10 MB/s on a FIFO server with room for all;
         // job 2 uncapped. Each has a backlog of 1 MiB writes.
-        let mut d = Driver::new(&PolicyConfig::Fifo, defaults(DeviceClass::Flash));
+        let mut d = Driver::new(&PolicyConfig::Fifo {}, defaults(DeviceClass::Flash));
         let mut rules = rate_rules(0);
         rules.rules.push(QosRule {
             name: "job1".into(),
@@ -568,7 +568,7 @@ mod tests {
 
     #[test]
     fn the_policy_depth_overrides_the_device_default() {
-        let fifo = Driver::new(&PolicyConfig::Fifo, defaults(DeviceClass::Rotational));
+        let fifo = Driver::new(&PolicyConfig::Fifo {}, defaults(DeviceClass::Rotational));
         assert_eq!(fifo.depth(), 2);
         let sfq = Driver::new(
             &PolicyConfig::from_name("sfq-d").unwrap(),
@@ -579,7 +579,7 @@ mod tests {
 
     #[test]
     fn a_switch_drains_the_old_generation_first() {
-        let mut d = Driver::new(&PolicyConfig::Fifo, defaults(DeviceClass::Rotational));
+        let mut d = Driver::new(&PolicyConfig::Fifo {}, defaults(DeviceClass::Rotational));
         let now = Time::ZERO;
         for id in 0..4 {
             d.enqueue(write(id, 1, 4096), now);

@@ -120,10 +120,11 @@ pub trait RequestQueue: Send {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum PolicyConfig {
-    /// Arrival order.
-    Fifo,
+    /// Arrival order. (Empty struct variants, not unit ones: serde's
+    /// `deny_unknown_fields` refuses a stray key only in a struct variant.)
+    Fifo {},
     /// PVFS2's default: a FIFO per object, objects served round-robin.
-    PerObject,
+    PerObject {},
     /// Server-side I/O coordination: time window, then application id.
     Coordinated {
         /// Time window width; `None` means the device class default
@@ -268,8 +269,8 @@ impl PolicyConfig {
 
     pub fn name(&self) -> &'static str {
         match self {
-            PolicyConfig::Fifo => "fifo",
-            PolicyConfig::PerObject => "per-object",
+            PolicyConfig::Fifo {} => "fifo",
+            PolicyConfig::PerObject {} => "per-object",
             PolicyConfig::Coordinated { .. } => "coordinated",
             PolicyConfig::Sfq { .. } => "sfq",
             PolicyConfig::SfqD { .. } => "sfq-d",
@@ -282,8 +283,8 @@ impl PolicyConfig {
     /// The default configuration of the policy called `name`.
     pub fn from_name(name: &str) -> Option<PolicyConfig> {
         Some(match name {
-            "fifo" => PolicyConfig::Fifo,
-            "per-object" => PolicyConfig::PerObject,
+            "fifo" => PolicyConfig::Fifo {},
+            "per-object" => PolicyConfig::PerObject {},
             "coordinated" => PolicyConfig::Coordinated {
                 window: None,
                 time_source: TimeSource::default(),
@@ -344,8 +345,8 @@ impl PolicyConfig {
             slot_costs(*t, *l, table).unwrap_or_else(|_| SlotCosts::unit())
         };
         match self {
-            PolicyConfig::Fifo => Box::new(Fifo::new()),
-            PolicyConfig::PerObject => Box::new(PerObjectFcfs::new()),
+            PolicyConfig::Fifo {} => Box::new(Fifo::new()),
+            PolicyConfig::PerObject {} => Box::new(PerObjectFcfs::new()),
             PolicyConfig::Coordinated {
                 window,
                 time_source,
@@ -433,7 +434,7 @@ impl PolicyConfig {
                 .map_err(|m| ("cost_table", m))
         };
         match self {
-            PolicyConfig::Fifo | PolicyConfig::PerObject => Ok(()),
+            PolicyConfig::Fifo {} | PolicyConfig::PerObject {} => Ok(()),
             PolicyConfig::Coordinated { window, .. } => match window {
                 Some(w) if w.is_zero() => Err(("window", "must be > 0".into())),
                 _ => Ok(()),
