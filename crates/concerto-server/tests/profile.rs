@@ -51,29 +51,31 @@ fn profile_server(device: EmulationConfig, spec: &ProfileSpec) -> Profile {
 /// 4 KiB reads a second, more than this 2-core machine's loopback stack
 /// carries (26,000 measured, client and server sharing the cores), so
 /// the CPU, not the device, would set the profile. The same device with
-/// 2 ms per I/O stays well within what the machine carries, and the profile
+/// 4 ms per I/O stays well within what the machine carries, and the profile
 /// must recover it, with the round trip to the server taken off: the
 /// parallelism (8) within 20%, and the device time of a 4 KiB read no
-/// less than the emulated one and at most 15% more (what the server
-/// itself spends on a request beyond a ping, its scheduling and storage
-/// threads waking up, is part of what the profile sees: 60 to 140 us
-/// here).
+/// less than the emulated one and at most 15% more. What the server itself
+/// spends on a request beyond a ping (its scheduling and storage threads
+/// waking up) is part of what the profile sees: 60 to 140 us on a quiet
+/// day here, 150 to 350 us on a busy one. At 2 ms per I/O that took the
+/// device time to 16% over in one run of thirteen; at 4 ms, to 9% at most
+/// in twelve runs.
 #[test]
 fn a_server_throttled_as_flash_profiles_as_eight_channels() {
     let spec = ProfileSpec {
         sizes: vec![Bytes(4096), Bytes(65536)],
         depths: vec![1, 2, 4, 6, 8, 12, 16],
-        count: 500,
+        count: 300,
         large_size: Bytes(65536),
         ..ProfileSpec::default()
     };
     let flash = EmulationConfig {
-        latency: concerto_core::Time::from_millis(2),
+        latency: concerto_core::Time::from_millis(4),
         ..EmulationConfig::ssd()
     };
     let p = profile_server(flash, &spec);
     let small = &p.sizes[0];
-    let service = 2e-3 + 4096.0 / 500e6;
+    let service = 4e-3 + 4096.0 / 500e6;
     eprintln!(
         "flash: rtt {:.1} us, 4 KiB: latency {:.1} us, device {:.1} us, parallelism {:.2}, peak {:.1} MB/s, saturates at {}",
         p.overhead_s * 1e6,
