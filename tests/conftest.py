@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,19 @@ def small_scenario(tmp_path: Path) -> Path:
 
 
 def concerto(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Runs the CLI as a user would, in a subprocess (in `env` when given, else this process's environment)."""
+    """Runs the CLI as a user would, in a subprocess, its output going to a
+    file as a batch job's log does: in `env` when given, else in this
+    process's environment without COLUMNS and LINES. Passing the environment
+    matters even unchanged: GNU readline, once loaded into the test process,
+    exports the terminal's size (COLUMNS=80) behind `os.environ`'s back, and
+    a child given no `env` inherits it, so its output would wrap at the width
+    of whatever terminal runs the tests."""
+    if env is None:
+        env = log_env()
     return subprocess.run([sys.executable, "-m", "concerto.cli", *args], capture_output=True, text=True, cwd=cwd,
                           env=env)
+
+
+def log_env() -> dict[str, str]:
+    """This environment as a batch job's would be: no terminal size in it."""
+    return {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import signal
 import subprocess
@@ -14,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, concerto
+from conftest import ROOT, concerto, log_env
 
 from concerto import cluster as local
 
@@ -55,11 +54,6 @@ def test_compare_runs_every_policy(small_scenario: Path, tmp_path: Path) -> None
     assert (tmp_path / "compare.png").stat().st_size > 0
 
 
-def _log_env() -> dict[str, str]:
-    """This environment without COLUMNS: the CLI's output goes to a file, as a batch job's log does."""
-    return {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-
-
 def test_tables_printed_to_a_file_are_laid_out_whole(small_scenario: Path) -> None:
     """A batch job's log is not a terminal: its tables take the width they
     need instead of rich's 80 columns, which cut names short ("coordin…");
@@ -71,7 +65,7 @@ def test_tables_printed_to_a_file_are_laid_out_whole(small_scenario: Path) -> No
         # The header's and the rows' lines (rich draws the header's borders heavier).
         return [line for line in r.stdout.splitlines() if line.count("┃") > 2 or line.count("│") > 2]
 
-    env = _log_env()
+    env = log_env()
     header, *rows = compare_table(env)
     assert [c.strip() for c in header.split("┃")[1:-1]] == [
         "policy", "avg completion", "vs first", "p95 completion", "bandwidth", "makespan", "finish spread"]
@@ -84,7 +78,7 @@ def test_run_summary_stays_on_one_line_in_a_file(small_scenario: Path) -> None:
     """`sim run`'s summary under its table (policy, seed, average completion,
     bandwidth, makespan) is one line in a log, not wrapped at the table's
     width with the makespan's figure cut from its name."""
-    r = concerto("sim", "run", str(small_scenario), env=_log_env())
+    r = concerto("sim", "run", str(small_scenario))
     assert r.returncode == 0, r.stderr
     summary = [line for line in r.stdout.splitlines() if line.startswith("policy ")]
     assert len(summary) == 1, r.stdout
