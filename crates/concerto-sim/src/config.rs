@@ -77,10 +77,11 @@ impl ConfigError {
                 .copied()
         };
         let unknown_key = concerto_toml::unknown_key(&path, &message);
-        let (located, message) = match (&unknown_key, set_by_override(&path)) {
-            (Some(key), Some(set)) if set_by_override(key).is_none() => {
-                (key.as_str(), format!("{message} (with {set} set by --set)"))
-            }
+        let (unknown_in_file, message) = match (&unknown_key, set_by_override(&path)) {
+            (Some(key), Some(set)) if set_by_override(key).is_none() => (
+                Some(key.as_str()),
+                format!("{message} (with {set} set by --set)"),
+            ),
             (_, Some(_)) => {
                 return ConfigError::Invalid {
                     path,
@@ -88,17 +89,16 @@ impl ConfigError {
                     position: None,
                 }
             }
-            (Some(key), None) => (key.as_str(), message),
-            (None, None) => (path.as_str(), message),
+            (key, None) => (key.as_deref(), message),
         };
-        let in_text = |key: &str| {
-            let full = match table {
-                Some(t) => format!("{t}.{key}"),
-                None => key.to_string(),
-            };
-            concerto_toml::locate(text, &full)
+        let in_text = |key: &str| match table {
+            Some(t) => format!("{t}.{key}"),
+            None => key.to_string(),
         };
-        let position = in_text(located).or_else(|| in_text(&path));
+        // An unknown key is pointed at itself, a bad value at the value.
+        let position = unknown_in_file
+            .and_then(|key| concerto_toml::locate_key(text, &in_text(key)))
+            .or_else(|| concerto_toml::locate(text, &in_text(&path)));
         ConfigError::Invalid {
             path,
             message,

@@ -432,13 +432,13 @@ fn configuration_errors_name_their_key() {
     let e = error_of(&windowed, &["policy.kind=\"sfq-d-plus\""]);
     assert!(
         e.starts_with(&format!(
-            "line {window}, column 10: policy: unknown field `window`"
+            "line {window}, column 1: policy: unknown field `window`"
         )) && e.ends_with("(with policy.kind set by --set)"),
         "{e}"
     );
     assert!(
         error_of(&windowed.replace("coordinated", "sfq-d-plus"), &[]).starts_with(&format!(
-            "line {window}, column 10: policy: unknown field `window`"
+            "line {window}, column 1: policy: unknown field `window`"
         ))
     );
     // FIFO takes no keys at all, and says so rather than ignoring one.

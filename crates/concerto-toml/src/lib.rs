@@ -10,7 +10,7 @@ pub fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
         let path = e.path().to_string();
         let msg = e.inner().message().trim().to_string();
         // An unknown key is pointed at itself, not at the table around it.
-        let at_key = unknown_key(&path, &msg).and_then(|key| locate(text, &key));
+        let at_key = unknown_key(&path, &msg).and_then(|key| locate_key(text, &key));
         let at_span = || e.inner().span().map(|span| line_column(text, span.start));
         let place = match at_key.or_else(at_span) {
             Some((line, column)) => format!("line {line}, column {column}: "),
@@ -55,7 +55,30 @@ pub fn syntax_message(text: &str, e: &toml::de::Error) -> String {
 /// not hold it (a default, or a value set by an override).
 pub fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
     let doc = toml_edit::ImDocument::parse(text).ok()?;
-    let mut item: &toml_edit::Item = doc.as_item();
+    let span = match item_at(doc.as_item(), path)? {
+        toml_edit::Item::Value(v) => v.span(),
+        other => other.span(),
+    }?;
+    Some(line_column(text, span.start))
+}
+
+/// Where the key at `path` (`policy.window`) is written in `text`, rather
+/// than its value: what an unknown key's error points at.
+pub fn locate_key(text: &str, path: &str) -> Option<(usize, usize)> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let (parent, key) = path.rsplit_once('.').unwrap_or(("", path));
+    let table = if parent.is_empty() {
+        doc.as_item()
+    } else {
+        item_at(doc.as_item(), parent)?
+    };
+    let (key, _) = table.as_table_like()?.get_key_value(key)?;
+    Some(line_column(text, key.span()?.start))
+}
+
+/// The item at `path` (`a.b[1].c`) under `root`.
+fn item_at<'a>(root: &'a toml_edit::Item, path: &str) -> Option<&'a toml_edit::Item> {
+    let mut item = root;
     for segment in path.split('.') {
         let (key, indices) = match segment.find('[') {
             Some(i) => (&segment[..i], &segment[i..]),
@@ -69,11 +92,7 @@ pub fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
             item = item.get(n)?;
         }
     }
-    let span = match item {
-        toml_edit::Item::Value(v) => v.span(),
-        other => other.span(),
-    }?;
-    Some(line_column(text, span.start))
+    Some(item)
 }
 
 /// 1-based line and column (in characters) of a byte offset.
@@ -151,12 +170,12 @@ mod tests {
         let text = "[policy]\nkind = \"plain\"\nwindow = 3\n";
         let err = parse::<Tagged>(text).unwrap_err();
         assert!(
-            err.starts_with("line 3, column 10: policy: unknown field `window`"),
+            err.starts_with("line 3, column 1: policy: unknown field `window`"),
             "{err}"
         );
         let err = parse::<Strict>("[section]\nsize = 1\nextra = 2\n").unwrap_err();
         assert!(
-            err.starts_with("line 3, column 9: section.extra: unknown field `extra`"),
+            err.starts_with("line 3, column 1: section.extra: unknown field `extra`"),
             "{err}"
         );
         assert_eq!(
