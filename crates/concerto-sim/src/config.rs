@@ -65,40 +65,38 @@ impl ConfigError {
         else {
             return self;
         };
-        let set_paths: Vec<&str> = overrides
-            .iter()
-            .filter_map(|o| o.split_once('=').map(|(p, _)| p.trim()))
-            .collect();
-        // The value, a table above it, or a key inside it came from an override.
+        // The override that set the value, a table above it, or a key inside it.
         let set_by_override = |key: &str| {
-            set_paths
+            overrides
                 .iter()
-                .find(|&&p| within(p, key) || within(key, p))
-                .copied()
+                .filter_map(|o| o.split_once('=').map(|(p, _)| p.trim()))
+                .find(|p| within(p, key) || within(key, p))
         };
         let unknown_key = concerto_toml::unknown_key(&path, &message);
-        let (unknown_in_file, message) = match (&unknown_key, set_by_override(&path)) {
-            (Some(key), Some(set)) if set_by_override(key).is_none() => (
-                Some(key.as_str()),
-                format!("{message} (with {set} set by --set)"),
-            ),
-            (_, Some(_)) => {
+        let message = match set_by_override(&path) {
+            None => message,
+            // The table came from an override, the unknown key in it from the file.
+            Some(set)
+                if unknown_key
+                    .as_deref()
+                    .is_some_and(|k| set_by_override(k).is_none()) =>
+            {
+                format!("{message} (with {set} set by --set)")
+            }
+            Some(_) => {
                 return ConfigError::Invalid {
                     path,
                     message: format!("{message} (as set by --set)"),
                     position: None,
                 }
             }
-            (key, None) => (key.as_deref(), message),
         };
-        let in_text = |key: &str| match table {
-            Some(t) => format!("{t}.{key}"),
-            None => key.to_string(),
+        let full = match table {
+            Some(t) => format!("{t}.{path}"),
+            None => path.clone(),
         };
-        // An unknown key is pointed at itself, a bad value at the value.
-        let position = unknown_in_file
-            .and_then(|key| concerto_toml::locate_key(text, &in_text(key)))
-            .or_else(|| concerto_toml::locate(text, &in_text(&path)));
+        let position = concerto_toml::locate_unknown_key(text, &full, &message)
+            .or_else(|| concerto_toml::locate(text, &full));
         ConfigError::Invalid {
             path,
             message,

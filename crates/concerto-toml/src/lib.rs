@@ -9,10 +9,8 @@ pub fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let msg = e.inner().message().trim().to_string();
-        // An unknown key is pointed at itself, not at the table around it.
-        let at_key = unknown_key(&path, &msg).and_then(|key| locate_key(text, &key));
         let at_span = || e.inner().span().map(|span| line_column(text, span.start));
-        let place = match at_key.or_else(at_span) {
+        let place = match locate_unknown_key(text, &path, &msg).or_else(at_span) {
             Some((line, column)) => format!("line {line}, column {column}: "),
             None => String::new(),
         };
@@ -36,6 +34,13 @@ pub fn unknown_key(path: &str, message: &str) -> Option<String> {
     } else {
         format!("{path}.{field}")
     })
+}
+
+/// Where an unknown key that `message` names at `path` is written in
+/// `text`: the key itself, not the table around it. `None` for any other
+/// error, or when the text does not hold the key.
+pub fn locate_unknown_key(text: &str, path: &str, message: &str) -> Option<(usize, usize)> {
+    locate_key(text, &unknown_key(path, message)?)
 }
 
 /// A syntax error's message with its place: `line L, column C: message`.
