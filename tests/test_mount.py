@@ -64,7 +64,7 @@ def test_fio_verifies_every_block_written_through_the_mount(mounted, tmp_path):
     names = sorted(e.name for e in client.listdir("/"))
     assert names == ["verify.0.0", "verify.1.0"]
     st = client.stat("/verify.0.0")
-    assert st.size == 4 << 20 and len([n for n in st.object_sizes if n]) == 4
+    assert st.size == 4 << 20 and len([n for n in client.open("/verify.0.0").object_sizes() if n]) == 4
     written = sum(a["write_bytes"] for s in client.server_stats() for a in s["apps"] if a["app"] == 41)
     assert written >= 2 * (4 << 20)
     assert proc.poll() is None

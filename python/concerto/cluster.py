@@ -49,14 +49,14 @@ class ClusterSpec:
 
 
 def server_file(spec: ClusterSpec, directory: Path, i: int, listen: str = "127.0.0.1:0",
-                metrics: str | None = "127.0.0.1:0", peers: list[str] | None = None) -> dict:
+                metrics: str | None = "127.0.0.1:0", cluster: Path | None = None) -> dict:
     roles = ["data", "metadata"] if i == spec.meta else ["data"]
     server = {"listen": listen, "data_dir": str((directory / f"s{i}").resolve()), "roles": roles, "depth": spec.depth,
               "keys": str((directory / auth.RING).resolve())}
     if spec.metrics and metrics:
         server["metrics"] = metrics
-    if peers:
-        server["peers"] = peers
+    if cluster is not None:
+        server["cluster"] = str(cluster.resolve())
     cfg: dict = {"server": server, "policy": policy_table(spec.policy, spec.policy_params or {})}
     if spec.device is not None:
         cfg["throttle"] = dict(spec.device)
@@ -129,10 +129,11 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
         deadline = time.monotonic() + start_timeout_s
         readies = [_wait_ready(proc, directory / f"s{i}.ready", directory / f"s{i}.log", deadline)
                    for i, proc in enumerate(procs)]
-        peers = [r["address"] for r in readies]  # every server has the data role
         for i, (proc, ready) in enumerate(zip(procs, readies)):
-            # Pin the ports it got, so a restart from this file comes back at the same address, with its peers.
-            cfg = server_file(spec, directory, i, listen=ready["address"], metrics=ready.get("metrics"), peers=peers)
+            # Pin the ports it got, so a restart from this file comes back at the same address, knowing
+            # its cluster from the cluster file.
+            cfg = server_file(spec, directory, i, listen=ready["address"], metrics=ready.get("metrics"),
+                              cluster=cluster_file)
             (directory / f"s{i}.toml").write_text(tomli_w.dumps(cfg))
             entry = {"id": i, "address": ready["address"], "roles": cfg["server"]["roles"], "pid": proc.pid,
                      "config": str((directory / f"s{i}.toml").resolve())}
@@ -147,8 +148,8 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
         starting = cluster_file.with_suffix(".starting")
         starting.write_text(text)
         wait_answering(starting, deadline)
-        # The running servers learn their peers now; their files name them for a restart.
-        Client(starting).introduce_peers()
+        # The running servers learn the cluster map now; their files name the cluster file for a restart.
+        Client(starting).introduce_cluster()
         # The last step: once cluster.toml exists, the cluster is up and
         # stopping it is the caller's business (`down`); before, it is ours.
         starting.replace(cluster_file)

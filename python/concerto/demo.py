@@ -51,7 +51,7 @@ def _rank(cluster: str, path: str, app: int, rank: int, start: mp.Barrier, app_b
     """One process of one application: ``CALLS`` synchronized strided writes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops everyone
     client = fs.connect(cluster, app=app, rank=rank)
-    f = client.open(path)
+    f = client.open(path, write=True)
     data = bytes([app]) * REQUEST
     durations = []
     start.wait()
@@ -64,6 +64,7 @@ def _rank(cluster: str, path: str, app: int, rank: int, start: mp.Barrier, app_b
         durations.append(time.monotonic() - t0)
     if rank == 0:
         results.put({"app": app, "durations": durations, "elapsed": time.monotonic() - first})
+    f.close()
 
 
 def run_real(client: fs.Client, cluster_file: Path, policy: str) -> dict:
@@ -77,7 +78,7 @@ def run_real(client: fs.Client, cluster_file: Path, policy: str) -> dict:
     try:
         for app in range(1, APPS + 1):
             path = f"/demo/{policy}-app{app}"
-            client.create(path, unit=STRIPE_UNIT, count=SERVERS)
+            client.create(path, unit=STRIPE_UNIT, count=SERVERS).close()
             for rank in range(PROCESSES):
                 args = (str(cluster_file), path, app, rank, start, barriers[app - 1], results)
                 procs.append(ctx.Process(target=_rank, args=args))

@@ -49,7 +49,6 @@ class Stat:
     servers: list[int] | None
     default_layout: dict | None
     entries: int
-    object_sizes: list[int]  # bytes each server holds, in layout order (files)
 
     @property
     def is_dir(self) -> bool:
@@ -105,9 +104,25 @@ class File:
     def fsync(self) -> None:
         self._client._native.fsync(self._handle)
 
+    def close(self) -> None:
+        """Makes what this file wrote durable (on the servers it wrote to) and lets it go; a file
+        opened for writing that is never closed is let go when its client goes."""
+        self._client._native.close(self._handle)
+
+    def __enter__(self) -> File:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     @property
     def size(self) -> int:
-        return self._client.stat(self.path).size
+        """The file's size now (``FileNotFoundError``-like ``OSError`` ESTALE once it was removed)."""
+        return _stat(self._client._native.fstat(self._handle)).size
+
+    def object_sizes(self) -> list[int]:
+        """Bytes each server holds of the file, in layout order (asks every server of the layout)."""
+        return self._client._native.object_sizes(self._handle)
 
     def __repr__(self) -> str:
         return f"File({self.path!r}, inode={self.inode}, unit={self.stripe_unit}, servers={self.servers})"
@@ -135,12 +150,14 @@ class Client:
         return self._native.rank
 
     def create(self, path: str, *, unit: int | None = None, count: int | None = None, exclusive: bool = True) -> File:
-        """Creates a file whose layout is fixed now: ``unit``/``count`` or the directory's default.
-        With ``exclusive=False`` an existing file is opened instead."""
+        """Creates a file whose layout is fixed now: ``unit``/``count`` or the directory's default,
+        and opens it for writing. With ``exclusive=False`` an existing file is opened instead."""
         return File(self, self._native.create(path, unit, count, exclusive))
 
-    def open(self, path: str) -> File:
-        return File(self, self._native.open(path))
+    def open(self, path: str, *, write: bool = False) -> File:
+        """Opens an existing file, for reading, or for writing too with ``write=True``
+        (then close it: the metadata service learns its size from the close)."""
+        return File(self, self._native.open(path, write))
 
     def mkdir(self, path: str, *, parents: bool = False) -> None:
         if not parents:
@@ -172,12 +189,7 @@ class Client:
         self._native.setstripe(path, unit, count)
 
     def stat(self, path: str) -> Stat:
-        s = json.loads(self._native.stat(path))
-        layout = s["layout"] or {}
-        return Stat(inode=s["inode"], kind=s["kind"], size=s["size"], ctime_ns=s["ctime_ns"], mtime_ns=s["mtime_ns"],
-                    stripe_unit=layout.get("unit"), servers=layout.get("servers"),
-                    default_layout=s["default_layout"], entries=s["entries"],
-                    object_sizes=s["object_sizes"])
+        return _stat(self._native.stat(path))
 
     def listdir(self, path: str = "/") -> list[DirEntry]:
         return [DirEntry(**e) for e in json.loads(self._native.readdir(path))]
@@ -209,9 +221,18 @@ class Client:
         """Every server's QoS rules in force, by server id."""
         return {sid: tomllib.loads(text) for sid, text in self._native.rules()}
 
-    def introduce_peers(self) -> None:
-        """Tells every data server the others' addresses, where ``service-sync`` sends its service reports."""
-        self._native.introduce_peers()
+    def introduce_cluster(self) -> None:
+        """Tells every server the cluster map: the metadata server its data servers, each data server
+        its metadata server and the peers ``service-sync`` sends its service reports to."""
+        self._native.introduce_cluster()
+
+
+def _stat(text: str) -> Stat:
+    s = json.loads(text)
+    layout = s["layout"] or {}
+    return Stat(inode=s["inode"], kind=s["kind"], size=s["size"], ctime_ns=s["ctime_ns"], mtime_ns=s["mtime_ns"],
+                stripe_unit=layout.get("unit"), servers=layout.get("servers"),
+                default_layout=s["default_layout"], entries=s["entries"])
 
 
 def connect(cluster: str | Path | None = None, **identity) -> Client:

@@ -467,6 +467,7 @@ def fs_put(ctx, local_path: Path, remote: str, unit, count) -> None:
             offset += len(chunk)
             bar.update(task, completed=offset)
     f.fsync()
+    f.close()
     console.print(f"{remote}: {human(size)} over {len(f.servers)} servers")
 
 
@@ -578,7 +579,8 @@ def fs_layout(ctx, path: str, stripes: int) -> None:
     per = Table(title="objects")
     for col in ("slot", "server", "address", "object", "bytes held"):
         per.add_column(col, justify="right")
-    for slot, (sid, held) in enumerate(zip(servers, s.object_sizes)):
+    held_by = client.open(path).object_sizes()
+    for slot, (sid, held) in enumerate(zip(servers, held_by)):
         per.add_row(str(slot), str(sid), addresses.get(sid, "?"), f"{s.inode:016x}", str(held))
     console.print(per)
     rows = _native.stripe_map(unit, servers, s.size, stripes)

@@ -1,46 +1,55 @@
 //! The client library: a file system over a cluster file.
 //!
-//! Namespace operations go to the metadata server; data is split by the
-//! file's layout (concerto-core's striping arithmetic) into one request per
-//! server — list I/O when the access is not contiguous on that server — and
-//! sent to all of them at once. A file's size is the furthest byte any of
-//! its objects holds, asked of its servers (as in PVFS2), so it is right
-//! after concurrent strided writes with no size update per write.
+//! Namespace operations are one request to the metadata server, which
+//! also knows (or finds out) files' sizes; data is split by the file's
+//! layout (concerto-core's striping arithmetic) into one request per
+//! server — list I/O when the access is not contiguous on that server —
+//! and sent to all of them at once ([`data`]). What a client remembers of
+//! the files it has open — which servers hold data it has not made
+//! durable yet, how far it wrote — is in [`open_files`].
 //!
 //! This crate links the wire protocol and the client only — no server,
 //! database or FUSE code — so the Python module and MPI-IO programs that
 //! use it stay small.
 
+mod closer;
+mod data;
 mod identity;
+mod open_files;
 pub mod probe;
 
 pub use concerto_proto as proto;
 pub use concerto_proto::cluster::{ClusterFile, ServerEntry};
 pub use concerto_proto::connection::{ClientError, ServerConnection};
+pub use data::{PreparedWrite, MAX_READ};
 pub use identity::{credential_for, Identity, CREDENTIAL_VAR};
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
 use futures::future::try_join_all;
-use tokio::sync::Mutex;
 
-use concerto_core::{Extent, RequestLimits, StripeLayout};
+use concerto_core::{RequestLimits, StripeLayout};
 
 use concerto_proto::auth::Credential;
+use concerto_proto::connection::{ServerPool, Space};
 use concerto_proto::stats::ServerStats;
 use concerto_proto::{
-    ordered_total, DirEntry, ErrorKind, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply,
-    MetaRequest, Role, Tags, MAX_IO, MAX_SEGMENTS,
+    DirEntry, ErrorKind, FileKind, FsCounts, LayoutRequest, Member, MetaAttr, MetaReply,
+    MetaRequest, Role, MAX_IO, MAX_SEGMENTS,
 };
 
-/// An open file: its inode and its layout.
+use open_files::OpenFiles;
+
+/// An open file: its inode and its layout, and whether it was opened for
+/// writing (the metadata service then counts it as written, see
+/// [`FsClient::close`]).
 #[derive(Clone, Debug)]
 pub struct FileHandle {
     pub path: String,
     pub inode: u64,
     pub layout: StripeLayout,
+    pub writable: bool,
 }
 
 /// What `stat` returns.
@@ -56,15 +65,32 @@ pub struct Stat {
     /// A directory's default layout (unit, count) and number of entries.
     pub default_layout: Option<(u64, u32)>,
     pub entries: u64,
-    /// A file's object lengths, in layout order: what each server holds.
-    pub object_sizes: Vec<u64>,
 }
 
-/// What a file's objects say: their lengths (layout order), the file's size and its latest data change.
-struct ObjectsState {
-    sizes: Vec<u64>,
-    size: u64,
-    mtime_ns: u64,
+impl Stat {
+    fn of(attr: &MetaAttr, path: &str) -> Result<Stat, ClientError> {
+        Ok(Stat {
+            inode: attr.inode,
+            kind: attr.kind,
+            size: attr.size.unwrap_or(0),
+            ctime_ns: attr.ctime_ns,
+            mtime_ns: attr.mtime_ns,
+            layout: match attr.kind {
+                FileKind::File => Some(layout_of(attr, path)?),
+                FileKind::Directory => None,
+            },
+            default_layout: attr.default_layout,
+            entries: attr.entries,
+        })
+    }
+}
+
+/// The space the data servers' file systems have, each counted once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskSpace {
+    pub total: u64,
+    pub free: u64,
+    pub available: u64,
 }
 
 /// The wire protocol's bounds on one data request.
@@ -83,18 +109,10 @@ fn layout_of(attr: &MetaAttr, path: &str) -> Result<StripeLayout, ClientError> {
     })
 }
 
-/// A caller's extents must be in order; a list read is also bounded, because
-/// its buffer (zeros where nothing was written) is allocated whole.
-fn check_extents(extents: &[Extent]) -> Result<u64, ClientError> {
-    ordered_total(extents).map_err(|(_, message)| ClientError::Invalid(message))
-}
-
-/// Largest buffer one read call fills.
-pub const MAX_READ: u64 = 1 << 30;
-
 /// A client of one cluster, acting for one identity. Cloning it, or making
 /// it act for someone else ([`FsClient::with_identity`]), shares the cluster
-/// file and the connections: a FUSE mount has one client for all its callers.
+/// file, the connections and what it knows of its open files: a FUSE mount
+/// has one client for all its callers.
 #[derive(Clone)]
 pub struct FsClient {
     shared: Arc<Shared>,
@@ -105,18 +123,10 @@ struct Shared {
     cluster: ClusterFile,
     /// The key every connection authenticates with.
     credential: Credential,
-    /// One lazily opened connection per server (index in the cluster file),
-    /// reopened after a failure.
-    connections: Vec<Mutex<Option<Arc<ServerConnection>>>>,
-}
-
-/// A write planned and copied into its per-server requests, ready to send:
-/// what [`FsClient::prepare_write`] returns. The caller's bytes are copied
-/// once, here, straight into the requests' payloads.
-pub struct PreparedWrite {
-    inode: u64,
-    tags: Tags,
-    requests: Vec<(u32, Vec<Extent>, Bytes)>,
+    /// One connection per server, opened on first use, reopened after a failure.
+    pool: ServerPool,
+    files: OpenFiles,
+    closer: closer::Closer,
 }
 
 impl FsClient {
@@ -125,12 +135,18 @@ impl FsClient {
     /// which then is the application every request carries, whatever
     /// `identity` says (the servers accept no other from it).
     pub fn new(cluster: ClusterFile, identity: Identity, credential: Credential) -> FsClient {
-        let connections = cluster.servers.iter().map(|_| Mutex::new(None)).collect();
+        let pool = ServerPool::new(
+            cluster.servers.iter().map(|s| (s.id, s.address)).collect(),
+            cluster.timeout(),
+            credential.clone(),
+        );
         FsClient {
             shared: Arc::new(Shared {
                 cluster,
                 credential,
-                connections,
+                pool,
+                files: OpenFiles::default(),
+                closer: closer::Closer::default(),
             }),
             identity,
         }
@@ -164,31 +180,17 @@ impl FsClient {
     }
 
     async fn connection(&self, id: u32) -> Result<Arc<ServerConnection>, ClientError> {
-        let index = self
-            .cluster()
-            .servers
-            .iter()
-            .position(|s| s.id == id)
-            .ok_or_else(|| {
-                ClientError::Invalid(format!("server id {id} is not in the cluster file"))
-            })?;
-        let mut slot = self.shared.connections[index].lock().await;
-        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(c.clone());
-        }
-        let cluster = self.cluster();
-        let c = Arc::new(
-            ServerConnection::connect(
-                cluster.servers[index].address,
-                cluster.timeout(),
-                &self.shared.credential,
-            )
-            .await?,
-        );
-        *slot = Some(c.clone());
-        Ok(c)
+        self.shared.pool.get(id).await
     }
 
+    fn unexpected<T>(&self) -> Result<T, ClientError> {
+        Err(ClientError::Unexpected {
+            server: self.cluster().metadata_server().address,
+        })
+    }
+
+    /// One metadata request; the reply's change counts are noted (an
+    /// `fsync` after changes that are not durable yet asks for them).
     async fn meta(&self, op: MetaRequest) -> Result<MetaReply, ClientError> {
         for path in op.paths() {
             concerto_proto::namespace::components(path).map_err(ClientError::Invalid)?;
@@ -199,18 +201,31 @@ impl FsClient {
             concerto_proto::check_layout_request(layout).map_err(ClientError::Invalid)?;
         }
         let id = self.cluster().metadata_server().id;
-        self.connection(id)
+        let (reply, changes) = self
+            .connection(id)
             .await?
-            .meta(self.identity.tags(), op)
-            .await
+            .meta_counted(self.identity.tags(), op)
+            .await?;
+        self.shared.files.saw(changes);
+        Ok(reply)
     }
 
     async fn meta_attr(&self, op: MetaRequest) -> Result<MetaAttr, ClientError> {
         match self.meta(op).await? {
             MetaReply::Attr(a) => Ok(a),
-            _ => Err(ClientError::Unexpected {
-                server: self.cluster().metadata_server().address,
-            }),
+            _ => self.unexpected(),
+        }
+    }
+
+    /// Makes every namespace change this client saw durable, unless it
+    /// knows they are.
+    async fn sync_namespace(&self) -> Result<(), ClientError> {
+        if self.shared.files.changes_durable() {
+            return Ok(());
+        }
+        match self.meta(MetaRequest::Sync).await? {
+            MetaReply::Done => Ok(()),
+            _ => self.unexpected(),
         }
     }
 
@@ -226,32 +241,12 @@ impl FsClient {
             .map(|_| ())
     }
 
-    /// Creates a file (an error if it exists when `exclusive`, else opens it).
-    pub async fn create(
+    fn handle(
         &self,
+        attr: &MetaAttr,
         path: &str,
-        layout: LayoutRequest,
-        exclusive: bool,
+        writable: bool,
     ) -> Result<FileHandle, ClientError> {
-        let attr = self
-            .meta_attr(MetaRequest::Create {
-                path: path.into(),
-                layout,
-                exclusive,
-            })
-            .await?;
-        Ok(FileHandle {
-            path: path.into(),
-            inode: attr.inode,
-            layout: layout_of(&attr, path)?,
-        })
-    }
-
-    /// Opens an existing file.
-    pub async fn open(&self, path: &str) -> Result<FileHandle, ClientError> {
-        let attr = self
-            .meta_attr(MetaRequest::Lookup { path: path.into() })
-            .await?;
         if attr.kind == FileKind::Directory {
             return Err(ClientError::Server {
                 server: self.cluster().metadata_server().address,
@@ -259,227 +254,114 @@ impl FsClient {
                 message: format!("{path}: is a directory"),
             });
         }
-        Ok(FileHandle {
+        let handle = FileHandle {
             path: path.into(),
             inode: attr.inode,
-            layout: layout_of(&attr, path)?,
-        })
+            layout: layout_of(attr, path)?,
+            writable,
+        };
+        if writable {
+            self.shared.files.opened_for_write(attr.inode);
+        }
+        Ok(handle)
     }
 
-    /// Writes `data` at `offset`.
-    pub async fn write(
+    /// Creates a file (an error if it exists when `exclusive`, else opens
+    /// it) and opens it for writing; one request. Close it with
+    /// [`FsClient::close`].
+    pub async fn create(
         &self,
-        file: &FileHandle,
-        offset: u64,
-        data: &[u8],
-    ) -> Result<(), ClientError> {
-        self.write_list(file, &[Extent::new(offset, data.len() as u64)], data)
+        path: &str,
+        layout: LayoutRequest,
+        exclusive: bool,
+    ) -> Result<FileHandle, ClientError> {
+        self.create_stat(path, layout, exclusive)
             .await
+            .map(|(f, _)| f)
     }
 
-    /// Writes `data` over the file `extents` (ascending, disjoint; list I/O).
-    pub async fn write_list(
+    /// [`FsClient::create`], with the file's attributes as the service
+    /// answered them (a FUSE create replies with both).
+    pub async fn create_stat(
         &self,
-        file: &FileHandle,
-        extents: &[Extent],
-        data: &[u8],
-    ) -> Result<(), ClientError> {
-        let prepared = self.prepare_write(file, extents, data)?;
-        self.send_write(prepared).await
-    }
-
-    /// The first half of a write, done where the caller's bytes are still
-    /// borrowed (a FUSE callback): plans the per-server requests and copies
-    /// the bytes into their payloads, the one copy on the client. The tags
-    /// (and so the issue time) are taken now, once for every server.
-    pub fn prepare_write(
-        &self,
-        file: &FileHandle,
-        extents: &[Extent],
-        data: &[u8],
-    ) -> Result<PreparedWrite, ClientError> {
-        let total = check_extents(extents)?;
-        if total != data.len() as u64 {
-            return Err(ClientError::Invalid(format!(
-                "{} bytes of data for extents of {total} bytes",
-                data.len()
-            )));
-        }
-        let requests = file
-            .layout
-            .requests(extents, LIMITS)
-            .into_iter()
-            .map(|r| {
-                let mut bytes = BytesMut::with_capacity(r.bytes as usize);
-                for p in &r.parts {
-                    let at = p.buf_offset as usize;
-                    bytes.extend_from_slice(&data[at..at + p.len as usize]);
-                }
-                (r.server, r.extents, bytes.freeze())
+        path: &str,
+        layout: LayoutRequest,
+        exclusive: bool,
+    ) -> Result<(FileHandle, Stat), ClientError> {
+        let attr = self
+            .meta_attr(MetaRequest::Create {
+                path: path.into(),
+                layout,
+                exclusive,
             })
-            .collect();
-        Ok(PreparedWrite {
-            inode: file.inode,
-            tags: self.identity.tags(),
-            requests,
-        })
+            .await?;
+        Ok((self.handle(&attr, path, true)?, Stat::of(&attr, path)?))
     }
 
-    /// The second half of a write: sends the prepared requests, to every
-    /// server at once, and waits for all of them.
-    pub async fn send_write(&self, write: PreparedWrite) -> Result<(), ClientError> {
-        let PreparedWrite {
-            inode,
-            tags,
-            requests,
-        } = write;
-        try_join_all(
-            requests
-                .into_iter()
-                .map(|(server, extents, bytes)| async move {
-                    self.connection(server)
-                        .await?
-                        .write(tags, inode, extents, bytes)
-                        .await
-                }),
-        )
-        .await
-        .map(|_| ())
+    /// Opens an existing file, for writing too when `write` (then close it
+    /// with [`FsClient::close`]); one request.
+    pub async fn open(&self, path: &str, write: bool) -> Result<FileHandle, ClientError> {
+        let attr = self
+            .meta_attr(MetaRequest::Open {
+                path: path.into(),
+                write,
+            })
+            .await?;
+        self.handle(&attr, path, write)
     }
 
-    /// Reads up to `len` bytes at `offset`; shorter only at the end of the file.
-    pub async fn read(
-        &self,
-        file: &FileHandle,
-        offset: u64,
-        len: u64,
-    ) -> Result<Vec<u8>, ClientError> {
-        // A large request is first cut to the file, so asking for "everything" costs no more than there is.
-        let len = if len > MAX_IO {
-            len.min(self.objects_state(file).await?.size.saturating_sub(offset))
-        } else {
-            len
-        };
-        let (mut buf, complete) = self.read_extents(file, &[Extent::new(offset, len)]).await?;
-        if !complete {
-            // Some object ended early: a hole or the end of the file. Only the size can tell.
-            let size = self.objects_state(file).await?.size;
-            buf.truncate(size.saturating_sub(offset).min(len) as usize);
+    /// Closes a handle: what it wrote is made durable (only on the servers
+    /// it wrote to), and a handle opened for writing tells the metadata
+    /// service how far this client wrote (which then knows the file's size
+    /// without asking the data servers), with other closes of the next
+    /// milliseconds, in the background.
+    pub async fn close(&self, file: &FileHandle) -> Result<(), ClientError> {
+        self.flush(file).await?;
+        self.release(file);
+        Ok(())
+    }
+
+    /// The second half of [`FsClient::close`]: a handle opened for writing
+    /// is let go at the metadata service, in the background (FUSE's
+    /// release; its flush is [`FsClient::flush`]).
+    pub fn release(&self, file: &FileHandle) {
+        if !file.writable {
+            return;
         }
-        Ok(buf)
+        let written_end = self.shared.files.closed_for_write(file.inode);
+        self.shared.closer.queue(
+            Arc::downgrade(&self.shared),
+            self.identity,
+            concerto_proto::Closed {
+                inode: file.inode,
+                written_end,
+            },
+        );
     }
 
-    /// Reads the file `extents` (ascending, disjoint; list I/O), concatenated;
-    /// bytes never written (holes, past the end) read as zeros.
-    pub async fn read_list(
-        &self,
-        file: &FileHandle,
-        extents: &[Extent],
-    ) -> Result<Vec<u8>, ClientError> {
-        check_extents(extents)?;
-        Ok(self.read_extents(file, extents).await?.0)
-    }
-
-    /// The bytes of `extents`, zero where objects end early, and whether every object had all of its part.
-    async fn read_extents(
-        &self,
-        file: &FileHandle,
-        extents: &[Extent],
-    ) -> Result<(Vec<u8>, bool), ClientError> {
-        let total = check_extents(extents)?;
-        if total > MAX_READ {
-            return Err(ClientError::Invalid(format!("a read of {total} bytes is over the {MAX_READ}-byte limit of one call; read in pieces")));
-        }
-        let batches = file.layout.requests(extents, LIMITS);
-        let tags = self.identity.tags();
-        let replies = try_join_all(batches.iter().map(|b| async move {
-            self.connection(b.server)
-                .await?
-                .read(tags, file.inode, b.extents.clone())
-                .await
-        }))
-        .await?;
-        let mut buf = vec![0u8; total as usize];
-        let mut complete = true;
-        for (b, data) in batches.iter().zip(replies) {
-            let mut at = 0usize;
-            for p in &b.parts {
-                let n = (p.len as usize).min(data.len().saturating_sub(at));
-                let to = p.buf_offset as usize;
-                buf[to..to + n].copy_from_slice(&data[at..at + n]);
-                at += n;
-                complete &= n == p.len as usize;
-            }
-        }
-        Ok((buf, complete))
-    }
-
-    /// Makes everything written to the file durable on every server holding part of it.
-    pub async fn fsync(&self, file: &FileHandle) -> Result<(), ClientError> {
-        let tags = self.identity.tags();
-        try_join_all(
-            file.layout
-                .servers()
-                .iter()
-                .map(|&s| async move { self.connection(s).await?.fsync(tags, file.inode).await }),
-        )
-        .await
-        .map(|_| ())
-    }
-
-    /// Size (furthest byte any object holds) and latest data modification time.
-    /// The size is the furthest byte any object holds.
-    async fn objects_state(&self, file: &FileHandle) -> Result<ObjectsState, ClientError> {
-        let layout = &file.layout;
-        let tags = self.identity.tags();
-        let answers = try_join_all(layout.servers().iter().map(|&s| async move {
-            self.connection(s)
-                .await?
-                .object_size(tags, file.inode)
-                .await
-        }))
-        .await?;
-        let mut state = ObjectsState {
-            sizes: Vec::with_capacity(answers.len()),
-            size: 0,
-            mtime_ns: 0,
-        };
-        for (len, mtime) in answers {
-            state.mtime_ns = state.mtime_ns.max(mtime);
-            state.sizes.push(len);
-        }
-        state.size = layout.size_from_objects(&state.sizes);
-        Ok(state)
-    }
-
+    /// A file's or directory's attributes: one request to the metadata
+    /// server, which knows the size (or asks the data servers itself).
     pub async fn stat(&self, path: &str) -> Result<Stat, ClientError> {
         let attr = self
             .meta_attr(MetaRequest::Lookup { path: path.into() })
             .await?;
-        let mut stat = Stat {
-            inode: attr.inode,
-            kind: attr.kind,
-            size: 0,
-            ctime_ns: attr.ctime_ns,
-            mtime_ns: attr.mtime_ns,
-            layout: None,
-            default_layout: attr.default_layout,
-            entries: attr.entries,
-            object_sizes: Vec::new(),
-        };
-        if attr.kind == FileKind::File {
-            let file = FileHandle {
-                path: path.into(),
-                inode: attr.inode,
-                layout: layout_of(&attr, path)?,
-            };
-            let objects = self.objects_state(&file).await?;
-            stat.size = objects.size;
-            stat.mtime_ns = stat.mtime_ns.max(objects.mtime_ns);
-            stat.object_sizes = objects.sizes;
-            stat.layout = Some(file.layout);
-        }
-        Ok(stat)
+        Stat::of(&attr, path)
+    }
+
+    /// The attributes of the file an open handle refers to; `Stale` once
+    /// it was removed (by anyone).
+    pub async fn fstat(&self, file: &FileHandle) -> Result<Stat, ClientError> {
+        self.getattr(file.inode, &file.path).await
+    }
+
+    /// The attributes of the file or directory with inode `inode` (known
+    /// as `path`, for messages); `Stale` once it was removed.
+    pub async fn getattr(&self, inode: u64, path: &str) -> Result<Stat, ClientError> {
+        let attr = self
+            .meta_attr(MetaRequest::Getattr { inode })
+            .await
+            .map_err(|e| stale_if_gone(e, path))?;
+        Stat::of(&attr, path)
     }
 
     /// Every entry of a directory, in name order.
@@ -500,37 +382,21 @@ impl FsClient {
                         return Ok(out);
                     }
                 }
-                _ => {
-                    return Err(ClientError::Unexpected {
-                        server: self.cluster().metadata_server().address,
-                    })
-                }
+                _ => return self.unexpected(),
             }
         }
     }
 
-    /// Removes the file's objects once its name is gone.
-    async fn remove_objects(&self, attr: &MetaAttr, path: &str) -> Result<(), ClientError> {
-        let layout = layout_of(attr, path)?;
-        let tags = self.identity.tags();
-        try_join_all(
-            layout
-                .servers()
-                .iter()
-                .map(|&s| async move { self.connection(s).await?.remove(tags, attr.inode).await }),
-        )
-        .await
-        .map(|_| ())
-    }
-
+    /// Removes a file: one request; the metadata service removes its
+    /// objects from the data servers afterwards.
     pub async fn unlink(&self, path: &str) -> Result<(), ClientError> {
-        let attr = self
-            .meta_attr(MetaRequest::Unlink { path: path.into() })
-            .await?;
-        self.remove_objects(&attr, path).await
+        self.meta_attr(MetaRequest::Unlink { path: path.into() })
+            .await
+            .map(|_| ())
     }
 
-    /// Renames; a file at `to` is replaced (and its data removed).
+    /// Renames; a file at `to` is replaced (and its data removed by the
+    /// metadata service).
     pub async fn rename(&self, from: &str, to: &str) -> Result<(), ClientError> {
         match self
             .meta(MetaRequest::Rename {
@@ -539,21 +405,20 @@ impl FsClient {
             })
             .await?
         {
-            MetaReply::Replaced(Some(old)) if old.kind == FileKind::File => {
-                self.remove_objects(&old, to).await
-            }
             MetaReply::Replaced(_) => Ok(()),
-            _ => Err(ClientError::Unexpected {
-                server: self.cluster().metadata_server().address,
-            }),
+            _ => self.unexpected(),
         }
     }
 
     /// Cuts or extends the file to `size` bytes (extending reads as zeros).
     pub async fn truncate(&self, path: &str, size: u64) -> Result<(), ClientError> {
         let attr = self
-            .meta_attr(MetaRequest::Truncate { path: path.into() })
+            .meta_attr(MetaRequest::Truncate {
+                path: path.into(),
+                size,
+            })
             .await?;
+        self.shared.files.truncated(attr.inode, size);
         let layout = layout_of(&attr, path)?;
         let layout = &layout;
         let tags = self.identity.tags();
@@ -591,9 +456,7 @@ impl FsClient {
     pub async fn statfs(&self) -> Result<FsCounts, ClientError> {
         match self.meta(MetaRequest::Statfs).await? {
             MetaReply::Statfs(c) => Ok(c),
-            _ => Err(ClientError::Unexpected {
-                server: self.cluster().metadata_server().address,
-            }),
+            _ => self.unexpected(),
         }
     }
 
@@ -608,21 +471,26 @@ impl FsClient {
         .await
     }
 
-    /// The space of the data servers' file systems, summed: bytes in all
-    /// and free. A server that does not answer is left out.
-    pub async fn space(&self) -> (u64, u64) {
-        let answers = futures::future::join_all(
+    /// The space of the data servers' file systems: each file system once,
+    /// however many servers share it. An error names a server that does
+    /// not answer.
+    pub async fn space(&self) -> Result<DiskSpace, ClientError> {
+        let answers: Vec<Space> = try_join_all(
             self.cluster()
                 .servers
                 .iter()
                 .filter(|s| s.roles.contains(&Role::Data))
                 .map(|s| async move { self.connection(s.id).await?.space().await }),
         )
-        .await;
-        answers
-            .into_iter()
-            .flatten()
-            .fold((0, 0), |(t, f), (st, sf)| (t + st, f + sf))
+        .await?;
+        let disks: HashMap<u64, Space> = answers.into_iter().map(|s| (s.disk, s)).collect();
+        Ok(disks
+            .values()
+            .fold(DiskSpace::default(), |sum, s| DiskSpace {
+                total: sum.total + s.total,
+                free: sum.free + s.free,
+                available: sum.available + s.available,
+            }))
     }
 
     /// Every server's policy and roles, in cluster-file order.
@@ -690,21 +558,43 @@ impl FsClient {
         Ok(out)
     }
 
-    /// Tells every data server the others' addresses, for service reports.
-    pub async fn introduce_peers(&self) -> Result<(), ClientError> {
-        let data: Vec<&ServerEntry> = self
+    /// Tells every server the cluster map (every server's id, address and
+    /// roles): the metadata server learns its data servers, a data server
+    /// its metadata server and its peers.
+    pub async fn introduce_cluster(&self) -> Result<(), ClientError> {
+        let map: Vec<Member> = self
             .cluster()
             .servers
             .iter()
-            .filter(|s| s.roles.contains(&Role::Data))
+            .map(|s| Member {
+                id: s.id,
+                address: s.address,
+                roles: s.roles.clone(),
+            })
             .collect();
-        let addresses: Vec<SocketAddr> = data.iter().map(|s| s.address).collect();
-        for s in data {
+        for s in &self.cluster().servers {
             self.connection(s.id)
                 .await?
-                .set_peers(addresses.clone())
+                .set_cluster(map.clone())
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// A file that is gone (its inode unknown to the metadata service) seen
+/// through a handle: the handle is stale.
+fn stale_if_gone(e: ClientError, path: &str) -> ClientError {
+    match e {
+        ClientError::Server {
+            server,
+            kind: ErrorKind::NotFound,
+            ..
+        } => ClientError::Server {
+            server,
+            kind: ErrorKind::Stale,
+            message: format!("{path}: the file has been removed (stale file handle)"),
+        },
+        other => other,
     }
 }

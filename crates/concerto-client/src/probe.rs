@@ -219,9 +219,9 @@ fn sample(size: u64, depth: u32, workers: &[Worker], error: &mut Option<String>)
     Sample::from_totals(size, depth, done, latency, elapsed.as_secs_f64())
 }
 
-/// The object a server probe reads and writes: one no file can have (the
-/// metadata service counts inode numbers up from 1). It is cut to nothing
-/// when the probe is dropped.
+/// The object a server probe reads and writes: a scratch object no file
+/// can have (at or above [`concerto_proto::SCRATCH_OBJECTS`]). It is cut
+/// to nothing when the probe is dropped.
 pub const PROBE_OBJECT: u64 = u64::MAX - 1;
 
 /// A running data server, read through its own request path.

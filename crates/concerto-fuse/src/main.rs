@@ -83,6 +83,12 @@ fn run((cluster, credential): (ClusterFile, Credential), args: &Args) -> std::io
         write_ready_file(path, &ready.to_string())?;
     }
     runtime.block_on(until_stopped(|| mounted.is_mounted()))?;
+    if !mounted.is_mounted() {
+        eprintln!(
+            "concerto-fuse: {} was unmounted by someone else; stopping",
+            mounted.mountpoint().display()
+        );
+    }
     drop(mounted);
     Ok(())
 }

@@ -21,7 +21,9 @@ use concerto_core::Extent;
 
 use crate::auth::{self, Credential, Grant};
 use crate::stats::ServerStats;
-use crate::{frame_codec, Envelope, ErrorKind, Message, MetaReply, MetaRequest, Role, Tags};
+use crate::{
+    frame_codec, Envelope, ErrorKind, Member, Message, MetaReply, MetaRequest, Role, Tags,
+};
 
 #[derive(Debug, Error)]
 pub enum ClientError {
@@ -367,13 +369,29 @@ impl ServerConnection {
             .await
     }
 
-    pub async fn remove(&self, tags: Tags, object: u64) -> Result<(), ClientError> {
-        self.expect_done(Message::Remove { tags, object }).await
+    pub async fn meta(&self, tags: Tags, op: MetaRequest) -> Result<MetaReply, ClientError> {
+        self.meta_counted(tags, op).await.map(|(reply, _)| reply)
     }
 
-    pub async fn meta(&self, tags: Tags, op: MetaRequest) -> Result<MetaReply, ClientError> {
+    /// A metadata request's answer with the service's change counts: how
+    /// many changes it made, and how many are durable.
+    pub async fn meta_counted(
+        &self,
+        tags: Tags,
+        op: MetaRequest,
+    ) -> Result<(MetaReply, Changes), ClientError> {
         match self.call(Message::Meta { tags, op }).await? {
-            Message::MetaReply(reply) => Ok(reply),
+            Message::MetaReply {
+                reply,
+                changes,
+                durable,
+            } => Ok((
+                reply,
+                Changes {
+                    made: changes,
+                    durable,
+                },
+            )),
             _ => self.unexpected(),
         }
     }
@@ -418,15 +436,31 @@ impl ServerConnection {
         }
     }
 
-    /// Tells a data server which peers to send its service reports to.
-    pub async fn set_peers(&self, peers: Vec<SocketAddr>) -> Result<(), ClientError> {
-        self.expect_done(Message::SetPeers { peers }).await
+    /// Tells a server every server of its cluster (ids, addresses, roles).
+    pub async fn set_cluster(&self, servers: Vec<Member>) -> Result<(), ClientError> {
+        self.expect_done(Message::SetCluster { servers }).await
     }
 
-    /// Bytes in all and free where the server keeps its objects.
-    pub async fn space(&self) -> Result<(u64, u64), ClientError> {
+    /// Removes objects of files that are gone (the metadata service's removal).
+    pub async fn remove_objects(&self, tags: Tags, objects: Vec<u64>) -> Result<(), ClientError> {
+        self.expect_done(Message::RemoveObjects { tags, objects })
+            .await
+    }
+
+    /// The space of the file system the server keeps its objects on.
+    pub async fn space(&self) -> Result<Space, ClientError> {
         match self.call(Message::Space).await? {
-            Message::SpaceReply { total, free } => Ok((total, free)),
+            Message::SpaceReply {
+                total,
+                free,
+                available,
+                disk,
+            } => Ok(Space {
+                total,
+                free,
+                available,
+                disk,
+            }),
             _ => self.unexpected(),
         }
     }
@@ -443,5 +477,79 @@ impl ServerConnection {
             Message::Done => Ok(()),
             _ => self.unexpected(),
         }
+    }
+}
+
+/// The metadata service's change counts, as a reply reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub made: u64,
+    pub durable: u64,
+}
+
+/// What a data server's `Space` reply says of the file system holding its objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Space {
+    pub total: u64,
+    pub free: u64,
+    pub available: u64,
+    /// Same for servers that share one file system (see `Message::SpaceReply`).
+    pub disk: u64,
+}
+
+/// Connections to a cluster's servers by id, each opened on first use with
+/// one credential and opened again after it failed: what the client library
+/// keeps for its cluster, and what a server keeps for the others (the
+/// metadata server for its data servers and back).
+pub struct ServerPool {
+    servers: Vec<(u32, SocketAddr)>,
+    timeout: Duration,
+    credential: Credential,
+    slots: Vec<tokio::sync::Mutex<Option<Arc<ServerConnection>>>>,
+}
+
+impl ServerPool {
+    pub fn new(
+        servers: Vec<(u32, SocketAddr)>,
+        timeout: Duration,
+        credential: Credential,
+    ) -> ServerPool {
+        let slots = servers
+            .iter()
+            .map(|_| tokio::sync::Mutex::new(None))
+            .collect();
+        ServerPool {
+            servers,
+            timeout,
+            credential,
+            slots,
+        }
+    }
+
+    /// The connection to server `id`, opened (or opened again) if needed.
+    pub async fn get(&self, id: u32) -> Result<Arc<ServerConnection>, ClientError> {
+        let index = self
+            .servers
+            .iter()
+            .position(|&(s, _)| s == id)
+            .ok_or_else(|| ClientError::Invalid(format!("server id {id} is not in the cluster")))?;
+        let mut slot = self.slots[index].lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(
+            ServerConnection::connect(self.servers[index].1, self.timeout, &self.credential)
+                .await?,
+        );
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// The address of server `id`.
+    pub fn address(&self, id: u32) -> Option<SocketAddr> {
+        self.servers
+            .iter()
+            .find(|&&(s, _)| s == id)
+            .map(|&(_, a)| a)
     }
 }

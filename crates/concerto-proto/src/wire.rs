@@ -33,7 +33,7 @@ use crate::namespace;
 use crate::stats::ServerStats;
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 7;
+pub const VERSION: u16 = 8;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -44,9 +44,11 @@ pub const MAX_SEGMENTS: usize = 4096;
 pub const MAX_TEXT: usize = 64 * 1024;
 /// Most entries one readdir reply carries; larger directories are read in pages.
 pub const MAX_ENTRIES: usize = 1024;
-/// Most applications one service report names, and most peers a server is given.
+/// Most applications one service report names, and most servers a cluster map lists.
 pub const MAX_REPORT_APPS: usize = 64 * 1024;
 pub const MAX_PEERS: usize = 4096;
+/// Most objects one removal names.
+pub const MAX_REMOVE: usize = 4096;
 /// Largest stripe unit a layout may ask for.
 pub const MAX_STRIPE_UNIT: u64 = 1 << 30;
 /// Stripe units are whole multiples of this (a page), so that every
@@ -126,10 +128,11 @@ pub enum Message {
         object: u64,
         size: u64,
     },
-    /// Delete the object.
-    Remove {
+    /// Delete the objects of files that are gone (the metadata service's
+    /// removal, after an unlink; a peer or admin key only).
+    RemoveObjects {
         tags: Tags,
-        object: u64,
+        objects: Vec<u64>,
     },
     /// A metadata operation, for a server with the metadata role.
     Meta {
@@ -178,15 +181,24 @@ pub enum Message {
     Space,
     SpaceReply {
         total: u64,
+        /// Free bytes, the superuser's reserve included.
         free: u64,
+        /// Free bytes an unprivileged user may take.
+        available: u64,
+        /// Which file system this is (its id and its machine's): servers
+        /// that share one report the same, so `df` counts it once.
+        disk: u64,
     },
     /// The server's statistics.
     Stats,
     /// Another data server's service report (total-service sharing, `service-sync`).
     ServiceReport(ServiceReport),
-    /// The other data servers this one sends its service reports to (replaces the list).
-    SetPeers {
-        peers: Vec<SocketAddr>,
+    /// Every server of the cluster (replaces what the server knew): the
+    /// data servers a `service-sync` policy sends its service reports to,
+    /// the metadata server a data server asks before it creates an object,
+    /// the data servers the metadata server removes objects from.
+    SetCluster {
+        servers: Vec<Member>,
     },
     /// Replies.
     Done,
@@ -204,7 +216,15 @@ pub enum Message {
         size: u64,
         mtime_ns: u64,
     },
-    MetaReply(MetaReply),
+    /// A metadata request's answer, with how many namespace changes the
+    /// service has made and how many of them are durable (a client whose
+    /// `fsync` follows changes it saw that are not yet durable asks for
+    /// `Sync`).
+    MetaReply {
+        reply: MetaReply,
+        changes: u64,
+        durable: u64,
+    },
     Pong {
         policy: String,
         roles: Vec<Role>,
@@ -225,7 +245,7 @@ impl Message {
             | Message::Fsync { tags, .. }
             | Message::ObjectSize { tags, .. }
             | Message::Truncate { tags, .. }
-            | Message::Remove { tags, .. }
+            | Message::RemoveObjects { tags, .. }
             | Message::Meta { tags, .. } => Some(tags),
             _ => None,
         }
@@ -250,6 +270,32 @@ impl Role {
     }
 }
 
+/// Object ids from here up belong to no file (inode numbers never get
+/// this far): the administrator's scratch objects, such as the one
+/// `concerto profile --server` measures a data server with. Only the admin
+/// key may write them; a data server creates them without asking the
+/// metadata service.
+pub const SCRATCH_OBJECTS: u64 = 1 << 63;
+
+/// A descriptor open for writing that was closed, and the furthest byte
+/// its client wrote to the file since it opened it or last truncated it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Closed {
+    pub inode: u64,
+    pub written_end: u64,
+}
+
+/// Most closes one `Close` carries.
+pub const MAX_CLOSES: usize = 4096;
+
+/// A server as the cluster map names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub id: u32,
+    pub address: SocketAddr,
+    pub roles: Vec<Role>,
+}
+
 /// A stripe layout as the client asks for it; unset fields come from the directory's default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LayoutRequest {
@@ -263,36 +309,65 @@ pub enum MetaRequest {
     Mkdir {
         path: String,
     },
-    /// Creates a file with its layout fixed from `layout` or the directory's default.
+    /// Creates a file with its layout fixed from `layout` or the
+    /// directory's default, and opens it for writing (see `Open`).
     Create {
         path: String,
         layout: LayoutRequest,
         exclusive: bool,
     },
-    /// A file's or directory's attributes (stat, open).
+    /// A file's or directory's attributes (stat).
     Lookup {
         path: String,
+    },
+    /// A file's attributes, for a descriptor: with `write`, the file counts
+    /// as open for writing by this connection until `Close` (or until the
+    /// connection closes), so the service asks the data servers for its
+    /// size meanwhile.
+    Open {
+        path: String,
+        write: bool,
+    },
+    /// The attributes of the file or directory with this inode number
+    /// (`NotFound` once it is removed): a descriptor's `fstat`.
+    Getattr {
+        inode: u64,
+    },
+    /// Descriptors opened for writing (`Open { write: true }`, `Create`)
+    /// are closed (at most [`MAX_CLOSES`] at once: a client sends the
+    /// closes of a few milliseconds together).
+    Close {
+        files: Vec<Closed>,
+    },
+    /// Makes every namespace change made so far durable.
+    Sync,
+    /// Whether a file with this inode number exists: what a data server
+    /// asks before it creates one of its objects (a peer or admin key only).
+    Exists {
+        inode: u64,
     },
     /// Up to [`MAX_ENTRIES`] entries whose names sort after `after`.
     Readdir {
         path: String,
         after: Option<String>,
     },
-    /// Removes a file's name; the reply is its attributes so the client can remove its objects.
+    /// Removes a file's name; its objects are removed by the service.
     Unlink {
         path: String,
     },
     Rmdir {
         path: String,
     },
-    /// Moves `from` to `to`, replacing a file at `to` (whose attributes come back to be cleaned up).
+    /// Moves `from` to `to`, replacing a file at `to` (whose objects the service removes).
     Rename {
         from: String,
         to: String,
     },
-    /// Records a truncate (the client resizes the objects) and returns the file's attributes.
+    /// Records a truncate to `size` (the client resizes the objects) and
+    /// returns the file's attributes.
     Truncate {
         path: String,
+        size: u64,
     },
     /// Sets a directory's default layout for files created in it from now on.
     SetStripe {
@@ -308,12 +383,19 @@ impl MetaRequest {
         match self {
             MetaRequest::Mkdir { .. } => MetaOp::Mkdir,
             MetaRequest::Create { .. } => MetaOp::Create,
-            MetaRequest::Lookup { .. } | MetaRequest::Statfs => MetaOp::Getattr,
+            MetaRequest::Lookup { .. }
+            | MetaRequest::Open { .. }
+            | MetaRequest::Getattr { .. }
+            | MetaRequest::Exists { .. }
+            | MetaRequest::Statfs => MetaOp::Getattr,
             MetaRequest::Readdir { .. } => MetaOp::Readdir,
             MetaRequest::Unlink { .. } => MetaOp::Remove,
             MetaRequest::Rmdir { .. } => MetaOp::Rmdir,
             MetaRequest::Rename { .. } => MetaOp::Rename,
-            MetaRequest::Truncate { .. } | MetaRequest::SetStripe { .. } => MetaOp::Setattr,
+            MetaRequest::Truncate { .. }
+            | MetaRequest::SetStripe { .. }
+            | MetaRequest::Close { .. }
+            | MetaRequest::Sync => MetaOp::Setattr,
         }
     }
 
@@ -322,13 +404,18 @@ impl MetaRequest {
             MetaRequest::Mkdir { path }
             | MetaRequest::Create { path, .. }
             | MetaRequest::Lookup { path }
+            | MetaRequest::Open { path, .. }
             | MetaRequest::Readdir { path, .. }
             | MetaRequest::Unlink { path }
             | MetaRequest::Rmdir { path }
-            | MetaRequest::Truncate { path }
+            | MetaRequest::Truncate { path, .. }
             | MetaRequest::SetStripe { path, .. } => vec![path],
             MetaRequest::Rename { from, to } => vec![from, to],
-            MetaRequest::Statfs => vec![],
+            MetaRequest::Statfs
+            | MetaRequest::Getattr { .. }
+            | MetaRequest::Close { .. }
+            | MetaRequest::Sync
+            | MetaRequest::Exists { .. } => vec![],
         }
     }
 }
@@ -347,12 +434,15 @@ pub struct WireLayout {
     pub servers: Vec<u32>,
 }
 
-/// What the metadata service knows of a file or directory. A file's size
-/// is not here: it lives in its objects (see the client's `stat`).
+/// What the metadata service knows of a file or directory.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetaAttr {
     pub inode: u64,
     pub kind: FileKind,
+    /// A file's size: the furthest byte any of its objects holds (0 for a
+    /// directory); `None` where the service did not need to learn it (an
+    /// open, an unlink).
+    pub size: Option<u64>,
     pub ctime_ns: u64,
     pub mtime_ns: u64,
     /// A file's layout.
@@ -374,6 +464,9 @@ pub struct DirEntry {
 pub struct FsCounts {
     pub files: u64,
     pub directories: u64,
+    /// How many more files and directories the metadata store's disk has
+    /// room for (its free space over what one takes).
+    pub inodes_free: u64,
     pub data_servers: Vec<u32>,
     pub default_layout: (u64, u32),
 }
@@ -388,6 +481,10 @@ pub enum MetaReply {
         more: bool,
     },
     Statfs(FsCounts),
+    /// `Exists`'s answer.
+    Exists(bool),
+    /// `Close` and `Sync` are done.
+    Done,
 }
 
 /// What went wrong, for the client to turn into the right exception.
@@ -643,9 +740,20 @@ impl Envelope {
                 check_tags(tags)?;
                 check_extents(extents).map(|_| ())
             }
-            Message::Fsync { tags, .. }
-            | Message::ObjectSize { tags, .. }
-            | Message::Remove { tags, .. } => check_tags(tags),
+            Message::Fsync { tags, .. } | Message::ObjectSize { tags, .. } => check_tags(tags),
+            Message::RemoveObjects { tags, objects } => {
+                check_tags(tags)?;
+                if objects.len() > MAX_REMOVE {
+                    return field(
+                        "objects",
+                        format!(
+                            "{} objects is over the limit of {MAX_REMOVE}",
+                            objects.len()
+                        ),
+                    );
+                }
+                Ok(())
+            }
             Message::Truncate { tags, size, .. } => {
                 check_tags(tags)?;
                 if *size > i64::MAX as u64 {
@@ -668,6 +776,22 @@ impl Envelope {
                     MetaRequest::Readdir {
                         after: Some(name), ..
                     } => check_text("after", name),
+                    MetaRequest::Truncate { size, .. } if *size > i64::MAX as u64 => {
+                        field("size", format!("{size} is larger than a file can be"))
+                    }
+                    MetaRequest::Close { files } if files.len() > MAX_CLOSES => field(
+                        "files",
+                        format!("{} closes is over the limit of {MAX_CLOSES}", files.len()),
+                    ),
+                    MetaRequest::Close { files } => {
+                        match files.iter().find(|c| c.written_end > i64::MAX as u64) {
+                            Some(c) => field(
+                                "written_end",
+                                format!("{} is larger than a file can be", c.written_end),
+                            ),
+                            None => Ok(()),
+                        }
+                    }
                     _ => Ok(()),
                 }
             }
@@ -700,8 +824,8 @@ impl Envelope {
                 }
                 Ok(())
             }
-            Message::SetPeers { peers } if peers.len() > MAX_PEERS => {
-                field("peers", format!("more than {MAX_PEERS} peers"))
+            Message::SetCluster { servers } if servers.len() > MAX_PEERS => {
+                field("servers", format!("more than {MAX_PEERS} servers"))
             }
             Message::Error { message, .. } => check_text("message", message),
             Message::Data { data } if data.len() as u64 > MAX_IO => {

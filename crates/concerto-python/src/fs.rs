@@ -205,10 +205,21 @@ impl FsClientHandle {
         Ok(FsFile { handle })
     }
 
-    fn open(&self, py: Python<'_>, path: &str) -> PyResult<FsFile> {
+    #[pyo3(signature = (path, write=false))]
+    fn open(&self, py: Python<'_>, path: &str, write: bool) -> PyResult<FsFile> {
         Ok(FsFile {
-            handle: self.run(py, self.inner.open(path))?,
+            handle: self.run(py, self.inner.open(path, write))?,
         })
+    }
+
+    /// Makes what the handle wrote durable and lets it go.
+    fn close(&self, py: Python<'_>, file: &FsFile) -> PyResult<()> {
+        self.run(py, self.inner.close(&file.handle))
+    }
+
+    /// Each object's length, in layout order (one request per server).
+    fn object_sizes(&self, py: Python<'_>, file: &FsFile) -> PyResult<Vec<u64>> {
+        self.run(py, self.inner.object_sizes(&file.handle))
     }
 
     fn write(&self, py: Python<'_>, file: &FsFile, offset: u64, data: &[u8]) -> PyResult<()> {
@@ -256,15 +267,12 @@ impl FsClientHandle {
 
     /// JSON: inode, kind, size, times, layout (unit, servers), default layout, entries.
     fn stat(&self, py: Python<'_>, path: &str) -> PyResult<String> {
-        let s = self.run(py, self.inner.stat(path))?;
-        Ok(json!({
-            "inode": s.inode, "kind": s.kind, "size": s.size, "ctime_ns": s.ctime_ns, "mtime_ns": s.mtime_ns,
-            "layout": s.layout.map(|l| json!({"unit": l.unit(), "servers": l.servers()})),
-            "default_layout": s.default_layout.map(|(unit, count)| json!({"unit": unit, "count": count})),
-            "entries": s.entries,
-            "object_sizes": s.object_sizes,
-        })
-        .to_string())
+        Ok(stat_json(&self.run(py, self.inner.stat(path))?))
+    }
+
+    /// `stat` of an open file, by its inode (ESTALE once it was removed).
+    fn fstat(&self, py: Python<'_>, file: &FsFile) -> PyResult<String> {
+        Ok(stat_json(&self.run(py, self.inner.fstat(&file.handle))?))
     }
 
     /// JSON list of {name, inode, kind}.
@@ -318,10 +326,20 @@ impl FsClientHandle {
         self.run(py, self.inner.rules())
     }
 
-    /// Tells every data server the others' addresses (service reports).
-    fn introduce_peers(&self, py: Python<'_>) -> PyResult<()> {
-        self.run(py, self.inner.introduce_peers())
+    /// Tells every server the cluster map (ids, addresses, roles).
+    fn introduce_cluster(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, self.inner.introduce_cluster())
     }
+}
+
+fn stat_json(s: &concerto_client::Stat) -> String {
+    json!({
+        "inode": s.inode, "kind": s.kind, "size": s.size, "ctime_ns": s.ctime_ns, "mtime_ns": s.mtime_ns,
+        "layout": s.layout.as_ref().map(|l| json!({"unit": l.unit(), "servers": l.servers()})),
+        "default_layout": s.default_layout.map(|(unit, count)| json!({"unit": unit, "count": count})),
+        "entries": s.entries,
+    })
+    .to_string()
 }
 
 /// Checks a cluster file; returns it as JSON.

@@ -17,7 +17,7 @@ use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{PolicyConfig, Time};
 
 use crate::keys::Keys;
-use crate::metadata::MetadataConfig;
+use crate::metadata::{MetadataConfig, DEFAULT_COMMIT_INTERVAL};
 use crate::server::{ConnectionLimits, ServerConfig, DEFAULT_ISSUE_SKEW};
 use concerto_proto::{check_stripe_unit, Role, MAX_IO};
 use concerto_toml::parse;
@@ -46,9 +46,11 @@ struct ServerSection {
     #[serde(default = "default_depth")]
     depth: u32,
     capacity: Option<Bandwidth>,
-    /// The other data servers (`service-sync` sends them its service reports).
-    #[serde(default)]
-    peers: Vec<SocketAddr>,
+    /// The cluster file (every server's id, address and roles): which
+    /// servers a data server's objects belong to, where `service-sync`
+    /// sends its reports, which data servers the metadata server removes
+    /// objects from.
+    cluster: Option<PathBuf>,
     /// The key ring connections authenticate against (`keys.toml`).
     keys: PathBuf,
     /// How much older than its arrival a request's issue time may be.
@@ -123,6 +125,8 @@ struct MetadataSection {
     #[serde(default = "default_unit")]
     stripe_unit: Bytes,
     stripe_count: Option<u32>,
+    /// How long a namespace change may wait for the commit that makes it durable.
+    commit_interval: Option<Time>,
 }
 
 fn default_unit() -> Bytes {
@@ -155,7 +159,11 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
             if count == 0 || count as usize > m.data_servers.len() {
                 return Err(format!("metadata.stripe_count: must be between 1 and the {} data servers", m.data_servers.len()));
             }
-            Some(MetadataConfig { data_servers: m.data_servers, default_unit: unit, default_count: count })
+            let commit_interval = m.commit_interval.map_or(DEFAULT_COMMIT_INTERVAL, |t| std::time::Duration::from_nanos(t.as_nanos()));
+            if commit_interval > std::time::Duration::from_secs(1) {
+                return Err("metadata.commit_interval: at most 1s (changes wait this long to be durable)".into());
+            }
+            Some(MetadataConfig { data_servers: m.data_servers, default_unit: unit, default_count: count, commit_interval })
         }
     };
     let throttle = match f.throttle {
@@ -199,7 +207,7 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
         metadata,
         throttle,
         metrics: f.server.metrics,
-        peers: f.server.peers,
+        cluster: f.server.cluster,
         keys: Arc::new(keys),
         issue_skew: f.server.issue_skew.unwrap_or(DEFAULT_ISSUE_SKEW),
         limits,

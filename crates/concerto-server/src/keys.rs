@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use concerto_proto::auth::{Grant, Key, KeyRing};
-use concerto_proto::Message;
+use concerto_proto::{Message, MetaRequest, SCRATCH_OBJECTS};
 
 pub struct Keys {
     file: Option<PathBuf>,
@@ -86,8 +86,9 @@ impl Keys {
 /// Why `key` may not send `message`, or `None` when it may.
 ///
 /// Tenants send data and namespace requests as their own job only; peers
-/// send service reports; the administrator may do anything. Everyone may
-/// ping.
+/// (other servers) send service reports, removals of removed files'
+/// objects, glimpses of objects' lengths and questions whether a file
+/// exists; the administrator may do anything. Everyone may ping.
 pub fn refusal(key: &Key, message: &Message) -> Option<String> {
     let admin_only = |what: &str| {
         (key.grant != Grant::Admin).then(|| {
@@ -100,13 +101,30 @@ pub fn refusal(key: &Key, message: &Message) -> Option<String> {
     match message {
         Message::Ping | Message::Space => None,
         Message::SetPolicy { .. } => admin_only("switching the policy"),
-        Message::SetPeers { .. } => admin_only("setting the peers"),
+        Message::SetCluster { .. } => admin_only("setting the cluster map"),
         Message::SetRules { .. } | Message::GetRules => admin_only("the QoS rules"),
         Message::Stats => admin_only("reading the statistics"),
-        Message::ServiceReport(_) => match key.grant {
+        // The servers' own business with each other.
+        Message::ServiceReport(_)
+        | Message::RemoveObjects { .. }
+        | Message::Meta {
+            op: MetaRequest::Exists { .. },
+            ..
+        } => match key.grant {
             Grant::Admin | Grant::Peer => None,
             _ => Some(format!("key {:?} is not a server's peer key", key.id)),
         },
+        // A glimpse: the metadata server asks a data server for an object's length.
+        Message::ObjectSize { .. } if key.grant == Grant::Peer => None,
+        // Objects no file has: the administrator's scratch space.
+        Message::Write { object, .. } | Message::Truncate { object, .. }
+            if *object >= SCRATCH_OBJECTS && key.grant != Grant::Admin =>
+        {
+            Some(format!(
+                "object {object:#x} is a scratch object: writing it needs an admin key (key {:?} is {})",
+                key.id, key.grant
+            ))
+        }
         other => match (key.grant, other.tags()) {
             (Grant::Admin, Some(_)) => None,
             (Grant::Tenant { job }, Some(tags)) if tags.app == job => None,
@@ -115,7 +133,7 @@ pub fn refusal(key: &Key, message: &Message) -> Option<String> {
                 key.id, tags.app
             )),
             (Grant::Peer, Some(_)) => Some(format!(
-                "key {:?} is a peer key: it sends service reports only",
+                "key {:?} is a peer key: it sends the servers' own requests only",
                 key.id
             )),
             // Replies and handshake messages are no requests: the

@@ -12,10 +12,10 @@ use concerto_core::PolicyConfig;
 use concerto_proto::auth::{Credential, Grant, KeyRing};
 use concerto_proto::cluster::{ClusterFile, ClusterSection, ServerEntry};
 use concerto_proto::connection::ServerConnection;
-use concerto_proto::Role;
+use concerto_proto::{Member, Role};
 
 use crate::keys::Keys;
-use crate::metadata::MetadataConfig;
+use crate::metadata::{MetadataConfig, DEFAULT_COMMIT_INTERVAL};
 use crate::server::{self, ServerConfig, ServerHandle};
 
 pub struct LocalCluster {
@@ -81,6 +81,7 @@ impl LocalCluster {
                 data_servers: data_servers.clone(),
                 default_unit: spec.stripe_unit,
                 default_count: spec.servers,
+                commit_interval: DEFAULT_COMMIT_INTERVAL,
             });
             let cfg = ServerConfig {
                 roles: roles.clone(),
@@ -107,14 +108,23 @@ impl LocalCluster {
             },
             servers: entries,
         };
-        // Every data server learns the others, for service reports.
-        let addresses: Vec<_> = servers.iter().map(|s: &ServerHandle| s.addr).collect();
+        // Every server learns the cluster map (the metadata server its data
+        // servers, the data servers their metadata server and peers).
+        let map: Vec<Member> = cluster
+            .servers
+            .iter()
+            .map(|s| Member {
+                id: s.id,
+                address: s.address,
+                roles: s.roles.clone(),
+            })
+            .collect();
         let failed = |e: concerto_proto::connection::ClientError| io::Error::other(e.to_string());
-        for &addr in &addresses {
-            let c = ServerConnection::connect(addr, cluster.timeout(), &admin)
+        for s in &servers {
+            let c = ServerConnection::connect(s.addr, cluster.timeout(), &admin)
                 .await
                 .map_err(failed)?;
-            c.set_peers(addresses.clone()).await.map_err(failed)?;
+            c.set_cluster(map.clone()).await.map_err(failed)?;
         }
         Ok(LocalCluster {
             servers,

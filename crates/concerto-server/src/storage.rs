@@ -1,32 +1,59 @@
 //! Object files under a server's data directory. Names derive only from the
-//! numeric object id, never from anything a client wrote.
+//! numeric object id (a file's inode number), never from anything a client
+//! wrote.
 //!
-//! An object comes into being with its first write, and a removed object
-//! leaves a tombstone (an empty file in `objects/removed/`): a file's
-//! objects are its inode number, which the metadata service never reuses,
-//! so a write or read that reaches an object after its file was unlinked
-//! (through a descriptor opened before, on any client) is refused with
-//! ESTALE instead of bringing back an object no file points to, or reading
-//! as empty. Only an object's first write looks for a tombstone; a write to
-//! an object that exists opens it directly.
+//! Objects come into being with their first write. Before one is created,
+//! the store asks its [`ObjectAuthority`] (the metadata service) whether
+//! the file it belongs to still exists: inode numbers are never reused, so
+//! a write that reaches a removed file's object (through a descriptor
+//! opened before the unlink, on any client) is refused with ESTALE instead
+//! of bringing back an object no file points to. That is why no tombstone
+//! is kept for removed objects: the metadata service, which knows which
+//! files exist, is asked once per object created, and an object that
+//! exists needs no question. (Lustre's object servers likewise create only
+//! the objects their metadata server allotted.) Ids from
+//! [`SCRATCH_OBJECTS`] up belong to no file and are created without asking
+//! (only the admin key may write them).
+//!
+//! Open files are kept in a bounded cache, so a read, write or fsync does
+//! not reopen its object; an fsync of an object written nothing since its
+//! last fsync (by this process) costs no disk flush.
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::num::NonZeroUsize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::UNIX_EPOCH;
 
-use concerto_core::Extent;
-use concerto_proto::ErrorKind;
+use lru::LruCache;
 
-#[derive(Clone, Debug)]
+use concerto_core::Extent;
+use concerto_proto::{ErrorKind, SCRATCH_OBJECTS};
+
+/// Who decides whether an object may be created: whether the file it
+/// belongs to (its inode) still exists. Called on a storage thread, so it
+/// may block.
+pub trait ObjectAuthority: Send + Sync {
+    fn is_live(&self, object: u64) -> io::Result<bool>;
+}
+
 pub struct ObjectStore {
     dir: PathBuf,
-    /// Held while an object is brought into being and while one is
-    /// removed, so a first write cannot slip between a removal's tombstone
-    /// and its delete.
-    lifecycle: Arc<Mutex<()>>,
+    open: Mutex<LruCache<u64, Arc<ObjectFile>>>,
+    /// Held (one of them, by object id) while an object is brought into
+    /// being and while one is removed, so a first write cannot slip between
+    /// a removal's check and its delete.
+    lifecycle: Box<[Mutex<()>]>,
+    authority: RwLock<Option<Arc<dyn ObjectAuthority>>>,
+}
+
+/// An object's open file, and whether it was written since its last fsync.
+struct ObjectFile {
+    file: File,
+    dirty: AtomicBool,
 }
 
 /// The wire's error kind for a storage error: a full disk (or quota) and a
@@ -61,63 +88,146 @@ impl std::fmt::Display for StaleObject {
 
 impl std::error::Error for StaleObject {}
 
-/// Where tombstones live, under the objects directory.
-const REMOVED: &str = "removed";
+/// Where tombstones lived before the store asked the metadata service
+/// instead; a directory left by an older server is removed at start.
+const OLD_TOMBSTONES: &str = "removed";
 
-fn absent_is<T>(r: io::Result<T>, absent: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+/// Striped lifecycle locks: enough that unrelated objects rarely wait for each other.
+const LIFECYCLE_LOCKS: usize = 64;
+
+fn absent<T>(r: io::Result<T>) -> io::Result<Option<T>> {
     match r {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => absent(),
-        other => other,
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
+/// How many object files to keep open: a quarter of the descriptors the
+/// process may hold (connections need the rest), at most 4096.
+fn open_file_budget() -> usize {
+    let mut limit: libc::rlimit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur as usize
+    } else {
+        1024
+    };
+    (soft / 4).clamp(16, 4096)
+}
+
 impl ObjectStore {
-    /// Uses (and creates) `dir/objects` and its tombstones, `dir/objects/removed`.
+    /// Uses (and creates) `dir/objects`.
     pub fn open(dir: &Path) -> io::Result<ObjectStore> {
         let dir = dir.join("objects");
-        std::fs::create_dir_all(dir.join(REMOVED))?;
+        std::fs::create_dir_all(&dir)?;
+        let old = dir.join(OLD_TOMBSTONES);
+        if old.is_dir() {
+            std::fs::remove_dir_all(&old)?;
+        }
+        let budget = NonZeroUsize::new(open_file_budget()).unwrap_or(NonZeroUsize::MIN);
         Ok(ObjectStore {
             dir,
-            lifecycle: Arc::default(),
+            open: Mutex::new(LruCache::new(budget)),
+            lifecycle: (0..LIFECYCLE_LOCKS).map(|_| Mutex::new(())).collect(),
+            authority: RwLock::new(None),
         })
+    }
+
+    /// From now on, objects are created only for files `authority` says exist.
+    pub fn set_authority(&self, authority: Arc<dyn ObjectAuthority>) {
+        *self.authority.write().unwrap_or_else(|p| p.into_inner()) = Some(authority);
     }
 
     fn path(&self, object: u64) -> PathBuf {
         self.dir.join(format!("{object:016x}"))
     }
 
-    fn tombstone(&self, object: u64) -> PathBuf {
-        self.dir.join(REMOVED).join(format!("{object:016x}"))
+    fn lifecycle(&self, object: u64) -> std::sync::MutexGuard<'_, ()> {
+        self.lifecycle[(object % LIFECYCLE_LOCKS as u64) as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The object opened for writing, brought into being if it was never
-    /// written; refused if it was removed.
-    fn open_for_write(&self, object: u64) -> io::Result<File> {
-        let existing = OpenOptions::new().write(true).open(self.path(object));
-        absent_is(existing, || {
-            let _creating = self.lifecycle.lock().unwrap_or_else(|p| p.into_inner());
-            if self.tombstone(object).exists() {
+    fn cached(&self, object: u64) -> Option<Arc<ObjectFile>> {
+        self.open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&object)
+            .cloned()
+    }
+
+    fn keep(&self, object: u64, file: File) -> Arc<ObjectFile> {
+        let entry = Arc::new(ObjectFile {
+            file,
+            // Written by an earlier process, perhaps, and not synced since.
+            dirty: AtomicBool::new(true),
+        });
+        self.open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(object, entry.clone());
+        entry
+    }
+
+    /// The object's open file, if the object exists.
+    fn existing(&self, object: u64) -> io::Result<Option<Arc<ObjectFile>>> {
+        if let Some(f) = self.cached(object) {
+            return Ok(Some(f));
+        }
+        let opened = absent(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(self.path(object)),
+        )?;
+        Ok(opened.map(|f| self.keep(object, f)))
+    }
+
+    /// The object's open file, brought into being if it was never written
+    /// and its file still exists; refused if the file is gone.
+    fn for_write(&self, object: u64) -> io::Result<Arc<ObjectFile>> {
+        if let Some(f) = self.existing(object)? {
+            return Ok(f);
+        }
+        let _creating = self.lifecycle(object);
+        if let Some(f) = self.existing(object)? {
+            return Ok(f);
+        }
+        let authority = self
+            .authority
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(authority) = authority.filter(|_| object < SCRATCH_OBJECTS) {
+            if !authority.is_live(object)? {
                 return Err(stale(object));
             }
-            OpenOptions::new()
-                .create(true)
-                .write(true)
-                .truncate(false)
-                .open(self.path(object))
-        })
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(false)
+            .open(self.path(object))?;
+        Ok(self.keep(object, file))
     }
 
     /// Positioned write of `data` over `extents` (ascending, lengths summing
     /// to `data.len()`); the object grows as needed.
     pub fn write(&self, object: u64, extents: &[Extent], data: &[u8]) -> io::Result<()> {
-        let f = self.open_for_write(object)?;
+        let f = self.for_write(object)?;
+        f.dirty.store(true, Ordering::Release);
         let mut at = 0usize;
         for e in extents {
             let end = at + e.len as usize;
             let part = data.get(at..end).ok_or_else(|| {
                 io::Error::new(io::ErrorKind::InvalidInput, "extents longer than the data")
             })?;
-            f.write_all_at(part, e.offset)?;
+            f.file.write_all_at(part, e.offset)?;
             at = end;
         }
         Ok(())
@@ -125,21 +235,18 @@ impl ObjectStore {
 
     /// Positioned read of `extents`, concatenated; it stops at the end of
     /// the object (so the reply is short), and is empty for an object never
-    /// written; refused for one removed.
+    /// written (a hole, or a removed file's object).
     pub fn read(&self, object: u64, extents: &[Extent]) -> io::Result<Vec<u8>> {
-        let Some(f) = absent_is(File::open(self.path(object)).map(Some), || Ok(None))? else {
-            if self.tombstone(object).exists() {
-                return Err(stale(object));
-            }
+        let Some(f) = self.existing(object)? else {
             return Ok(Vec::new());
         };
-        let size = f.metadata()?.len();
+        let size = f.file.metadata()?.len();
         let mut out = Vec::with_capacity(extents.iter().map(|e| e.len as usize).sum());
         for e in extents {
             let n = size.saturating_sub(e.offset).min(e.len) as usize;
             let at = out.len();
             out.resize(at + n, 0);
-            f.read_exact_at(&mut out[at..], e.offset)?;
+            f.file.read_exact_at(&mut out[at..], e.offset)?;
             if (n as u64) < e.len {
                 break;
             }
@@ -147,66 +254,98 @@ impl ObjectStore {
         Ok(out)
     }
 
-    /// Makes the object's data durable.
+    /// Makes the object's data durable: a disk flush unless nothing was
+    /// written to it since its last one.
     pub fn fsync(&self, object: u64) -> io::Result<()> {
-        absent_is(
-            File::open(self.path(object)).and_then(|f| f.sync_all()),
-            || Ok(()),
-        )
+        let Some(f) = self.existing(object)? else {
+            return Ok(());
+        };
+        // Cleared before the flush: a write that lands meanwhile marks it
+        // again, and the next fsync flushes that too.
+        if f.dirty.swap(false, Ordering::AcqRel) {
+            if let Err(e) = f.file.sync_all() {
+                f.dirty.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// The object's length and modification time (ns since the epoch); zeros if it does not exist.
     pub fn size(&self, object: u64) -> io::Result<(u64, u64)> {
-        absent_is(
-            std::fs::metadata(self.path(object)).map(|m| {
-                let mtime = m
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_nanos() as u64);
-                (m.len(), mtime)
-            }),
-            || Ok((0, 0)),
-        )
+        let meta = match self.cached(object) {
+            Some(f) => Some(f.file.metadata()?),
+            None => absent(std::fs::metadata(self.path(object)))?,
+        };
+        Ok(meta.map_or((0, 0), |m| {
+            let mtime = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos() as u64);
+            (m.len(), mtime)
+        }))
     }
 
     /// Cuts or extends the object to `size` bytes, durably.
     pub fn truncate(&self, object: u64, size: u64) -> io::Result<()> {
-        if size == 0 && !self.path(object).exists() {
+        if size == 0 && self.existing(object)?.is_none() {
             return Ok(());
         }
-        let f = self.open_for_write(object)?;
-        f.set_len(size)?;
-        f.sync_all()
+        let f = self.for_write(object)?;
+        f.file.set_len(size)?;
+        f.file.sync_all()
     }
 
-    /// Deletes the object (nothing to do if it was never written) and
-    /// leaves its tombstone, durably, so later accesses are refused.
-    pub fn remove(&self, object: u64) -> io::Result<()> {
-        let _removing = self.lifecycle.lock().unwrap_or_else(|p| p.into_inner());
-        let delete = || absent_is(std::fs::remove_file(self.path(object)), || Ok(()));
-        match File::create(self.tombstone(object)) {
-            Ok(_) => {}
-            // On a full disk even an empty file may not fit: delete the
-            // object first (which is what frees room), then mark it.
-            Err(e) if error_kind(&e) == ErrorKind::NoSpace => {
-                delete()?;
-                File::create(self.tombstone(object))?;
-            }
-            Err(e) => return Err(e),
+    /// Deletes the objects (those never written need nothing), and makes
+    /// the deletions durable with one flush of the objects' directory.
+    pub fn remove(&self, objects: &[u64]) -> io::Result<()> {
+        for &object in objects {
+            let _removing = self.lifecycle(object);
+            self.open
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop(&object);
+            absent(std::fs::remove_file(self.path(object)))?;
         }
-        File::open(self.dir.join(REMOVED))?.sync_all()?;
-        delete()
+        File::open(&self.dir)?.sync_all()
     }
 
-    /// Total and free bytes of the file system holding the objects.
-    pub fn space(&self) -> io::Result<(u64, u64)> {
+    /// Total, free and available (to unprivileged users) bytes of the file
+    /// system holding the objects, and that file system's identity.
+    pub fn space(&self) -> io::Result<DiskSpace> {
         disk_space(&self.dir)
     }
 }
 
-/// Total and free (to unprivileged users) bytes of the file system holding `dir`.
-pub fn disk_space(dir: &Path) -> io::Result<(u64, u64)> {
+/// What `statvfs` says of the file system holding a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskSpace {
+    pub total: u64,
+    /// Free bytes, the superuser's reserve included.
+    pub free: u64,
+    /// Free bytes an unprivileged user may take.
+    pub available: u64,
+    /// The file system's id (`f_fsid`): servers on one machine that share
+    /// a disk report the same one, so it is counted once.
+    pub fsid: u64,
+}
+
+/// One number for a file system on this machine: its id and the machine's
+/// boot id together, so that servers sharing a disk report the same and
+/// servers on different machines (whose file system ids may collide) do not.
+pub fn disk_identity(fsid: u64) -> u64 {
+    use sha2::{Digest, Sha256};
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let mut h = Sha256::new();
+    h.update(boot.trim().as_bytes());
+    h.update(fsid.to_le_bytes());
+    let digest = h.finalize();
+    u64::from_le_bytes(digest[..8].try_into().unwrap_or([0; 8]))
+}
+
+/// [`DiskSpace`] of the file system holding `dir`.
+pub fn disk_space(dir: &Path) -> io::Result<DiskSpace> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -217,7 +356,12 @@ pub fn disk_space(dir: &Path) -> io::Result<(u64, u64)> {
         return Err(io::Error::last_os_error());
     }
     let block = stat.f_frsize as u64;
-    Ok((stat.f_blocks as u64 * block, stat.f_bavail as u64 * block))
+    Ok(DiskSpace {
+        total: stat.f_blocks as u64 * block,
+        free: stat.f_bfree as u64 * block,
+        available: stat.f_bavail as u64 * block,
+        fsid: stat.f_fsid as u64,
+    })
 }
 
 #[cfg(test)]
@@ -242,32 +386,38 @@ mod tests {
         assert_eq!(s.size(7).unwrap().0, 12);
         s.truncate(7, 2).unwrap();
         assert_eq!(s.read(7, &[Extent::new(0, 10)]).unwrap(), b"ab");
-        s.remove(7).unwrap();
+        s.remove(&[7, 9]).unwrap();
         assert_eq!(s.size(7).unwrap(), (0, 0));
         assert!(s.read(8, &extents).unwrap().is_empty(), "never written");
-        let (total, free) = s.space().unwrap();
-        assert!(total >= free && total > 0);
+        let space = s.space().unwrap();
+        assert!(space.total >= space.free && space.free >= space.available && space.total > 0);
     }
 
-    /// A removed object stays removed: a write or read through a stale
-    /// descriptor gets ESTALE and brings back no object, while other
-    /// objects are untouched.
+    /// The files the authority knows of; everything else is gone.
+    struct Known(Vec<u64>);
+
+    impl ObjectAuthority for Known {
+        fn is_live(&self, object: u64) -> io::Result<bool> {
+            Ok(self.0.contains(&object))
+        }
+    }
+
+    /// A removed file's object stays removed: a write or truncate through a
+    /// stale descriptor gets ESTALE and brings back no object, whether the
+    /// object existed on this server or not, while live files' objects are
+    /// created as before.
     #[test]
-    fn a_removed_object_refuses_later_access_and_never_comes_back() {
+    fn an_object_of_a_removed_file_is_never_created_again() {
         let dir = tempfile::tempdir().unwrap();
         let s = ObjectStore::open(dir.path()).unwrap();
         let whole = [Extent::new(0, 4)];
         s.write(7, &whole, b"data").unwrap();
-        s.remove(7).unwrap();
-        s.remove(9).unwrap();
+        s.set_authority(Arc::new(Known(vec![8])));
+        s.remove(&[7]).unwrap();
         for object in [7, 9] {
             let e = s.write(object, &whole, b"late").unwrap_err();
             assert_eq!(error_kind(&e), ErrorKind::Stale, "{e}");
             assert!(e.to_string().contains("has been removed"), "{e}");
-            assert_eq!(
-                error_kind(&s.read(object, &whole).unwrap_err()),
-                ErrorKind::Stale
-            );
             assert_eq!(
                 error_kind(&s.truncate(object, 10).unwrap_err()),
                 ErrorKind::Stale
@@ -280,5 +430,30 @@ mod tests {
             error_kind(&io::Error::from_raw_os_error(libc::ENOSPC)),
             ErrorKind::NoSpace
         );
+    }
+
+    /// An fsync flushes only what was written since the last one, and an
+    /// object evicted from the open-file cache is flushed when asked.
+    #[test]
+    fn fsync_flushes_what_was_written_and_the_cache_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ObjectStore::open(dir.path()).unwrap();
+        let one = [Extent::new(0, 1)];
+        s.write(1, &one, b"a").unwrap();
+        assert!(s.cached(1).unwrap().dirty.load(Ordering::Acquire));
+        s.fsync(1).unwrap();
+        assert!(!s.cached(1).unwrap().dirty.load(Ordering::Acquire));
+        s.fsync(1).unwrap();
+        s.write(1, &one, b"b").unwrap();
+        assert!(s.cached(1).unwrap().dirty.load(Ordering::Acquire));
+        let budget = open_file_budget() as u64;
+        for object in 2..budget + 10 {
+            s.write(object, &one, b"x").unwrap();
+        }
+        let held = s.open.lock().unwrap().len() as u64;
+        assert_eq!(held, budget, "the cache holds at most its budget");
+        assert!(s.cached(1).is_none(), "the least recently used went first");
+        s.fsync(1).unwrap();
+        assert_eq!(s.read(1, &one).unwrap(), b"b");
     }
 }

@@ -20,7 +20,8 @@ use concerto_proto::auth::{self, Credential, Grant, Key, KeyRing, Secret};
 use concerto_proto::connection::{ClientError, ServerConnection};
 use concerto_proto::{Envelope, ErrorKind, Message, Tags};
 use concerto_server::keys::Keys;
-use concerto_server::server::{self, parse_policy, ServerConfig, ServerHandle, DEFAULT_ISSUE_SKEW};
+use concerto_server::rules::parse_policy;
+use concerto_server::server::{self, ServerConfig, ServerHandle, DEFAULT_ISSUE_SKEW};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -215,19 +216,36 @@ async fn a_tenant_acts_only_as_its_job_and_cannot_administer() {
             .await,
     )
     .await;
-    denied(tenant.remove(tags(8), 1).await).await;
+    // The servers' own business: removing objects, asking whether a file
+    // exists, under its own job's tags or not.
+    let m = denied(tenant.remove_objects(tags(7), vec![1]).await).await;
+    assert!(m.contains("not a server's peer key"), "{m}");
+    denied(
+        tenant
+            .meta(tags(7), concerto_proto::MetaRequest::Exists { inode: 1 })
+            .await,
+    )
+    .await;
     // Administration.
     let m = denied(tenant.set_policy("kind = \"sfq-d-plus\"").await).await;
     assert!(m.contains("needs an admin key"), "{m}");
     denied(tenant.stats().await).await;
     denied(tenant.rules().await).await;
     denied(tenant.set_rules("", true).await).await;
-    denied(
+    let m = denied(
         tenant
-            .set_peers(vec![SocketAddr::from(([127, 0, 0, 1], 9))])
+            .set_cluster(vec![concerto_proto::Member {
+                id: 0,
+                address: SocketAddr::from(([127, 0, 0, 1], 9)),
+                roles: vec![concerto_proto::Role::Data],
+            }])
             .await,
     )
     .await;
+    assert!(
+        m.contains("setting the cluster map needs an admin key"),
+        "{m}"
+    );
     let report = ServiceReport { served: vec![] };
     denied(tenant.call(Message::ServiceReport(report)).await).await;
     // The connection is still served, and the policy did not change.

@@ -18,7 +18,8 @@ use concerto_core::{Extent, Time};
 use concerto_proto::auth::{self, Credential, KeyRing};
 use concerto_proto::connection::{ClientError, ServerConnection};
 use concerto_proto::{Envelope, ErrorKind, Message, Tags, MAX_FRAME};
-use concerto_server::server::{self, parse_policy, ServerConfig, ServerHandle};
+use concerto_server::rules::parse_policy;
+use concerto_server::server::{self, ServerConfig, ServerHandle};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 

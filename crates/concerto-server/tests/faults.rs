@@ -10,6 +10,9 @@ use concerto_client::{ClientError, FsClient, Identity};
 use concerto_proto::{ErrorKind, LayoutRequest};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
+mod common;
+use common::eventually;
+
 fn client(c: &LocalCluster) -> FsClient {
     FsClient::new(c.cluster.clone(), Identity::new(1, 0), c.admin.clone())
 }
@@ -75,7 +78,8 @@ fn kind<T: std::fmt::Debug>(r: Result<T, ClientError>) -> Option<ErrorKind> {
 /// Data servers and the metadata store share one 16 MiB disk, filled by
 /// the file system and then by another user (the test's own files):
 /// - writing past the end gives NoSpace (ENOSPC on the mount), and on the
-///   full disk the file can be deleted, which makes room;
+///   full disk the file can be deleted, which makes room (once the
+///   metadata service removed its objects, moments after the unlink);
 /// - full again, a create ends in NoSpace, the store gives up its reserve
 ///   and takes only what frees space until there is room, saying why;
 /// - the store works on without a restart (without reopening redb, every
@@ -115,9 +119,12 @@ async fn a_full_disk_gives_no_space_and_deletes_still_make_room() {
     assert_eq!(e.kind(), Some(ErrorKind::NoSpace), "{e}");
     let filler = disk.fill();
     fs.unlink("/big").await.unwrap();
-    fs.create("/after", LayoutRequest::default(), true)
-        .await
-        .unwrap();
+    eventually("the unlinked file's room is free for a create", || async {
+        fs.create("/after", LayoutRequest::default(), true)
+            .await
+            .is_ok()
+    })
+    .await;
     assert!(reserve.exists());
     // Full again: a create that finds the disk full gives the reserve up,
     // and from then on only what frees space is taken.
@@ -173,25 +180,49 @@ async fn a_full_disk_gives_no_space_and_deletes_still_make_room() {
 }
 
 /// A namespace of 100 files on a disk another user then fills: deleting a
-/// file takes a transaction that needs fresh pages, which only the
-/// store's reserve can give. Without the reserve (removed here by hand),
-/// the same delete on the same state fails with NoSpace. (redb is pinned,
-/// so the page layout of this sequence does not change under the test.)
+/// file takes a commit that needs fresh pages, which only the store's
+/// reserve can give. Without the reserve (removed here by hand), the same
+/// delete on the same state fails with NoSpace when it is made durable.
+/// (redb is pinned, so the page layout of this sequence does not change
+/// under the test.)
 #[test]
 fn the_reserve_pays_for_a_delete_on_a_full_disk() {
-    use concerto_proto::MetaRequest;
-    use concerto_server::metadata::{MetadataConfig, MetadataStore};
+    use concerto_proto::{Message, MetaRequest, Tags};
+    use concerto_server::members::Members;
+    use concerto_server::metadata::{Caller, MetadataConfig, MetadataService, Outcome};
+    let rt = tokio::runtime::Runtime::new().unwrap();
     for keep_reserve in [true, false] {
         let disk = SmallDisk::new("16m");
-        let store = MetadataStore::open(
+        let keys = std::sync::Arc::new(concerto_server::keys::Keys::fixed(
+            concerto_proto::auth::KeyRing::generate().unwrap(),
+        ));
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let service = MetadataService::open(
             disk.path(),
             MetadataConfig {
                 data_servers: vec![0],
                 default_unit: 65536,
                 default_count: 1,
+                commit_interval: std::time::Duration::from_secs(1),
             },
+            std::sync::Arc::new(Members::new("127.0.0.1:1".parse().unwrap(), keys)),
+            rt.handle().clone(),
+            stopped,
         )
         .unwrap();
+        let caller = Caller {
+            conn: 1,
+            tags: Tags {
+                app: 1,
+                rank: 0,
+                issue_ns: 0,
+                weight: None,
+            },
+        };
+        let apply = |op: MetaRequest| match service.apply(&op, caller, 1) {
+            Outcome::Now(m) => m,
+            Outcome::Later(_) => panic!("{op:?} waited on data servers"),
+        };
         if !keep_reserve {
             std::fs::remove_file(disk.path().join("metadata.reserve")).unwrap();
         }
@@ -201,20 +232,25 @@ fn the_reserve_pays_for_a_delete_on_a_full_disk() {
                 layout: LayoutRequest::default(),
                 exclusive: true,
             };
-            store.apply(&create, 1).unwrap();
+            assert!(matches!(apply(create), Message::MetaReply { .. }));
         }
+        assert!(matches!(
+            apply(MetaRequest::Sync),
+            Message::MetaReply { .. }
+        ));
         disk.fill();
-        let unlink = store.apply(&MetaRequest::Unlink { path: "/f0".into() }, 2);
-        if keep_reserve {
-            unlink.unwrap();
-        } else {
-            let e = unlink.unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::NoSpace, "{e}");
+        apply(MetaRequest::Unlink { path: "/f0".into() });
+        match apply(MetaRequest::Sync) {
+            Message::MetaReply { .. } => assert!(keep_reserve, "durable without the reserve"),
+            Message::Error { kind, message } => {
+                assert!(!keep_reserve, "the reserve did not pay for it: {message}");
+                assert_eq!(kind, ErrorKind::NoSpace, "{message}");
+            }
+            other => panic!("{other:?}"),
         }
     }
 }
 
-/// The objects of every server holding `file`'s stripes, as files.
 fn object_files(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for server in std::fs::read_dir(root).unwrap() {
@@ -230,8 +266,10 @@ fn object_files(root: &Path) -> Vec<PathBuf> {
 }
 
 /// A descriptor opened before its file was unlinked (here: another
-/// client's handle) reads and writes ESTALE, and its late write brings no
-/// object back; the same for a file replaced by a rename.
+/// client's handle): once the metadata service removed the file's objects
+/// (moments after the unlink), its writes and reads get ESTALE, and a late
+/// write brings no object back; the same for a file replaced by a rename.
+/// No object outlives its file, even one a write reached in those moments.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_removed_file_refuses_its_old_descriptors_and_leaves_no_object() {
     let dir = tempfile::tempdir().unwrap();
@@ -258,6 +296,13 @@ async fn a_removed_file_refuses_its_old_descriptors_and_leaves_no_object() {
 
     other.unlink("/victim").await.unwrap();
     other.rename("/new", "/replaced").await.unwrap();
+    // A write in the moments before the objects go lands in an object
+    // about to go, or is refused; either way nothing stays.
+    let _ = fs.write(&old, 0, b"early").await;
+    eventually("the removed files' objects are gone", || async {
+        object_files(&root).is_empty()
+    })
+    .await;
     for handle in [&old, &replaced] {
         assert_eq!(
             kind(fs.write(handle, 0, b"late").await),

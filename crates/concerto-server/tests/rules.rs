@@ -11,7 +11,8 @@ use concerto_core::units::Bandwidth;
 use concerto_core::{PolicyConfig, Time};
 use concerto_proto::LayoutRequest;
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
-use concerto_server::server::{self, parse_rules, ServerConfig};
+use concerto_server::rules::parse_rules;
+use concerto_server::server::{self, ServerConfig};
 
 /// Job 7 at 10 MB/s on each server, with a small burst.
 const CAP: &str = r#"

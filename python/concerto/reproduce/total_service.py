@@ -50,7 +50,7 @@ def run_real(sc: dict, policy: dict, calls: int, directory: Path) -> dict:
         admin = fs.connect(path, app=999)
         apps = sc["apps"]
         for a in apps:
-            admin.create(f"/{a['name']}", unit=unit, count=a["stripe_count"])
+            admin.create(f"/{a['name']}", unit=unit, count=a["stripe_count"]).close()
         stop = threading.Event()
         finished = {a["name"]: 0 for a in apps}
         first_done = threading.Event()
@@ -61,7 +61,7 @@ def run_real(sc: dict, policy: dict, calls: int, directory: Path) -> dict:
             a = apps[app_index]
             size = a["request_size"]
             client = fs.connect(path, app=app_index + 1, rank=r)
-            f = client.open(f"/{a['name']}")
+            f = client.open(f"/{a['name']}", write=True)
             block = bytes([r + 1]) * size
             try:
                 for k in range(calls):

@@ -1,0 +1,258 @@
+//! The data path: a read or write is cut by the file's layout
+//! (concerto-core's `StripeLayout::requests`, the striping arithmetic the
+//! simulator uses) into one request per server — object extents ascending
+//! and coalesced, list I/O when not contiguous on that server — sent to
+//! every server at once with the same issue time.
+
+use std::collections::BTreeSet;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::try_join_all;
+
+use concerto_core::Extent;
+use concerto_proto::{ordered_total, Tags};
+
+use crate::{ClientError, FileHandle, FsClient, LIMITS};
+
+/// Largest buffer one read call fills.
+pub const MAX_READ: u64 = 1 << 30;
+
+/// A caller's extents must be in order; a list read is also bounded, because
+/// its buffer (zeros where nothing was written) is allocated whole.
+fn check_extents(extents: &[Extent]) -> Result<u64, ClientError> {
+    ordered_total(extents).map_err(|(_, message)| ClientError::Invalid(message))
+}
+
+/// A write planned and copied into its per-server requests, ready to send:
+/// what [`FsClient::prepare_write`] returns. The caller's bytes are copied
+/// once, here, straight into the requests' payloads.
+pub struct PreparedWrite {
+    inode: u64,
+    tags: Tags,
+    requests: Vec<(u32, Vec<Extent>, Bytes)>,
+    /// The furthest byte of the file it writes.
+    end: u64,
+}
+
+impl FsClient {
+    /// Writes `data` at `offset`.
+    pub async fn write(
+        &self,
+        file: &FileHandle,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), ClientError> {
+        self.write_list(file, &[Extent::new(offset, data.len() as u64)], data)
+            .await
+    }
+
+    /// Writes `data` over the file `extents` (ascending, disjoint; list I/O).
+    pub async fn write_list(
+        &self,
+        file: &FileHandle,
+        extents: &[Extent],
+        data: &[u8],
+    ) -> Result<(), ClientError> {
+        let prepared = self.prepare_write(file, extents, data)?;
+        self.send_write(prepared).await
+    }
+
+    /// The first half of a write, done where the caller's bytes are still
+    /// borrowed (a FUSE callback): plans the per-server requests and copies
+    /// the bytes into their payloads, the one copy on the client. The tags
+    /// (and so the issue time) are taken now, once for every server.
+    pub fn prepare_write(
+        &self,
+        file: &FileHandle,
+        extents: &[Extent],
+        data: &[u8],
+    ) -> Result<PreparedWrite, ClientError> {
+        if !file.writable {
+            return Err(ClientError::Invalid(format!(
+                "{}: opened for reading only",
+                file.path
+            )));
+        }
+        let total = check_extents(extents)?;
+        if total != data.len() as u64 {
+            return Err(ClientError::Invalid(format!(
+                "{} bytes of data for extents of {total} bytes",
+                data.len()
+            )));
+        }
+        let requests = file
+            .layout
+            .requests(extents, LIMITS)
+            .into_iter()
+            .map(|r| {
+                let mut bytes = BytesMut::with_capacity(r.bytes as usize);
+                for p in &r.parts {
+                    let at = p.buf_offset as usize;
+                    bytes.extend_from_slice(&data[at..at + p.len as usize]);
+                }
+                (r.server, r.extents, bytes.freeze())
+            })
+            .collect();
+        Ok(PreparedWrite {
+            inode: file.inode,
+            tags: self.identity.tags(),
+            requests,
+            end: extents.last().map_or(0, |e| e.offset + e.len),
+        })
+    }
+
+    /// The second half of a write: sends the prepared requests, to every
+    /// server at once, and waits for all of them.
+    pub async fn send_write(&self, write: PreparedWrite) -> Result<(), ClientError> {
+        let PreparedWrite {
+            inode,
+            tags,
+            requests,
+            end,
+        } = write;
+        let servers: Vec<u32> = requests.iter().map(|r| r.0).collect();
+        let sent = try_join_all(
+            requests
+                .into_iter()
+                .map(|(server, extents, bytes)| async move {
+                    self.connection(server)
+                        .await?
+                        .write(tags, inode, extents, bytes)
+                        .await
+                }),
+        )
+        .await;
+        // Even a write that failed on some server may have landed on others.
+        self.shared
+            .files
+            .wrote(inode, servers, if sent.is_ok() { end } else { 0 });
+        sent.map(|_| ())
+    }
+
+    /// Reads up to `len` bytes at `offset`; shorter only at the end of the file.
+    pub async fn read(
+        &self,
+        file: &FileHandle,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, ClientError> {
+        // A large request is first cut to the file, so asking for "everything" costs no more than there is.
+        let len = if len > concerto_proto::MAX_IO {
+            len.min(self.fstat(file).await?.size.saturating_sub(offset))
+        } else {
+            len
+        };
+        let (mut buf, complete) = self.read_extents(file, &[Extent::new(offset, len)]).await?;
+        if !complete {
+            // Some object ended early: a hole or the end of the file (or a
+            // file removed meanwhile). Only the size can tell.
+            let size = self.fstat(file).await?.size;
+            buf.truncate(size.saturating_sub(offset).min(len) as usize);
+        }
+        Ok(buf)
+    }
+
+    /// Reads the file `extents` (ascending, disjoint; list I/O), concatenated;
+    /// bytes never written (holes, past the end) read as zeros.
+    pub async fn read_list(
+        &self,
+        file: &FileHandle,
+        extents: &[Extent],
+    ) -> Result<Vec<u8>, ClientError> {
+        check_extents(extents)?;
+        Ok(self.read_extents(file, extents).await?.0)
+    }
+
+    /// The bytes of `extents`, zero where objects end early, and whether every object had all of its part.
+    async fn read_extents(
+        &self,
+        file: &FileHandle,
+        extents: &[Extent],
+    ) -> Result<(Vec<u8>, bool), ClientError> {
+        let total = check_extents(extents)?;
+        if total > MAX_READ {
+            return Err(ClientError::Invalid(format!("a read of {total} bytes is over the {MAX_READ}-byte limit of one call; read in pieces")));
+        }
+        let batches = file.layout.requests(extents, LIMITS);
+        let tags = self.identity.tags();
+        let replies = try_join_all(batches.iter().map(|b| async move {
+            self.connection(b.server)
+                .await?
+                .read(tags, file.inode, b.extents.clone())
+                .await
+        }))
+        .await?;
+        let mut buf = vec![0u8; total as usize];
+        let mut complete = true;
+        for (b, data) in batches.iter().zip(replies) {
+            let mut at = 0usize;
+            for p in &b.parts {
+                let n = (p.len as usize).min(data.len().saturating_sub(at));
+                let to = p.buf_offset as usize;
+                buf[to..to + n].copy_from_slice(&data[at..at + n]);
+                at += n;
+                complete &= n == p.len as usize;
+            }
+        }
+        Ok((buf, complete))
+    }
+
+    /// Makes the file durable: the data this client wrote to it, on the
+    /// servers it wrote to, and the namespace changes this client saw
+    /// (the file's creation among them), at once.
+    pub async fn fsync(&self, file: &FileHandle) -> Result<(), ClientError> {
+        let dirty = self.shared.files.take_dirty(file.inode);
+        self.sync_servers(file, dirty).await
+    }
+
+    /// What `close(2)` does: only when this client wrote to the file
+    /// since its last fsync, that data (and the name that reaches it) is
+    /// made durable; a file only read, or written and synced, costs
+    /// nothing.
+    pub async fn flush(&self, file: &FileHandle) -> Result<(), ClientError> {
+        let dirty = self.shared.files.take_dirty(file.inode);
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        self.sync_servers(file, dirty).await
+    }
+
+    /// Whether [`FsClient::flush`] has anything to do: this client wrote
+    /// to the file since its last fsync.
+    pub fn has_unflushed_writes(&self, file: &FileHandle) -> bool {
+        self.shared.files.is_dirty(file.inode)
+    }
+
+    async fn sync_servers(
+        &self,
+        file: &FileHandle,
+        dirty: BTreeSet<u32>,
+    ) -> Result<(), ClientError> {
+        let tags = self.identity.tags();
+        let data = try_join_all(
+            dirty
+                .iter()
+                .map(|&s| async move { self.connection(s).await?.fsync(tags, file.inode).await }),
+        );
+        let (data, names) = futures::future::join(data, self.sync_namespace()).await;
+        if data.is_err() {
+            self.shared.files.still_dirty(file.inode, dirty);
+        }
+        data.map(|_| ())?;
+        names
+    }
+
+    /// Each object's length, in layout order: what each server holds of
+    /// the file (`concerto fs layout`; one request per server).
+    pub async fn object_sizes(&self, file: &FileHandle) -> Result<Vec<u64>, ClientError> {
+        let tags = self.identity.tags();
+        try_join_all(file.layout.servers().iter().map(|&s| async move {
+            self.connection(s)
+                .await?
+                .object_size(tags, file.inode)
+                .await
+                .map(|(len, _)| len)
+        }))
+        .await
+    }
+}

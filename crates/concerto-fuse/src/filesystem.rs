@@ -1,0 +1,884 @@
+//! The file system the kernel talks to: each FUSE operation is one call
+//! of the client library, run as a task that replies when done.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::future::Future;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fuser::consts::FOPEN_DIRECT_IO;
+use fuser::{
+    FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+};
+use libc::c_int;
+use tokio::runtime::Handle;
+
+use concerto_client::{ClientError, FileHandle, FsClient, Identity, Stat};
+use concerto_core::Extent;
+use concerto_proto::{DirEntry, ErrorKind, FileKind, LayoutRequest};
+
+use crate::MountOptions;
+
+/// How long a process's identity is reused before its environment is read
+/// again. Short, so a process that execs with a new environment, or a
+/// process id that is reused, is seen as its new self within a second.
+pub const CALLER_TTL: Duration = Duration::from_secs(1);
+/// Most processes whose identity is remembered; beyond it, expired entries
+/// are dropped, and if none has expired, all of them.
+const MAX_CALLERS: usize = 4096;
+
+/// An open file and the client acting for the process that opened it.
+#[derive(Clone)]
+struct OpenFile {
+    file: FileHandle,
+    client: FsClient,
+}
+
+/// What the mount remembers between calls.
+struct State {
+    /// inode → (path, how many lookups the kernel holds).
+    names: HashMap<u64, (String, u64)>,
+    files: HashMap<u64, OpenFile>,
+    /// inode → how many handles the kernel has open on it.
+    opens: HashMap<u64, u32>,
+    /// Files unlinked (or renamed over) while open here, kept under a
+    /// hidden name until their last close: inode → (hidden path, whether
+    /// the rename to it is done).
+    unlinked: HashMap<u64, (String, bool)>,
+    /// Directory listings taken at opendir, served in pieces by readdir.
+    listings: HashMap<u64, Vec<DirEntry>>,
+    next_handle: u64,
+}
+
+const ROOT: u64 = fuser::FUSE_ROOT_ID;
+
+impl State {
+    fn new() -> State {
+        let mut names = HashMap::new();
+        names.insert(ROOT, ("/".to_string(), 1));
+        State {
+            names,
+            files: HashMap::new(),
+            opens: HashMap::new(),
+            unlinked: HashMap::new(),
+            listings: HashMap::new(),
+            next_handle: 1,
+        }
+    }
+
+    fn path(&self, ino: u64) -> Result<String, Errno> {
+        self.names
+            .get(&ino)
+            .map(|(p, _)| p.clone())
+            .ok_or(Errno(libc::ESTALE))
+    }
+
+    /// The path of `name` in directory `parent`, checked as a name.
+    fn child(&self, parent: u64, name: &OsStr) -> Result<String, Errno> {
+        if name.len() > concerto_proto::namespace::MAX_NAME {
+            return Err(Errno(libc::ENAMETOOLONG));
+        }
+        let name = name.to_str().ok_or(Errno(libc::EINVAL))?;
+        let dir = self.path(parent)?;
+        Ok(if dir == "/" {
+            format!("/{name}")
+        } else {
+            format!("{dir}/{name}")
+        })
+    }
+
+    /// The kernel now holds one more reference to `ino`, known as `path`.
+    fn looked_up(&mut self, ino: u64, path: &str) {
+        let entry = self.names.entry(ino).or_insert_with(|| (String::new(), 0));
+        entry.0 = path.to_string();
+        entry.1 += 1;
+    }
+
+    fn forget(&mut self, ino: u64, n: u64) {
+        if ino == ROOT {
+            return;
+        }
+        if let Some(entry) = self.names.get_mut(&ino) {
+            entry.1 = entry.1.saturating_sub(n);
+            if entry.1 == 0 {
+                self.names.remove(&ino);
+            }
+        }
+    }
+
+    /// After a rename, everything under `from` lives under `to`.
+    fn renamed(&mut self, from: &str, to: &str) {
+        let prefix = format!("{from}/");
+        for (path, _) in self.names.values_mut() {
+            if path == from {
+                *path = to.to_string();
+            } else if let Some(rest) = path.strip_prefix(&prefix) {
+                *path = format!("{to}/{rest}");
+            }
+        }
+    }
+
+    /// The inode at `path` if this mount has it open.
+    fn open_at(&self, path: &str) -> Option<u64> {
+        self.opens
+            .keys()
+            .copied()
+            .find(|ino| self.names.get(ino).is_some_and(|(p, _)| p == path))
+    }
+
+    /// A handle on `ino` was closed; true when it was the last one of a
+    /// file hidden since its unlink, which is now for the caller to remove.
+    fn closed(&mut self, ino: u64) -> Option<String> {
+        let left = self.opens.get_mut(&ino).map(|n| {
+            *n -= 1;
+            *n
+        });
+        if left != Some(0) {
+            return None;
+        }
+        self.opens.remove(&ino);
+        match self.unlinked.get(&ino) {
+            Some((_, true)) => self.unlinked.remove(&ino).map(|(path, _)| path),
+            _ => None,
+        }
+    }
+
+    fn handle(&mut self) -> u64 {
+        self.next_handle += 1;
+        self.next_handle
+    }
+}
+
+/// Files unlinked while open on this mount are kept under this name
+/// (followed by the inode number) in their directory until their last
+/// close, as NFS clients keep theirs as `.nfsXXXX`; listings leave them out.
+const HIDDEN_PREFIX: &str = ".concerto-unlinked-";
+
+fn hidden_path(path: &str, ino: u64) -> String {
+    let dir = &path[..path.rfind('/').unwrap_or(0)];
+    format!("{dir}/{HIDDEN_PREFIX}{ino:x}")
+}
+
+/// An errno for the kernel; a client error converts to the one a POSIX
+/// program expects, so operations use `?` on client calls.
+#[derive(Clone, Copy, Debug)]
+struct Errno(c_int);
+
+impl From<ClientError> for Errno {
+    fn from(e: ClientError) -> Errno {
+        Errno(match e.kind() {
+            Some(ErrorKind::NotFound) => libc::ENOENT,
+            Some(ErrorKind::Exists) => libc::EEXIST,
+            Some(ErrorKind::NotEmpty) => libc::ENOTEMPTY,
+            Some(ErrorKind::NotADirectory) => libc::ENOTDIR,
+            Some(ErrorKind::IsADirectory) => libc::EISDIR,
+            Some(ErrorKind::Invalid) => libc::EINVAL,
+            Some(ErrorKind::Denied) => libc::EACCES,
+            Some(ErrorKind::NoSpace) => libc::ENOSPC,
+            Some(ErrorKind::Stale) => libc::ESTALE,
+            _ if matches!(e, ClientError::Auth { .. }) => libc::EACCES,
+            _ if matches!(e, ClientError::Invalid(_)) => libc::EINVAL,
+            _ => libc::EIO,
+        })
+    }
+}
+
+/// Who process `pid` is: the identity its environment at exec names, else
+/// its process group as the application.
+fn identity_of(pid: u32) -> Identity {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    // SAFETY: getpgid only reads the process table.
+    let group = unsafe { libc::getpgid(pid as libc::pid_t) };
+    Identity::from_environ(&environ, if group > 0 { group as u32 } else { pid })
+}
+
+fn time(ns: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(ns)
+}
+
+/// What an operation's task gets: the client acting for the caller, the shared state and how to build attributes.
+#[derive(Clone)]
+struct Ctx {
+    client: FsClient,
+    state: Arc<Mutex<State>>,
+    ttl: Duration,
+    owner: (u32, u32),
+}
+
+impl Ctx {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic elsewhere never leaves the table half-changed in a way that matters here.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn attr(&self, s: &Stat) -> FileAttr {
+        let (kind, perm, nlink) = match s.kind {
+            FileKind::Directory => (FileType::Directory, 0o755, 2),
+            FileKind::File => (FileType::RegularFile, 0o644, 1),
+        };
+        let blksize = s
+            .layout
+            .as_ref()
+            .map_or(4096, |l| l.unit().min(u32::MAX as u64) as u32);
+        FileAttr {
+            ino: s.inode,
+            size: s.size,
+            blocks: s.size.div_ceil(512),
+            atime: time(s.mtime_ns),
+            mtime: time(s.mtime_ns),
+            ctime: time(s.ctime_ns),
+            crtime: time(s.ctime_ns),
+            kind,
+            perm,
+            nlink,
+            uid: self.owner.0,
+            gid: self.owner.1,
+            rdev: 0,
+            blksize,
+            flags: 0,
+        }
+    }
+
+    /// The attributes of inode `ino` (asked by number: a rename elsewhere
+    /// does not confuse it; ESTALE once it is removed).
+    async fn stat_inode(&self, ino: u64) -> Result<Stat, Errno> {
+        // The kernel's inode numbers are the metadata service's (the root
+        // is 1 in both).
+        let path = self.state().path(ino)?;
+        Ok(self.client.getattr(ino, &path).await?)
+    }
+
+    /// Stat of `path`, remembered as a kernel reference to its inode.
+    async fn entry(&self, path: &str) -> Result<FileAttr, Errno> {
+        let stat = self.client.stat(path).await?;
+        self.state().looked_up(stat.inode, path);
+        Ok(self.attr(&stat))
+    }
+
+    /// Keeps an open file, with the client acting for whoever opened it,
+    /// under a new handle number.
+    fn keep_open(&self, file: FileHandle) -> u64 {
+        *self.state().opens.entry(file.inode).or_default() += 1;
+        let open = OpenFile {
+            file,
+            client: self.client.clone(),
+        };
+        self.keep(|s| &mut s.files, open)
+    }
+
+    /// Unlinks `path` unless this mount has it open; then hides it instead
+    /// (POSIX: an unlinked file lives on until its last close), and removes
+    /// it once the last handle is closed.
+    async fn unlink_or_hide(&self, path: &str) -> Result<(), Errno> {
+        let hide = {
+            let mut state = self.state();
+            state.open_at(path).map(|ino| {
+                let hidden = hidden_path(path, ino);
+                state.unlinked.insert(ino, (hidden.clone(), false));
+                (ino, hidden)
+            })
+        };
+        let Some((ino, hidden)) = hide else {
+            return Ok(self.client.unlink(path).await?);
+        };
+        if let Err(e) = self.client.rename(path, &hidden).await {
+            self.state().unlinked.remove(&ino);
+            return Err(e.into());
+        }
+        let last_closed = {
+            let mut state = self.state();
+            state.renamed(path, &hidden);
+            if state.opens.contains_key(&ino) {
+                if let Some(entry) = state.unlinked.get_mut(&ino) {
+                    entry.1 = true;
+                }
+                false
+            } else {
+                state.unlinked.remove(&ino);
+                true
+            }
+        };
+        if last_closed {
+            self.client.unlink(&hidden).await?;
+        }
+        Ok(())
+    }
+
+    /// Keeps `value` under a new handle number.
+    fn keep<T>(&self, table: impl FnOnce(&mut State) -> &mut HashMap<u64, T>, value: T) -> u64 {
+        let mut state = self.state();
+        let fh = state.handle();
+        table(&mut state).insert(fh, value);
+        fh
+    }
+}
+
+/// A FUSE reply that an operation's result completes.
+trait Answer<T>: Send + 'static {
+    fn answer(self, ctx: &Ctx, value: T);
+    fn fail(self, errno: Errno);
+}
+
+macro_rules! answer {
+    ($reply:ty, $value:ty, |$r:ident, $ctx:ident, $v:ident| $ok:expr) => {
+        impl Answer<$value> for $reply {
+            fn answer(self, $ctx: &Ctx, $v: $value) {
+                let $r = self;
+                $ok
+            }
+            fn fail(self, errno: Errno) {
+                self.error(errno.0)
+            }
+        }
+    };
+}
+
+answer!(ReplyEntry, FileAttr, |r, ctx, attr| r
+    .entry(&ctx.ttl, &attr, 0));
+answer!(ReplyAttr, Stat, |r, ctx, stat| r
+    .attr(&ctx.ttl, &ctx.attr(&stat)));
+answer!(ReplyEmpty, (), |r, _ctx, _v| r.ok());
+// (handle, FOPEN_* flags)
+answer!(ReplyOpen, (u64, u32), |r, _ctx, v| r.opened(v.0, v.1));
+answer!(ReplyCreate, (FileAttr, u64), |r, ctx, v| r.created(
+    &ctx.ttl,
+    &v.0,
+    0,
+    v.1,
+    open_flags()
+));
+answer!(ReplyData, Vec<u8>, |r, _ctx, data| r.data(&data));
+answer!(ReplyWrite, u32, |r, _ctx, n| r.written(n));
+answer!(ReplyStatfs, Statfs, |r, _ctx, s| r.statfs(
+    s.blocks,
+    s.free,
+    s.available,
+    s.files,
+    s.ffree,
+    s.bsize,
+    s.namelen,
+    s.frsize
+));
+
+/// What statfs answers.
+struct Statfs {
+    blocks: u64,
+    free: u64,
+    available: u64,
+    files: u64,
+    ffree: u64,
+    bsize: u32,
+    namelen: u32,
+    frsize: u32,
+}
+
+pub(crate) struct ConcertoFuse {
+    runtime: Handle,
+    /// Acting as the mount itself; each request gets a copy acting as its caller.
+    mount: Ctx,
+    /// pid → (identity, when it was read): see [`CALLER_TTL`].
+    callers: HashMap<u32, (Identity, Instant)>,
+}
+
+/// How every file is opened: direct I/O (no page cache: every read(2) and
+/// write(2) reaches the servers), and writes to one file from several
+/// processes in parallel rather than one at a time (`FOPEN_PARALLEL_DIRECT_WRITES`,
+/// Linux 6.2; older kernels ignore it).
+fn open_flags() -> u32 {
+    /// Not in fuser's ABI 7.28 constants; its value in the kernel's fuse.h.
+    const FOPEN_PARALLEL_DIRECT_WRITES: u32 = 1 << 6;
+    FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES
+}
+
+impl ConcertoFuse {
+    pub(crate) fn new(client: FsClient, runtime: Handle, options: MountOptions) -> ConcertoFuse {
+        ConcertoFuse {
+            runtime,
+            mount: Ctx {
+                client,
+                state: Arc::new(Mutex::new(State::new())),
+                ttl: options.attr_ttl,
+                // SAFETY: geteuid and getegid only read the process's credentials.
+                owner: unsafe { (libc::geteuid(), libc::getegid()) },
+            },
+            callers: HashMap::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.mount.state()
+    }
+
+    /// The client acting for process `pid`; the mount's own identity for
+    /// requests the kernel makes itself (pid 0).
+    fn client_for(&mut self, pid: u32) -> FsClient {
+        if pid == 0 {
+            return self.mount.client.clone();
+        }
+        let now = Instant::now();
+        let fresh = |(_, at): &(Identity, Instant)| now.duration_since(*at) < CALLER_TTL;
+        let who = match self.callers.get(&pid).filter(|c| fresh(c)) {
+            Some(&(who, _)) => who,
+            None => {
+                if self.callers.len() >= MAX_CALLERS {
+                    self.callers.retain(|_, c| fresh(c));
+                    if self.callers.len() >= MAX_CALLERS {
+                        self.callers.clear();
+                    }
+                }
+                let who = identity_of(pid);
+                self.callers.insert(pid, (who, now));
+                who
+            }
+        };
+        self.mount.client.with_identity(who)
+    }
+
+    /// Runs `work` as a task acting for `req`'s caller, and answers `reply` with its result.
+    fn run<T, R, W, F>(&mut self, req: &Request<'_>, reply: R, work: W)
+    where
+        T: Send + 'static,
+        R: Answer<T>,
+        W: FnOnce(Ctx) -> F,
+        F: Future<Output = Result<T, Errno>> + Send + 'static,
+    {
+        let client = self.client_for(req.pid());
+        self.spawn(client, reply, work);
+    }
+
+    /// Runs `work` on open file `fh`, acting for the process that opened it.
+    fn run_on_file<T, R, W, F>(&self, fh: u64, reply: R, work: W)
+    where
+        T: Send + 'static,
+        R: Answer<T>,
+        W: FnOnce(Ctx, FileHandle) -> F,
+        F: Future<Output = Result<T, Errno>> + Send + 'static,
+    {
+        let Some(open) = self.state().files.get(&fh).cloned() else {
+            return reply.fail(Errno(libc::EBADF));
+        };
+        self.spawn(open.client, reply, |ctx| work(ctx, open.file));
+    }
+
+    fn spawn<T, R, W, F>(&self, client: FsClient, reply: R, work: W)
+    where
+        T: Send + 'static,
+        R: Answer<T>,
+        W: FnOnce(Ctx) -> F,
+        F: Future<Output = Result<T, Errno>> + Send + 'static,
+    {
+        let ctx = Ctx {
+            client,
+            ..self.mount.clone()
+        };
+        let done = work(ctx.clone());
+        self.runtime.spawn(async move {
+            match done.await {
+                Ok(value) => reply.answer(&ctx, value),
+                Err(e) => reply.fail(e),
+            }
+        });
+    }
+}
+
+impl Filesystem for ConcertoFuse {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), c_int> {
+        // Let the kernel send up to 1 MiB per write, so a large write(2) is
+        // a few striped requests rather than many 128 KiB ones.
+        let _ = config
+            .set_max_write(1 << 20)
+            .or_else(|n| config.set_max_write(n));
+        Ok(())
+    }
+
+    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let path = self.state().child(parent, name);
+        self.run(req, reply, |ctx| async move { ctx.entry(&path?).await });
+    }
+
+    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
+        self.state().forget(ino, nlookup);
+    }
+
+    fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        self.run(req, reply, |ctx| async move { ctx.stat_inode(ino).await });
+    }
+
+    /// Only the size can change (truncate); modes, owners and times are not
+    /// stored, so those changes are accepted and the attributes stay as they are.
+    fn setattr(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        self.run(req, reply, |ctx| async move {
+            if let Some(size) = size {
+                let path = ctx.state().path(ino)?;
+                ctx.client.truncate(&path, size).await?;
+            }
+            ctx.stat_inode(ino).await
+        });
+    }
+
+    fn mkdir(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let path = self.state().child(parent, name);
+        self.run(req, reply, |ctx| async move {
+            let path = path?;
+            ctx.client.mkdir(&path).await?;
+            ctx.entry(&path).await
+        });
+    }
+
+    fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let path = self.state().child(parent, name);
+        self.run(
+            req,
+            reply,
+            |ctx| async move { ctx.unlink_or_hide(&path?).await },
+        );
+    }
+
+    fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let path = self.state().child(parent, name);
+        self.run(req, reply, |ctx| async move {
+            Ok(ctx.client.rmdir(&path?).await?)
+        });
+    }
+
+    fn rename(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        let (from, to) = {
+            let state = self.state();
+            (state.child(parent, name), state.child(newparent, newname))
+        };
+        self.run(req, reply, |ctx| async move {
+            let (from, to) = (from?, to?);
+            if flags & !libc::RENAME_NOREPLACE != 0 {
+                // RENAME_EXCHANGE and whiteouts have no counterpart in the metadata service.
+                return Err(Errno(libc::EINVAL));
+            }
+            if flags & libc::RENAME_NOREPLACE != 0 {
+                match ctx.client.stat(&to).await {
+                    Ok(_) => return Err(Errno(libc::EEXIST)),
+                    Err(e) if e.kind() == Some(ErrorKind::NotFound) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            // A file replaced while open here lives on until its last close.
+            let replaced_open = ctx.state().open_at(&to).is_some();
+            if replaced_open {
+                ctx.unlink_or_hide(&to).await?;
+            }
+            ctx.client.rename(&from, &to).await?;
+            ctx.state().renamed(&from, &to);
+            Ok(())
+        });
+    }
+
+    fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        self.run(req, reply, |ctx| async move {
+            let path = ctx.state().path(ino)?;
+            let file = ctx.client.open(&path, write).await?;
+            if file.inode != ino {
+                ctx.client.release(&file);
+                return Err(Errno(libc::ESTALE));
+            }
+            Ok((ctx.keep_open(file), open_flags()))
+        });
+    }
+
+    fn create(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let path = self.state().child(parent, name);
+        let exclusive = flags & libc::O_EXCL != 0;
+        self.run(req, reply, |ctx| async move {
+            let path = path?;
+            // One request: the reply says what was created.
+            let (file, stat) = ctx
+                .client
+                .create_stat(&path, LayoutRequest::default(), exclusive)
+                .await?;
+            ctx.state().looked_up(stat.inode, &path);
+            Ok((ctx.attr(&stat), ctx.keep_open(file)))
+        });
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyData,
+    ) {
+        self.run_on_file(fh, reply, |ctx, file| async move {
+            let offset = u64::try_from(offset).map_err(|_| Errno(libc::EINVAL))?;
+            Ok(ctx.client.read(&file, offset, size as u64).await?)
+        });
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        // Planned and copied here, while the kernel's buffer is borrowed:
+        // the only copy of the data on its way to the servers.
+        let Some(open) = self.state().files.get(&fh).cloned() else {
+            return reply.error(libc::EBADF);
+        };
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(libc::EINVAL);
+        };
+        let extent = [Extent::new(offset, data.len() as u64)];
+        let prepared = match open.client.prepare_write(&open.file, &extent, data) {
+            Ok(p) => p,
+            Err(e) => return reply.error(Errno::from(e).0),
+        };
+        let written = data.len() as u32;
+        self.spawn(open.client, reply, |ctx| async move {
+            ctx.client.send_write(prepared).await?;
+            Ok(written)
+        });
+    }
+
+    /// close(2): what was written through this file since its last fsync
+    /// is made durable on the servers it went to before close returns; a
+    /// file only read costs nothing.
+    fn flush(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _owner: u64, reply: ReplyEmpty) {
+        // Nothing written since the last fsync (a file only read, or just
+        // created): answered here, without a task.
+        let clean = self
+            .state()
+            .files
+            .get(&fh)
+            .is_some_and(|open| !open.client.has_unflushed_writes(&open.file));
+        if clean {
+            return reply.ok();
+        }
+        self.run_on_file(fh, reply, |ctx, file| async move {
+            Ok(ctx.client.flush(&file).await?)
+        });
+    }
+
+    fn fsync(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.run_on_file(fh, reply, |ctx, file| async move {
+            Ok(ctx.client.fsync(&file).await?)
+        });
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let released = {
+            let mut state = self.state();
+            let Some(open) = state.files.remove(&fh) else {
+                return reply.error(libc::EBADF);
+            };
+            let hidden = state.closed(open.file.inode);
+            (open.file, open.client, hidden)
+        };
+        let (file, client, hidden) = released;
+        // A descriptor open for writing is let go at the metadata service
+        // (which then knows the size again), with others, in the background
+        // (on the mount's runtime: this thread is FUSE's own).
+        {
+            let _runtime = self.runtime.enter();
+            client.release(&file);
+        }
+        match hidden {
+            // The last close of a file unlinked while open: it goes now.
+            Some(path) => self.spawn(client, reply, |ctx| async move {
+                Ok(ctx.client.unlink(&path).await?)
+            }),
+            None => reply.ok(),
+        }
+    }
+
+    /// Device nodes, fifos and sockets have no counterpart in the metadata
+    /// service (regular files come through `create`).
+    fn mknod(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(libc::EPERM);
+    }
+
+    /// Hard and symbolic links are not supported: EPERM, what POSIX
+    /// specifies for a file system that does not support them.
+    fn link(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _newparent: u64,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(libc::EPERM);
+    }
+
+    fn symlink(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(libc::EPERM);
+    }
+
+    fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        self.run(req, reply, |ctx| async move {
+            let path = ctx.state().path(ino)?;
+            let entries = ctx.client.readdir(&path).await?;
+            Ok((ctx.keep(|s| &mut s.listings, entries), 0))
+        });
+    }
+
+    /// Serves the listing taken at opendir: "." and "..", then the entries;
+    /// an entry's offset is its position plus one, where the next call resumes.
+    fn readdir(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
+        let state = self.state();
+        let Some(entries) = state.listings.get(&fh) else {
+            return reply.error(libc::EBADF);
+        };
+        let dots = [
+            (ino, FileType::Directory, "."),
+            (ino, FileType::Directory, ".."),
+        ];
+        let listed = entries
+            .iter()
+            .filter(|e| !e.name.starts_with(HIDDEN_PREFIX))
+            .map(|e| {
+                let kind = match e.kind {
+                    FileKind::Directory => FileType::Directory,
+                    FileKind::File => FileType::RegularFile,
+                };
+                (e.inode, kind, e.name.as_str())
+            });
+        let start = usize::try_from(offset).unwrap_or(0);
+        for (i, (inode, kind, name)) in dots.into_iter().chain(listed).enumerate().skip(start) {
+            if reply.add(inode, i as i64 + 1, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.state().listings.remove(&fh);
+        reply.ok();
+    }
+
+    fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        self.run(req, reply, |ctx| async move {
+            let counts = ctx.client.statfs().await?;
+            // Space is what the data servers' file systems have, each
+            // counted once however many servers share it (any key may ask;
+            // statistics are the administrator's).
+            let space = ctx.client.space().await?;
+            // One block unit for the counts and the fragment size alike:
+            // df multiplies the counts by the fragment size.
+            const BLOCK: u64 = 4096;
+            let used = counts.files + counts.directories;
+            Ok(Statfs {
+                blocks: space.total / BLOCK,
+                free: space.free / BLOCK,
+                available: space.available / BLOCK,
+                // Files and directories there are, and room for as many
+                // more as the metadata store's disk can hold.
+                files: used + counts.inodes_free,
+                ffree: counts.inodes_free,
+                bsize: BLOCK as u32,
+                namelen: concerto_proto::namespace::MAX_NAME as u32,
+                frsize: BLOCK as u32,
+            })
+        });
+    }
+}

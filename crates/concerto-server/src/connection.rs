@@ -1,0 +1,524 @@
+//! Connections: the accept loop, the handshake, frames in and replies out,
+//! and the bounds on what one client holds of the server (connections per
+//! address, memory per connection, time per frame). A request that passes
+//! becomes a [`Command`] for the scheduling loop; its reply goes straight
+//! back on the connection's writer, matched by id, in completion order.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
+
+use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, Request, RequestId, Time};
+use concerto_proto::auth::{self, Grant, Key};
+use concerto_proto::{
+    frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Tags, MAX_FRAME,
+};
+
+use crate::data::ObjectOp;
+use crate::keys::{refusal, Keys};
+use crate::rules::parse_rules;
+use crate::schedule::{Action, Command, Job, Outgoing, Reply};
+use crate::server::ConnectionLimits;
+
+/// Accepts connections until the server stops; each gets its own task.
+pub(crate) async fn accept(
+    listener: TcpListener,
+    keys: Arc<Keys>,
+    limits: ConnectionLimits,
+    sched: mpsc::Sender<Command>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let open = OpenConnections::default();
+    let ids = AtomicU64::new(0);
+    // Accepting fails when the process is out of file descriptors; the
+    // next attempt would fail at once, so wait (longer each time) rather
+    // than spin.
+    let mut backoff = Duration::ZERO;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, from)) => {
+                    backoff = Duration::ZERO;
+                    let Some(slot) = open.take(from, limits.per_client) else {
+                        eprintln!("concerto-server: connection from {from} refused: {} connections from {} already", limits.per_client, from.ip());
+                        continue;
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let peer = Peer { from, conn: ids.fetch_add(1, Ordering::Relaxed) + 1, _slot: slot };
+                    tokio::spawn(connection(stream, peer, keys.clone(), limits, sched.clone(), stopped.clone()));
+                }
+                Err(e) => {
+                    backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                    eprintln!("concerto-server: cannot accept a connection ({e}); trying again in {backoff:?}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stopped.changed() => break,
+                    }
+                }
+            },
+            _ = stopped.changed() => break,
+        }
+    }
+}
+
+/// Connections open per client address.
+#[derive(Clone, Default)]
+struct OpenConnections(Arc<std::sync::Mutex<HashMap<IpAddr, u32>>>);
+
+/// One open connection's place in [`OpenConnections`], given back on drop.
+struct Slot {
+    open: OpenConnections,
+    ip: IpAddr,
+}
+
+impl OpenConnections {
+    fn take(&self, from: SocketAddr, cap: u32) -> Option<Slot> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(from.ip()).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(Slot {
+            open: self.clone(),
+            ip: from.ip(),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut map = self.open.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Who is on the other end: its address, the connection's number (what
+/// the metadata role knows it by), and its place among its address's
+/// connections.
+struct Peer {
+    from: SocketAddr,
+    conn: u64,
+    _slot: Slot,
+}
+
+/// Largest frame before a connection has authenticated: a hello or a
+/// proof is well under this, and nobody unauthenticated makes the server
+/// buffer more.
+const HANDSHAKE_MAX_FRAME: usize = 4096;
+
+/// Longest a connection may take to authenticate.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Frames = FramedRead<OwnedReadHalf, LengthDelimitedCodec>;
+
+/// Why a handshake failed: what the client is told, and the reason logged.
+type Refused = (ErrorKind, String);
+
+/// What a request holds of its connection's memory budget, in KiB (the
+/// semaphore's unit): its data in, the data its reply carries out, and a
+/// kibibyte for the rest.
+fn cost_kib(message: &Message) -> u32 {
+    let bytes = match message {
+        Message::Write { data, .. } => data.len() as u64,
+        Message::Read { extents, .. } => extents.iter().map(|e| e.len).sum(),
+        _ => 0,
+    };
+    (bytes.div_ceil(1024) + 1).min(u32::MAX as u64) as u32
+}
+
+/// The connection's next frame; `None` once it closed, the server stops,
+/// or a frame begun is not complete within one to two `frame_timeout`s
+/// (a client trickling a frame, or gone silent half-way, would otherwise
+/// hold its buffer for ever). Waiting between frames is not timed.
+async fn next_frame(
+    frames: &mut Frames,
+    frame_timeout: Time,
+    stopped: &mut watch::Receiver<bool>,
+    from: SocketAddr,
+) -> Option<Result<bytes::BytesMut, io::Error>> {
+    let window = Duration::from_nanos(frame_timeout.as_nanos().max(1));
+    let mut partial = false;
+    loop {
+        tokio::select! {
+            f = tokio::time::timeout(window, frames.next()) => match f {
+                Ok(f) => return f,
+                Err(_) if frames.read_buffer().is_empty() => partial = false,
+                Err(_) if partial => {
+                    eprintln!("concerto-server: connection from {from} closed: a frame was begun and not finished within {window:?}");
+                    return None;
+                }
+                Err(_) => partial = true,
+            },
+            _ = stopped.changed() => return None,
+        }
+    }
+}
+
+/// The next frame as a validated message; a frame that does not decode is
+/// a protocol error, told as such.
+async fn next_message(frames: &mut Frames) -> Result<Message, Refused> {
+    let protocol = |e: ProtocolError| (ErrorKind::Protocol, e.to_string());
+    match frames.next().await {
+        None => Err((ErrorKind::Denied, "the connection closed".into())),
+        Some(Err(e)) => Err(protocol(ProtocolError::Decode(e.to_string()))),
+        Some(Ok(frame)) => Envelope::decode(frame.freeze())
+            .map(|e| e.message)
+            .map_err(protocol),
+    }
+}
+
+/// The server's side of the handshake ([`concerto_proto::auth`]): the key
+/// the connection proved it holds, or why it did not.
+async fn authenticate(
+    frames: &mut Frames,
+    out: &mpsc::UnboundedSender<Outgoing>,
+    keys: &Keys,
+) -> Result<Key, Refused> {
+    let denied = |why: String| (ErrorKind::Denied, why);
+    let Message::Hello {
+        key_id,
+        nonce: client,
+    } = next_message(frames).await?
+    else {
+        return Err(denied(
+            "the first message was not a hello: authenticate first".into(),
+        ));
+    };
+    let ring = keys.ring();
+    let server = auth::random().map_err(denied)?;
+    let _ = out.send((Envelope::new(0, Message::Challenge { nonce: server }), None));
+    let Message::Proof { mac } = next_message(frames).await? else {
+        return Err(denied(format!(
+            "key {key_id:?}: the second message was not a proof"
+        )));
+    };
+    // An unknown key is challenged like a known one and refused only here,
+    // with the same words, so that the answers do not tell which ids exist.
+    match ring.get(&key_id) {
+        Some(key)
+            if auth::verify(
+                auth::Side::Client,
+                &key.secret,
+                &key_id,
+                &client,
+                &server,
+                &mac,
+            ) =>
+        {
+            let welcome = Message::Welcome {
+                grant: key.grant,
+                mac: auth::proof(auth::Side::Server, &key.secret, &key_id, &client, &server),
+            };
+            let _ = out.send((Envelope::new(0, welcome), None));
+            Ok(key.clone())
+        }
+        _ => Err(denied(format!(
+            "key {key_id:?}: unknown key or wrong proof"
+        ))),
+    }
+}
+
+/// The writer of a connection's replies: small replies that are ready
+/// together leave in one write; a payload larger than the buffer goes
+/// straight to the socket.
+async fn write_replies(
+    write: tokio::net::tcp::OwnedWriteHalf,
+    mut out_rx: mpsc::UnboundedReceiver<Outgoing>,
+) {
+    let mut out = BufWriter::with_capacity(64 * 1024, write);
+    while let Some((env, permit)) = out_rx.recv().await {
+        if env.write_to(&mut out).await.is_err() {
+            break;
+        }
+        if out_rx.is_empty() && out.flush().await.is_err() {
+            break;
+        }
+        drop(permit);
+    }
+}
+
+/// One connection: the handshake, then frames in and replies out (in
+/// completion order, matched by id).
+async fn connection(
+    stream: TcpStream,
+    peer: Peer,
+    keys: Arc<Keys>,
+    limits: ConnectionLimits,
+    sched: mpsc::Sender<Command>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let from = peer.from;
+    let (read, write) = stream.into_split();
+    let mut frames = FramedRead::new(read, frame_codec());
+    frames
+        .decoder_mut()
+        .set_max_frame_length(HANDSHAKE_MAX_FRAME);
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<Outgoing>();
+    let writer = tokio::spawn(write_replies(write, out_rx));
+    let handshake =
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut frames, &out_tx, &keys))
+            .await
+            .unwrap_or_else(|_| {
+                Err((
+                    ErrorKind::Denied,
+                    format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
+                ))
+            });
+    match handshake {
+        Ok(key) => {
+            frames.decoder_mut().set_max_frame_length(MAX_FRAME);
+            serve(
+                &mut frames,
+                &peer,
+                &key,
+                limits,
+                &out_tx,
+                &sched,
+                &mut stopped,
+            )
+            .await;
+            // What the connection held (files open for writing) is let go.
+            let _ = sched.send(Command::ConnectionClosed(peer.conn)).await;
+        }
+        Err((kind, why)) => {
+            eprintln!("concerto-server: connection from {from} refused: {why}");
+            // A protocol error says what was wrong with the frame; a refused
+            // key learns only that it was refused.
+            let message = match kind {
+                ErrorKind::Protocol => why,
+                _ => "authentication failed".into(),
+            };
+            let _ = out_tx.send((Envelope::new(0, Message::Error { kind, message }), None));
+        }
+    }
+    drop(out_tx);
+    let _ = writer.await;
+}
+
+/// An authenticated connection's requests, until it closes, breaks the
+/// protocol, or the server stops.
+async fn serve(
+    frames: &mut Frames,
+    peer: &Peer,
+    key: &Key,
+    limits: ConnectionLimits,
+    out_tx: &mpsc::UnboundedSender<Outgoing>,
+    sched: &mpsc::Sender<Command>,
+    stopped: &mut watch::Receiver<bool>,
+) {
+    // Every reply carries its request's share of the connection's memory
+    // budget, and gives it back once written: the queue is unbounded in
+    // type but bounded by the budget.
+    let budget_kib = (limits.memory / 1024).clamp(1, Semaphore::MAX_PERMITS as u64) as u32;
+    let budget = Arc::new(Semaphore::new(budget_kib as usize));
+    loop {
+        let Some(frame) = next_frame(frames, limits.frame_timeout, stopped, peer.from).await else {
+            return;
+        };
+        let env = match frame
+            .map_err(|e| ProtocolError::Decode(e.to_string()))
+            .and_then(|b| Envelope::decode(b.freeze()))
+        {
+            Ok(env) => env,
+            Err(e) => {
+                // Answer, then close: the stream may be out of step; other connections carry on.
+                let error = Message::Error {
+                    kind: ErrorKind::Protocol,
+                    message: e.to_string(),
+                };
+                let _ = out_tx.send((Envelope::new(0, error), None));
+                return;
+            }
+        };
+        // The request's share of the budget; while replies hold it all,
+        // this waits and the connection is not read (backpressure).
+        let cost = cost_kib(&env.message).min(budget_kib);
+        let permit = tokio::select! {
+            p = budget.clone().acquire_many_owned(cost) => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+            _ = stopped.changed() => return,
+        };
+        if let Some(why) = refusal(key, &env.message) {
+            let denied = Message::Error {
+                kind: ErrorKind::Denied,
+                message: why,
+            };
+            let _ = out_tx.send((Envelope::new(env.id, denied), Some(permit)));
+            continue;
+        }
+        let reply = Reply {
+            id: env.id,
+            out: Some(out_tx.clone()),
+            permit: Some(permit),
+        };
+        let cmd = match command(env.message, key, peer.conn, reply) {
+            Ok(cmd) => cmd,
+            Err(close) => {
+                if close {
+                    return;
+                }
+                continue;
+            }
+        };
+        if sched.send(cmd).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The command a request asks for; `Err(close)` when it was answered here
+/// (and whether the connection must close).
+fn command(message: Message, key: &Key, conn: u64, reply: Reply) -> Result<Command, bool> {
+    // A tenant's requests weigh what the administrator set for its key,
+    // and are its key's user's; only the administrator's own requests may
+    // carry a weight.
+    let who = |tags: &Tags| match key.grant {
+        Grant::Admin => (tags.weight, None),
+        _ => (key.weight, key.user),
+    };
+    let req = |tags: &Tags, op: Op, object: u64, extents: &[Extent]| {
+        request(*tags, who(tags), op, object, extents)
+    };
+    let job = |req: Request, action: Action, reply| Job {
+        req,
+        action,
+        reply,
+        conn,
+    };
+    Ok(match message {
+        Message::Write {
+            tags,
+            object,
+            extents,
+            data,
+        } => {
+            let r = req(&tags, Op::Write, object, &extents);
+            Command::Submit(job(
+                r,
+                Action::Object(ObjectOp::Write { extents, data }),
+                reply,
+            ))
+        }
+        Message::Read {
+            tags,
+            object,
+            extents,
+        } => {
+            let r = req(&tags, Op::Read, object, &extents);
+            Command::Submit(job(r, Action::Object(ObjectOp::Read { extents }), reply))
+        }
+        // The policy sees a zero-length write: it moves no bytes but takes
+        // its turn (and, in the SFQ kinds, a small request's cost).
+        Message::Fsync { tags, object } => {
+            let r = req(&tags, Op::Write, object, &[]);
+            Command::Submit(job(r, Action::Object(ObjectOp::Fsync), reply))
+        }
+        // Object-level metadata on a data server, as PVFS2's datafile getattr/setattr/remove.
+        Message::ObjectSize { tags, object } => {
+            let r = req(&tags, Op::Meta(MetaOp::Getattr), object, &[]);
+            Command::Submit(job(r, Action::Object(ObjectOp::Size), reply))
+        }
+        Message::Truncate { tags, object, size } => {
+            let r = req(&tags, Op::Meta(MetaOp::Setattr), object, &[]);
+            Command::Submit(job(r, Action::Object(ObjectOp::Truncate(size)), reply))
+        }
+        Message::RemoveObjects { tags, objects } => {
+            let r = req(&tags, Op::Meta(MetaOp::Remove), 0, &[]);
+            Command::Submit(job(r, Action::Object(ObjectOp::Remove(objects)), reply))
+        }
+        Message::Meta {
+            tags,
+            op: op @ MetaRequest::Exists { .. },
+        } => Command::Direct(job(
+            req(&tags, Op::Meta(op.kind()), 0, &[]),
+            Action::Meta(op),
+            reply,
+        )),
+        Message::Meta { tags, op } => {
+            let r = req(&tags, Op::Meta(op.kind()), 0, &[]);
+            Command::Submit(job(r, Action::Meta(op), reply))
+        }
+        Message::Ping => Command::Ping { reply },
+        Message::Space => Command::Space { reply },
+        Message::SetPolicy { policy } => Command::SetPolicy { policy, reply },
+        Message::ServiceReport(report) => Command::Absorb { report, reply },
+        Message::SetCluster { servers } => Command::SetCluster { servers, reply },
+        Message::SetRules { rules, apply } => match parse_rules(&rules) {
+            Ok(rules) => Command::SetRules {
+                rules,
+                apply,
+                reply,
+            },
+            Err(message) => {
+                reply.send(Message::Error {
+                    kind: ErrorKind::Invalid,
+                    message,
+                });
+                return Err(false);
+            }
+        },
+        Message::GetRules => Command::GetRules { reply },
+        Message::Stats => {
+            let (tx, rx) = oneshot::channel();
+            tokio::spawn(async move {
+                if let Ok(stats) = rx.await {
+                    reply.send(Message::StatsReply(Box::new(stats)));
+                }
+            });
+            Command::Stats { reply: tx }
+        }
+        _ => {
+            reply.send(Message::Error {
+                kind: ErrorKind::Protocol,
+                message: "a reply is not a request".into(),
+            });
+            return Err(true);
+        }
+    })
+}
+
+/// The request a frame asks for, as the policy sees it: its tags, the
+/// weight and user its key gives, and the object extents it covers.
+fn request(
+    tags: Tags,
+    (weight, user): (Option<f64>, Option<u32>),
+    op: Op,
+    object: u64,
+    extents: &[Extent],
+) -> Request {
+    Request {
+        id: RequestId(0),
+        app: AppId(tags.app),
+        rank: tags.rank,
+        issue_time: Time::from_nanos(tags.issue_ns),
+        op,
+        object: ObjectId(object),
+        offset: extents.first().map_or(0, |e| e.offset),
+        len: extents.iter().map(|e| e.len).sum(),
+        segments: if extents.len() > 1 {
+            extents.to_vec()
+        } else {
+            Vec::new()
+        },
+        weight,
+        user,
+    }
+}

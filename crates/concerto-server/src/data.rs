@@ -1,0 +1,83 @@
+//! The data role: what a request does to an object on this server, and how
+//! it runs on the object store at the throttle's pace.
+
+use std::io;
+
+use bytes::Bytes;
+
+use concerto_core::Extent;
+use concerto_proto::Message;
+
+use crate::storage::{error_kind, ObjectStore};
+use crate::throttle::Throttle;
+
+/// What a data request does to an object file.
+pub(crate) enum ObjectOp {
+    Write {
+        extents: Vec<Extent>,
+        data: Bytes,
+    },
+    Read {
+        extents: Vec<Extent>,
+    },
+    Fsync,
+    Size,
+    Truncate(u64),
+    /// The metadata service's removal of the objects of files that are gone.
+    Remove(Vec<u64>),
+}
+
+/// Where a dispatched request sits on its object, for the throttle.
+#[derive(Clone, Copy)]
+pub(crate) struct Placement {
+    pub object: u64,
+    pub offset: u64,
+    pub len: u64,
+    pub segments: usize,
+}
+
+impl ObjectOp {
+    /// Reads and writes move data at the throttle's bandwidth; the rest cost a metadata operation.
+    fn moves_data(&self) -> bool {
+        matches!(self, ObjectOp::Write { .. } | ObjectOp::Read { .. })
+    }
+
+    fn run(&self, objects: &ObjectStore, object: u64) -> io::Result<Message> {
+        Ok(match self {
+            ObjectOp::Write { extents, data } => objects
+                .write(object, extents, data)
+                .map(|_| Message::Done)?,
+            ObjectOp::Read { extents } => Message::Data {
+                data: objects.read(object, extents)?.into(),
+            },
+            ObjectOp::Fsync => objects.fsync(object).map(|_| Message::Done)?,
+            ObjectOp::Size => {
+                let (size, mtime_ns) = objects.size(object)?;
+                Message::Size { size, mtime_ns }
+            }
+            ObjectOp::Truncate(size) => objects.truncate(object, *size).map(|_| Message::Done)?,
+            ObjectOp::Remove(gone) => objects.remove(gone).map(|_| Message::Done)?,
+        })
+    }
+
+    /// Runs on the storage executor, at the throttle's pace when there is one.
+    pub(crate) fn execute(
+        &self,
+        objects: &ObjectStore,
+        throttle: Option<&Throttle>,
+        at: Placement,
+    ) -> Message {
+        let run = || {
+            self.run(objects, at.object)
+                .unwrap_or_else(|e| Message::Error {
+                    kind: error_kind(&e),
+                    message: e.to_string(),
+                })
+        };
+        match (throttle, self.moves_data()) {
+            (Some(t), true) => t.data(at.object, at.offset, at.len, at.segments, run),
+            (Some(t), false) => t.metadata(run),
+            (None, _) => run(),
+        }
+    }
+}

@@ -1,0 +1,660 @@
+//! The namespace in redb tables: directories, files, their attributes and
+//! layouts, and the objects of removed files still to be deleted. Every
+//! operation works inside the store's open write transaction
+//! ([`super::store`]), which commits many operations at once.
+//!
+//! A file's size is not stored here: it is the furthest byte any of its
+//! objects holds, which the service knows from the file's writers or asks
+//! the data servers ([`super::sizes`]).
+//!
+//! Tables:
+//! - `inodes`: inode number → bincode [`Inode`]
+//! - `entries`: (directory inode, name) → child inode; a directory's entries
+//!   are one key range, listed in name order
+//! - `counters`: the inode numbers handed out so far (a durable limit, see
+//!   [`super::store`]) and the numbers of files and directories
+//! - `orphans`: inode → the data servers holding objects of a file that is
+//!   gone; the reaper deletes them and then the row
+
+use std::ops::Bound;
+
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use concerto_proto::namespace;
+use concerto_proto::{DirEntry, ErrorKind, FileKind, LayoutRequest, WireLayout, MAX_ENTRIES};
+
+pub(super) const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
+pub(super) const ENTRIES: TableDefinition<(u64, &str), u64> = TableDefinition::new("entries");
+pub(super) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+pub(super) const ORPHANS: TableDefinition<u64, &[u8]> = TableDefinition::new("orphans");
+
+pub(super) const ROOT: u64 = 1;
+/// Every inode number below it may have been handed out (see the store).
+pub(super) const INODE_LIMIT: &str = "inode_limit";
+/// The counter an older store kept instead.
+const NEXT_INODE: &str = "next_inode";
+/// How many namespace changes were ever made: the number a reply's
+/// `durable` is counted in, kept across restarts.
+pub(super) const CHANGES: &str = "changes";
+const FILES: &str = "files";
+const DIRECTORIES: &str = "directories";
+
+/// What the metadata service needs to know of the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetadataConfig {
+    /// Ids of the data servers new files are striped over.
+    pub data_servers: Vec<u32>,
+    /// The root directory's default layout when the store is first created.
+    pub default_unit: u64,
+    pub default_count: u32,
+    /// How long a namespace change may wait for the commit that makes it
+    /// durable (many changes share one); zero commits every change before
+    /// its reply.
+    pub commit_interval: std::time::Duration,
+}
+
+/// The default [`MetadataConfig::commit_interval`].
+pub const DEFAULT_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
+
+#[derive(Debug, Error)]
+pub enum MetaError {
+    #[error("{0}: no such file or directory")]
+    NotFound(String),
+    #[error("{0}: already exists")]
+    Exists(String),
+    #[error("{0}: directory not empty")]
+    NotEmpty(String),
+    #[error("{0}: not a directory")]
+    NotADirectory(String),
+    #[error("{0}: is a directory")]
+    IsADirectory(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("metadata store: {0}")]
+    Store(String),
+    /// The store's disk failed; the store is closed and opened again by
+    /// the next operation.
+    #[error("metadata store: {0}")]
+    StoreIo(String),
+    /// The store's disk is full.
+    #[error("metadata store: {0}")]
+    NoSpace(String),
+    /// A data server did not answer (asked for a file's size).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The store is busy (committing) and the caller would not wait.
+    #[error("metadata store: busy")]
+    Busy,
+}
+
+impl MetaError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            MetaError::NotFound(_) => ErrorKind::NotFound,
+            MetaError::Exists(_) => ErrorKind::Exists,
+            MetaError::NotEmpty(_) => ErrorKind::NotEmpty,
+            MetaError::NotADirectory(_) => ErrorKind::NotADirectory,
+            MetaError::IsADirectory(_) => ErrorKind::IsADirectory,
+            MetaError::Invalid(_) => ErrorKind::Invalid,
+            MetaError::Store(_)
+            | MetaError::StoreIo(_)
+            | MetaError::Unavailable(_)
+            | MetaError::Busy => ErrorKind::Io,
+            MetaError::NoSpace(_) => ErrorKind::NoSpace,
+        }
+    }
+
+    /// Whether the store must be closed and opened again: redb refuses
+    /// every later transaction after an I/O error ("Previous I/O error
+    /// occurred. Please close and re-open the database.").
+    pub(super) fn needs_reopen(&self) -> bool {
+        matches!(self, MetaError::StoreIo(_) | MetaError::NoSpace(_))
+    }
+}
+
+/// Every redb error kind converts into `redb::Error`; all of them mean the
+/// store failed, and an I/O error says whether the disk was full.
+impl<E: Into<redb::Error>> From<E> for MetaError {
+    fn from(e: E) -> MetaError {
+        match e.into() {
+            redb::Error::Io(io) => match io.raw_os_error() {
+                Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+                    MetaError::NoSpace(format!("{io} (free space, then retry)"))
+                }
+                _ => MetaError::StoreIo(io.to_string()),
+            },
+            e @ redb::Error::PreviousIo => MetaError::StoreIo(e.to_string()),
+            e => MetaError::Store(e.to_string()),
+        }
+    }
+}
+
+/// A stored file or directory.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct Inode {
+    pub kind: FileKind,
+    pub ctime_ns: u64,
+    pub mtime_ns: u64,
+    pub layout: Option<WireLayout>,
+    pub default_layout: Option<(u64, u32)>,
+    pub entries: u64,
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    bincode::serialize(value).unwrap_or_default()
+}
+
+fn load<T: ReadableTable<u64, &'static [u8]>>(
+    inodes: &T,
+    ino: u64,
+) -> Result<Option<Inode>, MetaError> {
+    match inodes.get(ino)? {
+        None => Ok(None),
+        Some(bytes) => bincode::deserialize(bytes.value())
+            .map(Some)
+            .map_err(|e| MetaError::Store(format!("inode {ino} is corrupt: {e}"))),
+    }
+}
+
+/// Walks `names` from the root: the inode they name, or the error a shell would show.
+fn resolve<I, E>(inodes: &I, entries: &E, names: &[&str]) -> Result<(u64, Inode), MetaError>
+where
+    I: ReadableTable<u64, &'static [u8]>,
+    E: ReadableTable<(u64, &'static str), u64>,
+{
+    let shown = |upto: usize| format!("/{}", names[..upto].join("/"));
+    let mut ino = ROOT;
+    let mut node = load(inodes, ROOT)?
+        .ok_or_else(|| MetaError::Store("the root directory is missing".into()))?;
+    for (i, name) in names.iter().enumerate() {
+        if node.kind != FileKind::Directory {
+            return Err(MetaError::NotADirectory(shown(i)));
+        }
+        ino = entries
+            .get((ino, *name))?
+            .ok_or_else(|| MetaError::NotFound(shown(i + 1)))?
+            .value();
+        node = load(inodes, ino)?.ok_or_else(|| {
+            MetaError::Store(format!(
+                "entry {} points to missing inode {ino}",
+                shown(i + 1)
+            ))
+        })?;
+    }
+    Ok((ino, node))
+}
+
+fn resolve_dir<I, E>(inodes: &I, entries: &E, names: &[&str]) -> Result<(u64, Inode), MetaError>
+where
+    I: ReadableTable<u64, &'static [u8]>,
+    E: ReadableTable<(u64, &'static str), u64>,
+{
+    let (ino, node) = resolve(inodes, entries, names)?;
+    if node.kind != FileKind::Directory {
+        return Err(MetaError::NotADirectory(format!("/{}", names.join("/"))));
+    }
+    Ok((ino, node))
+}
+
+fn counter(counters: &impl ReadableTable<&'static str, u64>, key: &str) -> Result<u64, MetaError> {
+    Ok(counters.get(key)?.map_or(0, |v| v.value()))
+}
+
+fn bump(counters: &mut redb::Table<&str, u64>, key: &str, delta: i64) -> Result<(), MetaError> {
+    let now = counter(counters, key)?;
+    counters.insert(key, now.saturating_add_signed(delta))?;
+    Ok(())
+}
+
+/// Creates the tables and the root directory in a new store; returns the
+/// inode limit and the change count it holds.
+pub(super) fn format_if_new(
+    txn: &WriteTransaction,
+    cfg: &MetadataConfig,
+) -> Result<(u64, u64), MetaError> {
+    let mut inodes = txn.open_table(INODES)?;
+    txn.open_table(ENTRIES)?;
+    txn.open_table(ORPHANS)?;
+    let mut counters = txn.open_table(COUNTERS)?;
+    if inodes.get(ROOT)?.is_none() {
+        let count = cfg.default_count.min(cfg.data_servers.len() as u32).max(1);
+        let root = Inode {
+            kind: FileKind::Directory,
+            ctime_ns: 0,
+            mtime_ns: 0,
+            layout: None,
+            default_layout: Some((cfg.default_unit, count)),
+            entries: 0,
+        };
+        inodes.insert(ROOT, encode(&root).as_slice())?;
+        counters.insert(INODE_LIMIT, ROOT + 1)?;
+        counters.insert(DIRECTORIES, 1)?;
+    }
+    if counters.get(INODE_LIMIT)?.is_none() {
+        let next = counter(&counters, NEXT_INODE)?.max(ROOT + 1);
+        counters.insert(INODE_LIMIT, next)?;
+    }
+    Ok((
+        counter(&counters, INODE_LIMIT)?,
+        counter(&counters, CHANGES)?,
+    ))
+}
+
+/// Sets a counter (the store's inode limit and change count).
+pub(super) fn set_counter(txn: &WriteTransaction, key: &str, value: u64) -> Result<(), MetaError> {
+    txn.open_table(COUNTERS)?.insert(key, value)?;
+    Ok(())
+}
+
+/// A file created, or one that existed (`create` without `exclusive`).
+pub(super) struct Made {
+    pub ino: u64,
+    pub node: Inode,
+    pub created: bool,
+}
+
+/// The namespace's operations inside one write transaction.
+pub(super) struct Ops<'a> {
+    pub txn: &'a WriteTransaction,
+    pub cfg: &'a MetadataConfig,
+}
+
+impl Ops<'_> {
+    pub fn lookup(&self, path: &str) -> Result<(u64, Inode), MetaError> {
+        let names = namespace::components(path).map_err(MetaError::Invalid)?;
+        resolve(
+            &self.txn.open_table(INODES)?,
+            &self.txn.open_table(ENTRIES)?,
+            &names,
+        )
+    }
+
+    pub fn get(&self, ino: u64) -> Result<Option<Inode>, MetaError> {
+        load(&self.txn.open_table(INODES)?, ino)
+    }
+
+    pub fn readdir(
+        &self,
+        path: &str,
+        after: Option<&str>,
+    ) -> Result<(Vec<DirEntry>, bool), MetaError> {
+        let names = namespace::components(path).map_err(MetaError::Invalid)?;
+        let (inodes, entries) = (self.txn.open_table(INODES)?, self.txn.open_table(ENTRIES)?);
+        let (ino, _) = resolve_dir(&inodes, &entries, &names)?;
+        let start = match after {
+            Some(name) => Bound::Excluded((ino, name)),
+            None => Bound::Included((ino, "")),
+        };
+        let mut out = Vec::new();
+        for item in entries.range::<(u64, &str)>((start, Bound::Excluded((ino + 1, ""))))? {
+            let (key, child) = item?;
+            if out.len() == MAX_ENTRIES {
+                return Ok((out, true));
+            }
+            let child = child.value();
+            let kind = load(&inodes, child)?.map_or(FileKind::File, |n| n.kind);
+            out.push(DirEntry {
+                name: key.value().1.to_string(),
+                inode: child,
+                kind,
+            });
+        }
+        Ok((out, false))
+    }
+
+    /// Files, directories, and the root's default layout.
+    pub fn counts(&self) -> Result<(u64, u64, (u64, u32)), MetaError> {
+        let counters = self.txn.open_table(COUNTERS)?;
+        let root = load(&self.txn.open_table(INODES)?, ROOT)?
+            .ok_or_else(|| MetaError::Store("the root directory is missing".into()))?;
+        Ok((
+            counter(&counters, FILES)?,
+            counter(&counters, DIRECTORIES)?,
+            root.default_layout
+                .unwrap_or((self.cfg.default_unit, self.cfg.default_count)),
+        ))
+    }
+
+    /// The layout a new file gets: the request's fields, else the directory's default.
+    fn layout_for(
+        &self,
+        ino: u64,
+        dir: &Inode,
+        req: LayoutRequest,
+    ) -> Result<WireLayout, MetaError> {
+        let (dir_unit, dir_count) = dir
+            .default_layout
+            .unwrap_or((self.cfg.default_unit, self.cfg.default_count));
+        let unit = req.unit.unwrap_or(dir_unit);
+        let servers = &self.cfg.data_servers;
+        // A directory default wider than the cluster (it shrank) is capped; an explicit request is not.
+        let count = req.count.unwrap_or(dir_count.min(servers.len() as u32));
+        if count as usize > servers.len() {
+            return Err(MetaError::Invalid(format!(
+                "stripe count {count} is larger than the {} data servers of this cluster",
+                servers.len()
+            )));
+        }
+        // Spread files' first stripes over the servers, as PVFS2 and Lustre do.
+        let first = (ino % servers.len() as u64) as usize;
+        let servers = (0..count as usize)
+            .map(|i| servers[(first + i) % servers.len()])
+            .collect();
+        Ok(WireLayout { unit, servers })
+    }
+
+    /// mkdir (`layout` is `None`) or create; a new inode number comes from `alloc`.
+    pub fn make(
+        &self,
+        path: &str,
+        layout: Option<LayoutRequest>,
+        exclusive: bool,
+        now_ns: u64,
+        alloc: &mut dyn FnMut() -> Result<u64, MetaError>,
+    ) -> Result<Made, MetaError> {
+        let (parent_names, name) = namespace::parent_and_name(path).map_err(MetaError::Invalid)?;
+        let mut inodes = self.txn.open_table(INODES)?;
+        let mut entries = self.txn.open_table(ENTRIES)?;
+        let mut counters = self.txn.open_table(COUNTERS)?;
+        let (parent, mut dir) = resolve_dir(&inodes, &entries, &parent_names)?;
+        if let Some(existing) = entries.get((parent, name))?.map(|v| v.value()) {
+            let node = load(&inodes, existing)?
+                .ok_or_else(|| MetaError::Store(format!("{path}: missing inode")))?;
+            return match (layout, exclusive, node.kind) {
+                (Some(_), false, FileKind::File) => Ok(Made {
+                    ino: existing,
+                    node,
+                    created: false,
+                }),
+                (Some(_), false, FileKind::Directory) => Err(MetaError::IsADirectory(path.into())),
+                _ => Err(MetaError::Exists(path.into())),
+            };
+        }
+        // What can refuse is checked before the tables change, so a refused
+        // operation leaves the open transaction as it was (a refused layout
+        // only skips an inode number).
+        let ino = alloc()?;
+        let node = match layout {
+            Some(req) => Inode {
+                kind: FileKind::File,
+                ctime_ns: now_ns,
+                mtime_ns: now_ns,
+                layout: Some(self.layout_for(ino, &dir, req)?),
+                default_layout: None,
+                entries: 0,
+            },
+            None => Inode {
+                kind: FileKind::Directory,
+                ctime_ns: now_ns,
+                mtime_ns: now_ns,
+                layout: None,
+                default_layout: dir.default_layout,
+                entries: 0,
+            },
+        };
+        bump(
+            &mut counters,
+            if layout.is_some() { FILES } else { DIRECTORIES },
+            1,
+        )?;
+        inodes.insert(ino, encode(&node).as_slice())?;
+        entries.insert((parent, name), ino)?;
+        dir.entries += 1;
+        dir.mtime_ns = now_ns;
+        inodes.insert(parent, encode(&dir).as_slice())?;
+        Ok(Made {
+            ino,
+            node,
+            created: true,
+        })
+    }
+
+    /// The file is gone: its objects go to the reaper.
+    fn orphan(&self, ino: u64, node: &Inode) -> Result<(), MetaError> {
+        if let Some(layout) = &node.layout {
+            self.txn
+                .open_table(ORPHANS)?
+                .insert(ino, encode(&layout.servers).as_slice())?;
+        }
+        Ok(())
+    }
+
+    /// unlink (`kind` File) or rmdir (`kind` Directory): the removed inode.
+    pub fn remove(
+        &self,
+        path: &str,
+        kind: FileKind,
+        now_ns: u64,
+    ) -> Result<(u64, Inode), MetaError> {
+        let (parent_names, name) = namespace::parent_and_name(path).map_err(MetaError::Invalid)?;
+        let mut inodes = self.txn.open_table(INODES)?;
+        let mut entries = self.txn.open_table(ENTRIES)?;
+        let mut counters = self.txn.open_table(COUNTERS)?;
+        let (parent, mut dir) = resolve_dir(&inodes, &entries, &parent_names)?;
+        let ino = entries
+            .get((parent, name))?
+            .map(|v| v.value())
+            .ok_or_else(|| MetaError::NotFound(path.into()))?;
+        let node = load(&inodes, ino)?
+            .ok_or_else(|| MetaError::Store(format!("{path}: missing inode")))?;
+        match (kind, node.kind) {
+            (FileKind::File, FileKind::Directory) => {
+                return Err(MetaError::IsADirectory(path.into()))
+            }
+            (FileKind::Directory, FileKind::File) => {
+                return Err(MetaError::NotADirectory(path.into()))
+            }
+            (FileKind::Directory, _) if node.entries > 0 => {
+                return Err(MetaError::NotEmpty(path.into()))
+            }
+            _ => {}
+        }
+        entries.remove((parent, name))?;
+        inodes.remove(ino)?;
+        bump(
+            &mut counters,
+            if kind == FileKind::File {
+                FILES
+            } else {
+                DIRECTORIES
+            },
+            -1,
+        )?;
+        dir.entries = dir.entries.saturating_sub(1);
+        dir.mtime_ns = now_ns;
+        inodes.insert(parent, encode(&dir).as_slice())?;
+        drop((inodes, entries, counters));
+        self.orphan(ino, &node)?;
+        Ok((ino, node))
+    }
+
+    /// Moves `from` to `to`; a file replaced at `to` is returned (its objects go to the reaper).
+    pub fn rename(
+        &self,
+        from: &str,
+        to: &str,
+        now_ns: u64,
+    ) -> Result<Option<(u64, Inode)>, MetaError> {
+        let (from_parent_names, from_name) =
+            namespace::parent_and_name(from).map_err(MetaError::Invalid)?;
+        let (to_parent_names, to_name) =
+            namespace::parent_and_name(to).map_err(MetaError::Invalid)?;
+        let mut inodes = self.txn.open_table(INODES)?;
+        let mut entries = self.txn.open_table(ENTRIES)?;
+        let mut counters = self.txn.open_table(COUNTERS)?;
+        let (from_parent, _) = resolve_dir(&inodes, &entries, &from_parent_names)?;
+        let ino = entries
+            .get((from_parent, from_name))?
+            .map(|v| v.value())
+            .ok_or_else(|| MetaError::NotFound(from.into()))?;
+        let node = load(&inodes, ino)?
+            .ok_or_else(|| MetaError::Store(format!("{from}: missing inode")))?;
+        // Resolving the target's parent walks its ancestors: moving a
+        // directory under itself would pass through it.
+        let mut ancestor = ROOT;
+        for name in &to_parent_names {
+            if ancestor == ino {
+                break;
+            }
+            ancestor = entries.get((ancestor, *name))?.map_or(0, |v| v.value());
+        }
+        if ancestor == ino && node.kind == FileKind::Directory {
+            return Err(MetaError::Invalid(format!(
+                "cannot move {from} into itself ({to})"
+            )));
+        }
+        let (to_parent, _) = resolve_dir(&inodes, &entries, &to_parent_names)?;
+        let mut replaced = None;
+        if let Some(target) = entries.get((to_parent, to_name))?.map(|v| v.value()) {
+            if target == ino {
+                return Ok(None);
+            }
+            let old = load(&inodes, target)?
+                .ok_or_else(|| MetaError::Store(format!("{to}: missing inode")))?;
+            match (node.kind, old.kind) {
+                (FileKind::File, FileKind::Directory) => {
+                    return Err(MetaError::IsADirectory(to.into()))
+                }
+                (FileKind::Directory, FileKind::File) => {
+                    return Err(MetaError::NotADirectory(to.into()))
+                }
+                (FileKind::Directory, FileKind::Directory) if old.entries > 0 => {
+                    return Err(MetaError::NotEmpty(to.into()))
+                }
+                _ => {}
+            }
+            inodes.remove(target)?;
+            bump(
+                &mut counters,
+                if old.kind == FileKind::File {
+                    FILES
+                } else {
+                    DIRECTORIES
+                },
+                -1,
+            )?;
+            let mut dir = load(&inodes, to_parent)?
+                .ok_or_else(|| MetaError::Store("missing directory".into()))?;
+            dir.entries = dir.entries.saturating_sub(1);
+            inodes.insert(to_parent, encode(&dir).as_slice())?;
+            replaced = Some((target, old));
+        }
+        entries.remove((from_parent, from_name))?;
+        entries.insert((to_parent, to_name), ino)?;
+        for (parent, delta) in [(from_parent, -1i64), (to_parent, 1)] {
+            let mut dir = load(&inodes, parent)?
+                .ok_or_else(|| MetaError::Store("missing directory".into()))?;
+            dir.entries = dir.entries.saturating_add_signed(delta);
+            dir.mtime_ns = now_ns;
+            inodes.insert(parent, encode(&dir).as_slice())?;
+        }
+        drop((inodes, entries, counters));
+        if let Some((target, old)) = &replaced {
+            self.orphan(*target, old)?;
+        }
+        Ok(replaced)
+    }
+
+    /// Records a truncate: the file's times move, the client resizes its objects.
+    pub fn truncate(&self, path: &str, now_ns: u64) -> Result<(u64, Inode), MetaError> {
+        self.update(path, now_ns, |node| match node.kind {
+            FileKind::File => Ok(()),
+            FileKind::Directory => Err(MetaError::IsADirectory(path.into())),
+        })
+    }
+
+    pub fn set_stripe(
+        &self,
+        path: &str,
+        req: LayoutRequest,
+        now_ns: u64,
+    ) -> Result<(u64, Inode), MetaError> {
+        let total = self.cfg.data_servers.len() as u32;
+        if let Some(count) = req.count.filter(|&c| c > total) {
+            return Err(MetaError::Invalid(format!(
+                "stripe count {count} is larger than the {total} data servers of this cluster"
+            )));
+        }
+        let (unit, count) = (self.cfg.default_unit, self.cfg.default_count);
+        self.update(path, now_ns, |node| match node.kind {
+            FileKind::Directory => {
+                let (old_unit, old_count) = node.default_layout.unwrap_or((unit, count));
+                node.default_layout =
+                    Some((req.unit.unwrap_or(old_unit), req.count.unwrap_or(old_count)));
+                Ok(())
+            }
+            FileKind::File => Err(MetaError::NotADirectory(format!(
+                "{path} (a file's layout is fixed when it is created)"
+            ))),
+        })
+    }
+
+    /// Read-modify-write of one inode.
+    fn update(
+        &self,
+        path: &str,
+        now_ns: u64,
+        change: impl FnOnce(&mut Inode) -> Result<(), MetaError>,
+    ) -> Result<(u64, Inode), MetaError> {
+        let names = namespace::components(path).map_err(MetaError::Invalid)?;
+        let mut inodes = self.txn.open_table(INODES)?;
+        let entries = self.txn.open_table(ENTRIES)?;
+        let (ino, mut node) = resolve(&inodes, &entries, &names)?;
+        change(&mut node)?;
+        node.ctime_ns = now_ns;
+        node.mtime_ns = now_ns;
+        inodes.insert(ino, encode(&node).as_slice())?;
+        Ok((ino, node))
+    }
+
+    /// A descriptor that wrote the file closed: its modification time is `now_ns`.
+    pub fn touch(&self, ino: u64, now_ns: u64) -> Result<(), MetaError> {
+        let mut inodes = self.txn.open_table(INODES)?;
+        // A file removed meanwhile has nothing to touch.
+        if let Some(mut node) = load(&inodes, ino)? {
+            node.mtime_ns = node.mtime_ns.max(now_ns);
+            inodes.insert(ino, encode(&node).as_slice())?;
+        }
+        Ok(())
+    }
+
+    /// Objects of removed files the reaper deleted: their rows go.
+    pub fn forget_orphans(&self, gone: &[u64]) -> Result<(), MetaError> {
+        let mut orphans = self.txn.open_table(ORPHANS)?;
+        for ino in gone {
+            orphans.remove(ino)?;
+        }
+        Ok(())
+    }
+}
+
+/// Up to `limit` committed orphans (inode and the servers holding its
+/// objects), skipping those `skip` says are being removed already.
+pub(super) fn orphans(
+    txn: &redb::ReadTransaction,
+    limit: usize,
+    skip: impl Fn(u64) -> bool,
+) -> Result<Vec<(u64, Vec<u32>)>, MetaError> {
+    let table = match txn.open_table(ORPHANS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let mut out = Vec::new();
+    for item in table.iter()? {
+        let (ino, servers) = item?;
+        let ino = ino.value();
+        if skip(ino) {
+            continue;
+        }
+        let servers: Vec<u32> = bincode::deserialize(servers.value())
+            .map_err(|e| MetaError::Store(format!("orphan {ino} is corrupt: {e}")))?;
+        out.push((ino, servers));
+        if out.len() == limit {
+            break;
+        }
+    }
+    Ok(out)
+}
