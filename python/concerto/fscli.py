@@ -100,8 +100,12 @@ def server(config: Path, check: bool, ready_file: Path | None) -> None:
               help="Seconds the kernel may cache names and attributes.")
 @click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Written (JSON) once the mount is up.")
+@click.option("--write-behind", default="16MiB", show_default=True, callback=size_arg,
+              help="Writes that may be on their way to the servers after write(2) returned (0: write through). "
+                   "O_DIRECT and O_SYNC writes are always written through.")
 @fs_guarded
-def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_file: Path | None) -> None:
+def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_file: Path | None,
+          write_behind: int) -> None:
     """Mount the cluster at MOUNTPOINT with FUSE until SIGINT or SIGTERM.
 
     Unmodified programs then read and write striped files there; each
@@ -118,7 +122,8 @@ def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_fi
     path = cluster_path(cluster_file)
     if not path.is_file():
         raise FsProblem(f"no cluster file at {path} (start one with `concerto cluster up`)")
-    args = ["--cluster", str(path), "--attr-ttl", str(attr_ttl), str(mountpoint)]
+    args = ["--cluster", str(path), "--attr-ttl", str(attr_ttl), "--write-behind", str(write_behind),
+            str(mountpoint)]
     args += ["--ready-file", str(ready_file)] if ready_file else []
     binaries.exec_binary(binaries.FUSE, args)
 

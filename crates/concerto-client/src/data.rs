@@ -12,6 +12,7 @@ use futures::future::try_join_all;
 use concerto_core::Extent;
 use concerto_proto::{ordered_total, Tags};
 
+use crate::pending::Pending;
 use crate::{ClientError, FileHandle, FsClient, LIMITS};
 
 /// Largest buffer one read call fills.
@@ -30,8 +31,10 @@ pub struct PreparedWrite {
     inode: u64,
     tags: Tags,
     requests: Vec<(u32, Vec<Extent>, Bytes)>,
-    /// The furthest byte of the file it writes.
+    /// The first and the furthest byte of the file it writes, and how many.
+    start: u64,
     end: u64,
+    bytes: u64,
 }
 
 impl FsClient {
@@ -97,7 +100,9 @@ impl FsClient {
             inode: file.inode,
             tags: self.identity.tags(),
             requests,
+            start: extents.first().map_or(0, |e| e.offset),
             end: extents.last().map_or(0, |e| e.offset + e.len),
+            bytes: total,
         })
     }
 
@@ -109,6 +114,7 @@ impl FsClient {
             tags,
             requests,
             end,
+            ..
         } = write;
         let servers: Vec<u32> = requests.iter().map(|r| r.0).collect();
         let sent = try_join_all(
@@ -129,6 +135,27 @@ impl FsClient {
         sent.map(|_| ())
     }
 
+    /// Sends a prepared write in the background and returns once it is on
+    /// its way (write-behind; see the `pending` module): a later write
+    /// over the same bytes goes after it, reads, fsyncs, closes and stats
+    /// of the file wait for it, and its error is what the next write,
+    /// fsync or close of the file returns. Waits for room when the
+    /// client's bound on writes in flight is reached (`with_write_behind`).
+    pub async fn write_behind(&self, write: PreparedWrite) -> Result<(), ClientError> {
+        let pending = &self.shared.pending;
+        pending.take_failure(write.inode)?;
+        let registered = pending
+            .register(write.inode, write.start, write.end, write.bytes)
+            .await?;
+        let client = self.clone();
+        tokio::spawn(async move {
+            Pending::wait_earlier(registered.earlier.clone()).await;
+            let result = client.send_write(write).await;
+            client.shared.pending.finish(registered, result);
+        });
+        Ok(())
+    }
+
     /// Reads up to `len` bytes at `offset`; shorter only at the end of the file.
     pub async fn read(
         &self,
@@ -142,6 +169,8 @@ impl FsClient {
         } else {
             len
         };
+        let range = (offset, offset.saturating_add(len));
+        self.shared.pending.settle(file.inode, Some(range)).await?;
         let (mut buf, complete) = self.read_extents(file, &[Extent::new(offset, len)]).await?;
         if !complete {
             // Some object ended early: a hole or the end of the file (or a
@@ -160,6 +189,10 @@ impl FsClient {
         extents: &[Extent],
     ) -> Result<Vec<u8>, ClientError> {
         check_extents(extents)?;
+        if let (Some(first), Some(last)) = (extents.first(), extents.last()) {
+            let range = (first.offset, last.offset + last.len);
+            self.shared.pending.settle(file.inode, Some(range)).await?;
+        }
         Ok(self.read_extents(file, extents).await?.0)
     }
 
@@ -201,6 +234,7 @@ impl FsClient {
     /// servers it wrote to, and the namespace changes this client saw
     /// (the file's creation among them), at once.
     pub async fn fsync(&self, file: &FileHandle) -> Result<(), ClientError> {
+        self.shared.pending.settle(file.inode, None).await?;
         let dirty = self.shared.files.take_dirty(file.inode);
         self.sync_servers(file, dirty).await
     }
@@ -210,6 +244,7 @@ impl FsClient {
     /// made durable; a file only read, or written and synced, costs
     /// nothing.
     pub async fn flush(&self, file: &FileHandle) -> Result<(), ClientError> {
+        self.shared.pending.settle(file.inode, None).await?;
         let dirty = self.shared.files.take_dirty(file.inode);
         if dirty.is_empty() {
             return Ok(());
@@ -218,9 +253,9 @@ impl FsClient {
     }
 
     /// Whether [`FsClient::flush`] has anything to do: this client wrote
-    /// to the file since its last fsync.
+    /// to the file since its last fsync (or has writes of it in flight).
     pub fn has_unflushed_writes(&self, file: &FileHandle) -> bool {
-        self.shared.files.is_dirty(file.inode)
+        self.shared.files.is_dirty(file.inode) || self.shared.pending.holds(file.inode)
     }
 
     async fn sync_servers(

@@ -16,6 +16,7 @@ mod closer;
 mod data;
 mod identity;
 mod open_files;
+mod pending;
 pub mod probe;
 
 pub use concerto_proto as proto;
@@ -127,7 +128,12 @@ struct Shared {
     pool: ServerPool,
     files: OpenFiles,
     closer: closer::Closer,
+    /// Writes answered and still on their way ([`FsClient::write_behind`]).
+    pending: pending::Pending,
 }
+
+/// What a client may have written behind at once, by default.
+pub const DEFAULT_WRITE_BEHIND: u64 = 16 << 20;
 
 impl FsClient {
     /// A client for `cluster` authenticating with `credential`;
@@ -147,10 +153,21 @@ impl FsClient {
                 pool,
                 files: OpenFiles::default(),
                 closer: closer::Closer::default(),
+                pending: pending::Pending::new(DEFAULT_WRITE_BEHIND),
             }),
             identity,
         }
         .bound()
+    }
+
+    /// The same client with `bytes` as the bound on what it may have
+    /// written behind at once (see [`FsClient::write_behind`]); call it on
+    /// a new client, before any write.
+    pub fn with_write_behind(mut self, bytes: u64) -> FsClient {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.pending = pending::Pending::new(bytes);
+        }
+        self
     }
 
     /// The identity with a tenant credential's job as its application.
@@ -357,6 +374,8 @@ impl FsClient {
     /// The attributes of the file or directory with inode `inode` (known
     /// as `path`, for messages); `Stale` once it was removed.
     pub async fn getattr(&self, inode: u64, path: &str) -> Result<Stat, ClientError> {
+        // What this client wrote behind counts.
+        self.shared.pending.settle(inode, None).await?;
         let attr = self
             .meta_attr(MetaRequest::Getattr { inode })
             .await
@@ -418,6 +437,8 @@ impl FsClient {
                 size,
             })
             .await?;
+        // Writes still on their way land before the cut, not after it.
+        self.shared.pending.settle(attr.inode, None).await?;
         self.shared.files.truncated(attr.inode, size);
         let layout = layout_of(&attr, path)?;
         let layout = &layout;

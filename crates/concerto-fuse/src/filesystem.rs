@@ -381,6 +381,8 @@ pub(crate) struct ConcertoFuse {
     mount: Ctx,
     /// pid → (identity, when it was read): see [`CALLER_TTL`].
     callers: HashMap<u32, (Identity, Instant)>,
+    /// Whether writes not asked to be synchronous are written behind.
+    write_behind: bool,
 }
 
 /// How every file is opened: direct I/O (no page cache: every read(2) and
@@ -405,6 +407,7 @@ impl ConcertoFuse {
                 owner: unsafe { (libc::geteuid(), libc::getegid()) },
             },
             callers: HashMap::new(),
+            write_behind: options.write_behind > 0,
         }
     }
 
@@ -669,7 +672,7 @@ impl Filesystem for ConcertoFuse {
         offset: i64,
         data: &[u8],
         _write_flags: u32,
-        _flags: i32,
+        flags: i32,
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
@@ -687,8 +690,18 @@ impl Filesystem for ConcertoFuse {
             Err(e) => return reply.error(Errno::from(e).0),
         };
         let written = data.len() as u32;
-        self.spawn(open.client, reply, |ctx| async move {
-            ctx.client.send_write(prepared).await?;
+        // O_DIRECT, O_SYNC and O_DSYNC are written through (answered once
+        // the servers have the data; the kernel then fsyncs O_*SYNC);
+        // other writes behind, so that the kernel's lock on the file, held
+        // across a write that extends it, is held only for a moment.
+        let through =
+            !self.write_behind || flags & (libc::O_DIRECT | libc::O_SYNC | libc::O_DSYNC) != 0;
+        self.spawn(open.client, reply, move |ctx| async move {
+            if through {
+                ctx.client.send_write(prepared).await?;
+            } else {
+                ctx.client.write_behind(prepared).await?;
+            }
             Ok(written)
         });
     }

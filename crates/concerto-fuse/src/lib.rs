@@ -55,12 +55,17 @@ use concerto_proto::Role;
 pub struct MountOptions {
     /// How long the kernel may cache names and attributes before asking again.
     pub attr_ttl: Duration,
+    /// Bytes of writes that may be on their way to the servers after
+    /// `write(2)` returned (write-behind; 0 writes every write through).
+    /// The client's bound: pass the same to `FsClient::with_write_behind`.
+    pub write_behind: u64,
 }
 
 impl Default for MountOptions {
     fn default() -> MountOptions {
         MountOptions {
             attr_ttl: Duration::from_secs(1),
+            write_behind: concerto_client::DEFAULT_WRITE_BEHIND,
         }
     }
 }

@@ -28,6 +28,19 @@ struct Args {
     /// Once mounted, write `{"mountpoint": ...}` here as JSON.
     #[arg(long, value_name = "FILE")]
     ready_file: Option<PathBuf>,
+    /// Writes that may be on their way to the servers after write(2)
+    /// returned (e.g. 16MiB; 0 writes every write through). O_DIRECT and
+    /// O_SYNC writes are always written through.
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = write_behind)]
+    write_behind: u64,
+}
+
+fn write_behind(text: &str) -> Result<u64, String> {
+    let bytes = concerto_core::units::parse_size(text)?;
+    if bytes > 1 << 30 {
+        return Err(format!("{text}: at most 1GiB"));
+    }
+    Ok(bytes)
 }
 
 fn attr_ttl(text: &str) -> Result<f64, String> {
@@ -69,8 +82,10 @@ fn run((cluster, credential): (ClusterFile, Credential), args: &Args) -> std::io
         .build()?;
     let options = MountOptions {
         attr_ttl: Duration::from_secs_f64(args.attr_ttl),
+        write_behind: args.write_behind,
     };
-    let client = FsClient::new(cluster, Identity::from_env(), credential);
+    let client = FsClient::new(cluster, Identity::from_env(), credential)
+        .with_write_behind(args.write_behind);
     let mounted =
         concerto_fuse::mount(client, &args.mountpoint, runtime.handle().clone(), options)?;
     eprintln!(

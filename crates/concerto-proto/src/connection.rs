@@ -54,6 +54,13 @@ pub enum ClientError {
     /// A problem found on the client before anything was sent.
     #[error("{0}")]
     Invalid(String),
+    /// A write the caller was told was done (written behind) failed
+    /// afterwards; the next call on the file says so, with the error's kind.
+    #[error("an earlier write failed: {message}")]
+    Deferred {
+        kind: Option<ErrorKind>,
+        message: String,
+    },
 }
 
 impl ClientError {
@@ -61,6 +68,7 @@ impl ClientError {
     pub fn kind(&self) -> Option<ErrorKind> {
         match self {
             ClientError::Server { kind, .. } => Some(*kind),
+            ClientError::Deferred { kind, .. } => *kind,
             _ => None,
         }
     }

@@ -34,7 +34,11 @@ fn py_err(e: ClientError) -> PyErr {
         ClientError::Invalid(_) => PyValueError::new_err(msg),
         ClientError::Unexpected { .. } => PyOSError::new_err(msg),
         ClientError::Auth { .. } => PyPermissionError::new_err(msg),
-        ClientError::Server { kind, .. } => match kind {
+        ClientError::Deferred { kind: None, .. } => PyOSError::new_err((libc::EIO, msg)),
+        ClientError::Server { kind, .. }
+        | ClientError::Deferred {
+            kind: Some(kind), ..
+        } => match kind {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
             ErrorKind::Exists => PyFileExistsError::new_err(msg),
             ErrorKind::NotADirectory => PyNotADirectoryError::new_err(msg),
