@@ -156,13 +156,15 @@ impl FsClient {
         Ok(())
     }
 
-    /// Reads up to `len` bytes at `offset`; shorter only at the end of the file.
+    /// Reads up to `len` bytes at `offset`; shorter only at the end of the
+    /// file. Sequential reads of a handle are read ahead (see the
+    /// `readahead` module).
     pub async fn read(
         &self,
         file: &FileHandle,
         offset: u64,
         len: u64,
-    ) -> Result<Vec<u8>, ClientError> {
+    ) -> Result<Bytes, ClientError> {
         // A large request is first cut to the file, so asking for "everything" costs no more than there is.
         let len = if len > concerto_proto::MAX_IO {
             len.min(self.fstat(file).await?.size.saturating_sub(offset))
@@ -171,14 +173,26 @@ impl FsClient {
         };
         let range = (offset, offset.saturating_add(len));
         self.shared.pending.settle(file.inode, Some(range)).await?;
-        let (mut buf, complete) = self.read_extents(file, &[Extent::new(offset, len)]).await?;
+        let ahead = self.read_ahead(file, offset, len).await?;
+        let served = ahead.len() as u64;
+        if served == len {
+            return Ok(ahead);
+        }
+        let (at, rest) = (offset + served, len - served);
+        let (mut buf, complete) = self.read_extents(file, &[Extent::new(at, rest)]).await?;
         if !complete {
             // Some object ended early: a hole or the end of the file (or a
             // file removed meanwhile). Only the size can tell.
             let size = self.fstat(file).await?.size;
-            buf.truncate(size.saturating_sub(offset).min(len) as usize);
+            buf.truncate(size.saturating_sub(at).min(rest) as usize);
         }
-        Ok(buf)
+        if ahead.is_empty() {
+            return Ok(buf);
+        }
+        let mut out = BytesMut::with_capacity(ahead.len() + buf.len());
+        out.extend_from_slice(&ahead);
+        out.extend_from_slice(&buf);
+        Ok(out.freeze())
     }
 
     /// Reads the file `extents` (ascending, disjoint; list I/O), concatenated;
@@ -187,7 +201,7 @@ impl FsClient {
         &self,
         file: &FileHandle,
         extents: &[Extent],
-    ) -> Result<Vec<u8>, ClientError> {
+    ) -> Result<Bytes, ClientError> {
         check_extents(extents)?;
         if let (Some(first), Some(last)) = (extents.first(), extents.last()) {
             let range = (first.offset, last.offset + last.len);
@@ -196,12 +210,15 @@ impl FsClient {
         Ok(self.read_extents(file, extents).await?.0)
     }
 
-    /// The bytes of `extents`, zero where objects end early, and whether every object had all of its part.
-    async fn read_extents(
+    /// The bytes of `extents`, zero where objects end early, and whether
+    /// every object had all of its part. A read one server answers whole
+    /// is that server's reply as it came (no copy); otherwise the pieces
+    /// are put in file order with one copy each.
+    pub(crate) async fn read_extents(
         &self,
         file: &FileHandle,
         extents: &[Extent],
-    ) -> Result<(Vec<u8>, bool), ClientError> {
+    ) -> Result<(Bytes, bool), ClientError> {
         let total = check_extents(extents)?;
         if total > MAX_READ {
             return Err(ClientError::Invalid(format!("a read of {total} bytes is over the {MAX_READ}-byte limit of one call; read in pieces")));
@@ -215,19 +232,37 @@ impl FsClient {
                 .await
         }))
         .await?;
-        let mut buf = vec![0u8; total as usize];
-        let mut complete = true;
-        for (b, data) in batches.iter().zip(replies) {
-            let mut at = 0usize;
-            for p in &b.parts {
-                let n = (p.len as usize).min(data.len().saturating_sub(at));
-                let to = p.buf_offset as usize;
-                buf[to..to + n].copy_from_slice(&data[at..at + n]);
-                at += n;
-                complete &= n == p.len as usize;
+        if let ([batch], [reply]) = (batches.as_slice(), replies.as_slice()) {
+            if batch.parts.len() == 1 && reply.len() as u64 == total {
+                return Ok((reply.clone(), true));
             }
         }
-        Ok((buf, complete))
+        // Every part's place in the buffer and in its server's reply; the
+        // parts tile the buffer, so in buffer order they fill it from the
+        // start, and nothing is written twice (or zeroed first).
+        let mut pieces: Vec<(u64, usize, usize, usize)> = Vec::new();
+        for (i, b) in batches.iter().enumerate() {
+            let mut at = 0usize;
+            for p in &b.parts {
+                pieces.push((p.buf_offset, i, at, p.len as usize));
+                at += p.len as usize;
+            }
+        }
+        pieces.sort_unstable_by_key(|p| p.0);
+        let mut buf = BytesMut::with_capacity(total as usize);
+        let mut complete = true;
+        for (_, i, at, len) in pieces {
+            // A reply shorter than its parts (the object ends early) gives
+            // what it has; the rest of the part is zeros.
+            let data = replies[i].get(at..).unwrap_or_default();
+            let n = len.min(data.len());
+            buf.extend_from_slice(&data[..n]);
+            if n < len {
+                buf.resize(buf.len() + (len - n), 0);
+                complete = false;
+            }
+        }
+        Ok((buf.freeze(), complete))
     }
 
     /// Makes the file durable: the data this client wrote to it, on the

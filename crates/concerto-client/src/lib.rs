@@ -18,6 +18,7 @@ mod identity;
 mod open_files;
 mod pending;
 pub mod probe;
+mod readahead;
 
 pub use concerto_proto as proto;
 pub use concerto_proto::cluster::{ClusterFile, ServerEntry};
@@ -51,6 +52,8 @@ pub struct FileHandle {
     pub inode: u64,
     pub layout: StripeLayout,
     pub writable: bool,
+    /// This handle's read-ahead (shared by its clones).
+    readahead: Arc<readahead::ReadAhead>,
 }
 
 /// What `stat` returns.
@@ -130,6 +133,8 @@ struct Shared {
     closer: closer::Closer,
     /// Writes answered and still on their way ([`FsClient::write_behind`]).
     pending: pending::Pending,
+    /// Bounds what the client's handles hold read ahead.
+    readahead_budget: Arc<tokio::sync::Semaphore>,
 }
 
 /// What a client may have written behind at once, by default.
@@ -154,6 +159,7 @@ impl FsClient {
                 files: OpenFiles::default(),
                 closer: closer::Closer::default(),
                 pending: pending::Pending::new(DEFAULT_WRITE_BEHIND),
+                readahead_budget: readahead::budget(),
             }),
             identity,
         }
@@ -276,6 +282,7 @@ impl FsClient {
             inode: attr.inode,
             layout: layout_of(attr, path)?,
             writable,
+            readahead: Arc::default(),
         };
         if writable {
             self.shared.files.opened_for_write(attr.inode);

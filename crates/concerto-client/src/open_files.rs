@@ -26,6 +26,10 @@ struct FileState {
 #[derive(Debug, Default)]
 pub(crate) struct OpenFiles {
     files: Mutex<HashMap<u64, FileState>>,
+    /// Per file, a counter of this client's writes and truncates (what
+    /// read ahead before a change is not served after it). Kept only
+    /// while it is not zero.
+    generations: Mutex<HashMap<u64, u64>>,
     changes_seen: AtomicU64,
     durable_seen: AtomicU64,
 }
@@ -57,8 +61,20 @@ impl OpenFiles {
         })
     }
 
+    /// The counter of this client's changes to the file's data.
+    pub fn generation(&self, inode: u64) -> u64 {
+        let generations = self.generations.lock().unwrap_or_else(|p| p.into_inner());
+        generations.get(&inode).copied().unwrap_or(0)
+    }
+
+    fn changed(&self, inode: u64) {
+        let mut generations = self.generations.lock().unwrap_or_else(|p| p.into_inner());
+        *generations.entry(inode).or_default() += 1;
+    }
+
     /// A write reached `servers` and ended at byte `end` of the file.
     pub fn wrote(&self, inode: u64, servers: impl IntoIterator<Item = u32>, end: u64) {
+        self.changed(inode);
         self.with(inode, |s| {
             s.dirty.extend(servers);
             s.written_end = s.written_end.max(end);
@@ -84,6 +100,7 @@ impl OpenFiles {
 
     /// This client truncated the file: its writes count from here.
     pub fn truncated(&self, inode: u64, size: u64) {
+        self.changed(inode);
         self.with(inode, |s| s.written_end = size.min(s.written_end));
     }
 

@@ -350,7 +350,7 @@ answer!(ReplyCreate, (FileAttr, u64), |r, ctx, v| r.created(
     v.1,
     open_flags()
 ));
-answer!(ReplyData, Vec<u8>, |r, _ctx, data| r.data(&data));
+answer!(ReplyData, bytes::Bytes, |r, _ctx, data| r.data(&data));
 answer!(ReplyWrite, u32, |r, _ctx, n| r.written(n));
 answer!(ReplyStatfs, Statfs, |r, _ctx, s| r.statfs(
     s.blocks,
