@@ -44,6 +44,49 @@ def mounted(tmp_path):
     local.down(tmp_path / "cluster")
 
 
+def test_fio_verifies_sequential_and_direct_io_through_write_behind_and_read_ahead(mounted, tmp_path):
+    _, mnt, proc = mounted
+    # Sequential 1 MiB writes (written behind) read back sequentially (read
+    # ahead), then 4 KiB writes with O_DIRECT (written through) mixed with
+    # reads, every block checked.
+    for args in (["--rw=write", "--bs=1m", "--size=32m"],
+                 ["--rw=randrw", "--bs=4k", "--size=2m", "--direct=1"]):
+        run = subprocess.run(
+            ["fio", "--name=seq", f"--directory={mnt}", *args, "--ioengine=psync", "--verify=crc32c",
+             "--do_verify=1", "--verify_fatal=1", "--end_fsync=1", "--output-format=json"],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+        job = json.loads(run.stdout[run.stdout.index("{"):])["jobs"][0]
+        assert job["error"] == 0 and job["read"]["io_bytes"] > 0, args
+    assert proc.poll() is None
+
+
+def _strided_rank(path: str, rank: int, ranks: int, segments: int, block: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    for s in range(segments):
+        os.pwrite(fd, bytes([rank + 1]) * block, (s * ranks + rank) * block)
+    os.close(fd)
+
+
+def test_processes_writing_one_file_strided_through_the_mount_give_every_block(mounted):
+    # IOR's -t 64k -b 64k -s 64 with four ranks: each write extends the file
+    # (the kernel holds the file's lock across such writes), written behind.
+    _, mnt, _ = mounted
+    import multiprocessing as mp
+    path, ranks, segments, block = str(mnt / "ior"), 4, 64, 65536
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_strided_rank, args=(path, r, ranks, segments, block)) for r in range(ranks)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    data = (mnt / "ior").read_bytes()
+    assert len(data) == ranks * segments * block
+    for i in range(ranks * segments):
+        assert data[i * block:(i + 1) * block] == bytes([i % ranks + 1]) * block, f"block {i}"
+
+
 def test_fio_verifies_every_block_written_through_the_mount(mounted, tmp_path):
     cluster, mnt, proc = mounted
     # Two jobs (two processes) write their own files in random 64 KiB blocks

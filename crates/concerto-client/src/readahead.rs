@@ -9,7 +9,9 @@
 //! of whole stripes (each chunk one request per server, all at once), the
 //! window doubling from [`FIRST_WINDOW`] up to [`MAX_WINDOW`] while the
 //! reads stay sequential. Any other read drops what was fetched and starts
-//! over.
+//! over. Where a fetch finds the file's data to end, fetching stops, and a
+//! read from there on first asks the file's size (one metadata request
+//! rather than one per server) until the file is seen to have grown.
 //!
 //! Coherence, as NFS's close-to-open: what was read ahead is served only to
 //! the handle that fetched it, for at most [`MAX_AGE`], and never after this
@@ -77,6 +79,9 @@ struct State {
     next: u64,
     window: u64,
     chunks: VecDeque<Chunk>,
+    /// Where a fetch found the file's data to end: nothing is fetched from
+    /// there on, until a read asks past it (the file may have grown).
+    end_seen: Option<u64>,
 }
 
 /// The client's bound on what is read ahead.
@@ -173,6 +178,24 @@ impl FsClient {
         })
     }
 
+    /// Where a fetch of this handle found the file's data to end, if one did.
+    pub(crate) fn end_seen(&self, file: &FileHandle) -> Option<u64> {
+        file.readahead
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .end_seen
+    }
+
+    /// A read found data past where a fetch saw the file end: it grew.
+    pub(crate) fn grew(&self, file: &FileHandle) {
+        file.readahead
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .end_seen = None;
+    }
+
     /// Starts fetching the window after `from` that is not fetched yet.
     fn fetch_ahead(&self, file: &FileHandle, from: u64, generation: u64) {
         let chunk = chunk_len(&file.layout);
@@ -182,7 +205,7 @@ impl FsClient {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         s.window = (s.window * 2).clamp(FIRST_WINDOW, MAX_WINDOW);
-        let end = from + s.window;
+        let end = (from + s.window).min(s.end_seen.unwrap_or(u64::MAX));
         // Fetches start at chunk boundaries past what is held.
         let mut start = s.chunks.back().map_or(from - from % chunk, |c| c.end());
         while start < end {
@@ -205,6 +228,7 @@ impl FsClient {
             });
             let (client, file) = (self.clone(), file.clone());
             tokio::spawn(async move {
+                let readahead = file.readahead.clone();
                 let got = client
                     .read_extents(&file, &[Extent::new(start, chunk)])
                     .await
@@ -220,6 +244,13 @@ impl FsClient {
                         bytes
                     })
                     .map_err(|e| e.to_string());
+                if let Ok(bytes) = &got {
+                    if (bytes.len() as u64) < chunk {
+                        let mut s = readahead.state.lock().unwrap_or_else(|p| p.into_inner());
+                        let end = start + bytes.len() as u64;
+                        s.end_seen = Some(s.end_seen.map_or(end, |e| e.min(end)));
+                    }
+                }
                 let _ = tx.send(Some(got));
             });
             start += chunk;

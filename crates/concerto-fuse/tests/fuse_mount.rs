@@ -365,12 +365,14 @@ fn a_full_disk_gives_enospc_through_the_mount() {
     assert_eq!(errno(&e), libc::ENOSPC, "{e}");
     drop(f);
     fs::remove_file(mnt.join("big")).unwrap();
-    // The kernel sends a file's release after close(2) returns, so a file
-    // removed right after its close may still count as open here, and go
-    // (freeing its space) only when the release comes: wait for that.
+    // The metadata service removes the objects moments after the unlink
+    // (and a file removed right after its close may still count as open
+    // here until the kernel's release comes): wait for the objects to go
+    // and their room to be free.
     let objects = disk.join("cluster");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !object_files(&objects).is_empty() {
+    let room = |s: &libc::statvfs| s.f_bavail as u64 * s.f_frsize as u64;
+    while !object_files(&objects).is_empty() || room(&statvfs(&disk)) < 16 << 20 {
         assert!(std::time::Instant::now() < deadline, "big's objects stay");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -378,4 +380,167 @@ fn a_full_disk_gives_enospc_through_the_mount() {
     assert_eq!(fs::metadata(mnt.join("small")).unwrap().len(), 1 << 20);
     drop(mounted);
     rt.block_on(cluster.shutdown());
+}
+
+/// A mount point that is a mount already is refused, with the reason, and
+/// the mount there carries on (it is neither hidden nor detached later);
+/// a cluster whose metadata server does not answer is not mounted at all.
+#[test]
+fn a_busy_mount_point_and_a_silent_cluster_are_refused() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    let (cluster, client, first) = cluster_and_mount(
+        &rt,
+        &dir.path().join("cluster"),
+        &mnt,
+        LocalClusterSpec::fifo(2),
+    );
+    fs::write(mnt.join("kept"), b"still served").unwrap();
+    let second = mount(
+        client.with_identity(client.identity()),
+        &mnt,
+        rt.handle().clone(),
+        MountOptions::default(),
+    );
+    let e = second.err().expect("a second mount on a busy path");
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert!(e.to_string().contains("is a mount point already"), "{e}");
+    assert!(first.is_mounted());
+    assert_eq!(fs::read(mnt.join("kept")).unwrap(), b"still served");
+    drop(first);
+    assert!(!is_mounted(&mnt));
+
+    // The cluster stops: mounting it now names the server that does not answer.
+    let address = cluster.cluster.metadata_server().address;
+    rt.block_on(cluster.shutdown());
+    let e = mount(client, &mnt, rt.handle().clone(), MountOptions::default())
+        .err()
+        .expect("a mount of a stopped cluster");
+    assert!(
+        e.to_string().contains("metadata server") && e.to_string().contains(&address.to_string()),
+        "{e}"
+    );
+    assert!(!is_mounted(&mnt), "nothing was mounted");
+}
+
+/// Random operations through the mount, checked against the same
+/// operations on a local file (fsx's method): writes of random sizes at
+/// random offsets (written behind), reads (read ahead when sequential),
+/// truncates, fsyncs, closing and opening again, from one process and then
+/// two at once on one file. Every read returns what the local file holds.
+#[test]
+fn random_operations_read_back_as_on_a_local_file() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    let (cluster, _client, mounted) = cluster_and_mount(
+        &rt,
+        &dir.path().join("cluster"),
+        &mnt,
+        LocalClusterSpec::fifo(4),
+    );
+    let model_path = dir.path().join("model");
+    let open = |p: &Path| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(p)
+            .unwrap()
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    let (mut ours, mut model) = (open(&mnt.join("fsx")), open(&model_path));
+    const SPAN: u64 = 3 << 20;
+    for step in 0..600 {
+        match rng.gen_range(0..100) {
+            0..=44 => {
+                let at = rng.gen_range(0..SPAN);
+                let len = rng.gen_range(1..200_000usize);
+                let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                ours.write_all_at(&data, at).unwrap();
+                model.write_all_at(&data, at).unwrap();
+            }
+            45..=79 => {
+                // Sequential runs now and then, so read-ahead takes part.
+                let size = model.metadata().unwrap().len();
+                let mut at = rng.gen_range(0..size.max(1));
+                let runs = if rng.gen_bool(0.3) { 8 } else { 1 };
+                for _ in 0..runs {
+                    let len = rng.gen_range(1..300_000usize);
+                    let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
+                    let n = read_at(&ours, &mut a, at);
+                    let m = read_at(&model, &mut b, at);
+                    assert_eq!(n, m, "step {step}: read of {len} at {at}: lengths");
+                    assert!(
+                        a[..n] == b[..m],
+                        "step {step}: read of {len} at {at}: bytes"
+                    );
+                    at += n as u64;
+                }
+            }
+            80..=87 => {
+                let size = rng.gen_range(0..SPAN);
+                ours.set_len(size).unwrap();
+                model.set_len(size).unwrap();
+            }
+            88..=93 => ours.sync_all().unwrap(),
+            _ => {
+                drop(ours);
+                ours = open(&mnt.join("fsx"));
+            }
+        }
+        assert_eq!(
+            ours.metadata().unwrap().len(),
+            model.metadata().unwrap().len(),
+            "step {step}: size"
+        );
+    }
+    drop(ours);
+    assert!(fs::read(mnt.join("fsx")).unwrap() == fs::read(&model_path).unwrap());
+
+    // Two processes' writes to one file at once, interleaved blocks of
+    // each: every block is its writer's.
+    let block = 64 * 1024;
+    let writers: Vec<_> = (0..2u8)
+        .map(|w| {
+            let path = mnt.join("shared");
+            std::thread::spawn(move || {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .unwrap();
+                for k in 0..64u64 {
+                    let at = (2 * k + w as u64) * block as u64;
+                    f.write_all_at(&vec![w + 1; block], at).unwrap();
+                }
+                f.sync_all().unwrap();
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let shared = fs::read(mnt.join("shared")).unwrap();
+    assert_eq!(shared.len(), 128 * block);
+    for (i, chunk) in shared.chunks(block).enumerate() {
+        assert!(chunk.iter().all(|&b| b == (i % 2) as u8 + 1), "block {i}");
+    }
+    drop(mounted);
+    rt.block_on(cluster.shutdown());
+}
+
+/// Reads `buf.len()` bytes at `at` as far as the file goes: how many.
+fn read_at(f: &File, buf: &mut [u8], at: u64) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], at + n as u64).unwrap() {
+            0 => break,
+            k => n += k,
+        }
+    }
+    n
 }

@@ -432,6 +432,27 @@ mod tests {
         );
     }
 
+    /// Tombstones of an older server (a file per removed object) are gone
+    /// once the store opens: nothing of a removed file outlives it.
+    #[test]
+    fn old_tombstones_are_removed_when_the_store_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("objects").join(OLD_TOMBSTONES);
+        std::fs::create_dir_all(&old).unwrap();
+        for i in 0..10 {
+            std::fs::write(old.join(format!("{i:016x}")), b"").unwrap();
+        }
+        let s = ObjectStore::open(dir.path()).unwrap();
+        assert!(!old.exists());
+        s.write(1, &[Extent::new(0, 1)], b"x").unwrap();
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("objects"))
+                .unwrap()
+                .count(),
+            1
+        );
+    }
+
     /// An fsync flushes only what was written since the last one, and an
     /// object evicted from the open-file cache is flushed when asked.
     #[test]

@@ -187,42 +187,13 @@ async fn a_full_disk_gives_no_space_and_deletes_still_make_room() {
 /// under the test.)
 #[test]
 fn the_reserve_pays_for_a_delete_on_a_full_disk() {
-    use concerto_proto::{Message, MetaRequest, Tags};
-    use concerto_server::members::Members;
-    use concerto_server::metadata::{Caller, MetadataConfig, MetadataService, Outcome};
+    use concerto_proto::{Message, MetaRequest};
     let rt = tokio::runtime::Runtime::new().unwrap();
     for keep_reserve in [true, false] {
         let disk = SmallDisk::new("16m");
-        let keys = std::sync::Arc::new(concerto_server::keys::Keys::fixed(
-            concerto_proto::auth::KeyRing::generate().unwrap(),
-        ));
-        let (_stop, stopped) = tokio::sync::watch::channel(false);
-        let service = MetadataService::open(
-            disk.path(),
-            MetadataConfig {
-                data_servers: vec![0],
-                default_unit: 65536,
-                default_count: 1,
-                commit_interval: std::time::Duration::from_secs(1),
-            },
-            std::sync::Arc::new(Members::new("127.0.0.1:1".parse().unwrap(), keys)),
-            rt.handle().clone(),
-            stopped,
-        )
-        .unwrap();
-        let caller = Caller {
-            conn: 1,
-            tags: Tags {
-                app: 1,
-                rank: 0,
-                issue_ns: 0,
-                weight: None,
-            },
-        };
-        let apply = |op: MetaRequest| match service.apply(&op, caller, 1) {
-            Outcome::Now(m) => m,
-            Outcome::Later(_) => panic!("{op:?} waited on data servers"),
-        };
+        let (service, _stop) =
+            common::metadata_service(disk.path(), std::time::Duration::from_secs(1), &rt);
+        let apply = |op| common::apply(&service, op);
         if !keep_reserve {
             std::fs::remove_file(disk.path().join("metadata.reserve")).unwrap();
         }
@@ -249,6 +220,93 @@ fn the_reserve_pays_for_a_delete_on_a_full_disk() {
             other => panic!("{other:?}"),
         }
     }
+}
+
+/// A crash of the metadata server (here: its database file copied while it
+/// runs, which is what the disk holds at that instant) keeps every change
+/// made durable — by a `Sync`, as a client's fsync or close asks — and
+/// loses only later ones, whole; and the server that comes back never
+/// hands out an inode number it may have given before, so a data server's
+/// object of a lost file can never become another file's.
+#[test]
+fn a_crash_keeps_what_was_synced_and_never_reuses_an_inode_number() {
+    use concerto_proto::{Message, MetaReply, MetaRequest};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (running, crashed) = (dir.path().join("running"), dir.path().join("crashed"));
+    // Commits only when asked (a second is more than the test takes).
+    let (service, _stop) =
+        common::metadata_service(&running, std::time::Duration::from_secs(1), &rt);
+    let create = |path: &str| match common::apply(
+        &service,
+        MetaRequest::Create {
+            path: path.into(),
+            layout: LayoutRequest::default(),
+            exclusive: true,
+        },
+    ) {
+        Message::MetaReply {
+            reply: MetaReply::Attr(a),
+            ..
+        } => a.inode,
+        other => panic!("{other:?}"),
+    };
+    create("/kept-1");
+    create("/kept-2");
+    match common::apply(&service, MetaRequest::Sync) {
+        Message::MetaReply {
+            changes, durable, ..
+        } => assert_eq!(changes, durable),
+        other => panic!("{other:?}"),
+    }
+    let lost = [create("/lost-1"), create("/lost-2")];
+    std::fs::create_dir(&crashed).unwrap();
+    std::fs::copy(running.join("metadata.redb"), crashed.join("metadata.redb")).unwrap();
+
+    let (back, _stop_back) =
+        common::metadata_service(&crashed, std::time::Duration::from_secs(1), &rt);
+    // (Open, not Lookup: the sizes the service knew went with the crash,
+    // and a lookup would ask the data servers, which this test has none of.)
+    let exists = |path: &str| {
+        let open = MetaRequest::Open {
+            path: path.into(),
+            write: false,
+        };
+        match common::apply(&back, open) {
+            Message::MetaReply { .. } => true,
+            Message::Error {
+                kind: ErrorKind::NotFound,
+                ..
+            } => false,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(
+        exists("/kept-1") && exists("/kept-2"),
+        "what was synced survives"
+    );
+    assert!(
+        !exists("/lost-1") && !exists("/lost-2"),
+        "what was not is lost whole"
+    );
+    let next = match common::apply(
+        &back,
+        MetaRequest::Create {
+            path: "/after".into(),
+            layout: LayoutRequest::default(),
+            exclusive: true,
+        },
+    ) {
+        Message::MetaReply {
+            reply: MetaReply::Attr(a),
+            ..
+        } => a.inode,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        lost.iter().all(|&l| next > l),
+        "inode {next} after the crash; {lost:?} were handed out before it"
+    );
 }
 
 fn object_files(root: &Path) -> Vec<PathBuf> {

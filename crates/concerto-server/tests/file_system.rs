@@ -442,3 +442,59 @@ async fn service_reports_cross_between_real_servers_and_even_out_total_service()
         "service-sync: wide/narrow {ratio:.3}"
     );
 }
+
+/// Reads that run past the end of a small file striped over every server
+/// (4 KiB units, so each server's part of the read is many pieces and its
+/// answer short or empty): the file's bytes, then nothing, never a panic;
+/// read-ahead of a handle read from the start stops at the end; and a
+/// file that grows under a reader that saw its end is read further.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_past_the_end_return_the_file_and_read_ahead_follows_growth() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = LocalCluster::start(dir.path(), spec(PolicyConfig::Fifo {}))
+        .await
+        .unwrap();
+    let fs = client(&c, 1, 0);
+    let f = fs
+        .create("/small", LayoutRequest::default(), true)
+        .await
+        .unwrap();
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251 + 1) as u8).collect();
+    fs.write(&f, 0, &data).await.unwrap();
+    fs.close(&f).await.unwrap();
+    let r = fs.open("/small", false).await.unwrap();
+    assert_eq!(fs.read(&r, 0, 1 << 20).await.unwrap()[..], data[..]);
+    assert_eq!(
+        fs.read(&r, 90_000, 1 << 20).await.unwrap()[..],
+        data[90_000..]
+    );
+    assert!(fs.read(&r, 100_000, 4096).await.unwrap().is_empty());
+    let list = fs
+        .read_list(&r, &[Extent::new(99_000, 5000), Extent::new(400_000, 5000)])
+        .await
+        .unwrap();
+    assert_eq!(list[..1000], data[99_000..]);
+    assert!(
+        list[1000..].iter().all(|&b| b == 0),
+        "past the end reads as zeros"
+    );
+
+    // Sequential reads from the start, 64 KiB at a time, past the end.
+    let seq = fs.open("/small", false).await.unwrap();
+    let mut back = Vec::new();
+    loop {
+        let got = fs.read(&seq, back.len() as u64, 65536).await.unwrap();
+        if got.is_empty() {
+            break;
+        }
+        back.extend_from_slice(&got);
+    }
+    assert_eq!(back, data);
+    // The file grows (another client writes); the reader goes on reading.
+    let other = client(&c, 2, 0);
+    let w = other.open("/small", true).await.unwrap();
+    other.write(&w, 100_000, b"more").await.unwrap();
+    other.close(&w).await.unwrap();
+    assert_eq!(&fs.read(&seq, 100_000, 65536).await.unwrap()[..], b"more");
+    c.shutdown().await;
+}

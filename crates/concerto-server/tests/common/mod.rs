@@ -1,7 +1,13 @@
 //! What several of the server's integration tests share.
 
 use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use concerto_proto::{Message, MetaRequest, Tags};
+use concerto_server::members::Members;
+use concerto_server::metadata::{Caller, MetadataConfig, MetadataService, Outcome};
 
 /// Polls `ready` every 10 ms until it holds; panics naming `what` after
 /// 10 s. For what the servers do in the background (the metadata service
@@ -12,5 +18,52 @@ pub async fn eventually<F: Future<Output = bool>>(what: &str, mut ready: impl Fn
     while !ready().await {
         assert!(Instant::now() < deadline, "not within 10 s: {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A metadata service on its own in `dir` (one data server it never talks
+/// to), committing at most every `commit_interval`; with what keeps it
+/// running (drop it to stop the reaper).
+#[allow(dead_code)]
+pub fn metadata_service(
+    dir: &Path,
+    commit_interval: Duration,
+    rt: &tokio::runtime::Runtime,
+) -> (Arc<MetadataService>, tokio::sync::watch::Sender<bool>) {
+    let keys = Arc::new(concerto_server::keys::Keys::fixed(
+        concerto_proto::auth::KeyRing::generate().unwrap(),
+    ));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let service = MetadataService::open(
+        dir,
+        MetadataConfig {
+            data_servers: vec![0],
+            default_unit: 65536,
+            default_count: 1,
+            commit_interval,
+        },
+        Arc::new(Members::new("127.0.0.1:1".parse().unwrap(), keys)),
+        rt.handle().clone(),
+        stopped,
+    )
+    .unwrap();
+    (service, stop)
+}
+
+/// One request to the service, answered now (it must not wait on data servers).
+#[allow(dead_code)]
+pub fn apply(service: &Arc<MetadataService>, op: MetaRequest) -> Message {
+    let caller = Caller {
+        conn: 1,
+        tags: Tags {
+            app: 1,
+            rank: 0,
+            issue_ns: 0,
+            weight: None,
+        },
+    };
+    match service.apply(&op, caller, 1) {
+        Outcome::Now(m) => m,
+        Outcome::Later(_) => panic!("{op:?} waited on data servers"),
     }
 }

@@ -1,0 +1,208 @@
+//! What each POSIX operation through the mount costs the servers, counted
+//! in the servers' own statistics, against what docs/filesystem.md states:
+//! a create is two requests (the kernel's lookup of the new name, which
+//! misses, and the create) and its close is told with others' (at most one
+//! more); a stat is one; an unlink is one (two when the kernel asks for
+//! the name first), and the metadata service removes the objects later,
+//! one request per data server for many files; a sequential read is about
+//! one request per MiB (4 MiB chunks read ahead, one request per server of
+//! a four-server layout).
+//!
+//! The kernel's name cache is emptied (`drop_caches`) before the phases
+//! that count lookups, so what reaches the servers does not depend on how
+//! long ago a name was seen. Needs root and /dev/fuse.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use concerto_client::{FsClient, Identity};
+use concerto_fuse::{mount, MountOptions};
+use concerto_server::local::{LocalCluster, LocalClusterSpec};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Requests the servers served, all applications but the file system's
+/// own (application 0: the removal of removed files' objects), data and
+/// metadata apart; and the file system's own. (A glimpse, the metadata
+/// service asking the data servers for a file's size, is the asking
+/// application's: it shows among the metadata requests.)
+fn served(rt: &tokio::runtime::Runtime, client: &FsClient) -> (u64, u64, u64) {
+    let (mut data, mut meta, mut own) = (0, 0, 0);
+    for s in rt.block_on(client.stats()) {
+        for a in s.unwrap().apps {
+            if a.app == 0 {
+                own += a.data_ops + a.metadata_ops;
+            } else {
+                data += a.data_ops;
+                meta += a.metadata_ops;
+            }
+        }
+    }
+    (data, meta, own)
+}
+
+/// Empties the kernel's cache of names and attributes.
+fn forget_names() {
+    fs::write("/proc/sys/vm/drop_caches", "2").expect("drop_caches (needs root)");
+}
+
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready() {
+        assert!(Instant::now() < deadline, "not within 10 s: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn each_operation_costs_the_requests_the_docs_state() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    let cluster = rt
+        .block_on(LocalCluster::start(
+            &dir.path().join("cluster"),
+            LocalClusterSpec::fifo(4),
+        ))
+        .unwrap();
+    let admin = FsClient::new(
+        cluster.cluster.clone(),
+        Identity::new(1, 0),
+        cluster.admin.clone(),
+    );
+    fs::create_dir(&mnt).unwrap();
+    let mounted = mount(
+        admin.with_identity(admin.identity()),
+        &mnt,
+        rt.handle().clone(),
+        MountOptions::default(),
+    )
+    .expect("mount (needs /dev/fuse and root)");
+    const N: u64 = 50;
+    let name = |i: u64| mnt.join(format!("f{i:03}"));
+
+    // Create: the lookup that misses, the create, and the closes told in
+    // batches (at least one request for all of them, at most one each).
+    let before = served(&rt, &admin);
+    for i in 0..N {
+        File::create_new(name(i)).unwrap();
+    }
+    wait_until("the closes reached the metadata server", || {
+        served(&rt, &admin).1 > before.1 + 2 * N
+    });
+    let after = served(&rt, &admin);
+    let creates = after.1 - before.1;
+    assert!(
+        (2 * N + 1..=3 * N).contains(&creates) && after.0 == before.0,
+        "{N} creates cost {creates} metadata and {} data requests",
+        after.0 - before.0
+    );
+
+    // Stat: one request each, the size known to the metadata service
+    // once the closes arrived (the last file's close came last).
+    let one_request_stat = |path: &Path, size: u64| {
+        forget_names();
+        let before = served(&rt, &admin);
+        assert_eq!(fs::metadata(path).unwrap().len(), size);
+        served(&rt, &admin).1 - before.1 == 1
+    };
+    wait_until("the last close reached the metadata server", || {
+        one_request_stat(&name(N - 1), 0)
+    });
+    forget_names();
+    let before = served(&rt, &admin);
+    for i in 0..N {
+        assert_eq!(fs::metadata(name(i)).unwrap().len(), 0);
+    }
+    let after = served(&rt, &admin);
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (0, N),
+        "a stat is one request (no glimpse of the data servers)"
+    );
+
+    // A file written and closed: its size is known without a glimpse too.
+    let mut f = File::create(mnt.join("data")).unwrap();
+    let block: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+    for _ in 0..16 {
+        f.write_all(&block).unwrap();
+    }
+    drop(f);
+    wait_until("a stat of the written file is one request", || {
+        one_request_stat(&mnt.join("data"), 16 << 20)
+    });
+
+    // Reading it back from the start: about one request per MiB: the
+    // first MiB read directly (4), four chunks of 4 MiB read ahead (16),
+    // and at most two chunks fetched past the end before the end is seen.
+    forget_names();
+    let before = served(&rt, &admin);
+    let mut back = Vec::new();
+    let mut f = File::open(mnt.join("data")).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        back.extend_from_slice(&buf[..n]);
+    }
+    drop(f);
+    let after = served(&rt, &admin);
+    assert!(
+        back.chunks(1 << 20).all(|c| c == &block[..]),
+        "the bytes read back"
+    );
+    let reads = after.0 - before.0;
+    assert!(
+        (20..=28).contains(&reads),
+        "reading 16 MiB took {reads} data requests"
+    );
+
+    // Unlink: the lookup (the names were forgotten) and the unlink; the
+    // objects go later, in one removal per data server for many files.
+    forget_names();
+    let before = served(&rt, &admin);
+    for i in 0..N {
+        fs::remove_file(name(i)).unwrap();
+    }
+    fs::remove_file(mnt.join("data")).unwrap();
+    let after = served(&rt, &admin);
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (0, 2 * (N + 1)),
+        "unlink"
+    );
+    let objects = |root: &Path| -> usize {
+        (0..4)
+            .map(|s| {
+                fs::read_dir(root.join(format!("s{s}/objects")))
+                    .unwrap()
+                    .count()
+            })
+            .sum()
+    };
+    let root = dir.path().join("cluster");
+    // One removal per data server for each batch the metadata service
+    // gathers (a file at a time, it would be four per file).
+    wait_until("the data file's objects are removed", || {
+        objects(&root) == 0 && served(&rt, &admin).2 >= before.2 + 4
+    });
+    let removals = served(&rt, &admin).2 - before.2;
+    assert!(
+        (4..=40).contains(&removals),
+        "{removals} removal requests for {} files",
+        N + 1
+    );
+
+    drop(mounted);
+    rt.block_on(cluster.shutdown());
+}
