@@ -371,7 +371,7 @@ fn a_full_disk_gives_enospc_through_the_mount() {
     // and their room to be free.
     let objects = disk.join("cluster");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let room = |s: &libc::statvfs| s.f_bavail as u64 * s.f_frsize as u64;
+    let room = |s: &libc::statvfs| s.f_bavail * s.f_frsize;
     while !object_files(&objects).is_empty() || room(&statvfs(&disk)) < 16 << 20 {
         assert!(std::time::Instant::now() < deadline, "big's objects stay");
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -451,7 +451,7 @@ fn random_operations_read_back_as_on_a_local_file() {
             .unwrap()
     };
     let mut rng = ChaCha8Rng::seed_from_u64(31);
-    let (mut ours, mut model) = (open(&mnt.join("fsx")), open(&model_path));
+    let (mut ours, model) = (open(&mnt.join("fsx")), open(&model_path));
     const SPAN: u64 = 3 << 20;
     for step in 0..600 {
         match rng.gen_range(0..100) {
