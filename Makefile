@@ -1,8 +1,9 @@
 # Concerto's entry points. Each target installs what it needs first.
 #   make demo   - build, then run Concerto's demo
 #   make test   - build once, then run every test (Rust, Python, quick reproduction)
-#   make bench  - criterion benchmarks, then the SimGrid side of the engine
-#                 and fluid-mode comparisons (see docs/performance.md)
+#   make bench  - criterion benchmarks, the SimGrid side of the engine and
+#                 fluid-mode comparisons, and the real file system beside the
+#                 local one, GlusterFS and MooseFS (see docs/performance.md)
 
 SHELL := /bin/bash
 VENV := .venv
@@ -42,6 +43,7 @@ test: build
 bench: build
 	cargo bench -p concerto-bench
 	bash benches/simgrid/run.sh
+	bash benches/peers/fsbench.sh
 
 clean:
 	rm -rf target $(VENV) results

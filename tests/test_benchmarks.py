@@ -109,3 +109,4 @@ def test_the_cli_prints_an_apps_table_and_names_bad_options(tmp_path):
     assert "as IOR reports it" in ran.stdout and "bw(MiB/s)" in ran.stdout
     bad = concerto("sim", "workload", "from-mdtest", "-n 5")
     assert bad.returncode == 2 and "mdtest without -u" in bad.stderr
+

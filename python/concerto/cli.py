@@ -11,7 +11,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from concerto import __version__, _native, terminal
-from concerto.report import apps_csv, benchmark_tables, compare_plot, compare_table, runset_table, write_json
+from concerto.report import (apps_csv, benchmark_tables, compare_plot, compare_table, fsbench_tables, runset_table,
+                             write_json)
 from concerto.sim import ScenarioSource, simulate
 from concerto.fscli import size_arg
 from concerto.sweep import default_workers, policy_override
@@ -549,6 +550,52 @@ def demo(out: Path, cluster_dir: Path | None) -> None:
     from concerto.demo import run_demo
 
     run_demo(out, console, cluster_dir)
+
+
+@main.group()
+def bench() -> None:
+    """Measure the real file system (criterion's benchmarks are `make bench`)."""
+
+
+@bench.command("fs")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/bench"),
+              show_default=True, help="Where fsbench.json goes (and, meanwhile, the clusters' files).")
+@click.option("--compare", "compare", multiple=True, metavar="NAME=DIR",
+              help="Another mounted file system to measure the same way (repeatable), e.g. glusterfs=/mnt/gl.")
+@click.option("--size", "size_mib", type=click.IntRange(min=64), default=1024, show_default=True,
+              help="MiB the sequential rows write and read.")
+@click.option("--runtime", "runtime_s", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Seconds each random-I/O row runs.")
+@click.option("--files", type=click.IntRange(min=10), default=2000, show_default=True,
+              help="Files the metadata rows create, stat and unlink.")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Rounds (the order of the file systems rotates each round; figures are medians).")
+@click.option("--quick", is_flag=True, help="A run of about a minute: the shape of the figures, not figures to quote.")
+@guarded
+def bench_fs(out: Path, compare: tuple[str, ...], size_mib: int, runtime_s: int, files: int, rounds: int,
+             quick: bool) -> None:
+    """fio and a metadata loop through the mount, beside the local file system and others, in one run."""
+    from concerto import fsbench
+
+    targets: dict[str, Path] = {}
+    for spec in compare:
+        name, sep, directory = spec.partition("=")
+        if not sep or not name or not directory:
+            raise UsageProblem(f"--compare {spec}: give NAME=DIR (a mounted file system's directory)")
+        if name in ("concerto", "local") or name in targets:
+            raise UsageProblem(f"--compare {spec}: the name {name!r} is taken")
+        if not Path(directory).is_dir():
+            raise UsageProblem(f"--compare {spec}: {directory} is not a directory")
+        targets[name] = Path(directory)
+    settings = (fsbench.Settings.quick() if quick else
+                fsbench.Settings(size_mib=size_mib, runtime_s=runtime_s, files=files, rounds=rounds))
+    try:
+        result = fsbench.run(out, targets, settings, say=lambda m: err_console.print(f"[dim]{m}[/]"))
+    except fsbench.BenchProblem as e:
+        raise UsageProblem(str(e)) from e
+    for t in fsbench_tables(result):
+        console.print(t)
+    console.print(f"figures: {out / 'fsbench.json'}")
 
 
 # The real file system's commands live in their own module.

@@ -304,3 +304,30 @@ def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(out)
+
+
+def fsbench_tables(result: dict) -> list[Table]:
+    """``concerto bench fs``'s figures: every row on every file system, Concerto's ratios, the shared file."""
+    from concerto.fsbench import ROWS
+
+    med, ratios = result["medians"], result["ratios"]
+    names = list(med)
+    t = Table(title="median of the rounds; x NAME = Concerto / NAME", title_justify="left")
+    t.add_column("row")
+    for n in names:
+        t.add_column(n, justify="right")
+    for n in ratios:
+        t.add_column(f"x {n}", justify="right")
+    for key, label, unit in ROWS:
+        t.add_row(f"{label} ({unit})", *[f"{med[n].get(key, float('nan')):,.0f}" for n in names],
+                  *[f"{ratios[n].get(key, float('nan')):.2f}" for n in ratios])
+    tables = [t]
+    shared = result.get("shared_file")
+    if shared:
+        t = Table(title="one shared file, IOR -t 64k -b 64k -s 1024, HDD-class servers (MiB/s)", title_justify="left")
+        for col in ("writes", "1 process", "4 processes", "4 / 1"):
+            t.add_column(col, justify="right")
+        for mode, row in shared.items():
+            t.add_row(mode, f"{row['1']:.1f}", f"{row['4']:.1f}", f"{row['4'] / row['1']:.2f}")
+        tables.append(t)
+    return tables
