@@ -157,6 +157,14 @@ def test_a_killed_mount_leaves_nothing_a_new_mount_cannot_clear(mounted, tmp_pat
     assert not _mounted(mnt.resolve())
 
 
+def test_a_mount_unmounted_by_someone_else_says_so_and_stops(mounted):
+    _, mnt, proc = mounted
+    subprocess.run(["umount", str(mnt)], check=True, timeout=30)
+    assert proc.wait(30) == 0
+    assert "was unmounted by someone else; stopping" in proc.stderr.read()
+    assert not _mounted(mnt.resolve())
+
+
 def test_mount_bad_input_is_named(tmp_path):
     def mount(*args):
         return subprocess.run([sys.executable, "-m", "concerto", "mount", *args],
@@ -173,3 +181,5 @@ def test_mount_bad_input_is_named(tmp_path):
     assert r.returncode != 0 and f"{bad}: line 1, column 11: servers: invalid type" in r.stderr, r.stderr
     r = mount("--cluster", str(bad), str(tmp_path / "mnt"), "--attr-ttl", "-1")
     assert r.returncode != 0 and "attr-ttl" in r.stderr
+    r = mount("--cluster", str(bad), str(tmp_path / "mnt"), "--write-behind", "lots")
+    assert r.returncode != 0 and "--write-behind" in r.stderr and "lots" in r.stderr, r.stderr
