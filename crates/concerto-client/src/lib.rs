@@ -37,8 +37,8 @@ use concerto_proto::auth::Credential;
 use concerto_proto::connection::{ServerPool, Space};
 use concerto_proto::stats::ServerStats;
 use concerto_proto::{
-    DirEntry, ErrorKind, FileKind, FsCounts, LayoutRequest, Member, MetaAttr, MetaReply,
-    MetaRequest, Role, MAX_IO, MAX_SEGMENTS,
+    DirEntry, ErrorKind, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply, MetaRequest, Role,
+    MAX_IO, MAX_SEGMENTS,
 };
 
 use open_files::OpenFiles;
@@ -590,16 +590,7 @@ impl FsClient {
     /// roles): the metadata server learns its data servers, a data server
     /// its metadata server and its peers.
     pub async fn introduce_cluster(&self) -> Result<(), ClientError> {
-        let map: Vec<Member> = self
-            .cluster()
-            .servers
-            .iter()
-            .map(|s| Member {
-                id: s.id,
-                address: s.address,
-                roles: s.roles.clone(),
-            })
-            .collect();
+        let map = self.cluster().members();
         for s in &self.cluster().servers {
             self.connection(s.id)
                 .await?

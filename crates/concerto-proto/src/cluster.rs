@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use concerto_core::Time;
 
-use crate::Role;
+use crate::{Member, Role};
 use concerto_toml::parse;
 
 /// One server as clients see it.
@@ -56,6 +56,18 @@ pub struct ClusterFile {
 }
 
 impl ClusterFile {
+    /// The cluster map the file describes: every server's id, address and roles.
+    pub fn members(&self) -> Vec<Member> {
+        self.servers
+            .iter()
+            .map(|s| Member {
+                id: s.id,
+                address: s.address,
+                roles: s.roles.clone(),
+            })
+            .collect()
+    }
+
     pub fn parse(text: &str) -> Result<ClusterFile, String> {
         let c: ClusterFile = parse(text)?;
         let metadata = c

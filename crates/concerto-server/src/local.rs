@@ -12,7 +12,7 @@ use concerto_core::PolicyConfig;
 use concerto_proto::auth::{Credential, Grant, KeyRing};
 use concerto_proto::cluster::{ClusterFile, ClusterSection, ServerEntry};
 use concerto_proto::connection::ServerConnection;
-use concerto_proto::{Member, Role};
+use concerto_proto::Role;
 
 use crate::keys::Keys;
 use crate::metadata::{MetadataConfig, DEFAULT_COMMIT_INTERVAL};
@@ -110,15 +110,7 @@ impl LocalCluster {
         };
         // Every server learns the cluster map (the metadata server its data
         // servers, the data servers their metadata server and peers).
-        let map: Vec<Member> = cluster
-            .servers
-            .iter()
-            .map(|s| Member {
-                id: s.id,
-                address: s.address,
-                roles: s.roles.clone(),
-            })
-            .collect();
+        let map = cluster.members();
         let failed = |e: concerto_proto::connection::ClientError| io::Error::other(e.to_string());
         for s in &servers {
             let c = ServerConnection::connect(s.addr, cluster.timeout(), &admin)

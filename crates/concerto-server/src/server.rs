@@ -163,16 +163,7 @@ fn initial_members(cfg: &ServerConfig) -> io::Result<Option<Vec<Member>>> {
         })?;
         let file = ClusterFile::parse(&text)
             .map_err(|e| other(format!("server.cluster: {}: {e}", path.display())))?;
-        return Ok(Some(
-            file.servers
-                .into_iter()
-                .map(|s| Member {
-                    id: s.id,
-                    address: s.address,
-                    roles: s.roles,
-                })
-                .collect(),
-        ));
+        return Ok(Some(file.members()));
     }
     crate::members::load(&cfg.data_dir).map_err(other)
 }

@@ -237,29 +237,30 @@ fn a_crash_keeps_what_was_synced_and_never_reuses_an_inode_number() {
     // Commits only when asked (a second is more than the test takes).
     let (service, _stop) =
         common::metadata_service(&running, std::time::Duration::from_secs(1), &rt);
-    let create = |path: &str| match common::apply(
-        &service,
-        MetaRequest::Create {
+    // A new file's inode number.
+    let create = |on: &std::sync::Arc<concerto_server::metadata::MetadataService>, path: &str| {
+        let op = MetaRequest::Create {
             path: path.into(),
             layout: LayoutRequest::default(),
             exclusive: true,
-        },
-    ) {
-        Message::MetaReply {
-            reply: MetaReply::Attr(a),
-            ..
-        } => a.inode,
-        other => panic!("{other:?}"),
+        };
+        match common::apply(on, op) {
+            Message::MetaReply {
+                reply: MetaReply::Attr(a),
+                ..
+            } => a.inode,
+            other => panic!("{other:?}"),
+        }
     };
-    create("/kept-1");
-    create("/kept-2");
+    create(&service, "/kept-1");
+    create(&service, "/kept-2");
     match common::apply(&service, MetaRequest::Sync) {
         Message::MetaReply {
             changes, durable, ..
         } => assert_eq!(changes, durable),
         other => panic!("{other:?}"),
     }
-    let lost = [create("/lost-1"), create("/lost-2")];
+    let lost = [create(&service, "/lost-1"), create(&service, "/lost-2")];
     std::fs::create_dir(&crashed).unwrap();
     std::fs::copy(running.join("metadata.redb"), crashed.join("metadata.redb")).unwrap();
 
@@ -289,20 +290,7 @@ fn a_crash_keeps_what_was_synced_and_never_reuses_an_inode_number() {
         !exists("/lost-1") && !exists("/lost-2"),
         "what was not is lost whole"
     );
-    let next = match common::apply(
-        &back,
-        MetaRequest::Create {
-            path: "/after".into(),
-            layout: LayoutRequest::default(),
-            exclusive: true,
-        },
-    ) {
-        Message::MetaReply {
-            reply: MetaReply::Attr(a),
-            ..
-        } => a.inode,
-        other => panic!("{other:?}"),
-    };
+    let next = create(&back, "/after");
     assert!(
         lost.iter().all(|&l| next > l),
         "inode {next} after the crash; {lost:?} were handed out before it"
