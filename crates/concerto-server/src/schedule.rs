@@ -165,9 +165,32 @@ impl Backend {
     /// quick: no throttle to pace it, and the store not held by a commit.
     /// Spares the hop to a storage thread and back, which is most of what
     /// a namespace operation costs on a loopback cluster.
-    fn execute_inline(&self, action: &Action, caller: Caller, now_ns: u64) -> Option<Outcome> {
-        match (action, &self.metadata, &self.throttle) {
-            (Action::Meta(op), Some(service), None) => service.apply_if_free(op, caller, now_ns),
+    fn execute_inline(
+        &self,
+        action: &Action,
+        at: Placement,
+        caller: Caller,
+        now_ns: u64,
+    ) -> Option<Outcome> {
+        if self.throttle.is_some() {
+            return None;
+        }
+        match (action, &self.metadata, &self.objects) {
+            (Action::Meta(op), Some(service), _) => service.apply_if_free(op, caller, now_ns),
+            // A small read of pages in memory: served here (nothing waits
+            // for the disk on the loop; see `read_if_cached`).
+            (Action::Object(ObjectOp::Read { extents }), _, Some(objects))
+                if extents.iter().map(|e| e.len).sum::<u64>() <= INLINE_READ =>
+            {
+                let read = objects.read_if_cached(at.object, extents)?;
+                Some(Outcome::Now(match read {
+                    Ok(data) => Message::Data { data: data.into() },
+                    Err(e) => Message::Error {
+                        kind: crate::storage::error_kind(&e),
+                        message: e.to_string(),
+                    },
+                }))
+            }
             _ => None,
         }
     }
@@ -180,6 +203,9 @@ impl Backend {
         }
     }
 }
+
+/// The largest read the scheduling loop serves itself from the page cache.
+const INLINE_READ: u64 = 64 << 10;
 
 /// Epoch-aligned monotonic clock.
 struct Clock {
@@ -332,36 +358,30 @@ impl Loop {
             },
         );
         let (action, reply) = (w.action, w.reply);
-        if let Some(outcome) = self.backend.execute_inline(&action, caller, now_ns) {
-            let _ = done.send(Finished { id, moved: 0 });
-            match outcome {
-                Outcome::Now(message) => reply.send(message),
-                Outcome::Later(then) => {
-                    tokio::task::spawn_blocking(move || reply.send(then()));
-                }
+        // Bookkeeping first: once the client has its answer it may ask for
+        // statistics, and those must already count this request (the loop
+        // drains completions before commands).
+        let finish = move |outcome: Outcome, reply: Reply| match outcome {
+            Outcome::Now(message) => {
+                let moved = match &message {
+                    Message::Data { data } => data.len() as u64,
+                    Message::Done if writes => at.len,
+                    _ => 0,
+                };
+                let _ = done.send(Finished { id, moved });
+                reply.send(message);
             }
-            return;
+            // The storage's part is done; what follows waits on other servers.
+            Outcome::Later(then) => {
+                let _ = done.send(Finished { id, moved: 0 });
+                tokio::task::spawn_blocking(move || reply.send(then()));
+            }
+        };
+        if let Some(outcome) = self.backend.execute_inline(&action, at, caller, now_ns) {
+            return finish(outcome, reply);
         }
         tokio::task::spawn_blocking(move || {
-            // Bookkeeping first: once the client has its answer it may ask
-            // for statistics, and those must already count this request
-            // (the loop drains completions before commands).
-            match backend.execute(action, at, caller, now_ns) {
-                Outcome::Now(message) => {
-                    let moved = match &message {
-                        Message::Data { data } => data.len() as u64,
-                        Message::Done if writes => at.len,
-                        _ => 0,
-                    };
-                    let _ = done.send(Finished { id, moved });
-                    reply.send(message);
-                }
-                // The storage's part is done; what follows waits on other servers.
-                Outcome::Later(then) => {
-                    let _ = done.send(Finished { id, moved: 0 });
-                    reply.send(then());
-                }
-            }
+            finish(backend.execute(action, at, caller, now_ns), reply)
         });
     }
 
@@ -424,7 +444,13 @@ impl Loop {
                         weight: None,
                     },
                 };
-                match self.backend.execute_inline(&job.action, caller, 0) {
+                let at = Placement {
+                    object: 0,
+                    offset: 0,
+                    len: 0,
+                    segments: 1,
+                };
+                match self.backend.execute_inline(&job.action, at, caller, 0) {
                     Some(Outcome::Now(message)) => job.reply.send(message),
                     _ => {
                         let backend = self.backend.clone();
