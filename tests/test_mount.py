@@ -183,3 +183,46 @@ def test_mount_bad_input_is_named(tmp_path):
     assert r.returncode != 0 and "attr-ttl" in r.stderr
     r = mount("--cluster", str(bad), str(tmp_path / "mnt"), "--write-behind", "lots")
     assert r.returncode != 0 and "--write-behind" in r.stderr and "lots" in r.stderr, r.stderr
+
+
+def _apps_writing(cluster: Path) -> dict[int, int]:
+    """Bytes written per application, summed over the servers."""
+    written: dict[int, int] = {}
+    for s in fs.connect(cluster, app=1).server_stats():
+        for a in s["apps"]:
+            written[a["app"]] = written.get(a["app"], 0) + a["write_bytes"]
+    return written
+
+
+# (launcher, how it runs N ranks as root on a 2-core machine)
+LAUNCHERS = {
+    "openmpi": ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-n"],
+    "mpich": ["mpiexec.mpich", "-n"],
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+def test_ranks_of_one_mpirun_job_are_one_application(mounted, tmp_path, launcher):
+    # A plain mpirun (no batch system): four ranks write through the mount
+    # (dd, an unmodified program) and through the client library; the
+    # servers see one new application for each job, holding all four
+    # ranks' bytes, not one per rank.
+    cluster, mnt, _ = mounted
+    env = {k: v for k, v in os.environ.items() if k not in ("CONCERTO_APP_ID", "SLURM_JOB_ID")}
+    block = 256 << 10
+    rank = "${OMPI_COMM_WORLD_RANK:-$PMI_RANK}"
+    jobs = {
+        "mount": f"dd if=/dev/zero of={mnt}/{launcher}-$R bs={block} count=1 conv=fsync status=none",
+        "library": f"{sys.executable} -c \"from concerto import fs; "
+                   f"f = fs.connect('{cluster}').create('/lib-{launcher}-$R'); "
+                   f"f.write(0, bytes({block})); f.fsync()\"",
+    }
+    for how, command in jobs.items():
+        before = _apps_writing(cluster)
+        run = subprocess.run([*LAUNCHERS[launcher], "4", "sh", "-c", f"R={rank}; {command}"],
+                             capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        assert run.returncode == 0, f"{how}: {run.stderr}"
+        after = _apps_writing(cluster)
+        grew = {app: n - before.get(app, 0) for app, n in after.items() if n > before.get(app, 0)}
+        assert len(grew) == 1, f"{how}: applications that wrote: {grew}"
+        assert list(grew.values()) == [4 * block], f"{how}: {grew}"

@@ -7,9 +7,9 @@
     f.fsync()                   # durable on every server holding part of it
     client.stat("/out.dat").size
 
-Every request carries the application id (``CONCERTO_APP_ID``, else
-``SLURM_JOB_ID``, else the process id), the rank (``CONCERTO_RANK``) and
-the issue time, which is what the servers' policies schedule by. Errors are
+Every request carries the application id (the job: ``CONCERTO_APP_ID``,
+else the batch system's or launcher's job id, else the session; see
+docs/filesystem.md "Jobs and ranks"), the rank and the issue time, which is what the servers' policies schedule by. Errors are
 the usual Python ones: ``FileNotFoundError``, ``FileExistsError``,
 ``NotADirectoryError``, ``IsADirectoryError``, ``OSError`` with
 ``errno.ENOTEMPTY``, ``TimeoutError`` / ``ConnectionError`` naming the

@@ -109,9 +109,9 @@ def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_fi
     """Mount the cluster at MOUNTPOINT with FUSE until SIGINT or SIGTERM.
 
     Unmodified programs then read and write striped files there; each
-    caller's requests carry its CONCERTO_APP_ID (else SLURM_JOB_ID, else its
-    process group) and rank (CONCERTO_RANK, SLURM_PROCID, PMI_RANK or
-    OMPI_COMM_WORLD_RANK). Runs the `concerto-fuse` binary. Needs /dev/fuse
+    caller's requests carry its job (CONCERTO_APP_ID, else the batch
+    system's or launcher's job id, else its session) and rank, as
+    docs/filesystem.md "Jobs and ranks" says. Runs the `concerto-fuse` binary. Needs /dev/fuse
     and root (or fusermount3)."""
     try:
         mountpoint.lstat()

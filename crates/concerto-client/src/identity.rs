@@ -9,17 +9,100 @@ use concerto_proto::auth::Credential;
 use concerto_proto::cluster::ClusterFile;
 use concerto_proto::Tags;
 
-/// Variables naming the application, first found wins: Concerto's own, then
-/// the batch system's job id, so the ranks of one job share an application.
-pub const APP_VARS: [&str; 2] = ["CONCERTO_APP_ID", "SLURM_JOB_ID"];
+/// Variables naming the application, first found wins: Concerto's own,
+/// then the batch system's or launcher's job id, so the ranks of one job
+/// share an application as Lustre's `jobid_var` makes them — Slurm, PBS,
+/// LSF, Flux, PMIx (the namespace every PMIx launcher gives a job: Open
+/// MPI 4 and 5, PRRTE, Slurm with PMIx) and Open MPI's own job id. MPICH's
+/// Hydra sets none; a job whose variables name none of these is known by
+/// its session ([`session_app`]).
+pub const APP_VARS: [&str; 8] = [
+    "CONCERTO_APP_ID",
+    "SLURM_JOB_ID",
+    "PBS_JOBID",
+    "LSB_JOBID",
+    "FLUX_JOB_ID",
+    "PMIX_NAMESPACE",
+    "OMPI_MCA_ess_base_jobid",
+    "OMPI_MCA_orte_ess_jobid",
+];
 /// Variables naming the rank, first found wins: Concerto's own, then what
-/// Slurm, MPICH/Hydra (PMI) and Open MPI set for each process.
-pub const RANK_VARS: [&str; 4] = [
+/// Slurm, PMIx, MPICH/Hydra (PMI) and Open MPI set for each process.
+pub const RANK_VARS: [&str; 5] = [
     "CONCERTO_RANK",
     "SLURM_PROCID",
+    "PMIX_RANK",
     "PMI_RANK",
     "OMPI_COMM_WORLD_RANK",
 ];
+
+/// The application id a job id names: the number itself when it is one
+/// below 2^31 (`SLURM_JOB_ID=12` is application 12, as a tenant key for
+/// job 12 says), else a stable hash of the text with the top bit set
+/// (`1234.pbs01`, `prterun-node-4242@1`), so a hashed id never collides
+/// with a numbered job.
+pub fn app_of_job(job: &str) -> u32 {
+    use sha2::{Digest, Sha256};
+    let job = job.trim();
+    match job.parse::<u32>() {
+        Ok(n) if n < HASHED_APPS => n,
+        _ => {
+            let d = Sha256::digest(job.as_bytes());
+            HASHED_APPS | (u32::from_le_bytes([d[0], d[1], d[2], d[3]]) & (HASHED_APPS - 1))
+        }
+    }
+}
+
+/// The application of a process no job id names: its session (`getsid`),
+/// which the processes one shell or one launcher started share. MPICH's
+/// Hydra gives each rank a session of its own under one proxy per node, so
+/// a process a PMI launcher started (`pmi_launched`: a rank, or a program
+/// a rank ran) is known by the session of the launcher: its nearest
+/// ancestor without `PMI_RANK`. The process id when neither can be read.
+pub fn session_app(pid: u32, pmi_launched: bool) -> u32 {
+    let of = if pmi_launched {
+        launcher_of(pid).unwrap_or(pid)
+    } else {
+        pid
+    };
+    // SAFETY: getsid only reads the process table.
+    let session = unsafe { libc::getsid(of as libc::pid_t) };
+    if session > 0 {
+        session as u32
+    } else {
+        pid
+    }
+}
+
+/// The nearest ancestor of `pid` whose environment has no `PMI_RANK`.
+fn launcher_of(pid: u32) -> Option<u32> {
+    let mut at = pid;
+    // A process tree is shallow; the bound only guards against a loop
+    // while processes exit and their ids are reused.
+    for _ in 0..64 {
+        at = parent_of(at)?;
+        let environ = std::fs::read(format!("/proc/{at}/environ")).ok()?;
+        if !environ
+            .split(|&b| b == 0)
+            .any(|kv| kv.starts_with(b"PMI_RANK="))
+        {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// A process's parent, from `/proc/PID/stat` (`pid (comm) state ppid ...`;
+/// the command name may hold spaces and parentheses, so it is skipped up to
+/// the last `)`).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Application ids from here up are hashes of job ids that are not numbers.
+pub const HASHED_APPS: u32 = 1 << 31;
 
 /// Who this client is, stamped on every request.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -41,22 +124,34 @@ impl Identity {
 
     /// The identity an environment names (see [`APP_VARS`] and
     /// [`RANK_VARS`]); `fallback_app` when it names no application, rank 0
-    /// when it names no rank. Values that are not numbers are skipped.
+    /// when it names no rank. Empty values are skipped, and so are ranks
+    /// that are not numbers.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>, fallback_app: u32) -> Identity {
-        let first = |keys: &[&str]| {
-            keys.iter()
-                .find_map(|k| var(k).and_then(|v| v.trim().parse::<u32>().ok()))
-        };
-        Identity::new(
-            first(&APP_VARS).unwrap_or(fallback_app),
-            first(&RANK_VARS).unwrap_or(0),
-        )
+        let set = |k: &&str| var(k).filter(|v| !v.trim().is_empty());
+        let app = APP_VARS.iter().find_map(set).map(|job| app_of_job(&job));
+        let rank = RANK_VARS
+            .iter()
+            .find_map(|k| set(k).and_then(|v| v.trim().parse::<u32>().ok()));
+        Identity::new(app.unwrap_or(fallback_app), rank.unwrap_or(0))
     }
 
-    /// This process's identity: from its environment, else its process id as
-    /// the application.
+    /// This process's identity: from its environment, else its session as
+    /// the application ([`session_app`]), never its own process id, so the
+    /// ranks of a plain `mpirun` are one application, not one each.
     pub fn from_env() -> Identity {
-        Identity::from_vars(|k| std::env::var(k).ok(), std::process::id())
+        let var = |k: &str| std::env::var(k).ok();
+        let pmi = var("PMI_RANK").is_some();
+        Identity::from_vars(var, session_app(std::process::id(), pmi))
+    }
+
+    /// The identity of process `pid` (the FUSE mount's caller): what its
+    /// environment at exec names (`/proc/PID/environ`), else its session.
+    pub fn of_process(pid: u32) -> Identity {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let pmi = environ
+            .split(|&b| b == 0)
+            .any(|kv| kv.starts_with(b"PMI_RANK="));
+        Identity::from_environ(&environ, session_app(pid, pmi))
     }
 
     /// The identity named by a process's environment block as
@@ -152,8 +247,80 @@ mod tests {
 
     #[test]
     fn without_variables_the_fallback_application_and_rank_zero() {
-        let id = Identity::from_vars(env(&[("CONCERTO_APP_ID", "not-a-number")]), 42);
+        let id = Identity::from_vars(env(&[("CONCERTO_APP_ID", " "), ("PMI_RANK", "x")]), 42);
         assert_eq!((id.app, id.rank), (42, 0));
+    }
+
+    /// Every launcher's job id names the application, so the ranks of one
+    /// job share it; a job id that is not a number is hashed, the same in
+    /// every rank, above the numbered jobs.
+    #[test]
+    fn each_launchers_job_id_names_the_application() {
+        for var in &APP_VARS[1..] {
+            let a = Identity::from_vars(env(&[(var, "4242.host"), ("PMIX_RANK", "0")]), 1);
+            let b = Identity::from_vars(env(&[(var, "4242.host"), ("PMIX_RANK", "3")]), 2);
+            assert_eq!((a.app, b.rank), (b.app, 3), "{var}");
+            assert!(a.app >= HASHED_APPS, "{var}: {}", a.app);
+            let numbered = Identity::from_vars(env(&[(var, "17")]), 1);
+            assert_eq!(numbered.app, 17, "{var}");
+        }
+        assert_ne!(app_of_job("prterun-a-1@1"), app_of_job("prterun-a-2@1"));
+        assert_eq!(app_of_job("3000000000"), app_of_job(" 3000000000 "));
+        assert!(app_of_job("3000000000") >= HASHED_APPS);
+    }
+
+    /// Without a job id, a process is known by its session: two processes
+    /// of one session (a plain launcher's ranks) are one application.
+    #[test]
+    fn without_a_job_id_a_process_is_its_session() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .env_remove("CONCERTO_APP_ID")
+            .envs(APP_VARS.iter().map(|v| (*v, "")))
+            .spawn()
+            .unwrap();
+        let theirs = Identity::of_process(child.id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // SAFETY: getsid only reads the process table.
+        let session = unsafe { libc::getsid(0) } as u32;
+        assert_eq!(theirs.app, session);
+        assert_ne!(theirs.app, child.id());
+    }
+
+    /// A rank a PMI launcher started in a session of its own (as MPICH's
+    /// Hydra does) is known by its launcher's session, which its sibling
+    /// ranks share.
+    #[test]
+    fn a_pmi_rank_in_its_own_session_is_known_by_its_parents() {
+        let mut rank = std::process::Command::new("setsid")
+            .args(["sleep", "5"])
+            .env("PMI_RANK", "1")
+            .envs(APP_VARS.iter().map(|v| (*v, "")))
+            .spawn()
+            .unwrap();
+        // setsid forks when it leads a process group; poll until `sleep`
+        // runs in a session of its own.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let sleeper = loop {
+            // SAFETY: getsid only reads the process table.
+            let own = |pid: u32| unsafe { libc::getsid(pid as libc::pid_t) } == pid as i32;
+            let exe = std::fs::read_link(format!("/proc/{}/exe", rank.id())).ok();
+            if own(rank.id()) && exe.is_some_and(|e| e.ends_with("sleep")) {
+                break rank.id();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "setsid never ran sleep"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let id = Identity::of_process(sleeper);
+        rank.kill().unwrap();
+        rank.wait().unwrap();
+        // SAFETY: getsid only reads the process table.
+        let ours = unsafe { libc::getsid(0) } as u32;
+        assert_eq!((id.app, id.rank), (ours, 1));
     }
 
     #[test]

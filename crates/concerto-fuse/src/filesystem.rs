@@ -186,15 +186,6 @@ impl From<ClientError> for Errno {
     }
 }
 
-/// Who process `pid` is: the identity its environment at exec names, else
-/// its process group as the application.
-fn identity_of(pid: u32) -> Identity {
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    // SAFETY: getpgid only reads the process table.
-    let group = unsafe { libc::getpgid(pid as libc::pid_t) };
-    Identity::from_environ(&environ, if group > 0 { group as u32 } else { pid })
-}
-
 fn time(ns: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(ns)
 }
@@ -432,7 +423,7 @@ impl ConcertoFuse {
                         self.callers.clear();
                     }
                 }
-                let who = identity_of(pid);
+                let who = Identity::of_process(pid);
                 self.callers.insert(pid, (who, now));
                 who
             }

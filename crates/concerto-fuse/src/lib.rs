@@ -11,11 +11,12 @@
 //!
 //! Each request is tagged with its caller's identity, read from the calling
 //! process's environment as it was at exec (`/proc/PID/environ`) by the
-//! client library's one reader of identities: the application from
-//! `CONCERTO_APP_ID`, else `SLURM_JOB_ID`, else the caller's process group,
-//! so the ranks of one job share an id without any change to the program;
-//! the rank from `CONCERTO_RANK`, `SLURM_PROCID`, `PMI_RANK` or
-//! `OMPI_COMM_WORLD_RANK`. The identity is resolved once per open file
+//! client library's one reader of identities
+//! ([`concerto_client::identity`]): the application from
+//! `CONCERTO_APP_ID`, else the batch system's or launcher's job id, else
+//! the caller's session, so the ranks of one job share an id without any
+//! change to the program; the rank from what the launcher sets. The
+//! identity is resolved once per open file
 //! (reads, writes and closes of that file use it), and for other operations
 //! once per process per second ([`CALLER_TTL`]). One client, with one set
 //! of connections, serves every caller; a write's bytes are copied once,

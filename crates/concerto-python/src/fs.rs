@@ -117,7 +117,7 @@ impl FsClientHandle {
 impl FsClientHandle {
     /// `cluster`: the cluster file's text; `path`: where it is (a relative
     /// `credential` is found from there). Identity from the arguments, else
-    /// `CONCERTO_APP_ID` / `SLURM_JOB_ID` / the process id and `CONCERTO_RANK`;
+    /// the job and rank the environment names (`concerto_client::identity`);
     /// a tenant credential fixes the application to its job.
     #[new]
     #[pyo3(signature = (cluster, path, app=None, rank=None, weight=None))]

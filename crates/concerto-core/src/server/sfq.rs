@@ -156,8 +156,12 @@ struct AppTags {
 struct Waiting {
     req: Request,
     start: Tag,
+    finish: Tag,
     slots: u32,
 }
+
+/// The fewest applications an SFQ remembers before it forgets idle ones.
+const FORGET_FLOOR: usize = 64;
 
 /// (start-tag bits, arrival sequence, slab index): smallest goes first.
 type Key = Reverse<(u64, u64, usize)>;
@@ -166,6 +170,9 @@ pub struct Sfq {
     params: SfqParams,
     name: &'static str,
     apps: HashMap<AppId, AppTags>,
+    /// When `apps` next sheds the applications it need not remember
+    /// (`usize::MAX`: never, which tests compare with).
+    forget_at: usize,
     /// One heap per slot-cost class, so the next backfill candidate that
     /// fits is the smallest head among the classes that fit: Algorithm 1's
     /// scan in start-tag order without walking the queue.
@@ -174,6 +181,9 @@ pub struct Sfq {
     free: Vec<usize>,
     arrivals: u64,
     virtual_time: Tag,
+    /// The largest finish tag of a request dispatched: the virtual time
+    /// once the server goes idle.
+    max_finish: Tag,
     in_flight_slots: u32,
     /// The blocked head (its arrival sequence) and the slots promoted past
     /// it so far: backfill stops when they reach the head's cost.
@@ -193,11 +203,13 @@ impl Sfq {
             },
             name,
             apps: HashMap::new(),
+            forget_at: FORGET_FLOOR,
             classes,
             slab: Vec::new(),
             free: Vec::new(),
             arrivals: 0,
             virtual_time: 0.0,
+            max_finish: 0.0,
             in_flight_slots: 0,
             blocked: None,
             waiting: 0,
@@ -260,8 +272,31 @@ impl Sfq {
             .expect("heap entries point at live slab slots")
     }
 
+    /// Forgets the applications whose tags carry nothing forward: a next
+    /// request of theirs would start at the virtual time, as a newcomer's
+    /// does, so the schedule is the one keeping them would give (service
+    /// charged from other servers later counts as a newcomer's, not from
+    /// its old finish tag). Bounds what a server holds per application however
+    /// many jobs come and go; run at the end of each busy period and when
+    /// the table doubled since the last time, so each request pays O(1) on
+    /// average.
+    fn forget_idle(&mut self) {
+        if self.forget_at == usize::MAX {
+            return;
+        }
+        let vt = self.virtual_time;
+        self.apps.retain(|_, t| t.last_finish + t.remote_delay > vt);
+        self.forget_at = (2 * self.apps.len()).max(FORGET_FLOOR);
+    }
+
+    /// Applications remembered (for tests of [`Sfq::forget_idle`]).
+    pub fn remembered_apps(&self) -> usize {
+        self.apps.len()
+    }
+
     fn start(&mut self, w: Waiting, out: &mut Vec<Request>) {
         self.virtual_time = self.virtual_time.max(w.start);
+        self.max_finish = self.max_finish.max(w.finish);
         self.in_flight_slots += w.slots;
         out.push(w.req);
     }
@@ -276,10 +311,14 @@ impl RequestQueue for Sfq {
         let cost = cost_bytes(&req, self.params.metadata_cost) as f64;
         let weight = weight_of(&req);
         let vt = self.virtual_time;
+        if self.apps.len() >= self.forget_at {
+            self.forget_idle();
+        }
         let tags = self.apps.entry(req.app).or_default();
         let start = vt.max(tags.last_finish + tags.remote_delay);
         tags.remote_delay = 0.0;
         tags.last_finish = start + cost / weight;
+        let finish = tags.last_finish;
         let slots = self.slots_of(&req);
         let class = self
             .params
@@ -287,7 +326,12 @@ impl RequestQueue for Sfq {
             .class(cost_bytes(&req, self.params.metadata_cost));
         let seq = self.arrivals;
         self.arrivals += 1;
-        let entry = Waiting { req, start, slots };
+        let entry = Waiting {
+            req,
+            start,
+            finish,
+            slots,
+        };
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slab[i] = Some(entry);
@@ -344,6 +388,15 @@ impl RequestQueue for Sfq {
     fn complete(&mut self, req: &Request, _now: Time) {
         let slots = self.slots_of(req);
         self.in_flight_slots = self.in_flight_slots.saturating_sub(slots);
+        if self.in_flight_slots == 0 && self.waiting == 0 {
+            // The end of a busy period: the virtual time moves to the
+            // largest finish tag dispatched (SFQ as Goyal et al. and Jin et
+            // al. define it), so service before an idle spell is not held
+            // against anyone after it, and every application's tags are
+            // then behind it and forgotten.
+            self.virtual_time = self.virtual_time.max(self.max_finish);
+            self.forget_idle();
+        }
     }
 
     fn slot_cost(&self, req: &Request) -> u32 {
@@ -413,6 +466,53 @@ mod tests {
         assert_eq!(first_15_app0, 10, "order {order:?}");
     }
 
+    /// Thousands of one-request jobs leave a bounded table behind.
+    #[test]
+    fn applications_that_come_and_go_are_not_all_remembered() {
+        let mut q = Sfq::new("sfq", SfqParams::sfq());
+        for i in 0..10_000u64 {
+            q.enqueue(req(i, i as u32, 4096), Time::ZERO);
+            drain_one_at_a_time(&mut q);
+        }
+        assert!(
+            q.remembered_apps() <= 2 * FORGET_FLOOR,
+            "{}",
+            q.remembered_apps()
+        );
+    }
+
+    proptest::proptest! {
+        /// Forgetting idle applications changes no decision: the same
+        /// arrivals and dispatches give the same order with the table
+        /// kept whole.
+        #[test]
+        fn forgetting_idle_applications_keeps_the_schedule(
+            steps in proptest::collection::vec((0u32..300, 1u64..100_000, 0u32..4), 1..600),
+        ) {
+            let run = |forget: bool| {
+                let mut q = Sfq::new("sfq-d", SfqParams::sfq_d(4));
+                if !forget {
+                    q.forget_at = usize::MAX;
+                }
+                let (mut order, mut out, mut in_flight) = (Vec::new(), Vec::new(), Vec::new());
+                for (i, &(app, len, take)) in steps.iter().enumerate() {
+                    q.enqueue(req(i as u64, app, len), Time::ZERO);
+                    out.clear();
+                    q.dispatch(Time::ZERO, take, &mut out);
+                    in_flight.extend(out.iter().cloned());
+                    order.extend(out.iter().map(|r| r.id.0));
+                    if take == 0 {
+                        for r in in_flight.drain(..) {
+                            q.complete(&r, Time::ZERO);
+                        }
+                    }
+                }
+                order
+            };
+            proptest::prop_assert_eq!(run(true), run(false));
+        }
+    }
+
     #[test]
     fn an_idle_application_forfeits_its_unused_share() {
         let mut q = Sfq::new("sfq", SfqParams::sfq());
@@ -434,9 +534,10 @@ mod tests {
             q.enqueue(req(i, 1, 1000), Time::ZERO);
         }
         let order = drain_one_at_a_time(&mut q);
-        // Virtual time is 9000 (the last start tag): app 1 starts there, app 0
-        // at its own finish tag 10000, so they alternate from then on.
-        assert_eq!(order, vec![20, 10, 21, 11, 22, 12, 23, 13]);
+        // The server went idle, so the virtual time is 10000 (the largest
+        // finish tag dispatched): both start there and alternate, in
+        // arrival order on ties.
+        assert_eq!(order, vec![10, 20, 11, 21, 12, 22, 13, 23]);
     }
 
     #[test]
