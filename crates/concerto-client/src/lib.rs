@@ -14,9 +14,10 @@
 
 mod closer;
 mod data;
-mod identity;
+pub mod identity;
 mod open_files;
 mod pending;
+mod phase;
 pub mod probe;
 mod readahead;
 
@@ -25,6 +26,7 @@ pub use concerto_proto::cluster::{ClusterFile, ServerEntry};
 pub use concerto_proto::connection::{ClientError, ServerConnection};
 pub use data::{PreparedWrite, MAX_READ};
 pub use identity::{credential_for, Identity, CREDENTIAL_VAR};
+pub use phase::IoPhase;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -80,6 +80,16 @@ impl ClusterFile {
                 "servers: exactly one server must have the \"metadata\" role (found {metadata})"
             ));
         }
+        let coordinators = c
+            .servers
+            .iter()
+            .filter(|s| s.roles.contains(&Role::Coordinator))
+            .count();
+        if coordinators > 1 {
+            return Err(format!(
+                "servers: at most one server may have the \"coordinator\" role (found {coordinators})"
+            ));
+        }
         let mut ids: Vec<u32> = c.servers.iter().map(|s| s.id).collect();
         ids.sort_unstable();
         if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
@@ -101,6 +111,13 @@ impl ClusterFile {
             .iter()
             .find(|s| s.roles.contains(&Role::Metadata))
             .unwrap_or(&self.servers[0])
+    }
+
+    /// The server with the coordinator role, if the cluster has one.
+    pub fn coordinator(&self) -> Option<&ServerEntry> {
+        self.servers
+            .iter()
+            .find(|s| s.roles.contains(&Role::Coordinator))
     }
 
     pub fn server(&self, id: u32) -> Option<&ServerEntry> {
@@ -138,6 +155,19 @@ roles = ["data"]
                 .unwrap_err()
                 .contains("exactly one")
         );
+        assert!(c.coordinator().is_none());
+        let two = text.replace("[\"data\"]", "[\"data\", \"coordinator\"]");
+        assert_eq!(
+            ClusterFile::parse(&two).unwrap().coordinator().unwrap().id,
+            1
+        );
+        let three = two.replace(
+            "[\"data\", \"metadata\"]",
+            "[\"data\", \"metadata\", \"coordinator\"]",
+        );
+        assert!(ClusterFile::parse(&three)
+            .unwrap_err()
+            .contains("at most one server may have the \"coordinator\" role"));
         assert!(ClusterFile::parse(&text.replace("id = 1", "id = 0"))
             .unwrap_err()
             .contains("id 0 appears twice"));

@@ -23,6 +23,7 @@ use crate::auth::{self, Credential, Grant};
 use crate::stats::ServerStats;
 use crate::{
     frame_codec, Envelope, ErrorKind, Member, Message, MetaReply, MetaRequest, Role, Tags,
+    MAX_PHASE_WAIT_MS,
 };
 
 #[derive(Debug, Error)]
@@ -444,6 +445,37 @@ impl ServerConnection {
         }
     }
 
+    /// Asks the coordinator to begin an I/O phase (or renews the turn
+    /// asked for), waiting there up to `wait` for the grant.
+    pub async fn begin_phase(
+        &self,
+        tags: Tags,
+        wait: Duration,
+    ) -> Result<PhaseAnswer, ClientError> {
+        let wait_ms = wait.as_millis().min(u128::from(MAX_PHASE_WAIT_MS)) as u32;
+        match self.call(Message::BeginPhase { tags, wait_ms }).await? {
+            Message::Granted { priority, lease_ms } => Ok(PhaseAnswer::Granted {
+                priority,
+                lease: Duration::from_millis(lease_ms),
+            }),
+            Message::Queued {
+                set,
+                ahead,
+                lease_ms,
+            } => Ok(PhaseAnswer::Queued {
+                set,
+                ahead,
+                lease: Duration::from_millis(lease_ms),
+            }),
+            _ => self.unexpected(),
+        }
+    }
+
+    /// Tells the coordinator the I/O phase ended.
+    pub async fn end_phase(&self, tags: Tags) -> Result<(), ClientError> {
+        self.expect_done(Message::EndPhase { tags }).await
+    }
+
     /// Tells a server every server of its cluster (ids, addresses, roles).
     pub async fn set_cluster(&self, servers: Vec<Member>) -> Result<(), ClientError> {
         self.expect_done(Message::SetCluster { servers }).await
@@ -493,6 +525,19 @@ impl ServerConnection {
 pub struct Changes {
     pub made: u64,
     pub durable: u64,
+}
+
+/// The coordinator's answer to a request to begin an I/O phase.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PhaseAnswer {
+    /// Go ahead at this priority; renew within `lease`.
+    Granted { priority: f64, lease: Duration },
+    /// Still waiting behind `ahead` others of set `set`; ask again within `lease`.
+    Queued {
+        set: i64,
+        ahead: u32,
+        lease: Duration,
+    },
 }
 
 /// What a data server's `Space` reply says of the file system holding its objects.

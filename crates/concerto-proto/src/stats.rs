@@ -107,6 +107,38 @@ pub struct ServerStats {
     /// The data directory's file system, bytes.
     pub space_total: u64,
     pub space_free: u64,
+    /// The coordinator's grants in force here (a data server): the
+    /// applications doing I/O now and their priorities.
+    pub grants: Vec<(u32, f64)>,
+    /// What the coordinator role holds, on the server that has it.
+    pub coordinator: Option<CoordinatorStats>,
+}
+
+/// The job-level arbiter's state: who does I/O, who waits, in which set,
+/// for how long.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CoordinatorStats {
+    /// The set rule in force (`set10`, `exclusive-fcfs`, ...).
+    pub policy: String,
+    /// Applications granted, in the order they were granted.
+    pub granted: Vec<PhaseEntry>,
+    /// Applications waiting, in request order within each set.
+    pub waiting: Vec<PhaseEntry>,
+    /// Grants and leases that lapsed since the server started.
+    pub grants_total: u64,
+    pub leases_expired: u64,
+}
+
+/// One application at the coordinator.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseEntry {
+    pub app: u32,
+    pub set: i64,
+    pub priority: f64,
+    /// Since it was granted, or since it asked.
+    pub for_s: f64,
+    /// Its characteristic time as the coordinator measures it, seconds.
+    pub w_iter_s: Option<f64>,
 }
 
 /// How many applications a server keeps statistics for by id. When a new

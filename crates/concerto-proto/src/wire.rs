@@ -33,7 +33,7 @@ use crate::namespace;
 use crate::stats::ServerStats;
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 8;
+pub const VERSION: u16 = 9;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -47,6 +47,9 @@ pub const MAX_ENTRIES: usize = 1024;
 /// Most applications one service report names, and most servers a cluster map lists.
 pub const MAX_REPORT_APPS: usize = 64 * 1024;
 pub const MAX_PEERS: usize = 4096;
+/// Longest a `BeginPhase` may wait at the coordinator for its grant
+/// before it is answered `Queued` (and asked again).
+pub const MAX_PHASE_WAIT_MS: u32 = 30_000;
 /// Most objects one removal names.
 pub const MAX_REMOVE: usize = 4096;
 /// Largest stripe unit a layout may ask for.
@@ -139,6 +142,24 @@ pub enum Message {
         tags: Tags,
         op: MetaRequest,
     },
+    /// Ask the coordinator to begin an I/O phase, or keep the turn asked
+    /// for: asking again while granted or queued changes nothing but
+    /// renews the lease. The answer is `Granted`, or `Queued` once
+    /// `wait_ms` passed without a grant.
+    BeginPhase {
+        tags: Tags,
+        wait_ms: u32,
+    },
+    /// The I/O phase ends (or a queued application gives up its turn).
+    EndPhase {
+        tags: Tags,
+    },
+    /// The coordinator's grants, for a data server: the applications doing
+    /// I/O now and their priorities (replaces the table; a peer or admin
+    /// key only).
+    SetGrants {
+        grants: Vec<(u32, f64)>,
+    },
     /// The handshake (see [`crate::auth`]): a client names its key and a nonce,
     Hello {
         key_id: String,
@@ -229,6 +250,19 @@ pub enum Message {
         policy: String,
         roles: Vec<Role>,
     },
+    /// Go ahead with the phase at this priority; the grant lapses unless
+    /// renewed (`BeginPhase` again) within `lease_ms`.
+    Granted {
+        priority: f64,
+        lease_ms: u64,
+    },
+    /// Still waiting: `ahead` applications of the same set go first. Ask
+    /// again within the lease to keep the place.
+    Queued {
+        set: i64,
+        ahead: u32,
+        lease_ms: u64,
+    },
     StatsReply(Box<ServerStats>),
     Error {
         kind: ErrorKind,
@@ -246,7 +280,9 @@ impl Message {
             | Message::ObjectSize { tags, .. }
             | Message::Truncate { tags, .. }
             | Message::RemoveObjects { tags, .. }
-            | Message::Meta { tags, .. } => Some(tags),
+            | Message::Meta { tags, .. }
+            | Message::BeginPhase { tags, .. }
+            | Message::EndPhase { tags } => Some(tags),
             _ => None,
         }
     }
@@ -258,6 +294,8 @@ impl Message {
 pub enum Role {
     Data,
     Metadata,
+    /// The job-level arbiter (IO-SETS): who may do I/O now, at what priority.
+    Coordinator,
 }
 
 impl Role {
@@ -266,6 +304,7 @@ impl Role {
         match self {
             Role::Data => "data",
             Role::Metadata => "metadata",
+            Role::Coordinator => "coordinator",
         }
     }
 }
@@ -824,6 +863,32 @@ impl Envelope {
                 }
                 Ok(())
             }
+            Message::BeginPhase { tags, wait_ms } => {
+                check_tags(tags)?;
+                if *wait_ms > MAX_PHASE_WAIT_MS {
+                    return field("wait_ms", format!("{wait_ms}: at most {MAX_PHASE_WAIT_MS}"));
+                }
+                Ok(())
+            }
+            Message::EndPhase { tags } => check_tags(tags),
+            Message::SetGrants { grants } => {
+                if grants.len() > MAX_REPORT_APPS {
+                    return field(
+                        "grants",
+                        format!("more than {MAX_REPORT_APPS} applications"),
+                    );
+                }
+                match grants.iter().find(|(_, p)| !(p.is_finite() && *p > 0.0)) {
+                    Some((app, p)) => field(
+                        "grants",
+                        format!("application {app}: priority {p} is not > 0"),
+                    ),
+                    None => Ok(()),
+                }
+            }
+            Message::Granted { priority, .. } if !(priority.is_finite() && *priority > 0.0) => {
+                field("priority", format!("{priority} is not > 0"))
+            }
             Message::SetCluster { servers } if servers.len() > MAX_PEERS => {
                 field("servers", format!("more than {MAX_PEERS} servers"))
             }
@@ -945,6 +1010,20 @@ mod tests {
                 })
             ),
             any::<u64>().prop_map(|retiring| Message::Switched { retiring }),
+            (tags(), 0..=MAX_PHASE_WAIT_MS)
+                .prop_map(|(tags, wait_ms)| Message::BeginPhase { tags, wait_ms }),
+            tags().prop_map(|tags| Message::EndPhase { tags }),
+            proptest::collection::vec((any::<u32>(), 1e-6f64..1e6), 0..8)
+                .prop_map(|grants| Message::SetGrants { grants }),
+            (1e-6f64..1e6, any::<u64>())
+                .prop_map(|(priority, lease_ms)| Message::Granted { priority, lease_ms }),
+            (any::<i64>(), any::<u32>(), any::<u64>()).prop_map(|(set, ahead, lease_ms)| {
+                Message::Queued {
+                    set,
+                    ahead,
+                    lease_ms,
+                }
+            }),
         ]
     }
 
@@ -960,6 +1039,39 @@ mod tests {
             let err = Envelope::decode(env.encode().into()).unwrap_err();
             assert!(err.to_string().contains("application 7"), "{err}");
         }
+    }
+
+    #[test]
+    fn phase_requests_and_grants_out_of_bounds_are_refused_naming_the_field() {
+        let refused = |m: Message| {
+            Envelope::decode(Envelope::new(1, m).encode().into())
+                .unwrap_err()
+                .to_string()
+        };
+        let tags = Tags {
+            app: 1,
+            rank: 0,
+            issue_ns: 0,
+            weight: None,
+        };
+        let e = refused(Message::BeginPhase {
+            tags,
+            wait_ms: MAX_PHASE_WAIT_MS + 1,
+        });
+        assert!(e.contains("wait_ms") && e.contains("at most"), "{e}");
+        let e = refused(Message::SetGrants {
+            grants: vec![(3, 1.0), (4, 0.0)],
+        });
+        assert!(e.contains("grants") && e.contains("application 4"), "{e}");
+        let e = refused(Message::SetGrants {
+            grants: vec![(5, 1.0); MAX_REPORT_APPS + 1],
+        });
+        assert!(e.contains("more than"), "{e}");
+        let e = refused(Message::Granted {
+            priority: f64::NAN,
+            lease_ms: 1,
+        });
+        assert!(e.contains("priority"), "{e}");
     }
 
     proptest! {

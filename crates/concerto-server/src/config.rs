@@ -13,9 +13,11 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use concerto_core::emulation::EmulationConfig;
+use concerto_core::job::SetRule;
 use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{PolicyConfig, Time};
 
+use crate::coordinator::CoordinatorConfig;
 use crate::keys::Keys;
 use crate::metadata::{MetadataConfig, DEFAULT_COMMIT_INTERVAL};
 use crate::server::{ConnectionLimits, ServerConfig, DEFAULT_ISSUE_SKEW};
@@ -30,7 +32,52 @@ struct ServerFile {
     policy: PolicyConfig,
     throttle: Option<ThrottleSection>,
     metadata: Option<MetadataSection>,
+    coordinator: Option<CoordinatorSection>,
 }
+
+/// `[coordinator]`: the set rule, the lease, the smoothing of w_iter.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CoordinatorSection {
+    /// `[coordinator.sets]`: `kind = "set10"` (the default),
+    /// `"exclusive-fcfs"`, `"fair-share"`, ... or a table.
+    sets: Option<SetRule>,
+    lease: Option<Time>,
+    smoothing: Option<f64>,
+}
+
+impl CoordinatorSection {
+    fn resolve(self) -> Result<CoordinatorConfig, String> {
+        let mut c = CoordinatorConfig::default();
+        if let Some(sets) = self.sets {
+            sets.validate()
+                .map_err(|(field, msg)| format!("coordinator.sets.{field}: {msg}"))?;
+            c.sets = sets;
+        }
+        if let Some(lease) = self.lease {
+            let lease = std::time::Duration::from_nanos(lease.as_nanos());
+            if !(MIN_LEASE..=MAX_LEASE).contains(&lease) {
+                return Err(format!(
+                    "coordinator.lease: {lease:?}: must be from {MIN_LEASE:?} to {MAX_LEASE:?}"
+                ));
+            }
+            c.lease = lease;
+        }
+        if let Some(a) = self.smoothing {
+            c.phases.smoothing = a;
+            c.phases
+                .validate()
+                .map_err(|(field, msg)| format!("coordinator.{field}: {msg}"))?;
+        }
+        Ok(c)
+    }
+}
+
+/// Bounds on the coordinator's lease: a client renews every third of it,
+/// so shorter would be mostly renewals; longer would hold a dead job's set
+/// for too long.
+const MIN_LEASE: std::time::Duration = std::time::Duration::from_millis(300);
+const MAX_LEASE: std::time::Duration = std::time::Duration::from_secs(3600);
 
 fn default_policy() -> PolicyConfig {
     PolicyConfig::Fifo {}
@@ -140,7 +187,9 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
         .validate()
         .map_err(|(field, msg)| format!("policy.{field}: {msg}"))?;
     if f.server.roles.is_empty() {
-        return Err("server.roles: give at least one of \"data\", \"metadata\"".into());
+        return Err(
+            "server.roles: give at least one of \"data\", \"metadata\", \"coordinator\"".into(),
+        );
     }
     if f.server.depth == 0 {
         return Err("server.depth: must be > 0".into());
@@ -165,6 +214,13 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
             }
             Some(MetadataConfig { data_servers: m.data_servers, default_unit: unit, default_count: count, commit_interval })
         }
+    };
+    let coordinator = match (f.server.roles.contains(&Role::Coordinator), f.coordinator) {
+        (false, Some(_)) => return Err(
+            "coordinator: only a server with the coordinator role takes a [coordinator] section"
+                .into(),
+        ),
+        (_, section) => section.map(CoordinatorSection::resolve).transpose()?,
     };
     let throttle = match f.throttle {
         Some(t) => t.resolve()?,
@@ -205,6 +261,7 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
         capacity,
         roles: f.server.roles,
         metadata,
+        coordinator,
         throttle,
         metrics: f.server.metrics,
         cluster: f.server.cluster,
@@ -293,5 +350,25 @@ stripe_unit = "1MiB"
             "roles = [\"data\", \"cache\"]"
         ))
         .contains("server.roles"));
+        // The coordinator's section: only with the role, and its keys checked.
+        assert!(err(&format!("{text}[coordinator]\nlease = \"5s\"\n"))
+            .starts_with("coordinator: only a server with the coordinator role"));
+        let coordinator = text.replace("\"metadata\"]", "\"metadata\", \"coordinator\"]");
+        let with = |section: &str| format!("{coordinator}[coordinator]\n{section}\n");
+        let c = server_config(&with(
+            "lease = \"5s\"\n[coordinator.sets]\nkind = \"exclusive-fcfs\"",
+        ))
+        .unwrap()
+        .coordinator
+        .unwrap();
+        assert_eq!(
+            (c.lease, c.sets),
+            (std::time::Duration::from_secs(5), SetRule::ExclusiveFcfs)
+        );
+        assert!(err(&with("lease = \"1ms\"")).starts_with("coordinator.lease: 1ms: must be from"));
+        assert!(err(&with("smoothing = 0")).starts_with("coordinator.smoothing: "));
+        assert!(err(&with("[coordinator.sets]\nkind = \"log\"\nbase = 1"))
+            .starts_with("coordinator.sets.base: "));
+        assert!(err(&with("[coordinator.sets]\nkind = \"set11\"")).contains("coordinator.sets"));
     }
 }

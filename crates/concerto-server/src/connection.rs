@@ -24,6 +24,7 @@ use concerto_proto::{
     frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Tags, MAX_FRAME,
 };
 
+use crate::coordinator::PhaseCommand;
 use crate::data::ObjectOp;
 use crate::keys::{refusal, Keys};
 use crate::rules::parse_rules;
@@ -476,6 +477,18 @@ fn command(message: Message, key: &Key, conn: u64, reply: Reply) -> Result<Comma
             }
         },
         Message::GetRules => Command::GetRules { reply },
+        // The application is the one the key allows (`refusal` checked a
+        // tenant's against its job), as for data.
+        Message::BeginPhase { tags, wait_ms } => Command::Phase(PhaseCommand::Begin {
+            app: tags.app,
+            wait: Duration::from_millis(u64::from(wait_ms)),
+            reply,
+        }),
+        Message::EndPhase { tags } => Command::Phase(PhaseCommand::End {
+            app: tags.app,
+            reply,
+        }),
+        Message::SetGrants { grants } => Command::SetGrants { grants, reply },
         Message::Stats => {
             let (tx, rx) = oneshot::channel();
             tokio::spawn(async move {

@@ -106,6 +106,7 @@ pub fn refusal(key: &Key, message: &Message) -> Option<String> {
         Message::Stats => admin_only("reading the statistics"),
         // The servers' own business with each other.
         Message::ServiceReport(_)
+        | Message::SetGrants { .. }
         | Message::RemoveObjects { .. }
         | Message::Meta {
             op: MetaRequest::Exists { .. },

@@ -22,6 +22,7 @@
 
 pub mod config;
 mod connection;
+pub mod coordinator;
 mod data;
 pub mod keys;
 pub mod local;

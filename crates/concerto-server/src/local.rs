@@ -14,6 +14,7 @@ use concerto_proto::cluster::{ClusterFile, ClusterSection, ServerEntry};
 use concerto_proto::connection::ServerConnection;
 use concerto_proto::Role;
 
+use crate::coordinator::CoordinatorConfig;
 use crate::keys::Keys;
 use crate::metadata::{MetadataConfig, DEFAULT_COMMIT_INTERVAL};
 use crate::server::{self, ServerConfig, ServerHandle};
@@ -63,6 +64,26 @@ impl LocalCluster {
         spec: LocalClusterSpec,
         ring: KeyRing,
     ) -> io::Result<LocalCluster> {
+        Self::start_all(dir, spec, ring, None).await
+    }
+
+    /// The same servers and one more, the last, with the coordinator role
+    /// alone (`dir/coordinator`).
+    pub async fn start_with_coordinator(
+        dir: &Path,
+        spec: LocalClusterSpec,
+        coordinator: CoordinatorConfig,
+    ) -> io::Result<LocalCluster> {
+        let ring = KeyRing::generate().map_err(io::Error::other)?;
+        Self::start_all(dir, spec, ring, Some(coordinator)).await
+    }
+
+    async fn start_all(
+        dir: &Path,
+        spec: LocalClusterSpec,
+        ring: KeyRing,
+        coordinator: Option<CoordinatorConfig>,
+    ) -> io::Result<LocalCluster> {
         let admin = ring
             .with_grant(Grant::Admin)
             .map(|k| k.credential())
@@ -95,6 +116,24 @@ impl LocalCluster {
                 id,
                 address: handle.addr,
                 roles,
+                metrics: None,
+                pid: None,
+                config: None,
+            });
+            servers.push(handle);
+        }
+        if let Some(c) = coordinator {
+            let cfg = ServerConfig {
+                roles: vec![Role::Coordinator],
+                coordinator: Some(c),
+                keys: keys.clone(),
+                ..ServerConfig::data(dir.join("coordinator"), spec.policy.clone())
+            };
+            let handle = server::start(cfg).await?;
+            entries.push(ServerEntry {
+                id: spec.servers,
+                address: handle.addr,
+                roles: vec![Role::Coordinator],
                 metrics: None,
                 pid: None,
                 config: None,

@@ -21,9 +21,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
 
 use concerto_core::server::{Driver, QosRules, ServiceReport, Ticket};
-use concerto_core::{Op, Request, RequestId, Time};
+use concerto_core::{AppId, Op, Request, RequestId, Time};
 use concerto_proto::{Envelope, ErrorKind, Member, Message, MetaRequest};
 
+use crate::coordinator::{CoordinatorHandle, PhaseCommand};
 use crate::data::{ObjectOp, Placement};
 use crate::members::Members;
 use crate::metadata::{Caller, MetadataService, Outcome};
@@ -73,6 +74,13 @@ pub(crate) enum Command {
         reply: Reply,
     },
     GetRules {
+        reply: Reply,
+    },
+    /// For the coordinator role.
+    Phase(PhaseCommand),
+    /// The coordinator's grants, for the policy.
+    SetGrants {
+        grants: Vec<(u32, f64)>,
         reply: Reply,
     },
 }
@@ -131,6 +139,8 @@ impl Drop for Reply {
 pub(crate) struct Backend {
     pub objects: Option<Arc<ObjectStore>>,
     pub metadata: Option<Arc<MetadataService>>,
+    /// The coordinator role (its own task; phase requests go there).
+    pub coordinator: Option<CoordinatorHandle>,
     pub throttle: Option<Throttle>,
     pub members: Arc<Members>,
 }
@@ -519,6 +529,23 @@ impl Loop {
                     },
                 });
             }
+            Command::Phase(cmd) => match &self.backend.coordinator {
+                Some(c) => c.send(cmd),
+                None => {
+                    let (PhaseCommand::Begin { reply, .. } | PhaseCommand::End { reply, .. }) = cmd;
+                    reply.send(Message::Error {
+                        kind: ErrorKind::Invalid,
+                        message: format!(
+                            "server {} has no coordinator role: ask the cluster's coordinator",
+                            self.addr
+                        ),
+                    });
+                }
+            },
+            Command::SetGrants { grants, reply } => {
+                driver.set_grants(grants.into_iter().map(|(app, p)| (AppId(app), p)));
+                reply.send(Message::Done);
+            }
             Command::GetRules { reply } => {
                 reply.send(Message::RulesReply {
                     rules: rules_toml(&self.rules),
@@ -558,6 +585,8 @@ impl Loop {
                     reports: self.recorder.reports(),
                     space_total: space.total,
                     space_free: space.available,
+                    grants: driver.grants().into_iter().map(|(a, p)| (a.0, p)).collect(),
+                    coordinator: self.backend.coordinator.as_ref().map(|c| c.stats()),
                 });
             }
         }

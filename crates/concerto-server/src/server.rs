@@ -20,6 +20,7 @@ use concerto_proto::auth::{Credential, Grant, KeyRing};
 use concerto_proto::cluster::ClusterFile;
 use concerto_proto::{Member, Role};
 
+use crate::coordinator::{CoordinatorConfig, CoordinatorHandle};
 use crate::keys::Keys;
 use crate::members::{Members, MetadataAuthority};
 use crate::metadata::{MetadataConfig, MetadataService};
@@ -41,6 +42,8 @@ pub struct ServerConfig {
     pub roles: Vec<Role>,
     /// Required with the metadata role.
     pub metadata: Option<MetadataConfig>,
+    /// The coordinator role's settings (its defaults when unset).
+    pub coordinator: Option<CoordinatorConfig>,
     /// Emulate a slower device class.
     pub throttle: Option<EmulationConfig>,
     /// Where to serve Prometheus metrics over HTTP.
@@ -114,6 +117,7 @@ impl ServerConfig {
             capacity: Bandwidth(100e6),
             roles: vec![Role::Data],
             metadata: None,
+            coordinator: None,
             throttle: None,
             metrics: None,
             cluster: None,
@@ -172,7 +176,7 @@ fn initial_members(cfg: &ServerConfig) -> io::Result<Option<Vec<Member>>> {
 pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
     if cfg.roles.is_empty() {
         return Err(other(
-            "a server needs the data role, the metadata role, or both".into(),
+            "a server needs at least one role: data, metadata, coordinator".into(),
         ));
     }
     if let Some(t) = &cfg.throttle {
@@ -218,9 +222,17 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
             .map_err(|e| other(e.to_string()))?,
         ),
     };
+    let coordinator = cfg.roles.contains(&Role::Coordinator).then(|| {
+        CoordinatorHandle::start(
+            cfg.coordinator.clone().unwrap_or_default(),
+            members.clone(),
+            stop.subscribe(),
+        )
+    });
     let backend = Backend {
         objects,
         metadata,
+        coordinator,
         throttle: cfg.throttle.clone().map(Throttle::new),
         members,
     };

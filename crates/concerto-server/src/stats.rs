@@ -321,6 +321,49 @@ pub fn prometheus(stats: &ServerStats) -> String {
         "Time an application was held back by the policy while storage slots were free.",
         &held,
     );
+    let grants: Vec<(String, f64)> = stats
+        .grants
+        .iter()
+        .map(|&(app, p)| (format!("{{app=\"{app}\"}}"), p))
+        .collect();
+    metric(
+        "grant_priority",
+        "gauge",
+        "The coordinator's grants in force here: the priority of each application doing I/O.",
+        &grants,
+    );
+    if let Some(c) = &stats.coordinator {
+        let phase = |entries: &[concerto_proto::stats::PhaseEntry]| -> Vec<(String, f64)> {
+            entries
+                .iter()
+                .map(|e| (format!("{{app=\"{}\",set=\"{}\"}}", e.app, e.set), e.for_s))
+                .collect()
+        };
+        metric(
+            "coordinator_granted_seconds",
+            "gauge",
+            "Applications doing I/O by the coordinator's grant, and for how long.",
+            &phase(&c.granted),
+        );
+        metric(
+            "coordinator_waiting_seconds",
+            "gauge",
+            "Applications waiting for their set's turn, and for how long.",
+            &phase(&c.waiting),
+        );
+        metric(
+            "coordinator_grants_total",
+            "counter",
+            "I/O phases the coordinator granted.",
+            &[(String::new(), c.grants_total as f64)],
+        );
+        metric(
+            "coordinator_leases_expired_total",
+            "counter",
+            "Grants and places in a queue given up because their lease ran out.",
+            &[(String::new(), c.leases_expired as f64)],
+        );
+    }
     let _ = writeln!(
         out,
         "# HELP concerto_request_latency_seconds Arrival to reply, queueing included."
@@ -406,8 +449,28 @@ mod tests {
             },
             space_total: 0,
             space_free: 0,
+            grants: vec![(7, 0.1)],
+            coordinator: Some(concerto_proto::stats::CoordinatorStats {
+                policy: "set10".into(),
+                granted: vec![],
+                waiting: vec![concerto_proto::stats::PhaseEntry {
+                    app: 9,
+                    set: 2,
+                    priority: 0.01,
+                    for_s: 1.5,
+                    w_iter_s: Some(100.0),
+                }],
+                grants_total: 4,
+                leases_expired: 1,
+            }),
         };
         let text = prometheus(&stats);
+        assert!(
+            text.contains("concerto_grant_priority{app=\"7\"} 0.1"),
+            "{text}"
+        );
+        assert!(text.contains("concerto_coordinator_waiting_seconds{app=\"9\",set=\"2\"} 1.5"));
+        assert!(text.contains("concerto_coordinator_leases_expired_total 1"));
         assert!(text.contains("concerto_app_bytes_total{app=\"7\",op=\"read\"} 16384"));
         assert!(text.contains("concerto_request_latency_seconds_bucket{op=\"read\",le=\"+Inf\"} 4"));
         assert!(text.contains("concerto_request_latency_seconds_count{op=\"read\"} 4"));

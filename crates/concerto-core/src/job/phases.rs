@@ -130,6 +130,20 @@ impl PhaseDetector {
         }
     }
 
+    /// An application said its I/O phase begins at `t` (explicit phases,
+    /// the coordinator's `begin_phase`): a phase in progress ends, and the
+    /// time since the previous start is a w_iter sample, smoothed as a
+    /// detected one is.
+    pub fn phase_began(&mut self, t: Time) {
+        self.current = None;
+        self.begin(t);
+    }
+
+    /// An application said its I/O phase ended.
+    pub fn phase_ended(&mut self) {
+        self.current = None;
+    }
+
     fn begin(&mut self, t: Time) {
         if let Some(prev) = self.previous_start {
             let sample = t.saturating_sub(prev).as_secs_f64();
@@ -205,6 +219,26 @@ mod tests {
 
     fn s(x: f64) -> Time {
         Time::from_secs_f64(x)
+    }
+
+    /// Phases an application announces: w_iter from their starts,
+    /// smoothed as detected ones are, whatever their lengths.
+    #[test]
+    fn announced_phase_starts_give_w_iter() {
+        let cfg = PhaseConfig {
+            smoothing: 0.5,
+            ..PhaseConfig::default()
+        };
+        let mut d = PhaseDetector::new(cfg);
+        d.phase_began(s(0.0));
+        assert!(d.in_phase());
+        d.phase_ended();
+        assert!(!d.in_phase() && d.w_iter().is_none());
+        d.phase_began(s(10.0));
+        assert_eq!(d.w_iter(), Some(s(10.0)));
+        // The next starts 20 s later, without an end said in between.
+        d.phase_began(s(30.0));
+        assert_eq!((d.w_iter(), d.samples()), (Some(s(15.0)), 2));
     }
 
     #[test]

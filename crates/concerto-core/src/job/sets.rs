@@ -204,6 +204,15 @@ impl Sets {
         self.waiting.values().map(VecDeque::len).sum()
     }
 
+    /// The applications waiting, set by set (in set order), in request
+    /// order within each, with their priorities.
+    pub fn queue(&self) -> Vec<(SetId, AppId, f64)> {
+        self.waiting
+            .iter()
+            .flat_map(|(&set, q)| q.iter().map(move |&(app, p)| (set, app, p)))
+            .collect()
+    }
+
     /// The set an application granted or waiting is in.
     pub fn set_of(&self, app: AppId) -> Option<SetId> {
         self.member.get(&app).copied()
@@ -507,7 +516,30 @@ mod tests {
                     prop_assert!((total - 1.0).abs() < 1e-9);
                 }
                 prop_assert_eq!(a.queued(), model.values().map(|q| q.len().saturating_sub(1)).sum::<usize>());
+                let listed: usize = a.queue().len();
+                prop_assert_eq!(listed, a.queued());
             }
+        }
+
+        /// The same events give the same decisions, every time: what lets
+        /// the coordinator service and the simulators be compared.
+        #[test]
+        fn the_same_events_give_the_same_decisions(rule in rules(), steps in steps()) {
+            let run = || {
+                let mut a = Sets::new(rule.clone());
+                steps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, step)| {
+                        let now = Time::from_nanos(i as u64);
+                        match *step {
+                            Step::Begin(app, wi) => format!("{:?}", a.begin_phase(AppId(app), now, &w(wi))),
+                            Step::End(app) => format!("{:?}", a.end_phase(AppId(app), now)),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            };
+            prop_assert_eq!(run(), run());
         }
     }
 }

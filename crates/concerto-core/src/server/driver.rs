@@ -14,6 +14,11 @@
 //! shares out, the default depth) are resolved here too, so both worlds
 //! build the same queue from the same configuration.
 //!
+//! The job-level arbiter's grants ([`Driver::set_grants`]) weigh the
+//! requests of the applications doing I/O by their set's priority, as the
+//! request-level simulator weighs a granted phase's requests: the weight
+//! the request has (its key's, a rule's, else 1) times the priority.
+//!
 //! In front of the policy sits the administrator's rate rules
 //! ([`QosStage`], Lustre's TBF): a request a rule holds reaches the
 //! policy only once its tokens are there, and `next_wakeup` includes that
@@ -23,8 +28,10 @@
 //! the device (simulated or real), move reports between servers, and call
 //! `dispatch` again at `next_wakeup`.
 
+use std::collections::HashMap;
+
 use super::{default_window, PolicyConfig, QosRules, QosStage, RequestQueue, ServiceReport};
-use crate::request::Request;
+use crate::request::{AppId, Request};
 use crate::time::Time;
 use crate::units::Bandwidth;
 
@@ -100,6 +107,9 @@ pub struct Driver {
     started: Vec<Request>,
     /// The rate rules, in front of the policy.
     rules: QosStage,
+    /// The job-level arbiter's grants: applications doing I/O now and
+    /// their priorities.
+    grants: HashMap<AppId, f64>,
 }
 
 impl Driver {
@@ -112,6 +122,7 @@ impl Driver {
             policy: PolicyConfig::Fifo {},
             started: Vec::new(),
             rules: QosStage::default(),
+            grants: HashMap::new(),
         };
         d.push_generation(policy);
         d
@@ -173,8 +184,28 @@ impl Driver {
         }
     }
 
+    /// Replaces the job-level grants: the applications doing I/O now and
+    /// their priorities (finite, > 0; others are ignored). Requests that
+    /// arrive from now on are weighed by them; queued ones keep their tags.
+    pub fn set_grants(&mut self, grants: impl IntoIterator<Item = (AppId, f64)>) {
+        self.grants = grants
+            .into_iter()
+            .filter(|(_, p)| p.is_finite() && *p > 0.0)
+            .collect();
+    }
+
+    /// The grants in force, by application.
+    pub fn grants(&self) -> Vec<(AppId, f64)> {
+        let mut g: Vec<_> = self.grants.iter().map(|(&a, &p)| (a, p)).collect();
+        g.sort_by_key(|&(a, _)| a);
+        g
+    }
+
     #[inline]
-    fn enqueue_at_policy(&mut self, req: Request, now: Time) {
+    fn enqueue_at_policy(&mut self, mut req: Request, now: Time) {
+        if let Some(&priority) = self.grants.get(&req.app) {
+            req.weight = Some(req.weight.unwrap_or(1.0) * priority);
+        }
         let g = self
             .generations
             .last_mut()
@@ -612,5 +643,33 @@ mod tests {
             .expect("8 MiB served is past the 4 MiB threshold");
         assert_eq!(report.served[0].1, 8 << 20);
         assert_eq!(d.in_flight(), 0);
+    }
+    /// A granted application's requests weigh its weight times its set's
+    /// priority; others keep theirs, and a new grant table replaces the old.
+    #[test]
+    fn grants_weigh_the_requests_of_applications_doing_io() {
+        // FIFO starts all four at once; the weight travels with the request.
+        let deep = DeviceDefaults {
+            depth: 8,
+            ..defaults(DeviceClass::Rotational)
+        };
+        let mut d = Driver::new(&PolicyConfig::Fifo {}, deep);
+        d.set_grants([(AppId(1), 0.1), (AppId(2), 0.5), (AppId(9), f64::NAN)]);
+        assert_eq!(d.grants(), [(AppId(1), 0.1), (AppId(2), 0.5)]);
+        let mut weighted = write(2, 2, 4096);
+        weighted.weight = Some(4.0);
+        for r in [write(1, 1, 4096), weighted, write(3, 3, 4096)] {
+            d.enqueue(r, Time::ZERO);
+        }
+        d.set_grants([]);
+        d.enqueue(write(4, 1, 4096), Time::ZERO);
+        let mut out = Vec::new();
+        d.dispatch(Time::ZERO, &mut out);
+        let mut weights: Vec<_> = out.iter().map(|(r, _)| (r.id.0, r.weight)).collect();
+        weights.sort_by_key(|&(id, _)| id);
+        assert_eq!(
+            weights,
+            [(1, Some(0.1)), (2, Some(2.0)), (3, None), (4, None)]
+        );
     }
 }

@@ -1,0 +1,306 @@
+//! The coordinator role on a loopback cluster: exclusive access inside a
+//! set in request order, granted priorities reaching the data servers and
+//! sharing their service, a lease that runs out releasing the set, a
+//! coordinator that does not answer leaving applications ungated, and
+//! phase requests refused where they do not belong.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use concerto_client::{FsClient, Identity};
+use concerto_core::emulation::EmulationConfig;
+use concerto_core::job::sets::TableEntry;
+use concerto_core::job::SetRule;
+use concerto_core::units::Bandwidth;
+use concerto_core::Time;
+use concerto_proto::connection::{PhaseAnswer, ServerConnection};
+use concerto_proto::stats::ServerStats;
+use concerto_proto::{ErrorKind, LayoutRequest, Tags};
+use concerto_server::coordinator::CoordinatorConfig;
+use concerto_server::local::{LocalCluster, LocalClusterSpec};
+use concerto_server::rules::parse_policy;
+
+mod common;
+use common::eventually;
+
+fn client(c: &LocalCluster, app: u32) -> FsClient {
+    FsClient::new(c.cluster.clone(), Identity::new(app, 0), c.admin.clone())
+}
+
+fn rule(sets: SetRule) -> CoordinatorConfig {
+    CoordinatorConfig {
+        sets,
+        ..CoordinatorConfig::default()
+    }
+}
+
+/// The coordinator's statistics (it is the cluster's last server).
+async fn coordinator_stats(c: &LocalCluster) -> ServerStats {
+    let fs = client(c, 1);
+    let mut all = fs.stats().await;
+    all.pop().unwrap().unwrap()
+}
+
+async fn waiting(c: &LocalCluster) -> Vec<u32> {
+    let s = coordinator_stats(c).await;
+    s.coordinator
+        .unwrap()
+        .waiting
+        .iter()
+        .map(|e| e.app)
+        .collect()
+}
+
+/// EXCLUSIVE-FCFS: one set for everyone. Job 1 holds the grant; jobs 2
+/// and 3 ask in that order and wait; each end grants the next in request
+/// order, and never two at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inside_a_set_one_job_holds_a_grant_at_a_time_in_request_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = LocalCluster::start_with_coordinator(
+        dir.path(),
+        LocalClusterSpec::fifo(2),
+        rule(SetRule::ExclusiveFcfs),
+    )
+    .await
+    .unwrap();
+    let first = client(&c, 1).begin_phase().await;
+    assert_eq!(first.priority(), Some(1.0));
+    let granted = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ask = |app: u32| {
+        let (fs, granted) = (client(&c, app), granted.clone());
+        tokio::spawn(async move {
+            let phase = fs.begin_phase().await;
+            assert_eq!(phase.priority(), Some(1.0), "job {app}");
+            granted.lock().unwrap().push(app);
+            phase
+        })
+    };
+    let second = ask(2);
+    eventually("job 2 waits", || async { waiting(&c).await == [2] }).await;
+    let third = ask(3);
+    eventually("jobs 2 and 3 wait, in that order", || async {
+        waiting(&c).await == [2, 3]
+    })
+    .await;
+    assert!(granted.lock().unwrap().is_empty());
+    first.end().await;
+    let second = second.await.unwrap();
+    assert_eq!(*granted.lock().unwrap(), [2]);
+    assert_eq!(
+        waiting(&c).await,
+        [3],
+        "job 3 still waits while job 2 holds the set"
+    );
+    let s = coordinator_stats(&c).await.coordinator.unwrap();
+    assert_eq!(s.granted.iter().map(|e| e.app).collect::<Vec<_>>(), [2]);
+    second.end().await;
+    third.await.unwrap().end().await;
+    assert_eq!(*granted.lock().unwrap(), [2, 3]);
+    let s = coordinator_stats(&c).await.coordinator.unwrap();
+    assert!(s.granted.is_empty() && s.waiting.is_empty());
+    assert_eq!((s.grants_total, s.leases_expired), (3, 0));
+    c.shutdown().await;
+}
+
+/// Two jobs in two sets at priorities 3 and 1 (an explicit table), both
+/// granted at once: every data server gets the grants, and the service
+/// each job gets while both write flat out follows 3 : 1 within 10%.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granted_priorities_reach_the_servers_and_share_their_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = SetRule::Table {
+        entries: vec![
+            TableEntry {
+                app: 1,
+                set: 0,
+                priority: 3.0,
+            },
+            TableEntry {
+                app: 2,
+                set: 1,
+                priority: 1.0,
+            },
+        ],
+        default_set: 9,
+        default_priority: 1.0,
+    };
+    // Slow devices, one request at a time, a shallow SFQ(D): queues form
+    // and the weights decide who goes next.
+    let spec = LocalClusterSpec {
+        servers: 2,
+        policy: parse_policy("kind = \"sfq-d\"\ndepth = 2").unwrap(),
+        stripe_unit: 65536,
+        throttle: Some(EmulationConfig {
+            bandwidth: Bandwidth(50e6),
+            latency: Time::from_micros(200),
+            seek: Time::ZERO,
+            segment: Time::ZERO,
+            parallelism: 1,
+        }),
+        timeout_ms: 30_000,
+    };
+    let c = LocalCluster::start_with_coordinator(dir.path(), spec, rule(table))
+        .await
+        .unwrap();
+    let (one, two) = (client(&c, 1), client(&c, 2));
+    let p1 = one.begin_phase().await;
+    let p2 = two.begin_phase().await;
+    assert_eq!((p1.priority(), p2.priority()), (Some(3.0), Some(1.0)));
+    let data_servers = 2;
+    eventually("every data server has the grants", || async {
+        let stats = client(&c, 1).stats().await;
+        stats[..data_servers]
+            .iter()
+            .all(|s| s.as_ref().unwrap().grants == [(1, 3.0), (2, 1.0)])
+    })
+    .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for (app, fs) in [(1u32, &one), (2, &two)] {
+        let f = Arc::new(
+            fs.create(&format!("/job{app}"), LayoutRequest::default(), true)
+                .await
+                .unwrap(),
+        );
+        for w in 0..8u64 {
+            let (fs, f, stop) = (fs.clone(), f.clone(), stop.clone());
+            writers.push(tokio::spawn(async move {
+                let block = vec![app as u8; 64 << 10];
+                let mut k = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    fs.write(&f, (w * 1024 + k % 1024) * (64 << 10), &block)
+                        .await
+                        .unwrap();
+                    k += 1;
+                }
+            }));
+        }
+    }
+    let written = || async {
+        let mut by_app = [0u64; 2];
+        for s in client(&c, 1).stats().await[..data_servers].iter() {
+            for a in &s.as_ref().unwrap().apps {
+                if (1..=2).contains(&a.app) {
+                    by_app[a.app as usize - 1] += a.write_bytes;
+                }
+            }
+        }
+        by_app
+    };
+    // Measured once both are backlogged, over 24 MiB of service.
+    eventually("both jobs write", || async {
+        written().await.iter().all(|&b| b >= 2 << 20)
+    })
+    .await;
+    let before = written().await;
+    eventually("24 MiB served", || async {
+        let now = written().await;
+        now[0] + now[1] - before[0] - before[1] >= 24 << 20
+    })
+    .await;
+    let after = written().await;
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let ratio = (after[0] - before[0]) as f64 / (after[1] - before[1]) as f64;
+    eprintln!("service ratio of the granted sets: {ratio:.3} (priorities 3 : 1)");
+    assert!(
+        (ratio / 3.0 - 1.0).abs() <= 0.10,
+        "ratio {ratio:.3}, want 3 within 10%"
+    );
+    p1.end().await;
+    p2.end().await;
+    eventually("the grants are withdrawn", || async {
+        let stats = client(&c, 1).stats().await;
+        stats[..data_servers]
+            .iter()
+            .all(|s| s.as_ref().unwrap().grants.is_empty())
+    })
+    .await;
+    c.shutdown().await;
+}
+
+/// Job 1 begins a phase and goes silent (no renewal, no end): job 2,
+/// waiting in the same set, is granted once job 1's lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_releases_the_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = CoordinatorConfig {
+        lease: Duration::from_millis(300),
+        ..rule(SetRule::ExclusiveFcfs)
+    };
+    let c = LocalCluster::start_with_coordinator(dir.path(), LocalClusterSpec::fifo(1), cfg)
+        .await
+        .unwrap();
+    let coordinator = c.servers.last().unwrap().addr;
+    let silent = ServerConnection::connect(coordinator, Duration::from_secs(10), &c.admin)
+        .await
+        .unwrap();
+    let tags = Tags {
+        app: 1,
+        rank: 0,
+        issue_ns: 0,
+        weight: None,
+    };
+    let answer = silent.begin_phase(tags, Duration::ZERO).await.unwrap();
+    assert!(matches!(answer, PhaseAnswer::Granted { .. }), "{answer:?}");
+    let second = client(&c, 2).begin_phase().await;
+    assert_eq!(second.priority(), Some(1.0));
+    let s = coordinator_stats(&c).await.coordinator.unwrap();
+    assert_eq!(s.leases_expired, 1);
+    assert_eq!(s.granted.iter().map(|e| e.app).collect::<Vec<_>>(), [2]);
+    // Job 2's client renews its lease: it keeps the set past several leases.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let s = coordinator_stats(&c).await.coordinator.unwrap();
+    assert_eq!(
+        (s.granted.len(), s.leases_expired),
+        (1, 1),
+        "a renewed grant stays"
+    );
+    second.end().await;
+    c.shutdown().await;
+}
+
+/// With the coordinator gone, a phase begins at once, ungated, rather
+/// than hang; a data server asked for a phase says it is not the
+/// coordinator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_coordinator_that_answers_phases_run_ungated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = LocalCluster::start_with_coordinator(
+        dir.path(),
+        LocalClusterSpec::fifo(1),
+        rule(SetRule::ExclusiveFcfs),
+    )
+    .await
+    .unwrap();
+    let data = ServerConnection::connect(c.servers[0].addr, Duration::from_secs(10), &c.admin)
+        .await
+        .unwrap();
+    let tags = Tags {
+        app: 1,
+        rank: 0,
+        issue_ns: 0,
+        weight: None,
+    };
+    let e = data.begin_phase(tags, Duration::ZERO).await.unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Invalid));
+    assert!(e.to_string().contains("has no coordinator role"), "{e}");
+    c.servers.pop().unwrap().shutdown().await;
+    let fs = client(&c, 1);
+    let phase = tokio::time::timeout(Duration::from_secs(30), fs.begin_phase())
+        .await
+        .expect("begin_phase must not hang on a coordinator that is gone");
+    assert_eq!(phase.priority(), None, "ungated");
+    // I/O goes on.
+    let f = fs
+        .create("/f", LayoutRequest::default(), true)
+        .await
+        .unwrap();
+    fs.write(&f, 0, b"still writing").await.unwrap();
+    phase.end().await;
+    c.shutdown().await;
+}
