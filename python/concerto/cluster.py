@@ -46,10 +46,19 @@ class ClusterSpec:
     # An emulated device given by its numbers (bandwidth, latency, seek,
     # parallelism), in place of a throttle preset.
     device: dict | None = None
+    # A coordinator (IO-SETS), one more server after the data servers:
+    # its `[coordinator]` section ({"sets": {"kind": "set10"}, "lease": "10s"}).
+    coordinator: dict | None = None
+
+    def processes(self) -> int:
+        """Servers to start: the data servers, and the coordinator if any."""
+        return self.servers + (1 if self.coordinator is not None else 0)
 
 
 def server_file(spec: ClusterSpec, directory: Path, i: int, listen: str = "127.0.0.1:0",
                 metrics: str | None = "127.0.0.1:0", cluster: Path | None = None) -> dict:
+    if i == spec.servers:
+        return _coordinator_file(spec, directory, i, listen, metrics, cluster)
     roles = ["data", "metadata"] if i == spec.meta else ["data"]
     server = {"listen": listen, "data_dir": str((directory / f"s{i}").resolve()), "roles": roles, "depth": spec.depth,
               "keys": str((directory / auth.RING).resolve())}
@@ -68,6 +77,18 @@ def server_file(spec: ClusterSpec, directory: Path, i: int, listen: str = "127.0
             meta["stripe_count"] = spec.stripe_count
         cfg["metadata"] = meta
     return cfg
+
+
+def _coordinator_file(spec: ClusterSpec, directory: Path, i: int, listen: str, metrics: str | None,
+                      cluster: Path | None) -> dict:
+    """The coordinator's server file: the coordinator role alone, no device."""
+    server = {"listen": listen, "data_dir": str((directory / f"s{i}").resolve()), "roles": ["coordinator"],
+              "keys": str((directory / auth.RING).resolve())}
+    if spec.metrics and metrics:
+        server["metrics"] = metrics
+    if cluster is not None:
+        server["cluster"] = str(cluster.resolve())
+    return {"server": server, "coordinator": dict(spec.coordinator or {})}
 
 
 def check_server_file(config: Path) -> None:
@@ -121,7 +142,7 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
     entries = []
     try:
         auth.ensure_local(directory)
-        for i in range(spec.servers):
+        for i in range(spec.processes()):
             path = directory / f"s{i}.toml"
             path.write_text(tomli_w.dumps(server_file(spec, directory, i)))
             check_server_file(path)

@@ -62,6 +62,21 @@ class DirEntry:
     kind: str
 
 
+class IoPhase:
+    """An I/O phase held at the coordinator while the ``with`` block runs (:meth:`Client.io_phase`)."""
+
+    def __init__(self, client: Client):
+        self._client = client
+        self.priority: float | None = None
+
+    def __enter__(self) -> IoPhase:
+        self.priority = self._client._native.begin_phase()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._client._native.end_phase()
+
+
 class File:
     """An open file. Offsets are explicit (like ``os.pwrite``/``os.pread``)."""
 
@@ -108,6 +123,10 @@ class File:
         """Makes what this file wrote durable (on the servers it wrote to) and lets it go; a file
         opened for writing that is never closed is let go when its client goes."""
         self._client._native.close(self._handle)
+
+    def io_phase(self) -> IoPhase:
+        """``with f.io_phase(): ...``: an I/O phase of this file's client (see :meth:`Client.io_phase`)."""
+        return self._client.io_phase()
 
     def __enter__(self) -> File:
         return self
@@ -196,6 +215,20 @@ class Client:
 
     def statfs(self) -> dict:
         return json.loads(self._native.statfs())
+
+    def io_phase(self) -> IoPhase:
+        """An I/O phase at the cluster's coordinator (IO-SETS), as a context manager::
+
+            with client.io_phase() as phase:   # waits for this job's set's turn
+                f.write(0, checkpoint)         # weighed by phase.priority on the servers
+
+        Entering waits until the coordinator grants the phase (at its set's
+        priority) and renews the grant meanwhile; leaving ends it, so the next
+        job of the set may go. Without a coordinator, or when it does not
+        answer (one warning), the phase runs at once, ungated: ``priority`` is
+        ``None``. One phase per client at a time; entering again while one is
+        held keeps it."""
+        return IoPhase(self)
 
     def server_stats(self) -> list[dict]:
         """One dict per server (cluster-file order): its statistics, or ``{"error": ...}``."""

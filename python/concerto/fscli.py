@@ -130,6 +130,11 @@ def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_fi
 
 # ---------------------------------------------------------------- cluster
 
+# The coordinator's set rules `cluster up --coordinator` offers (a table or
+# thresholds are written in a server file's [coordinator.sets]).
+COORDINATOR_SETS = ("set10", "exclusive-fcfs", "fair-share", "set-fair-share", "share-priority")
+
+
 @click.group("cluster")
 def cluster() -> None:
     """Start, inspect and steer a cluster of servers."""
@@ -147,13 +152,25 @@ def cluster() -> None:
 @click.option("--stripe-unit", default="64KiB", show_default=True, callback=size_arg, help="Root's default stripe unit.")
 @click.option("--stripe-count", type=click.IntRange(min=1), default=None, help="Root's default stripe count (default: all).")
 @click.option("--depth", type=click.IntRange(min=1), default=8, show_default=True, help="Requests in flight per server.")
+@click.option("--coordinator", "sets", type=click.Choice(COORDINATOR_SETS), default=None,
+              help="Also start a coordinator (IO-SETS) with this set rule; the data servers should run an SFQ "
+                   "policy (sfq-d-plus) so that its priorities share their bandwidth.")
+@click.option("--lease", default=None, metavar="DURATION",
+              help="How long the coordinator's grants last unless renewed (default 10s).")
 @fs_guarded
-def cluster_up(servers, directory, policy, params, throttle, meta, stripe_unit, stripe_count, depth) -> None:
+def cluster_up(servers, directory, policy, params, throttle, meta, stripe_unit, stripe_count, depth, sets,
+               lease) -> None:
     """Start SERVERS servers on loopback and write DIR/cluster.toml."""
+    if lease is not None and sets is None:
+        raise click.BadParameter("only with --coordinator", param_hint="--lease")
+    coordinator = None
+    if sets is not None:
+        coordinator = {"sets": {"kind": sets}} | ({"lease": lease} if lease is not None else {})
     spec = local.ClusterSpec(servers=servers, policy=policy, policy_params=_params(params), throttle=throttle, meta=meta,
-                             stripe_unit=stripe_unit, stripe_count=stripe_count, depth=depth)
+                             stripe_unit=stripe_unit, stripe_count=stripe_count, depth=depth, coordinator=coordinator)
     path = local.up(directory, spec)
-    console.print(f"{servers} servers up ({policy}, throttle {throttle}); cluster file: [bold]{path}[/]")
+    with_coordinator = f" and a coordinator ({sets})" if sets else ""
+    console.print(f"{servers} servers up ({policy}, throttle {throttle}){with_coordinator}; cluster file: [bold]{path}[/]")
     console.print(f"stop them with: concerto cluster down --dir {directory}")
 
 
@@ -245,8 +262,24 @@ def cluster_stats(cluster_file: Path | None, as_json: bool) -> None:
                      str(a.get("queued", 0)), f"{a['waiting_s']:.2f}", f"{a['held_s']:.2f}")
     console.print(servers)
     console.print(apps)
+    for s in stats:
+        if s.get("coordinator"):
+            console.print(_coordinator_table(s["coordinator"]))
     if len(shown) > STATS_ROWS:
         console.print(f"... and {len(shown) - STATS_ROWS} more applications (all of them: --json)")
+
+
+def _coordinator_table(c: dict) -> Table:
+    """Who does I/O by the coordinator's grant and who waits, in which set, for how long."""
+    t = Table(title=f"coordinator ({c['policy']}; {c['grants_total']} grants, "
+                    f"{c['leases_expired']} leases ran out)")
+    for col in ("app", "state", "set", "priority", "for s", "w_iter s"):
+        t.add_column(col, justify="right")
+    for state, entries in (("granted", c["granted"]), ("waiting", c["waiting"])):
+        for e in entries:
+            w = "-" if e["w_iter_s"] is None else f"{e['w_iter_s']:.2f}"
+            t.add_row(str(e["app"]), state, str(e["set"]), f"{e['priority']:g}", f"{e['for_s']:.2f}", w)
+    return t
 
 
 def _quantiles(h: dict) -> str:

@@ -23,7 +23,9 @@ use concerto_client::probe::{DirectoryProbe, ServerProbe};
 use concerto_client::proto::auth::{Grant, Key, KeyRing, Secret};
 use concerto_client::proto::stats::ServerStats;
 use concerto_client::proto::{ErrorKind, LayoutRequest};
-use concerto_client::{credential_for, ClientError, ClusterFile, FileHandle, FsClient, Identity};
+use concerto_client::{
+    credential_for, ClientError, ClusterFile, FileHandle, FsClient, Identity, IoPhase,
+};
 use concerto_core::Extent;
 
 fn py_err(e: ClientError) -> PyErr {
@@ -96,6 +98,8 @@ impl FsFile {
 pub struct FsClientHandle {
     runtime: tokio::runtime::Runtime,
     inner: Arc<FsClient>,
+    /// The I/O phase this client holds at the coordinator, if any.
+    phase: std::sync::Mutex<Option<IoPhase>>,
 }
 
 fn extents(list: Vec<(u64, u64)>) -> Vec<Extent> {
@@ -151,6 +155,7 @@ impl FsClientHandle {
         Ok(FsClientHandle {
             runtime,
             inner: Arc::new(FsClient::new(cluster, identity, credential)),
+            phase: std::sync::Mutex::new(None),
         })
     }
 
@@ -299,6 +304,33 @@ impl FsClientHandle {
             })
             .collect();
         serde_json::Value::Array(out).to_string()
+    }
+
+    /// Begins an I/O phase at the coordinator (returns once granted) and
+    /// returns the set's priority; `None` when it runs ungated (no
+    /// coordinator, or one that does not answer). A phase held already is
+    /// kept.
+    fn begin_phase(&self, py: Python<'_>) -> Option<f64> {
+        let mut held = self.phase.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = held.as_ref() {
+            return p.priority();
+        }
+        let phase = py.allow_threads(|| self.runtime.block_on(self.inner.begin_phase()));
+        let priority = phase.priority();
+        *held = Some(phase);
+        priority
+    }
+
+    /// Ends the I/O phase this client holds, if any.
+    fn end_phase(&self, py: Python<'_>) {
+        let phase = self
+            .phase
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(p) = phase {
+            py.allow_threads(|| self.runtime.block_on(p.end()));
+        }
     }
 
     /// JSON list, one per server: {"policy", "roles"} or {"error"}.

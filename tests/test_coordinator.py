@@ -1,0 +1,96 @@
+"""The coordinator (IO-SETS) on a cluster started the way users start one
+(`concerto cluster up --coordinator`), with real processes: their I/O
+phases never overlap inside one set, `cluster stats` shows who holds the
+set, and a coordinator that is killed leaves programs running ungated with
+a warning."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from concerto import cluster as local
+from concerto import fs
+from conftest import concerto
+
+# One job's program: three I/O phases, each writing 1 MiB and holding the
+# phase a little, with the monotonic clock's readings at entry and exit.
+JOB = """
+import json, sys, time
+from concerto import fs
+client = fs.connect(sys.argv[1])
+f = client.create(f"/job{client.app}", exclusive=False)
+spans = []
+for k in range(3):
+    with client.io_phase() as phase:
+        start = time.monotonic()
+        f.write(k << 20, bytes(1 << 20))
+        f.fsync()
+        time.sleep(0.1)
+        spans.append((start, time.monotonic(), phase.priority))
+f.close()
+print(json.dumps(spans))
+"""
+
+
+def _run_jobs(cluster: Path, apps: list[int]) -> dict[int, list]:
+    procs = {app: subprocess.Popen([sys.executable, "-c", JOB, str(cluster)], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True,
+                                   env=os.environ | {"CONCERTO_APP_ID": str(app)}) for app in apps}
+    out = {}
+    for app, p in procs.items():
+        stdout, stderr = p.communicate(timeout=120)
+        assert p.returncode == 0, stderr
+        out[app] = (json.loads(stdout), stderr)
+    return out
+
+
+def test_phases_of_jobs_in_one_set_never_overlap(tmp_path):
+    cluster = local.up(tmp_path / "c", local.ClusterSpec(servers=2, policy="sfq-d-plus",
+                                                         coordinator={"sets": {"kind": "exclusive-fcfs"}}))
+    try:
+        runs = _run_jobs(cluster, [11, 12, 13])
+        spans = sorted(s for spans, _ in runs.values() for s in spans)
+        assert len(spans) == 9
+        assert all(p == 1.0 for _, _, p in spans), spans
+        for (_, end, _), (start, _, _) in zip(spans, spans[1:]):
+            assert end <= start, f"two phases at once: {spans}"
+        stats = fs.connect(cluster).server_stats()
+        c = [s["coordinator"] for s in stats if s.get("coordinator")]
+        assert len(c) == 1 and c[0]["grants_total"] == 9 and c[0]["leases_expired"] == 0, c
+        shown = concerto("cluster", "stats", "--cluster", str(cluster))
+        assert shown.returncode == 0, shown.stderr
+        assert "coordinator (exclusive-fcfs; 9 grants" in shown.stdout.replace("\n", " ")
+    finally:
+        local.down(tmp_path / "c")
+
+
+def test_a_killed_coordinator_leaves_jobs_running_ungated_with_a_warning(tmp_path):
+    cluster = local.up(tmp_path / "c", local.ClusterSpec(servers=1, coordinator={"sets": {"kind": "set10"}}))
+    try:
+        info = local.read_cluster(cluster)
+        coordinator = next(s for s in info["servers"] if s["roles"] == ["coordinator"])
+        os.kill(coordinator["pid"], signal.SIGKILL)
+        (spans, stderr), = _run_jobs(cluster, [21]).values()
+        assert [p for _, _, p in spans] == [None, None, None]
+        assert stderr.count("I/O phases run ungated") == 1, stderr
+        assert fs.connect(cluster).stat("/job21").size == 3 << 20
+    finally:
+        local.down(tmp_path / "c")
+
+
+def test_cluster_up_with_a_coordinator_and_its_mistakes(tmp_path):
+    r = concerto("cluster", "up", "--dir", str(tmp_path / "c"), "--servers", "1", "--lease", "5s")
+    assert r.returncode != 0 and "--lease" in r.stderr and "only with --coordinator" in r.stderr
+    r = concerto("cluster", "up", "--dir", str(tmp_path / "c"), "--servers", "1", "--coordinator", "set10",
+                 "--lease", "1ms")
+    assert r.returncode != 0
+    assert "coordinator.lease: 1ms: must be from 300ms" in r.stderr, r.stderr
+    r = concerto("cluster", "up", "--dir", str(tmp_path / "c"), "--servers", "1", "--coordinator", "set11")
+    assert r.returncode == 2 and "set11" in r.stderr
