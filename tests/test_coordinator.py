@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,60 @@ def test_cluster_up_with_a_coordinator_and_its_mistakes(tmp_path):
     assert "coordinator.lease: 1ms: must be from 300ms" in r.stderr, r.stderr
     r = concerto("cluster", "up", "--dir", str(tmp_path / "c"), "--servers", "1", "--coordinator", "set11")
     assert r.returncode == 2 and "set11" in r.stderr
+
+
+# A periodic program that knows nothing of Concerto: every PERIOD seconds
+# it writes 8 MiB to its file through the mount, then computes (sleeps).
+PERIODIC = """
+import os, sys, time
+path, period, rounds = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+start = time.monotonic()
+for k in range(rounds):
+    time.sleep(max(0.0, start + k * period - time.monotonic()))
+    with open(path, "wb") as f:
+        for _ in range(8):
+            f.write(bytes(1 << 20))
+"""
+
+
+def test_the_mount_finds_an_unmodified_programs_phases_and_its_period(tmp_path):
+    # SET-10 on the coordinator; the mount detects the program's phases in
+    # its write stream, and the coordinator's measured w_iter is within 10%
+    # of the program's true period.
+    cluster = local.up(tmp_path / "c", local.ClusterSpec(servers=2, policy="sfq-d-plus",
+                                                         coordinator={"sets": {"kind": "set10"}}))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    ready = tmp_path / "mount.json"
+    mount = subprocess.Popen([sys.executable, "-m", "concerto", "mount", "--cluster", str(cluster), str(mnt),
+                              "--ready-file", str(ready)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert mount.poll() is None, mount.stderr.read()
+            assert time.monotonic() < deadline, "the mount did not come up"
+            time.sleep(0.05)
+        period, rounds = 2.5, 6
+        run = subprocess.run([sys.executable, "-c", PERIODIC, str(mnt / "periodic"), str(period), str(rounds)],
+                             env=os.environ | {"CONCERTO_APP_ID": "41"}, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+
+        def job() -> dict | None:
+            for s in fs.connect(cluster).server_stats():
+                for m in (s.get("coordinator") or {}).get("measured", []):
+                    if m["app"] == 41:
+                        return m
+            return None
+
+        deadline = time.monotonic() + 30
+        while (m := job()) is None or m["phases"] < rounds:
+            assert time.monotonic() < deadline, f"the coordinator saw {m}"
+            time.sleep(0.1)
+        print(f"measured {m} for a period of {period} s")
+        assert m["phases"] == rounds, m
+        assert abs(m["w_iter_s"] / period - 1) <= 0.10, m
+    finally:
+        if mount.poll() is None:
+            mount.send_signal(signal.SIGTERM)
+            mount.wait(30)
+        local.down(tmp_path / "c")

@@ -539,17 +539,37 @@ def profile_cmd(device: str | None, directory: Path | None, server: str | None, 
     console.print(f"wrote {out / 'profile.json'} and {out / 'profile.png'}")
 
 
-@main.command()
+@main.group(invoke_without_command=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/demo"), show_default=True)
 @click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the demo cluster's files (server files, logs, cluster.toml) here; "
                    "default: a temporary directory removed at the end.")
+@click.pass_context
 @guarded
-def demo(out: Path, cluster_dir: Path | None) -> None:
-    """FIFO, coordinated and SFQ(D)+ on a real local cluster and in the simulator, side by side."""
+def demo(ctx: click.Context, out: Path, cluster_dir: Path | None) -> None:
+    """FIFO, coordinated and SFQ(D)+ on a real local cluster and in the simulator, side by side.
+
+    `concerto demo iosets` is the job-level one (IO-SETS)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from concerto.demo import run_demo
 
     run_demo(out, console, cluster_dir)
+
+
+@demo.command("iosets")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/demo-iosets"),
+              show_default=True)
+@click.option("--quick", is_flag=True, help="Six applications, 30 s per policy: the shape, not figures to quote.")
+@click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the clusters' files (one folder per policy) here; default: temporary directories.")
+@guarded
+def demo_iosets(out: Path, quick: bool, cluster_dir: Path | None) -> None:
+    """IO-SETS (FAIR-SHARE, EXCLUSIVE-FCFS, SET-10) on a real cluster with a coordinator, and the same
+    workload in the fluid and request-level simulators, side by side (io-sets.txt Section VI-A, compressed)."""
+    from concerto.demo_iosets import run
+
+    run(out, quick, console, cluster_dir)
 
 
 @main.group()

@@ -103,9 +103,11 @@ def server(config: Path, check: bool, ready_file: Path | None) -> None:
 @click.option("--write-behind", default="16MiB", show_default=True, callback=size_arg,
               help="Writes that may be on their way to the servers after write(2) returned (0: write through). "
                    "O_DIRECT and O_SYNC writes are always written through.")
+@click.option("--no-phases", is_flag=True,
+              help="Do not find callers' I/O phases for the cluster's coordinator (found by default when it has one).")
 @fs_guarded
 def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_file: Path | None,
-          write_behind: int) -> None:
+          write_behind: int, no_phases: bool) -> None:
     """Mount the cluster at MOUNTPOINT with FUSE until SIGINT or SIGTERM.
 
     Unmodified programs then read and write striped files there; each
@@ -125,6 +127,7 @@ def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_fi
     args = ["--cluster", str(path), "--attr-ttl", str(attr_ttl), "--write-behind", str(write_behind),
             str(mountpoint)]
     args += ["--ready-file", str(ready_file)] if ready_file else []
+    args += ["--no-phases"] if no_phases else []
     binaries.exec_binary(binaries.FUSE, args)
 
 

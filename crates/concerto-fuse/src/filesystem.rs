@@ -17,9 +17,11 @@ use libc::c_int;
 use tokio::runtime::Handle;
 
 use concerto_client::{ClientError, FileHandle, FsClient, Identity, Stat};
+use concerto_core::job::PhaseConfig;
 use concerto_core::Extent;
 use concerto_proto::{DirEntry, ErrorKind, FileKind, LayoutRequest};
 
+use crate::phases::ImplicitPhases;
 use crate::MountOptions;
 
 /// How long a process's identity is reused before its environment is read
@@ -197,9 +199,18 @@ struct Ctx {
     state: Arc<Mutex<State>>,
     ttl: Duration,
     owner: (u32, u32),
+    /// Callers' I/O phases, found in their streams (with a coordinator).
+    phases: Option<Arc<ImplicitPhases>>,
 }
 
 impl Ctx {
+    /// Waits, when phases are detected, until the caller's job may do I/O.
+    async fn enter_phase(&self) {
+        if let Some(p) = &self.phases {
+            p.enter(&self.client).await;
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic elsewhere never leaves the table half-changed in a way that matters here.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -389,13 +400,16 @@ fn open_flags() -> u32 {
 impl ConcertoFuse {
     pub(crate) fn new(client: FsClient, runtime: Handle, options: MountOptions) -> ConcertoFuse {
         ConcertoFuse {
-            runtime,
+            runtime: runtime.clone(),
             mount: Ctx {
                 client,
                 state: Arc::new(Mutex::new(State::new())),
                 ttl: options.attr_ttl,
                 // SAFETY: geteuid and getegid only read the process's credentials.
                 owner: unsafe { (libc::geteuid(), libc::getegid()) },
+                phases: options
+                    .detect_phases
+                    .then(|| ImplicitPhases::start(PhaseConfig::default(), runtime.clone())),
             },
             callers: HashMap::new(),
             write_behind: options.write_behind > 0,
@@ -651,6 +665,7 @@ impl Filesystem for ConcertoFuse {
     ) {
         self.run_on_file(fh, reply, |ctx, file| async move {
             let offset = u64::try_from(offset).map_err(|_| Errno(libc::EINVAL))?;
+            ctx.enter_phase().await;
             Ok(ctx.client.read(&file, offset, size as u64).await?)
         });
     }
@@ -688,6 +703,7 @@ impl Filesystem for ConcertoFuse {
         let through =
             !self.write_behind || flags & (libc::O_DIRECT | libc::O_SYNC | libc::O_DSYNC) != 0;
         self.spawn(open.client, reply, move |ctx| async move {
+            ctx.enter_phase().await;
             if through {
                 ctx.client.send_write(prepared).await?;
             } else {

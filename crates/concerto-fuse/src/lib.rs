@@ -38,6 +38,7 @@
 
 mod filesystem;
 mod mountpoint;
+mod phases;
 
 pub use filesystem::CALLER_TTL;
 
@@ -60,6 +61,10 @@ pub struct MountOptions {
     /// `write(2)` returned (write-behind; 0 writes every write through).
     /// The client's bound: pass the same to `FsClient::with_write_behind`.
     pub write_behind: u64,
+    /// Find callers' I/O phases in their streams and take them to the
+    /// cluster's coordinator ([`phases`]): what `concerto mount` does when
+    /// the cluster has one.
+    pub detect_phases: bool,
 }
 
 impl Default for MountOptions {
@@ -67,6 +72,7 @@ impl Default for MountOptions {
         MountOptions {
             attr_ttl: Duration::from_secs(1),
             write_behind: concerto_client::DEFAULT_WRITE_BEHIND,
+            detect_phases: false,
         }
     }
 }

@@ -33,6 +33,10 @@ struct Args {
     /// O_SYNC writes are always written through.
     #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = write_behind)]
     write_behind: u64,
+    /// Do not find callers' I/O phases for the cluster's coordinator
+    /// (found by default when the cluster has one).
+    #[arg(long)]
+    no_phases: bool,
 }
 
 fn write_behind(text: &str) -> Result<u64, String> {
@@ -83,6 +87,7 @@ fn run((cluster, credential): (ClusterFile, Credential), args: &Args) -> std::io
     let options = MountOptions {
         attr_ttl: Duration::from_secs_f64(args.attr_ttl),
         write_behind: args.write_behind,
+        detect_phases: cluster.coordinator().is_some() && !args.no_phases,
     };
     let client = FsClient::new(cluster, Identity::from_env(), credential)
         .with_write_behind(args.write_behind);

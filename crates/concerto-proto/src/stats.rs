@@ -127,6 +127,17 @@ pub struct CoordinatorStats {
     /// Grants and leases that lapsed since the server started.
     pub grants_total: u64,
     pub leases_expired: u64,
+    /// Every job whose phases the coordinator remembers: how many it
+    /// began, and its w_iter as measured between their starts.
+    pub measured: Vec<MeasuredJob>,
+}
+
+/// A job's phases as the coordinator counted them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredJob {
+    pub app: u32,
+    pub phases: u64,
+    pub w_iter_s: Option<f64>,
 }
 
 /// One application at the coordinator.

@@ -323,11 +323,7 @@ impl FsClientHandle {
 
     /// Ends the I/O phase this client holds, if any.
     fn end_phase(&self, py: Python<'_>) {
-        let phase = self
-            .phase
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let phase = self.phase.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(p) = phase {
             py.allow_threads(|| self.runtime.block_on(p.end()));
         }

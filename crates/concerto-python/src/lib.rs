@@ -124,6 +124,71 @@ fn fluid_run(
     .to_string())
 }
 
+/// io-sets.txt's window metrics of phases that ran elsewhere (the real
+/// cluster): `phases` is JSON, one object per I/O phase with `app` (the
+/// application's index in `workload`), `phase`, `request_s`, `start_s`,
+/// `end_s`, `bytes`; measured as the fluid mode measures its own runs,
+/// with the workload's bandwidth. Returns the metrics as JSON.
+#[pyfunction]
+fn fluid_phase_metrics(
+    workload: &str,
+    phases: &str,
+    window_begin: f64,
+    window_end: f64,
+) -> PyResult<String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Ran {
+        app: u32,
+        phase: u32,
+        request_s: f64,
+        start_s: f64,
+        end_s: f64,
+        bytes: f64,
+        #[serde(default)]
+        priority: Option<f64>,
+    }
+    let mut de = serde_json::Deserializer::from_str(workload);
+    let file: fluid::WorkloadFile = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        ConcertoConfigError::new_err(format!("workload: {}: {}", e.path(), e.inner()))
+    })?;
+    let apps = file.apps().map_err(ConcertoConfigError::new_err)?;
+    let mut de = serde_json::Deserializer::from_str(phases);
+    let ran: Vec<Ran> = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        ConcertoConfigError::new_err(format!("phases: {}: {}", e.path(), e.inner()))
+    })?;
+    if let Some((i, r)) = ran
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.app as usize >= apps.len())
+    {
+        return Err(ConcertoConfigError::new_err(format!(
+            "phases[{i}].app: {} is not one of the workload's {} applications",
+            r.app,
+            apps.len()
+        )));
+    }
+    let run = fluid::FluidRun {
+        phases: ran
+            .iter()
+            .map(|r| fluid::PhaseRecord {
+                app: r.app,
+                phase: r.phase,
+                request_s: r.request_s,
+                start_s: r.start_s,
+                end_s: r.end_s,
+                bytes: r.bytes,
+                priority: r.priority.unwrap_or(1.0),
+            })
+            .collect(),
+        app_end_s: Vec::new(),
+        events: 0,
+    };
+    let metrics = fluid::window_metrics(&apps, &run, file.bandwidth, window_begin, window_end)
+        .map_err(ConcertoConfigError::new_err)?;
+    serde_json::to_string(&metrics).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// One repetition of a fluid-mode sweep point: draws a workload from the
 /// generator in `table` of `text` (after `overrides`) with `seed`, runs it
 /// under each rule (TOML text) and measures it over [window_begin,
@@ -499,6 +564,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(fluid_generate, m)?)?;
     m.add_function(wrap_pyfunction!(fluid_run, m)?)?;
+    m.add_function(wrap_pyfunction!(fluid_phase_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(fluid_measure, m)?)?;
     m.add_function(wrap_pyfunction!(parse_transfer_matrix, m)?)?;
     m.add_function(wrap_pyfunction!(random_transfer_matrix, m)?)?;

@@ -36,7 +36,7 @@ use concerto_core::job::{
     Decision, IoArbiter, PhaseConfig, PhaseDetector, PhaseInfo, SetRule, Sets,
 };
 use concerto_core::{AppId, Time};
-use concerto_proto::stats::{CoordinatorStats, PhaseEntry};
+use concerto_proto::stats::{CoordinatorStats, MeasuredJob, PhaseEntry};
 use concerto_proto::{Message, Role};
 
 use crate::members::Members;
@@ -411,12 +411,23 @@ impl Coordinator {
             .into_iter()
             .map(|(set, app, p)| entry(app.0, set.0, p))
             .collect();
+        let mut measured: Vec<MeasuredJob> = self
+            .detectors
+            .iter()
+            .map(|(&app, (d, _))| MeasuredJob {
+                app,
+                phases: d.samples() + 1,
+                w_iter_s: d.w_iter().map(|w| w.as_secs_f64()),
+            })
+            .collect();
+        measured.sort_by_key(|m| m.app);
         *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = CoordinatorStats {
             policy: rule_name(&self.cfg.sets).to_string(),
             granted,
             waiting,
             grants_total: self.grants_total,
             leases_expired: self.leases_expired,
+            measured,
         };
     }
 }

@@ -462,6 +462,7 @@ mod tests {
                 }],
                 grants_total: 4,
                 leases_expired: 1,
+                measured: vec![],
             }),
         };
         let text = prometheus(&stats);
