@@ -152,3 +152,21 @@ def test_the_mount_finds_an_unmodified_programs_phases_and_its_period(tmp_path):
             mount.send_signal(signal.SIGTERM)
             mount.wait(30)
         local.down(tmp_path / "c")
+
+
+def test_cluster_sets_switches_the_rule_live_and_names_mistakes(tmp_path):
+    cluster = local.up(tmp_path / "c", local.ClusterSpec(servers=1, coordinator={"sets": {"kind": "exclusive-fcfs"}}))
+    try:
+        r = concerto("cluster", "sets", "fair-share", "--cluster", str(cluster))
+        assert r.returncode == 0, r.stderr
+        policy = [s["coordinator"]["policy"] for s in fs.connect(cluster).server_stats() if s.get("coordinator")]
+        assert policy == ["fair-share"]
+        r = concerto("cluster", "sets", "--cluster", str(cluster))
+        assert r.returncode == 2 and "give a RULE or --file FILE" in r.stderr
+        bad = tmp_path / "rule.toml"
+        bad.write_text('kind = "thresholds"\nbounds = ["1s", "10s"]\npriorities = [1.0]\n')
+        r = concerto("cluster", "sets", "--file", str(bad), "--cluster", str(cluster))
+        assert r.returncode != 0
+        assert f"{bad}: " in r.stderr and "sets.priorities: 2 bounds make 3 sets, but 1 priorities" in r.stderr, r.stderr
+    finally:
+        local.down(tmp_path / "c")

@@ -230,6 +230,10 @@ class Client:
         held keeps it."""
         return IoPhase(self)
 
+    def set_sets(self, sets_toml: str) -> None:
+        """Replaces the coordinator's set rule live, e.g. ``'kind = "exclusive-fcfs"'`` (docs/coordinator.md)."""
+        self._native.set_sets(sets_toml)
+
     def server_stats(self) -> list[dict]:
         """One dict per server (cluster-file order): its statistics, or ``{"error": ...}``."""
         return json.loads(self._native.stats())

@@ -311,6 +311,25 @@ def cluster_policy(cluster_file: Path | None, name: str, params) -> None:
                   f"{sum(retiring)} requests it still held")
 
 
+@cluster.command("sets")
+@cluster_opt
+@click.argument("rule", required=False, type=click.Choice(COORDINATOR_SETS))
+@click.option("--file", "rule_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="A set rule as a TOML table (kind = \"table\", entries = [...], ...) instead of RULE.")
+@fs_guarded
+def cluster_sets(cluster_file: Path | None, rule: str | None, rule_file: Path | None) -> None:
+    """Switch the coordinator's set rule, live (every job holding or waiting for a turn is placed again)."""
+    if (rule is None) == (rule_file is None):
+        raise click.UsageError("give a RULE or --file FILE, one of them")
+    text = rule_file.read_text() if rule_file else f'kind = "{rule}"'
+    try:
+        Client(cluster_path(cluster_file)).set_sets(text)
+    except ValueError as e:
+        where = f"{rule_file}: " if rule_file else ""
+        raise FsProblem(f"{where}{e}") from None
+    console.print(f"the coordinator now places jobs with {rule or rule_file}")
+
+
 @cluster.group("rule")
 def cluster_rule() -> None:
     """QoS rules in force on every server: weights, and rates as Lustre's TBF (docs/security.md)."""

@@ -112,6 +112,13 @@ impl FsClient {
         }
     }
 
+    /// Replaces the coordinator's set rule, live (TOML: `kind = "set10"`
+    /// ...; an admin key). An error when the cluster has no coordinator.
+    pub async fn set_sets(&self, sets: &str) -> Result<(), ClientError> {
+        self.coordinator_call(|c, _| async move { c.set_sets(sets).await })
+            .await
+    }
+
     /// A task that renews the grant every third of its lease.
     fn renew(&self, lease: Duration) -> tokio::task::JoinHandle<()> {
         let client = self.clone();

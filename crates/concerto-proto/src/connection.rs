@@ -471,6 +471,14 @@ impl ServerConnection {
         }
     }
 
+    /// Replaces the coordinator's set rule (TOML), live.
+    pub async fn set_sets(&self, sets: &str) -> Result<(), ClientError> {
+        self.expect_done(Message::SetSets {
+            sets: sets.to_string(),
+        })
+        .await
+    }
+
     /// Tells the coordinator the I/O phase ended.
     pub async fn end_phase(&self, tags: Tags) -> Result<(), ClientError> {
         self.expect_done(Message::EndPhase { tags }).await

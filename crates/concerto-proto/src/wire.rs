@@ -154,6 +154,11 @@ pub enum Message {
     EndPhase {
         tags: Tags,
     },
+    /// Replaces the coordinator's set rule (TOML: `kind = "set10"` ...),
+    /// live; an admin key only.
+    SetSets {
+        sets: String,
+    },
     /// The coordinator's grants, for a data server: the applications doing
     /// I/O now and their priorities (replaces the table; a peer or admin
     /// key only).
@@ -835,6 +840,7 @@ impl Envelope {
                 }
             }
             Message::SetPolicy { policy } => check_text("policy", policy),
+            Message::SetSets { sets } => check_text("sets", sets),
             Message::SetRules { rules, .. } | Message::RulesReply { rules } => {
                 check_text("rules", rules)
             }

@@ -321,6 +321,11 @@ impl FsClientHandle {
         priority
     }
 
+    /// Replaces the coordinator's set rule (TOML text), live.
+    fn set_sets(&self, py: Python<'_>, sets: &str) -> PyResult<()> {
+        self.run(py, self.inner.set_sets(sets))
+    }
+
     /// Ends the I/O phase this client holds, if any.
     fn end_phase(&self, py: Python<'_>) {
         let phase = self.phase.lock().unwrap_or_else(|p| p.into_inner()).take();

@@ -489,6 +489,16 @@ fn command(message: Message, key: &Key, conn: u64, reply: Reply) -> Result<Comma
             reply,
         }),
         Message::SetGrants { grants } => Command::SetGrants { grants, reply },
+        Message::SetSets { sets } => match crate::coordinator::parse_sets(&sets) {
+            Ok(rule) => Command::Phase(PhaseCommand::Switch { rule, reply }),
+            Err(message) => {
+                reply.send(Message::Error {
+                    kind: ErrorKind::Invalid,
+                    message,
+                });
+                return Err(false);
+            }
+        },
         Message::Stats => {
             let (tx, rx) = oneshot::channel();
             tokio::spawn(async move {

@@ -86,6 +86,20 @@ pub(crate) enum PhaseCommand {
         app: u32,
         reply: Reply,
     },
+    /// A new set rule, live.
+    Switch {
+        rule: SetRule,
+        reply: Reply,
+    },
+}
+
+/// A set rule from TOML text (`kind = "set10"`, a table's entries ...),
+/// validated; an error names the key (`sets.base: ...`).
+pub fn parse_sets(text: &str) -> Result<SetRule, String> {
+    let rule: SetRule = concerto_toml::parse(text).map_err(|e| format!("sets: {e}"))?;
+    rule.validate()
+        .map_err(|(field, msg)| format!("sets.{field}: {msg}"))?;
+    Ok(rule)
 }
 
 /// The scheduling loop's handle on the coordinator task.
@@ -200,6 +214,10 @@ impl Coordinator {
                 self.end(app, now);
                 reply.send(Message::Done);
             }
+            PhaseCommand::Switch { rule, reply } => {
+                self.switch(rule, now);
+                reply.send(Message::Done);
+            }
         }
         self.publish(now);
     }
@@ -251,6 +269,63 @@ impl Coordinator {
                 until: now + wait,
             }),
         }
+    }
+
+    /// Replaces the set rule, live: every job holding or waiting for a
+    /// turn is placed again under the new rule, those granted first (in
+    /// the order they were granted), then those waiting (in request
+    /// order). A waiting job the new rule grants is answered at once; a
+    /// job granted before that must wait under the new rule cannot be
+    /// stopped in the middle of its phase, so it finishes it, but at the
+    /// default weight (its grant is withdrawn from the data servers), and
+    /// its next phase waits its turn.
+    fn switch(&mut self, rule: SetRule, now: Instant) {
+        let t = self.time(now);
+        let old = std::mem::replace(&mut self.arbiter, Sets::new(rule.clone()));
+        self.cfg.sets = rule;
+        let mut granted: Vec<(Instant, u32)> = self
+            .turns
+            .iter()
+            .filter(|(_, turn)| turn.granted)
+            .map(|(&app, turn)| (turn.since, app))
+            .collect();
+        granted.sort();
+        let order: Vec<u32> = granted
+            .into_iter()
+            .map(|(_, app)| app)
+            .chain(old.queue().into_iter().map(|(_, app, _)| app.0))
+            .collect();
+        for app in order {
+            let info = PhaseInfo {
+                w_iter: self.detectors.get(&app).and_then(|(d, _)| d.w_iter()),
+                group: None,
+            };
+            let decision = self.arbiter.begin_phase(AppId(app), t, &info);
+            let Some(turn) = self.turns.get_mut(&app) else {
+                continue;
+            };
+            match decision {
+                Decision::Granted { priority } if !turn.granted => {
+                    turn.granted = true;
+                    turn.since = now;
+                    self.grants_total += 1;
+                    for w in self.waiters.remove(&app).unwrap_or_default() {
+                        w.reply.send(self.granted(priority));
+                    }
+                }
+                Decision::Granted { .. } => {}
+                Decision::Queued => {
+                    if turn.granted {
+                        turn.granted = false;
+                        turn.since = now;
+                    }
+                }
+            }
+        }
+        eprintln!(
+            "concerto-server: coordinator: set rule now {}",
+            rule_name(&self.cfg.sets)
+        );
     }
 
     /// `app`'s phase ends (asked, or its lease ran out): the applications

@@ -101,6 +101,7 @@ pub fn refusal(key: &Key, message: &Message) -> Option<String> {
     match message {
         Message::Ping | Message::Space => None,
         Message::SetPolicy { .. } => admin_only("switching the policy"),
+        Message::SetSets { .. } => admin_only("switching the coordinator's set rule"),
         Message::SetCluster { .. } => admin_only("setting the cluster map"),
         Message::SetRules { .. } | Message::GetRules => admin_only("the QoS rules"),
         Message::Stats => admin_only("reading the statistics"),

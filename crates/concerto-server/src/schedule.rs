@@ -532,7 +532,9 @@ impl Loop {
             Command::Phase(cmd) => match &self.backend.coordinator {
                 Some(c) => c.send(cmd),
                 None => {
-                    let (PhaseCommand::Begin { reply, .. } | PhaseCommand::End { reply, .. }) = cmd;
+                    let (PhaseCommand::Begin { reply, .. }
+                    | PhaseCommand::End { reply, .. }
+                    | PhaseCommand::Switch { reply, .. }) = cmd;
                     reply.send(Message::Error {
                         kind: ErrorKind::Invalid,
                         message: format!(

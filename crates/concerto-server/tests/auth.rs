@@ -248,6 +248,22 @@ async fn a_tenant_acts_only_as_its_job_and_cannot_administer() {
     );
     let report = ServiceReport { served: vec![] };
     denied(tenant.call(Message::ServiceReport(report)).await).await;
+    // The coordinator's business: grants for the data servers come from
+    // the coordinator (a peer), set rules from the administrator, and a
+    // phase is asked for as the tenant's own job only.
+    let m = denied(
+        tenant
+            .call(Message::SetGrants {
+                grants: vec![(7, 1000.0)],
+            })
+            .await,
+    )
+    .await;
+    assert!(m.contains("not a server's peer key"), "{m}");
+    let m = denied(tenant.set_sets("kind = \"fair-share\"").await).await;
+    assert!(m.contains("set rule needs an admin key"), "{m}");
+    let m = denied(tenant.begin_phase(tags(8), std::time::Duration::ZERO).await).await;
+    assert!(m.contains("acts as application 7, not 8"), "{m}");
     // The connection is still served, and the policy did not change.
     assert_eq!(tenant.ping().await.unwrap().0, "fifo");
     let admin = ServerConnection::connect(s.addr, TIMEOUT, &credential(&ring, "admin"))

@@ -304,3 +304,41 @@ async fn without_a_coordinator_that_answers_phases_run_ungated() {
     phase.end().await;
     c.shutdown().await;
 }
+
+/// EXCLUSIVE-FCFS with job 1 granted and job 2 waiting; switched live to
+/// FAIR-SHARE, job 2 (a set of its own now) is granted at once, job 1
+/// keeps its grant; a bad rule is refused naming the key (that only the
+/// administrator may switch is in `auth.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_switch_of_the_set_rule_places_every_job_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = LocalCluster::start_with_coordinator(
+        dir.path(),
+        LocalClusterSpec::fifo(1),
+        rule(SetRule::ExclusiveFcfs),
+    )
+    .await
+    .unwrap();
+    let first = client(&c, 1).begin_phase().await;
+    let fs2 = client(&c, 2);
+    let second = tokio::spawn(async move { fs2.begin_phase().await });
+    eventually("job 2 waits", || async { waiting(&c).await == [2] }).await;
+    let admin = client(&c, 9);
+    let e = admin
+        .set_sets("kind = \"log\"\nbase = 1")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sets.base: "), "{e}");
+    admin.set_sets("kind = \"fair-share\"").await.unwrap();
+    let second = second.await.unwrap();
+    assert_eq!(second.priority(), Some(1.0));
+    let s = coordinator_stats(&c).await.coordinator.unwrap();
+    assert_eq!(s.policy, "fair-share");
+    let mut granted: Vec<u32> = s.granted.iter().map(|e| e.app).collect();
+    granted.sort_unstable();
+    assert_eq!(granted, [1, 2]);
+    first.end().await;
+    second.end().await;
+    c.shutdown().await;
+}
