@@ -19,6 +19,7 @@ use crate::units::Bandwidth;
 struct Held {
     req: Request,
     start: f64,
+    finish: f64,
     eligible: Time,
 }
 
@@ -36,8 +37,12 @@ pub struct Capped {
     metadata_cost: u64,
     /// Ordered by id so that ties between applications break the same way every run.
     apps: BTreeMap<AppId, App>,
+    /// When `apps` next sheds idle applications (see [`Capped::forget_idle`]).
+    forget_at: usize,
     weight_sum: f64,
     virtual_time: f64,
+    /// The largest finish tag of a request dispatched.
+    max_finish: f64,
     in_flight: u32,
     waiting: usize,
 }
@@ -53,11 +58,45 @@ impl Capped {
             depth: depth.max(1),
             metadata_cost,
             apps: BTreeMap::new(),
+            forget_at: FORGET_FLOOR,
             weight_sum: 0.0,
             virtual_time: 0.0,
+            max_finish: 0.0,
             in_flight: 0,
             waiting: 0,
         }
+    }
+}
+
+/// The fewest applications `capped` remembers before it forgets idle ones.
+const FORGET_FLOOR: usize = 64;
+
+impl Capped {
+    /// Forgets the applications with nothing queued whose tags carry
+    /// nothing forward at `now` (finish tag behind the virtual time, limit
+    /// tag passed), and their weights with them: the share of capacity is
+    /// then divided among the applications present rather than every one
+    /// ever seen. Run only once more than [`FORGET_FLOOR`] applications
+    /// are known, and again when the table doubled, so the experiments of
+    /// a few jobs keep every application's weight as before, and a
+    /// long-lived server holds what its jobs of the moment need.
+    fn forget_idle(&mut self, now: Time) {
+        let vt = self.virtual_time;
+        let mut freed = 0.0;
+        self.apps.retain(|_, a| {
+            let idle = a.queue.is_empty() && a.last_finish <= vt && a.last_limit <= now;
+            if idle {
+                freed += a.weight;
+            }
+            !idle
+        });
+        self.weight_sum -= freed;
+        self.forget_at = (2 * self.apps.len()).max(FORGET_FLOOR + 1);
+    }
+
+    /// Applications remembered (for tests of [`Capped::forget_idle`]).
+    pub fn remembered_apps(&self) -> usize {
+        self.apps.len()
     }
 }
 
@@ -69,6 +108,9 @@ impl RequestQueue for Capped {
     fn enqueue(&mut self, req: Request, now: Time) {
         let weight = weight_of(&req);
         let cost = cost_bytes(&req, self.metadata_cost) as f64;
+        if self.apps.len() > self.forget_at.max(FORGET_FLOOR) && !self.apps.contains_key(&req.app) {
+            self.forget_idle(now);
+        }
         let app = self.apps.entry(req.app).or_default();
         if app.weight != weight {
             self.weight_sum += weight - app.weight;
@@ -82,6 +124,7 @@ impl RequestQueue for Capped {
         app.queue.push_back(Held {
             req,
             start,
+            finish: app.last_finish,
             eligible,
         });
         self.waiting += 1;
@@ -107,6 +150,7 @@ impl RequestQueue for Capped {
                 .and_then(|a| a.queue.pop_front())
                 .expect("chosen from a non-empty queue");
             self.virtual_time = self.virtual_time.max(held.start);
+            self.max_finish = self.max_finish.max(held.finish);
             self.waiting -= 1;
             self.in_flight += 1;
             free -= 1;
@@ -116,6 +160,11 @@ impl RequestQueue for Capped {
 
     fn complete(&mut self, _req: &Request, _now: Time) {
         self.in_flight = self.in_flight.saturating_sub(1);
+        if self.in_flight == 0 && self.waiting == 0 {
+            // The end of a busy period, as in SFQ (`sfq.rs`): the virtual
+            // time moves to the largest finish tag dispatched.
+            self.virtual_time = self.virtual_time.max(self.max_finish);
+        }
     }
 
     fn next_wakeup(&self, now: Time) -> Option<Time> {
@@ -171,5 +220,34 @@ mod tests {
         );
         q.dispatch(Time::from_millis(200), 4, &mut out);
         assert_eq!(out.len(), 1);
+    }
+    /// Ten thousand one-request jobs, each long gone when the next comes,
+    /// leave a bounded table, and a newcomer then shares the capacity with
+    /// the applications present, not with every one ever seen.
+    #[test]
+    fn applications_that_come_and_go_are_not_all_remembered() {
+        let mut q = Capped::new(Bandwidth(1e6), 4, 10_240);
+        let mut out = Vec::new();
+        for i in 0..10_000u64 {
+            let now = Time::from_secs(i);
+            q.enqueue(
+                Request::data(i, i as u32, 0, now, Op::Write, 0, 0, 1000),
+                now,
+            );
+            out.clear();
+            q.dispatch(now, 4, &mut out);
+            assert_eq!(out.len(), 1, "request {i} goes at once: its job is alone");
+            q.complete(&out[0], now);
+        }
+        assert!(
+            q.remembered_apps() <= 2 * FORGET_FLOOR + 2,
+            "{}",
+            q.remembered_apps()
+        );
+        assert!(
+            q.weight_sum <= (2 * FORGET_FLOOR + 2) as f64,
+            "{}",
+            q.weight_sum
+        );
     }
 }
