@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -49,3 +53,28 @@ def concerto(*args: str, cwd: Path | None = None, env: dict[str, str] | None = N
 def log_env() -> dict[str, str]:
     """This environment as a batch job's would be: no terminal size in it."""
     return {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+
+
+@contextlib.contextmanager
+def mounted_at(cluster: Path, mnt: Path, *options: str):
+    """`concerto mount` of `cluster` at `mnt` (created here), up once its
+    ready file says so; stopped with SIGTERM at the end, also on failure.
+    Yields the mount's process."""
+    mnt.mkdir(exist_ok=True)
+    ready = mnt.with_name(mnt.name + ".ready.json")
+    ready.unlink(missing_ok=True)
+    proc = subprocess.Popen([sys.executable, "-m", "concerto", "mount", "--cluster", str(cluster), str(mnt),
+                             "--ready-file", str(ready), *options], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert proc.poll() is None, f"mount exited: {proc.stderr.read()}"
+            assert time.monotonic() < deadline, "mount did not come up"
+            time.sleep(0.05)
+        assert json.loads(ready.read_text())["mountpoint"] == str(mnt.resolve())
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+

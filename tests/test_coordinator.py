@@ -18,7 +18,7 @@ import pytest
 
 from concerto import cluster as local
 from concerto import fs
-from conftest import concerto
+from conftest import concerto, mounted_at
 
 # One job's program: three I/O phases, each writing 1 MiB and holding the
 # phase a little, with the monotonic clock's readings at entry and exit.
@@ -118,39 +118,29 @@ def test_the_mount_finds_an_unmodified_programs_phases_and_its_period(tmp_path):
     cluster = local.up(tmp_path / "c", local.ClusterSpec(servers=2, policy="sfq-d-plus",
                                                          coordinator={"sets": {"kind": "set10"}}))
     mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    ready = tmp_path / "mount.json"
-    mount = subprocess.Popen([sys.executable, "-m", "concerto", "mount", "--cluster", str(cluster), str(mnt),
-                              "--ready-file", str(ready)], stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert mount.poll() is None, mount.stderr.read()
-            assert time.monotonic() < deadline, "the mount did not come up"
-            time.sleep(0.05)
-        period, rounds = 2.5, 6
-        run = subprocess.run([sys.executable, "-c", PERIODIC, str(mnt / "periodic"), str(period), str(rounds)],
-                             env=os.environ | {"CONCERTO_APP_ID": "41"}, capture_output=True, text=True, timeout=120)
-        assert run.returncode == 0, run.stderr
+        with mounted_at(cluster, mnt):
+            period, rounds = 2.5, 6
+            run = subprocess.run([sys.executable, "-c", PERIODIC, str(mnt / "periodic"), str(period), str(rounds)],
+                                 env=os.environ | {"CONCERTO_APP_ID": "41"}, capture_output=True, text=True,
+                                 timeout=120)
+            assert run.returncode == 0, run.stderr
 
-        def job() -> dict | None:
-            for s in fs.connect(cluster).server_stats():
-                for m in (s.get("coordinator") or {}).get("measured", []):
-                    if m["app"] == 41:
-                        return m
-            return None
+            def job() -> dict | None:
+                for s in fs.connect(cluster).server_stats():
+                    for m in (s.get("coordinator") or {}).get("measured", []):
+                        if m["app"] == 41:
+                            return m
+                return None
 
-        deadline = time.monotonic() + 30
-        while (m := job()) is None or m["phases"] < rounds:
-            assert time.monotonic() < deadline, f"the coordinator saw {m}"
-            time.sleep(0.1)
-        print(f"measured {m} for a period of {period} s")
-        assert m["phases"] == rounds, m
-        assert abs(m["w_iter_s"] / period - 1) <= 0.10, m
+            deadline = time.monotonic() + 30
+            while (m := job()) is None or m["phases"] < rounds:
+                assert time.monotonic() < deadline, f"the coordinator saw {m}"
+                time.sleep(0.1)
+            print(f"measured {m} for a period of {period} s")
+            assert m["phases"] == rounds, m
+            assert abs(m["w_iter_s"] / period - 1) <= 0.10, m
     finally:
-        if mount.poll() is None:
-            mount.send_signal(signal.SIGTERM)
-            mount.wait(30)
         local.down(tmp_path / "c")
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from concerto import cluster as local
 from concerto import fs
+from conftest import mounted_at
 
 
 def _mounted(path: Path) -> bool:
@@ -26,22 +27,12 @@ def _mounted(path: Path) -> bool:
 @pytest.fixture()
 def mounted(tmp_path):
     cluster = local.up(tmp_path / "cluster", local.ClusterSpec(servers=4, policy="sfq-d-plus", stripe_unit=65536))
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    ready = tmp_path / "mount.json"
-    proc = subprocess.Popen([sys.executable, "-m", "concerto", "mount", "--cluster", str(cluster), str(mnt),
-                             "--ready-file", str(ready)], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not ready.exists():
-        assert proc.poll() is None, f"mount exited: {proc.stderr.read()}"
-        assert time.monotonic() < deadline, "mount did not come up"
-        time.sleep(0.05)
-    assert json.loads(ready.read_text())["mountpoint"] == str(mnt.resolve())
-    yield cluster, mnt, proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-    local.down(tmp_path / "cluster")
+    try:
+        mnt = tmp_path / "mnt"
+        with mounted_at(cluster, mnt) as proc:
+            yield cluster, mnt, proc
+    finally:
+        local.down(tmp_path / "cluster")
 
 
 def test_fio_verifies_sequential_and_direct_io_through_write_behind_and_read_ahead(mounted, tmp_path):

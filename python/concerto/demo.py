@@ -111,23 +111,31 @@ def _summary(per_app: list[dict]) -> dict:
     }
 
 
-def scenario_toml(policy: str) -> str:
-    """The same workload for the simulator, on the throttle's device model."""
-    dev = json.loads(_native.emulation_preset("hdd"))
-    return f"""
-name = "demo-{policy}"
-seed = 1
-app_ids = {{ rule = "sequential", start = 1 }}
-[cluster]
-servers = {SERVERS}
-stripe_unit = {STRIPE_UNIT}
-depth = {DEPTH}
+def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: str = "hdd") -> str:
+    """A scenario's ``[cluster]`` of ``servers`` on the ``emulated`` device the
+    throttle preset enforces on a real cluster: the simulator's twin of a
+    ``cluster up --throttle PRESET``."""
+    dev = json.loads(_native.emulation_preset(preset))
+    return f"""[cluster]
+servers = {servers}
+stripe_unit = {stripe_unit}
+depth = {depth}
 [cluster.device]
 kind = "emulated"
 bandwidth = {dev["bandwidth_Bps"]}
 latency = "{dev["latency_ns"]}ns"
 seek = "{dev["seek_ns"]}ns"
 parallelism = {dev["parallelism"]}
+"""
+
+
+def scenario_toml(policy: str) -> str:
+    """The same workload for the simulator, on the throttle's device model."""
+    return f"""
+name = "demo-{policy}"
+seed = 1
+app_ids = {{ rule = "sequential", start = 1 }}
+{emulated_cluster_toml(SERVERS, STRIPE_UNIT, DEPTH)}
 [policy]
 kind = "{policy}"
 [[apps]]

@@ -40,6 +40,7 @@ from rich.table import Table
 from concerto import _native
 from concerto import cluster as local
 from concerto import fluid, fs
+from concerto.demo import emulated_cluster_toml
 from concerto.report import pyplot, write_json
 from concerto.sim import ScenarioSource, simulate
 
@@ -172,21 +173,8 @@ def run_real(cluster: Path, load: dict, plan: Plan) -> list[dict]:
 
 def cluster_table() -> str:
     """The real cluster for the request-level simulator: the throttle's device model."""
-    dev = json.loads(_native.emulation_preset("hdd"))
-    return f"""
-[cluster]
-servers = {SERVERS}
-stripe_unit = {STRIPE_UNIT}
-depth = {DEPTH}
-[cluster.device]
-kind = "emulated"
-bandwidth = {dev["bandwidth_Bps"]}
-latency = "{dev["latency_ns"]}ns"
-seek = "{dev["seek_ns"]}ns"
-parallelism = {dev["parallelism"]}
-[policy]
-kind = "sfq-d-plus"
-"""
+    return emulated_cluster_toml(SERVERS, STRIPE_UNIT, DEPTH) + '[policy]\nkind = "sfq-d-plus"\n'
+
 
 
 def simulated(workload_file: Path, cluster_file: Path, policy: str, window: tuple[float, float]) -> dict:

@@ -28,6 +28,26 @@ fn client(c: &LocalCluster, app: u32) -> FsClient {
     FsClient::new(c.cluster.clone(), Identity::new(app, 0), c.admin.clone())
 }
 
+/// `servers` FIFO data servers and a coordinator running EXCLUSIVE-FCFS.
+async fn exclusive(dir: &std::path::Path, servers: u32) -> LocalCluster {
+    LocalCluster::start_with_coordinator(
+        dir,
+        LocalClusterSpec::fifo(servers),
+        rule(SetRule::ExclusiveFcfs),
+    )
+    .await
+    .unwrap()
+}
+
+fn tags(app: u32) -> Tags {
+    Tags {
+        app,
+        rank: 0,
+        issue_ns: 0,
+        weight: None,
+    }
+}
+
 fn rule(sets: SetRule) -> CoordinatorConfig {
     CoordinatorConfig {
         sets,
@@ -58,13 +78,7 @@ async fn waiting(c: &LocalCluster) -> Vec<u32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inside_a_set_one_job_holds_a_grant_at_a_time_in_request_order() {
     let dir = tempfile::tempdir().unwrap();
-    let c = LocalCluster::start_with_coordinator(
-        dir.path(),
-        LocalClusterSpec::fifo(2),
-        rule(SetRule::ExclusiveFcfs),
-    )
-    .await
-    .unwrap();
+    let c = exclusive(dir.path(), 2).await;
     let first = client(&c, 1).begin_phase().await;
     assert_eq!(first.priority(), Some(1.0));
     let granted = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -239,12 +253,7 @@ async fn an_expired_lease_releases_the_set() {
     let silent = ServerConnection::connect(coordinator, Duration::from_secs(10), &c.admin)
         .await
         .unwrap();
-    let tags = Tags {
-        app: 1,
-        rank: 0,
-        issue_ns: 0,
-        weight: None,
-    };
+    let tags = tags(1);
     let answer = silent.begin_phase(tags, Duration::ZERO).await.unwrap();
     assert!(matches!(answer, PhaseAnswer::Granted { .. }), "{answer:?}");
     let second = client(&c, 2).begin_phase().await;
@@ -252,14 +261,17 @@ async fn an_expired_lease_releases_the_set() {
     let s = coordinator_stats(&c).await.coordinator.unwrap();
     assert_eq!(s.leases_expired, 1);
     assert_eq!(s.granted.iter().map(|e| e.app).collect::<Vec<_>>(), [2]);
-    // Job 2's client renews its lease: it keeps the set past several leases.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let s = coordinator_stats(&c).await.coordinator.unwrap();
-    assert_eq!(
-        (s.granted.len(), s.leases_expired),
-        (1, 1),
-        "a renewed grant stays"
-    );
+    // Job 2's client renews its lease: it keeps the set past three leases.
+    eventually("job 2 holds its grant for three leases", || async {
+        let s = coordinator_stats(&c).await.coordinator.unwrap();
+        assert_eq!(
+            (s.granted.len(), s.leases_expired),
+            (1, 1),
+            "a renewed grant stays"
+        );
+        s.granted[0].for_s >= 0.9
+    })
+    .await;
     second.end().await;
     c.shutdown().await;
 }
@@ -270,22 +282,11 @@ async fn an_expired_lease_releases_the_set() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_coordinator_that_answers_phases_run_ungated() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = LocalCluster::start_with_coordinator(
-        dir.path(),
-        LocalClusterSpec::fifo(1),
-        rule(SetRule::ExclusiveFcfs),
-    )
-    .await
-    .unwrap();
+    let mut c = exclusive(dir.path(), 1).await;
     let data = ServerConnection::connect(c.servers[0].addr, Duration::from_secs(10), &c.admin)
         .await
         .unwrap();
-    let tags = Tags {
-        app: 1,
-        rank: 0,
-        issue_ns: 0,
-        weight: None,
-    };
+    let tags = tags(1);
     let e = data.begin_phase(tags, Duration::ZERO).await.unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::Invalid));
     assert!(e.to_string().contains("has no coordinator role"), "{e}");
@@ -312,13 +313,7 @@ async fn without_a_coordinator_that_answers_phases_run_ungated() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_switch_of_the_set_rule_places_every_job_again() {
     let dir = tempfile::tempdir().unwrap();
-    let c = LocalCluster::start_with_coordinator(
-        dir.path(),
-        LocalClusterSpec::fifo(1),
-        rule(SetRule::ExclusiveFcfs),
-    )
-    .await
-    .unwrap();
+    let c = exclusive(dir.path(), 1).await;
     let first = client(&c, 1).begin_phase().await;
     let fs2 = client(&c, 2);
     let second = tokio::spawn(async move { fs2.begin_phase().await });
