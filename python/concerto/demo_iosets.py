@@ -115,7 +115,8 @@ def _write_phase(f: fs.File, nbytes: int) -> None:
 
 
 def _app(cluster: str, index: int, app: dict, t0: float, stop_at: float, out: mp.Queue) -> None:
-    """One application: compute (a sleep), then an I/O phase at the coordinator's grant, repeated."""
+    """One application: compute (a sleep), then an I/O phase at the coordinator's grant, repeated
+    until it has asked for a phase after ``stop_at`` (the window's end)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops everyone
     client = fs.connect(cluster, app=100 + index, rank=0)
     f = client.create(f"/iosets/{app['name']}", exclusive=False)
@@ -124,8 +125,6 @@ def _app(cluster: str, index: int, app: dict, t0: float, stop_at: float, out: mp
         time.sleep(max(0.0, t0 + app["release_s"] - time.monotonic()))
         for k, (compute_s, nbytes) in enumerate(app["phases"]):
             time.sleep(compute_s)
-            if time.monotonic() - t0 > stop_at:
-                break
             request = time.monotonic() - t0
             with client.io_phase() as phase:
                 start = time.monotonic() - t0
@@ -133,6 +132,10 @@ def _app(cluster: str, index: int, app: dict, t0: float, stop_at: float, out: mp
                 end = time.monotonic() - t0
             records.append({"app": index, "phase": k, "request_s": request, "start_s": start, "end_s": end,
                             "bytes": nbytes, "priority": phase.priority})
+            # Past the window: this phase's request ends the compute phase
+            # before it, which the window counts; nothing after it counts.
+            if request > stop_at:
+                break
     finally:
         f.close()
         out.put(records)
