@@ -317,12 +317,16 @@ def reproduce() -> None:
 
 
 def _report_claims(claims: list, out: Path) -> None:
+    from concerto.reproduce import FAILED, REPRODUCED, counts_line
+
+    marks = {REPRODUCED: "[green]REPRODUCED[/]", FAILED: "[red]FAILED[/]"}
     for c in claims:
-        mark = "[green]PASS[/]" if c.passed else "[red]FAIL[/]"
+        mark = marks.get(c.status, "[yellow]NOT REPRODUCED[/] (its model bound holds)")
         console.print(f"{mark} {escape(f'{c.id}: {c.claim}')}\n     expected: {escape(c.expected)}\n"
                       f"     measured: {escape(c.measured)}", highlight=False)
+    console.print(f"claims: {counts_line(claims)}")
     console.print(f"report: {out / 'report.md'}, claims: {out / 'claims.json'}")
-    failed = [c for c in claims if not c.passed]
+    failed = [c for c in claims if c.status == FAILED]
     if failed:
         err_console.print(f"[bold red]{len(failed)} claim(s) failed[/]")
         sys.exit(1)

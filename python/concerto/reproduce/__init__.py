@@ -8,18 +8,49 @@ from pathlib import Path
 from typing import Any
 
 
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+FAILED = "failed"
+STATES = (REPRODUCED, NOT_REPRODUCED, FAILED)
+
+
 @dataclass
 class Claim:
+    """One of a paper's claims as checked here. ``passed``: the check holds.
+    ``reproduced``: the check is the paper's result (within a stated
+    tolerance); when False, the paper's result is not reproduced and the
+    check is a bound on the model that guards against regression (the claim's
+    text says the paper's value, the model's and the cause). Its state is one
+    of three: reproduced, not reproduced (the bound holds), failed."""
     id: str
     claim: str
     expected: str
     measured: str
     passed: bool
+    reproduced: bool = True
+
+    @property
+    def status(self) -> str:
+        if not self.passed:
+            return FAILED
+        return REPRODUCED if self.reproduced else NOT_REPRODUCED
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["pass"] = d.pop("passed")
+        d["status"] = self.status
         return d
+
+
+def counts(claims: list[Claim]) -> dict[str, int]:
+    """How many claims are in each state."""
+    return {state: sum(c.status == state for c in claims) for state in STATES}
+
+
+def counts_line(claims: list[Claim]) -> str:
+    """"31 reproduced, 3 not reproduced, 0 failed"."""
+    n = counts(claims)
+    return ", ".join(f"{n[state]} {state}" for state in STATES)
 
 
 def experiments_dir() -> Path:
@@ -43,8 +74,10 @@ def report_head(title: str, paper: str, quick: bool, about: str, claims: list[Cl
         "",
         "## Claims",
         "",
+        counts_line(claims) + ".",
+        "",
         markdown_table(["", "claim", "expected", "measured"],
-                       [["PASS" if c.passed else "FAIL", c.claim, c.expected, c.measured] for c in claims]),
+                       [[c.status, c.claim, c.expected, c.measured] for c in claims]),
         "",
     ]
 

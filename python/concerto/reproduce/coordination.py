@@ -173,6 +173,7 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
         f"(points) below and {SERVERS_ABOVE:.0%} above its value at 2 servers, and at least {SERVERS_FLOOR:.0%}",
         "; ".join(flat_notes),
         flat_ok,
+        reproduced=False,
     ))
 
     # 3. Finish-time spread across servers drops sharply.

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from concerto import cluster as local
 from concerto import fs, terminal
-from concerto.reproduce import Claim, experiments_dir
+from concerto.reproduce import Claim, counts_line, experiments_dir
 from concerto.report import markdown_table, write_json
 from concerto.sweep import load_sweep, run_sweep
 
@@ -159,8 +159,9 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     report = ["# Total-service sharing on a real cluster and in the simulator", "",
               f"Mode: {'quick' if quick else 'full'}.", "",
               markdown_table(["policy", "real wide/narrow", "simulated", "real narrow MB", "real wide MB",
-                              "real reports", "simulated reports"], rows), "", "## Claims", ""]
-    report += [f"- **{'PASS' if c.passed else 'FAIL'}** {c.id}: {c.claim}. Expected: {c.expected}. "
+                              "real reports", "simulated reports"], rows), "", "## Claims", "",
+              counts_line(claims) + ".", ""]
+    report += [f"- **{c.status}** {c.id}: {c.claim}. Expected: {c.expected}. "
                f"Measured: {c.measured}." for c in claims]
     (out / "report.md").write_text("\n".join(report) + "\n")
     return claims

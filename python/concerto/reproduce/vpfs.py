@@ -265,6 +265,7 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
         f"BTIO-C runtimes within {MODEL_CLOSE:.0%} of each other",
         f"SFQ(D)+ {c['sfq-d-plus']['runtime_s']:.2f} s, SFQ(D) {c['sfq-d']['runtime_s']:.2f} s ({diff:.1%})",
         diff <= MODEL_CLOSE,
+        reproduced=False,
     ))
     # The paper's Figure 8 (WRF with IOR): too small an L starves WRF while
     # IOR gains little; too large an L idles the device, so IOR's and the
@@ -278,22 +279,32 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
     at = sweep[min(L_SWEEP, key=lambda L: abs(L - profiled))]
     small, large = sweep[L_SWEEP[0]], sweep[L_SWEEP[-1]]
     peak = max(r["total_MBps"] for r in sweep.values())
+    measured = ", ".join(f"L={L}: {sweep[L]['total_MBps']:.1f} MB/s (WRF {sweep[L]['app_MBps']:.1f})"
+                         for L in sweep)
     claims.append(Claim(
         "v5-l-sweep",
         "Over the slot-cost sweep (WRF with IOR), the L chosen by profiling is the best trade-off: at L = 1 WRF's "
         "throughput is substantially lower while IOR gains little; at the largest L combined throughput drops "
-        "severely while WRF gains little; the profiled L keeps combined throughput at its peak. Not reproduced: the "
-        "paper's combined throughput 25% above L = 1's; the model's bound instead",
+        "severely while WRF gains little; the profiled L keeps combined throughput at its peak",
         f"at the profiled L = {profiled} (`concerto profile`: D = {results['profile']['depth']}): WRF >= "
-        f"{L_GAIN}x its L = 1 throughput, combined within {PEAK_TOLERANCE:.0%} of the sweep's peak; L = 1's combined "
-        f"at most {PEAK_TOLERANCE:.0%} above it; L = {L_SWEEP[-1]}'s combined >= {L_DROP:.0%} below it and its WRF "
-        f"at most {PEAK_TOLERANCE:.0%} above it",
-        ", ".join(f"L={L}: {sweep[L]['total_MBps']:.1f} MB/s (WRF {sweep[L]['app_MBps']:.1f})" for L in sweep),
+        f"{L_GAIN}x its L = 1 throughput, combined within {PEAK_TOLERANCE:.0%} of the sweep's peak; "
+        f"L = {L_SWEEP[-1]}'s combined >= {L_DROP:.0%} below it and its WRF at most {PEAK_TOLERANCE:.0%} above it",
+        measured,
         at["app_MBps"] >= L_GAIN * small["app_MBps"]
         and at["total_MBps"] >= (1 - PEAK_TOLERANCE) * peak
-        and small["total_MBps"] <= (1 + PEAK_TOLERANCE) * at["total_MBps"]
         and large["total_MBps"] <= (1 - L_DROP) * at["total_MBps"]
         and large["app_MBps"] <= (1 + PEAK_TOLERANCE) * at["app_MBps"],
+    ))
+    claims.append(Claim(
+        "v5-combined-gain-model-bound",
+        "Not reproduced: SFQ(D)+ at the profiled L gives combined throughput 25% above SFQ(D) (L = 1; paper, "
+        "Figure 8). The model's device loses no throughput with 14 large I/Os in flight, so L = 1 loses nothing "
+        "there; the bound it must meet instead",
+        f"L = 1's combined at most {PEAK_TOLERANCE:.0%} above the profiled L = {profiled}'s (paper: 25% below)",
+        f"L = 1: {small['total_MBps']:.1f} MB/s, L = {profiled}: {at['total_MBps']:.1f} MB/s "
+        f"({small['total_MBps'] / at['total_MBps'] - 1:+.1%})",
+        small["total_MBps"] <= (1 + PEAK_TOLERANCE) * at["total_MBps"],
+        reproduced=False,
     ))
     md = results["mdtest"]
     both = [i for i, b in enumerate(md["backlogged"]) if b]
