@@ -358,3 +358,23 @@ def test_a_claim_is_reproduced_not_reproduced_or_failed() -> None:
     assert counts_line(claims) == "1 reproduced, 1 not reproduced, 2 failed"
     assert claims[1].as_json()["status"] == "not reproduced" and claims[1].as_json()["pass"] is True
 
+
+
+def test_the_coordination_formulas_take_the_service_time_from_the_scenario(tmp_path: Path) -> None:
+    # Formulas (1) and (2) scale with t: the check reads t from the formula
+    # sweep's device, so a scenario with another t is checked against it.
+    from concerto.reproduce.coordination import _formula_rows, service_time_s
+    from concerto.sweep import load_sweep
+
+    text = (ROOT / "experiments/coordination/formula.toml").read_text()
+    slow = tmp_path / "formula.toml"
+    slow.write_text(text.replace('service_time = "10ms"', 'service_time = "25ms"'))
+    assert service_time_s(load_sweep(slow, True)) == pytest.approx(0.025)
+    rows = [{"policy": p, "params": {"apps[0].instances": 4, "cluster.servers": 4}} for p in ("fifo", "coordinated")]
+    at = {t: [r["formula_s"] for r in _formula_rows(json.loads(json.dumps(rows)), t)] for t in (0.010, 0.025)}
+    assert at[0.025] == pytest.approx([x * 2.5 for x in at[0.010]])
+    hdd = tmp_path / "hdd.toml"
+    hdd.write_text(text.replace('kind = "fixed"\nservice_time = "10ms"', 'kind = "hdd"'))
+    from concerto import _native
+    with pytest.raises(_native.ConfigError, match="needs a fixed device with a service_time"):
+        service_time_s(load_sweep(hdd, True))

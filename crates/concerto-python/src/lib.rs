@@ -531,6 +531,14 @@ fn parse_size(text: &str) -> PyResult<u64> {
     concerto_core::units::parse_size(text.trim()).map_err(PyValueError::new_err)
 }
 
+/// A duration as the scenario files write it ("10ms", "2s"), in seconds.
+#[pyfunction]
+fn parse_duration(text: &str) -> PyResult<f64> {
+    concerto_core::units::parse_duration(text.trim())
+        .map(|t| t.as_secs_f64())
+        .map_err(PyValueError::new_err)
+}
+
 /// A bandwidth as configuration spells it (`"10GB/s"`, `"500MiB/s"`) in bytes per second.
 #[pyfunction]
 fn parse_bandwidth(text: &str) -> PyResult<f64> {
@@ -576,6 +584,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy_keys, m)?)?;
     m.add_function(wrap_pyfunction!(profile_device, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bandwidth, m)?)?;
     m.add_class::<fs::FsClientHandle>()?;
     m.add_class::<fs::FsFile>()?;

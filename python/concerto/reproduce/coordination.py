@@ -8,6 +8,7 @@ claims with stated tolerances, and writes ``report.md``, plots,
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
@@ -69,9 +70,18 @@ def reduction(fifo: dict, coord: dict) -> float:
     return 1.0 - coord["avg_completion_s"] / fifo["avg_completion_s"]
 
 
-def _formula_rows(rows: list[dict]) -> list[dict]:
-    """The analytical experiment's means beside formulas (1) and (2)."""
-    t = 0.010
+def service_time_s(sweep) -> float:
+    """The fixed service time t of the analytical sweep's device, from its scenario."""
+    device = json.loads(sweep.base).get("cluster", {}).get("device", {})
+    if device.get("kind") != "fixed" or "service_time" not in device:
+        raise _native.ConfigError(f"{sweep.label}: the formula sweep needs a fixed device with a service_time "
+                                  f"(found {device})")
+    t = device["service_time"]
+    return _native.parse_duration(t) if isinstance(t, str) else t / 1e9
+
+
+def _formula_rows(rows: list[dict], t: float) -> list[dict]:
+    """The analytical experiment's means beside formulas (1) and (2) for service time ``t`` (seconds)."""
     for r in rows:
         m, n = r["params"]["apps[0].instances"], r["params"]["cluster.servers"]
         r["formula_s"] = (
@@ -93,7 +103,7 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     results: dict[str, list[dict]] = {}
     for sid, sweep in sweeps.items():
         results[sid] = aggregate(sweep, run_paper_sweep(sweep, out / "sweeps" / sid, seed, status, workers, dask))
-    results["formula"] = _formula_rows(results["formula"])
+    results["formula"] = _formula_rows(results["formula"], service_time_s(sweeps["formula"]))
     claims = evaluate(results)
     write_outputs(out, sweeps, results, claims, quick)
     return claims
