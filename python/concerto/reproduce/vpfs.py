@@ -202,11 +202,15 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     return claims
 
 
+def _within(measured: float, paper: float) -> bool:
+    """Within a factor SIZE_FACTOR of the paper's, either way."""
+    return 1 / SIZE_FACTOR <= measured / paper <= SIZE_FACTOR
+
+
 def _sized(measured: dict[str, float], paper: dict[str, float]) -> bool:
-    """Each measured runtime (relative to standalone) within a factor
-    SIZE_FACTOR of the paper's; native's at least the paper's."""
-    return all(measured[k] >= v if k == "fifo" else 1 / SIZE_FACTOR <= measured[k] / v <= SIZE_FACTOR
-               for k, v in paper.items())
+    """Each measured runtime (relative to standalone) but native's within a
+    factor SIZE_FACTOR of the paper's, either way (native's is its own claim)."""
+    return all(_within(measured[k], v) for k, v in paper.items() if k != "fifo")
 
 
 def _sizes(measured: dict[str, float], paper: dict[str, float], native: dict) -> str:
@@ -217,6 +221,27 @@ def _sizes(measured: dict[str, float], paper: dict[str, float], native: dict) ->
         for k, v in paper.items())
 
 
+def _native_claim(cid: str, workload: str, measured: float, paper: float) -> Claim:
+    """Native's runtime relative to standalone: reproduced within a factor
+    SIZE_FACTOR of the paper's, either way. Above it, not reproduced: the
+    model's native is one FIFO queue for every file where PVFS2 keeps one
+    per file, so a small-I/O job waits behind all of IOR's requests, not
+    its own file's; the bound is the physics of that difference — at least
+    as slow as the paper's. Below the factor, failed."""
+    return Claim(
+        cid,
+        f"Under IOR contention, {workload}'s runtime under native is {paper}x its standalone runtime (paper). "
+        f"Within a factor {SIZE_FACTOR} either way it is reproduced; above, not reproduced — the model's native is "
+        "one FIFO queue for every file where PVFS2 keeps one per file — and its bound is to be at least as slow as "
+        "the paper's",
+        f"{paper / SIZE_FACTOR:.2f}x to {paper * SIZE_FACTOR:.2f}x standalone (reproduced), else at least {paper}x "
+        "(the model's bound)",
+        f"{measured:.2f}x ({measured / paper:.2f}x the paper's)",
+        measured >= paper / SIZE_FACTOR,
+        reproduced=_within(measured, paper),
+    )
+
+
 def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
     claims = []
     a = results["btio_a"]
@@ -224,13 +249,13 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
     claims.append(Claim(
         "v1-btio-a-isolation",
         "Under IOR contention, BTIO Class A's runtime relative to standalone is closest to 1 with SFQ(D)+, then SFQ(D), "
-        "then native, by the paper's amounts. The model's native is harsher than the paper's (one FIFO queue, where "
-        "PVFS2 keeps one per file): its bound is to be at least as slow as the paper's",
-        f"SFQ(D)+ < SFQ(D) < native; SFQ(D)+ and SFQ(D) within a factor {SIZE_FACTOR} of the paper's (1.20, 2.53); "
-        "native at least the paper's 3.29",
+        "then native, SFQ(D)+'s and SFQ(D)'s by the paper's amounts (native's amount: v1-native)",
+        f"SFQ(D)+ < SFQ(D) < native; SFQ(D)+ and SFQ(D) within a factor {SIZE_FACTOR} of the paper's (1.20, 2.53), "
+        "either way",
         _sizes(rel, PAPER_BTIO_A, a["fifo"]),
         rel["sfq-d-plus"] < rel["sfq-d"] < rel["fifo"] and _sized(rel, PAPER_BTIO_A),
     ))
+    claims.append(_native_claim("v1-native", "BTIO Class A", rel["fifo"], PAPER_BTIO_A["fifo"]))
     ratio = a["sfq-d-plus"]["total_MBps"] / a["capped"]["total_MBps"]
     slower = rel["sfq-d-plus"] / rel["capped"]
     claims.append(Claim(
@@ -249,12 +274,14 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
     claims.append(Claim(
         "v4-wrf-isolation",
         "Under IOR contention, WRF (small I/Os and many getattrs) runs faster with SFQ(D)+ at 1:1 than with SFQ(D) at "
-        "its best (16:1 favouring WRF) and native, by the paper's amounts (native: at least as slow, as in v1)",
+        "its best (16:1 favouring WRF) and native, SFQ(D)+'s and SFQ(D)'s by the paper's amounts (native's amount: "
+        "v4-native)",
         f"SFQ(D)+ < SFQ(D) and SFQ(D)+ < native; SFQ(D)+ and SFQ(D) within a factor {SIZE_FACTOR} of the paper's "
-        "(1.79x, 2.80x standalone); native at least the paper's 6.82x",
+        "(1.79x, 2.80x standalone), either way",
         _sizes(wrel, PAPER_WRF, w["fifo"]) + f"; SFQ(D) at 1:1 {w['sfq-d']['relative_runtime']:.2f}x",
         wrel["sfq-d-plus"] < wrel["sfq-d 16:1"] and wrel["sfq-d-plus"] < wrel["fifo"] and _sized(wrel, PAPER_WRF),
     ))
+    claims.append(_native_claim("v4-native", "WRF", wrel["fifo"], PAPER_WRF["fifo"]))
     c = results["btio_c"]
     diff = abs(c["sfq-d-plus"]["runtime_s"] / c["sfq-d"]["runtime_s"] - 1)
     claims.append(Claim(
