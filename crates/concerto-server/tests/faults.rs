@@ -107,6 +107,11 @@ async fn a_full_disk_gives_no_space_and_deletes_still_make_room() {
         .create("/big", LayoutRequest::default(), true)
         .await
         .unwrap();
+    // Durable before the data fills the disk: a group commit falling due
+    // while the disk is nearly full would give the reserve up then, and
+    // the other user below would take that room too, leaving the unlink no
+    // room to commit in (the case the reserve exists for comes after).
+    fs.fsync(&big).await.unwrap();
     let chunk = vec![7u8; 1 << 20];
     let mut written = 0u64;
     let e = loop {
@@ -117,6 +122,10 @@ async fn a_full_disk_gives_no_space_and_deletes_still_make_room() {
         assert!(written < 64 << 20, "a 16 MiB disk took {written} bytes");
     };
     assert_eq!(e.kind(), Some(ErrorKind::NoSpace), "{e}");
+    assert!(
+        reserve.exists(),
+        "no commit gave the reserve up while the data filled the disk"
+    );
     let filler = disk.fill();
     fs.unlink("/big").await.unwrap();
     eventually("the unlinked file's room is free for a create", || async {
