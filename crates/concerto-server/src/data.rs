@@ -36,6 +36,17 @@ pub(crate) struct Placement {
     pub segments: usize,
 }
 
+/// The largest read the scheduling loop serves itself from the page cache.
+const INLINE_READ: u64 = 64 << 10;
+
+/// A storage operation's answer: its message, or its error as the wire says it.
+fn reply(done: io::Result<Message>) -> Message {
+    done.unwrap_or_else(|e| Message::Error {
+        kind: error_kind(&e),
+        message: e.to_string(),
+    })
+}
+
 impl ObjectOp {
     /// Reads and writes move data at the throttle's bandwidth; the rest cost a metadata operation.
     fn moves_data(&self) -> bool {
@@ -60,6 +71,24 @@ impl ObjectOp {
         })
     }
 
+    /// A small read whose bytes are all in memory, answered without waiting
+    /// (what the scheduling loop serves itself); `None` for anything else,
+    /// which goes to the storage executor.
+    pub(crate) fn execute_if_cached(
+        &self,
+        objects: &ObjectStore,
+        at: Placement,
+    ) -> Option<Message> {
+        let ObjectOp::Read { extents } = self else {
+            return None;
+        };
+        if extents.iter().map(|e| e.len).sum::<u64>() > INLINE_READ {
+            return None;
+        }
+        let read = objects.read_if_cached(at.object, extents)?;
+        Some(reply(read.map(|data| Message::Data { data: data.into() })))
+    }
+
     /// Runs on the storage executor, at the throttle's pace when there is one.
     pub(crate) fn execute(
         &self,
@@ -67,13 +96,7 @@ impl ObjectOp {
         throttle: Option<&Throttle>,
         at: Placement,
     ) -> Message {
-        let run = || {
-            self.run(objects, at.object)
-                .unwrap_or_else(|e| Message::Error {
-                    kind: error_kind(&e),
-                    message: e.to_string(),
-                })
-        };
+        let run = || reply(self.run(objects, at.object));
         match (throttle, self.moves_data()) {
             (Some(t), true) => t.data(at.object, at.offset, at.len, at.segments, run),
             (Some(t), false) => t.metadata(run),

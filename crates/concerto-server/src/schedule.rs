@@ -187,19 +187,9 @@ impl Backend {
         }
         match (action, &self.metadata, &self.objects) {
             (Action::Meta(op), Some(service), _) => service.apply_if_free(op, caller, now_ns),
-            // A small read of pages in memory: served here (nothing waits
-            // for the disk on the loop; see `read_if_cached`).
-            (Action::Object(ObjectOp::Read { extents }), _, Some(objects))
-                if extents.iter().map(|e| e.len).sum::<u64>() <= INLINE_READ =>
-            {
-                let read = objects.read_if_cached(at.object, extents)?;
-                Some(Outcome::Now(match read {
-                    Ok(data) => Message::Data { data: data.into() },
-                    Err(e) => Message::Error {
-                        kind: crate::storage::error_kind(&e),
-                        message: e.to_string(),
-                    },
-                }))
+            // A small read of pages in memory (nothing waits for the disk on the loop).
+            (Action::Object(op), _, Some(objects)) => {
+                op.execute_if_cached(objects, at).map(Outcome::Now)
             }
             _ => None,
         }
@@ -213,9 +203,6 @@ impl Backend {
         }
     }
 }
-
-/// The largest read the scheduling loop serves itself from the page cache.
-const INLINE_READ: u64 = 64 << 10;
 
 /// Epoch-aligned monotonic clock.
 struct Clock {

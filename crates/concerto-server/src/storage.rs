@@ -56,6 +56,68 @@ struct ObjectFile {
     dirty: AtomicBool,
 }
 
+/// The bytes of `extents` of `file`, concatenated, up to the file's end
+/// (a short result there); `read_at` fills a buffer from an offset.
+fn gather(
+    file: &File,
+    extents: &[Extent],
+    mut read_at: impl FnMut(&mut [u8], u64) -> io::Result<()>,
+) -> io::Result<Vec<u8>> {
+    let size = file.metadata()?.len();
+    let mut out = Vec::with_capacity(extents.iter().map(|e| e.len as usize).sum());
+    for e in extents {
+        let n = size.saturating_sub(e.offset).min(e.len) as usize;
+        let at = out.len();
+        out.resize(at + n, 0);
+        read_at(&mut out[at..], e.offset)?;
+        if (n as u64) < e.len {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Fills `buf` from `offset` of `file` from the page cache only
+/// (`preadv2` with `RWF_NOWAIT`): `WouldBlock` when a byte is not there,
+/// or the file was cut meanwhile (a storage thread's read then says what
+/// is), or the kernel cannot promise not to wait.
+fn read_now(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        let iov = libc::iovec {
+            iov_base: rest.as_mut_ptr().cast(),
+            iov_len: rest.len(),
+        };
+        // SAFETY: one iovec over `rest`, which outlives the call; the
+        // descriptor is the open object file.
+        let got = unsafe {
+            libc::preadv2(
+                file.as_raw_fd(),
+                &iov,
+                1,
+                (offset + done as u64) as libc::off_t,
+                libc::RWF_NOWAIT,
+            )
+        };
+        match got {
+            n if n > 0 => done += n as usize,
+            0 => return Err(io::ErrorKind::WouldBlock.into()),
+            _ => {
+                let e = io::Error::last_os_error();
+                return Err(match e.raw_os_error() {
+                    Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::EINTR) => {
+                        io::ErrorKind::WouldBlock.into()
+                    }
+                    _ => e,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The wire's error kind for a storage error: a full disk (or quota) and a
 /// removed object have their own; anything else is an I/O error.
 pub fn error_kind(e: &io::Error) -> ErrorKind {
@@ -240,18 +302,9 @@ impl ObjectStore {
         let Some(f) = self.existing(object)? else {
             return Ok(Vec::new());
         };
-        let size = f.file.metadata()?.len();
-        let mut out = Vec::with_capacity(extents.iter().map(|e| e.len as usize).sum());
-        for e in extents {
-            let n = size.saturating_sub(e.offset).min(e.len) as usize;
-            let at = out.len();
-            out.resize(at + n, 0);
-            f.file.read_exact_at(&mut out[at..], e.offset)?;
-            if (n as u64) < e.len {
-                break;
-            }
-        }
-        Ok(out)
+        gather(&f.file, extents, |buf, offset| {
+            f.file.read_exact_at(buf, offset)
+        })
     }
 
     /// [`ObjectStore::read`] if it can be done without waiting for the
@@ -260,53 +313,13 @@ impl ObjectStore {
     /// caller then reads on a storage thread). What the scheduling loop
     /// serves itself, sparing a small read the hop to a storage thread.
     pub fn read_if_cached(&self, object: u64, extents: &[Extent]) -> Option<io::Result<Vec<u8>>> {
-        use std::os::fd::AsRawFd;
         let f = self.cached(object)?;
-        let size = match f.file.metadata() {
-            Ok(m) => m.len(),
-            Err(e) => return Some(Err(e)),
-        };
-        let mut out = Vec::with_capacity(extents.iter().map(|e| e.len as usize).sum());
-        for e in extents {
-            let n = size.saturating_sub(e.offset).min(e.len) as usize;
-            let at = out.len();
-            out.resize(at + n, 0);
-            let mut done = 0;
-            while done < n {
-                let buf = &mut out[at + done..at + n];
-                let iov = libc::iovec {
-                    iov_base: buf.as_mut_ptr().cast(),
-                    iov_len: buf.len(),
-                };
-                // SAFETY: one iovec over `buf`, which outlives the call; the
-                // descriptor is the open object file.
-                let got = unsafe {
-                    libc::preadv2(
-                        f.file.as_raw_fd(),
-                        &iov,
-                        1,
-                        (e.offset + done as u64) as libc::off_t,
-                        libc::RWF_NOWAIT,
-                    )
-                };
-                match got {
-                    n if n > 0 => done += n as usize,
-                    // Truncated meanwhile: the storage thread's read will say.
-                    0 => return None,
-                    _ => {
-                        let e = io::Error::last_os_error();
-                        return match e.raw_os_error() {
-                            Some(libc::EAGAIN) | Some(libc::EOPNOTSUPP) | Some(libc::EINTR) => None,
-                            _ => Some(Err(e)),
-                        };
-                    }
-                }
-            }
-            if (n as u64) < e.len {
-                break;
-            }
+        match gather(&f.file, extents, |buf, offset| {
+            read_now(&f.file, buf, offset)
+        }) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+            read => Some(read),
         }
-        Some(Ok(out))
     }
 
     /// Makes the object's data durable: a disk flush unless nothing was
