@@ -66,11 +66,24 @@ pub fn session_app(pid: u32, pmi_launched: bool) -> u32 {
         pid
     };
     // SAFETY: getsid only reads the process table.
-    let session = unsafe { libc::getsid(of as libc::pid_t) };
-    if session > 0 {
-        session as u32
-    } else {
-        pid
+    app_of_session(unsafe { libc::getsid(of as libc::pid_t) }, pid)
+}
+
+/// The application `getsid` answered `session` for, about process `pid`.
+/// A session led from outside this pid namespace reads as 0 — in a
+/// container or a batch system's step every process's session may — and
+/// every process that reads 0 here shares that one outer session, so it
+/// is one application, named by the namespace (a hash, above the numbered
+/// jobs). The process id when the process is gone (`-1`).
+fn app_of_session(session: libc::pid_t, pid: u32) -> u32 {
+    match session {
+        s if s > 0 => s as u32,
+        0 => {
+            let ns = std::fs::read_link("/proc/self/ns/pid")
+                .map_or_else(|_| "?".to_string(), |l| l.display().to_string());
+            app_of_job(&format!("session outside pid namespace {ns}"))
+        }
+        _ => pid,
     }
 }
 
@@ -282,9 +295,8 @@ mod tests {
         let theirs = Identity::of_process(child.id());
         child.kill().unwrap();
         child.wait().unwrap();
-        // SAFETY: getsid only reads the process table.
-        let session = unsafe { libc::getsid(0) } as u32;
-        assert_eq!(theirs.app, session);
+        let ours = session_app(std::process::id(), false);
+        assert_eq!(theirs.app, ours);
         assert_ne!(theirs.app, child.id());
     }
 
@@ -318,9 +330,20 @@ mod tests {
         let id = Identity::of_process(sleeper);
         rank.kill().unwrap();
         rank.wait().unwrap();
-        // SAFETY: getsid only reads the process table.
-        let ours = unsafe { libc::getsid(0) } as u32;
+        let ours = session_app(std::process::id(), false);
         assert_eq!((id.app, id.rank), (ours, 1));
+    }
+
+    /// A session led from outside this pid namespace reads as 0 to every
+    /// process inside it; they share it, so they are one application — not
+    /// one each, and not a numbered job's.
+    #[test]
+    fn a_session_led_from_outside_the_namespace_is_one_application() {
+        let a = app_of_session(0, 100);
+        assert_eq!(a, app_of_session(0, 200));
+        assert!(a >= HASHED_APPS, "{a}");
+        assert_eq!(app_of_session(4242, 100), 4242);
+        assert_eq!(app_of_session(-1, 100), 100);
     }
 
     #[test]
