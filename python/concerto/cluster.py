@@ -1,4 +1,5 @@
-"""A local cluster on loopback: one ``concerto-server`` process per server.
+"""A local cluster: one ``concerto-server`` process per server, on loopback
+or (``netns``) each in a network namespace of its own (see :mod:`concerto.netns`).
 
 ``up`` writes one server file per server (``DIR/s<i>.toml``), starts the
 processes in their own session (so they outlive the command and a Ctrl-C in
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import tomli_w
 
-from concerto import _native, auth, binaries
+from concerto import _native, auth, binaries, netns
 from concerto.fs import Client
 
 THROTTLES = ("hdd", "ssd", "none")
@@ -49,6 +50,11 @@ class ClusterSpec:
     # A coordinator (IO-SETS), one more server after the data servers:
     # its `[coordinator]` section ({"sets": {"kind": "set10"}, "lease": "10s"}).
     coordinator: dict | None = None
+    # Each server (and client group) in a network namespace of its own,
+    # joined by a bridge, links limited to link_rate bytes/s each way.
+    netns: bool = False
+    clients: int = 0
+    link_rate: float | None = None
 
     def processes(self) -> int:
         """Servers to start: the data servers, and the coordinator if any."""
@@ -99,11 +105,12 @@ def check_server_file(config: Path) -> None:
         raise ClusterError(r.stderr.strip().removeprefix("concerto-server: "))
 
 
-def _spawn(config: Path, ready: Path, log: Path) -> subprocess.Popen:
+def _spawn(config: Path, ready: Path, log: Path, enter: list[str]) -> subprocess.Popen:
+    """Starts a server; ``enter`` is the prefix that runs it in its namespace (nsenter, which execs: the pid is the server's)."""
     ready.unlink(missing_ok=True)
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [binaries.find(binaries.SERVER), "--config", str(config), "--ready-file", str(ready)],
+            [*enter, binaries.find(binaries.SERVER), "--config", str(config), "--ready-file", str(ready)],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -131,6 +138,8 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
         raise ClusterError(f"--meta {spec.meta} is not one of the servers 0..{spec.servers - 1}")
     if spec.throttle not in THROTTLES:
         raise ClusterError(f"--throttle {spec.throttle!r} is not one of {', '.join(THROTTLES)}")
+    if not spec.netns and (spec.clients or spec.link_rate is not None):
+        raise ClusterError("--clients and --link-rate are for a cluster across namespaces (--netns)")
     directory.mkdir(parents=True, exist_ok=True)
     cluster_file = directory / "cluster.toml"
     if cluster_file.exists() and any(server_alive(s.get("pid", -1)) for s in read_cluster(cluster_file)["servers"]):
@@ -142,11 +151,13 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
     entries = []
     try:
         auth.ensure_local(directory)
+        net = netns.create(directory, spec.processes(), spec.clients, spec.link_rate) if spec.netns else None
         for i in range(spec.processes()):
             path = directory / f"s{i}.toml"
-            path.write_text(tomli_w.dumps(server_file(spec, directory, i)))
+            host = net.address("s", i) if net else "127.0.0.1"
+            path.write_text(tomli_w.dumps(server_file(spec, directory, i, listen=f"{host}:0", metrics=f"{host}:0")))
             check_server_file(path)
-            procs.append(_spawn(path, directory / f"s{i}.ready", directory / f"s{i}.log"))
+            procs.append(_spawn(path, directory / f"s{i}.ready", directory / f"s{i}.log", _enter(net, i)))
         deadline = time.monotonic() + start_timeout_s
         readies = [_wait_ready(proc, directory / f"s{i}.ready", directory / f"s{i}.log", deadline)
                    for i, proc in enumerate(procs)]
@@ -179,6 +190,7 @@ def up(directory: Path, spec: ClusterSpec, start_timeout_s: float = 60.0) -> Pat
             for proc in procs:
                 _stop_pid(proc.pid)
             cluster_file.with_suffix(".starting").unlink(missing_ok=True)
+            netns.destroy(directory)
         raise
     return cluster_file
 
@@ -231,10 +243,22 @@ def _reap(pid: int) -> None:
         pass
 
 
+def _enter(net: netns.Network | None, server: int) -> list[str]:
+    return net.enter("s", server) if net else []
+
+
 def down(directory: Path) -> int:
-    """Stops every server of the cluster started in ``directory``; returns how many were running."""
+    """Stops every server of the cluster started in ``directory`` and removes
+    its namespaces, if any (also those of a start that failed half-way);
+    returns how many servers were running."""
+    if not (directory / "cluster.toml").exists() and netns.load(directory) is not None:
+        netns.destroy(directory)
+        return 0
     cluster = read_cluster(directory / "cluster.toml")
-    return sum(_stop_pid(s["pid"]) for s in cluster["servers"] if s.get("pid"))
+    try:
+        return sum(_stop_pid(s["pid"]) for s in cluster["servers"] if s.get("pid"))
+    finally:
+        netns.destroy(directory)
 
 
 def restart_server(cluster_file: Path, server_id: int, timeout_s: float = 30.0) -> int:
@@ -245,7 +269,7 @@ def restart_server(cluster_file: Path, server_id: int, timeout_s: float = 30.0) 
         raise ClusterError(f"server {server_id} was not started by `concerto cluster up` in {cluster_file.parent}")
     config = Path(entry["config"])
     ready, log = config.with_suffix(".ready"), config.with_suffix(".log")
-    proc = _spawn(config, ready, log)
+    proc = _spawn(config, ready, log, _enter(netns.load(cluster_file.parent), server_id))
     _wait_ready(proc, ready, log, time.monotonic() + timeout_s)
     entry["pid"] = proc.pid
     cluster_file.write_text(tomli_w.dumps(cluster))

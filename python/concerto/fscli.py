@@ -10,7 +10,7 @@ import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from concerto import _native, auth, binaries, terminal
+from concerto import _native, auth, binaries, netns, terminal
 from concerto import cluster as local
 from concerto.fs import Client, cluster_path
 
@@ -31,7 +31,7 @@ def fs_guarded(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (local.ClusterError, auth.KeyFileError, ValueError, OSError) as e:
+        except (local.ClusterError, netns.NetnsError, auth.KeyFileError, ValueError, OSError) as e:
             raise FsProblem(_problem(e)) from e
 
     wrapper.__name__ = fn.__name__
@@ -160,20 +160,47 @@ def cluster() -> None:
                    "policy (sfq-d-plus) so that its priorities share their bandwidth.")
 @click.option("--lease", default=None, metavar="DURATION",
               help="How long the coordinator's grants last unless renewed (default 10s).")
+@click.option("--netns", "in_namespaces", is_flag=True,
+              help="Each server in a network namespace of its own, joined by a bridge (10.77.K.0/24), nothing on "
+                   "127.0.0.1; needs root. `cluster exec` runs programs in the client groups' namespaces.")
+@click.option("--clients", type=click.IntRange(min=0, max=netns.MAX_CLIENTS), default=0, show_default=True,
+              help="With --netns: client groups, each a namespace of its own with its own link.")
+@click.option("--link-rate", default=None, metavar="BANDWIDTH",
+              help="With --netns: limit every server's and client group's link to this rate each way "
+                   "(\"12.5MB/s\"; a tbf queueing discipline on both ends).")
 @fs_guarded
 def cluster_up(servers, directory, policy, params, throttle, meta, stripe_unit, stripe_count, depth, sets,
-               lease) -> None:
-    """Start SERVERS servers on loopback and write DIR/cluster.toml."""
+               lease, in_namespaces, clients, link_rate) -> None:
+    """Start SERVERS servers (on loopback, or across network namespaces with --netns) and write DIR/cluster.toml."""
     if lease is not None and sets is None:
         raise click.BadParameter("only with --coordinator", param_hint="--lease")
+    if not in_namespaces and (clients or link_rate is not None):
+        raise click.BadParameter("only with --netns", param_hint="--clients" if clients else "--link-rate")
+    rate = None
+    if link_rate is not None:
+        try:
+            rate = _native.parse_bandwidth(link_rate)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--link-rate") from None
+        if rate <= 0:
+            raise click.BadParameter(f"{link_rate!r}: a link's rate must be above 0", param_hint="--link-rate")
     coordinator = None
     if sets is not None:
         coordinator = {"sets": {"kind": sets}} | ({"lease": lease} if lease is not None else {})
     spec = local.ClusterSpec(servers=servers, policy=policy, policy_params=_params(params), throttle=throttle, meta=meta,
-                             stripe_unit=stripe_unit, stripe_count=stripe_count, depth=depth, coordinator=coordinator)
+                             stripe_unit=stripe_unit, stripe_count=stripe_count, depth=depth, coordinator=coordinator,
+                             netns=in_namespaces, clients=clients, link_rate=rate)
     path = local.up(directory, spec)
     with_coordinator = f" and a coordinator ({sets})" if sets else ""
-    console.print(f"{servers} servers up ({policy}, throttle {throttle}){with_coordinator}; cluster file: [bold]{path}[/]")
+    where = ""
+    if in_namespaces:
+        net = netns.load(directory)
+        limit = f", links {link_rate} each way" if link_rate else ""
+        where = f" in namespaces concerto-{net.index}-s* ({clients} client group{'s' if clients != 1 else ''}{limit})"
+    console.print(f"{servers} servers up ({policy}, throttle {throttle}){with_coordinator}{where}; "
+                  f"cluster file: [bold]{path}[/]")
+    if in_namespaces and clients:
+        console.print(f"run a program in client group 0: concerto cluster exec --dir {directory} -- PROGRAM ...")
     console.print(f"stop them with: concerto cluster down --dir {directory}")
 
 
@@ -195,6 +222,29 @@ def cluster_down(directory: Path) -> None:
     """Stop the servers `cluster up` started in DIR."""
     n = local.down(directory)
     console.print(f"stopped {n} server{'s' if n != 1 else ''}")
+
+
+@cluster.command("exec", context_settings={"ignore_unknown_options": True})
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("concerto-cluster"),
+              show_default=True)
+@click.option("--client", "group", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Which client group's namespace.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@fs_guarded
+def cluster_exec(directory: Path, group: int, command: tuple[str, ...]) -> None:
+    """Run COMMAND in a client group's network namespace of the cluster `cluster up --netns` started in DIR
+    (its network only: files and mounts are this machine's), with CONCERTO_CLUSTER set to DIR/cluster.toml."""
+    net = netns.load(directory)
+    if net is None:
+        raise FsProblem(f"{directory}: no cluster across namespaces there (start one with `concerto cluster up --netns`)")
+    if group >= net.clients:
+        raise click.BadParameter(f"{group}: the cluster has {net.clients} client group(s)", param_hint="--client")
+    os.environ["CONCERTO_CLUSTER"] = str((directory / "cluster.toml").resolve())
+    argv = [*net.enter("c", group), *command]
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        raise FsProblem(f"{argv[0]}: {e.strerror}") from None
 
 
 @cluster.command("status")

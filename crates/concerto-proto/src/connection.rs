@@ -1,17 +1,24 @@
 //! A connection to one server: requests are sent with the caller's tags and
 //! matched with their replies by id, so many can be outstanding on one
-//! connection. Every request has a timeout whose error names the server.
+//! connection. Every request has a timeout whose error names the server:
+//! it counts the time the connection makes no progress — nothing of the
+//! request sent, nothing received — not the time the request takes, so a
+//! large request over a slow link is not cut off while its bytes flow, and
+//! a partitioned link or a silent server is still found.
 //! The client library and the servers (service reports to peers) both use it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use futures::StreamExt;
 use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -87,7 +94,7 @@ impl ClientError {
 /// proof, and the server's welcome with its own proof.
 async fn handshake(
     server: SocketAddr,
-    frames: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+    frames: &mut FramedRead<StampedRead, LengthDelimitedCodec>,
     writer: &mut OwnedWriteHalf,
     credential: &Credential,
 ) -> Result<Grant, ClientError> {
@@ -95,7 +102,7 @@ async fn handshake(
     let refused = |message: String| ClientError::Auth { server, message };
     async fn next(
         server: SocketAddr,
-        frames: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+        frames: &mut FramedRead<StampedRead, LengthDelimitedCodec>,
     ) -> Result<Message, ClientError> {
         match frames.next().await {
             Some(Ok(frame)) => Envelope::decode(frame.freeze())
@@ -150,6 +157,57 @@ async fn handshake(
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Message>>>>;
 
+/// When a connection last received bytes: microseconds since its epoch.
+#[derive(Clone)]
+struct LastHeard {
+    epoch: Instant,
+    micros: Arc<AtomicU64>,
+}
+
+impl LastHeard {
+    fn new() -> LastHeard {
+        LastHeard {
+            epoch: Instant::now(),
+            micros: Arc::default(),
+        }
+    }
+
+    fn stamp(&self) {
+        let now = self.epoch.elapsed().as_micros() as u64;
+        self.micros.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn at(&self) -> Instant {
+        self.epoch + Duration::from_micros(self.micros.load(Ordering::Relaxed))
+    }
+}
+
+/// The read half of a connection, noting when bytes arrive: a reply still
+/// arriving over a slow link is progress, not silence.
+struct StampedRead {
+    inner: OwnedReadHalf,
+    heard: LastHeard,
+}
+
+impl AsyncRead for StampedRead {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.heard.stamp();
+        }
+        polled
+    }
+}
+
+/// A request is sent in pieces of this size, each of which must go within
+/// the timeout: the send is timed by its progress.
+const SEND_PIECE: usize = 256 << 10;
+
 pub struct ServerConnection {
     server: SocketAddr,
     /// Requests are written whole by the caller's task, one at a time.
@@ -158,7 +216,9 @@ pub struct ServerConnection {
     broken: AtomicBool,
     pending: Pending,
     next_id: AtomicU64,
+    /// How long the connection may make no progress while a request waits.
     timeout: Duration,
+    heard: LastHeard,
     /// What the server said the key grants.
     grant: Grant,
     reader: tokio::task::JoinHandle<()>,
@@ -178,12 +238,17 @@ impl ServerConnection {
         timeout: Duration,
         credential: &Credential,
     ) -> Result<ServerConnection, ClientError> {
+        let heard = LastHeard::new();
         let opened = async {
             let stream = TcpStream::connect(server)
                 .await
                 .map_err(|source| ClientError::Connect { server, source })?;
             let _ = stream.set_nodelay(true);
             let (read, mut writer) = stream.into_split();
+            let read = StampedRead {
+                inner: read,
+                heard: heard.clone(),
+            };
             let mut frames = FramedRead::new(read, frame_codec());
             let grant = handshake(server, &mut frames, &mut writer, credential).await?;
             Ok::<_, ClientError>((frames, writer, grant))
@@ -217,6 +282,7 @@ impl ServerConnection {
             pending,
             next_id: AtomicU64::new(1),
             timeout,
+            heard,
             grant,
             reader,
         })
@@ -262,14 +328,49 @@ impl ServerConnection {
             });
         }
         let mut guard = GiveUpUnlessSent(self, false);
-        envelope
-            .write_to(&mut *writer)
-            .await
-            .map_err(|_| ClientError::Closed {
-                server: self.server,
-            })?;
+        let (server, timeout) = (self.server, self.timeout);
+        let (head, mut payload) = envelope.frame();
+        // The head goes with the first piece (one vectored write for a small request).
+        let first = payload.split_to(payload.len().min(SEND_PIECE));
+        let mut piece = head.chain(first);
+        loop {
+            tokio::time::timeout(timeout, writer.write_all_buf(&mut piece))
+                .await
+                .map_err(|_| ClientError::Timeout { server, timeout })?
+                .map_err(|_| ClientError::Closed { server })?;
+            if payload.is_empty() {
+                break;
+            }
+            let next = payload.split_to(payload.len().min(SEND_PIECE));
+            piece = Bytes::new().chain(next);
+        }
         guard.1 = true;
         Ok(())
+    }
+
+    /// Waits for a reply until the connection has been silent for the
+    /// timeout since `sent` (the request's last byte left) or since its
+    /// last received byte, whichever is later.
+    async fn reply(
+        &self,
+        mut rx: oneshot::Receiver<Message>,
+        sent: Instant,
+    ) -> Result<Message, ClientError> {
+        let server = self.server;
+        loop {
+            let quiet_since = sent.max(self.heard.at());
+            let deadline = quiet_since + self.timeout;
+            match tokio::time::timeout_at(deadline.into(), &mut rx).await {
+                Ok(reply) => return reply.map_err(|_| ClientError::Closed { server }),
+                Err(_) if self.heard.at() <= quiet_since => {
+                    return Err(ClientError::Timeout {
+                        server,
+                        timeout: self.timeout,
+                    })
+                }
+                Err(_) => continue,
+            }
+        }
     }
 
     /// Sends one request and waits for its reply.
@@ -283,16 +384,13 @@ impl ServerConnection {
         let envelope = Envelope::new(id, message);
         let exchange = async {
             self.send(&envelope).await?;
-            rx.await.map_err(|_| ClientError::Closed { server })
+            self.reply(rx, Instant::now()).await
         };
-        let reply = tokio::time::timeout(self.timeout, exchange).await;
+        let reply = exchange.await;
         if let Ok(mut m) = self.pending.lock() {
             m.remove(&id);
         }
-        match reply.map_err(|_| ClientError::Timeout {
-            server,
-            timeout: self.timeout,
-        })?? {
+        match reply? {
             Message::Error { kind, message } => {
                 // Namespace errors name the path already; others say which server failed.
                 let message = match kind {

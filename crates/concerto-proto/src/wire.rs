@@ -709,13 +709,20 @@ impl Envelope {
     /// Writes the whole frame, length prefix included: the header is
     /// assembled, the payload goes to the socket as it is (vectored write).
     pub async fn write_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> std::io::Result<()> {
+        let (head, payload) = self.frame();
+        w.write_all_buf(&mut head.chain(payload)).await
+    }
+
+    /// The frame as sent: its length prefix, header length and header, and
+    /// the payload.
+    pub fn frame(&self) -> (Bytes, Bytes) {
         let header = self.header();
         let payload = self.payload();
         let mut head = Vec::with_capacity(8 + header.len());
         head.extend_from_slice(&((4 + header.len() + payload.len()) as u32).to_be_bytes());
         head.extend_from_slice(&(header.len() as u32).to_be_bytes());
         head.extend_from_slice(&header);
-        w.write_all_buf(&mut Bytes::from(head).chain(payload)).await
+        (Bytes::from(head), payload)
     }
 
     /// Decodes and validates one frame's bytes (after the length prefix).

@@ -1,0 +1,214 @@
+"""A local cluster's own network: each server and each client group in a
+network namespace of its own, joined by veth pairs to one bridge, each link
+optionally limited — the multi-host deployment of docs/deployment.md on one
+machine, with nothing on 127.0.0.1.
+
+Cluster ``k`` (the lowest number whose bridge name is free, claimed by
+creating the bridge) uses the subnet 10.77.k.0/24: server ``i`` is
+10.77.k.(1+i) in namespace ``concerto-k-s<i>``, client group ``j`` is
+10.77.k.(129+j) in ``concerto-k-c<j>``, and the bridge ``cc<k>br`` holds
+10.77.k.254 in this machine's own namespace, so the administrator's
+commands reach every server (unlimited) while clients go through their
+links. A link limit is a ``tbf`` queueing discipline on both ends of the
+link's veth pair (the kernel here has ``tbf`` and ``htb``, not ``netem``),
+so each direction of each link carries at most the rate, as a NIC would.
+
+Processes enter a namespace with ``nsenter --net`` (not ``ip netns exec``,
+which also enters a mount namespace of its own and would hide a FUSE mount
+made inside it). The state is written to ``DIR/netns.json`` before anything
+is made, so :func:`destroy` removes everything even after a failed start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+STATE = "netns.json"
+# Servers take host numbers 1..128, client groups 129..253, the bridge 254.
+MAX_SERVERS = 128
+MAX_CLIENTS = 125
+# tbf's queue: what a link may hold before it drops, as a time at its rate.
+QUEUE_LATENCY = "50ms"
+
+
+class NetnsError(Exception):
+    """The namespaces could not be made or removed; the message says why."""
+
+
+@dataclass
+class Network:
+    index: int
+    servers: int
+    clients: int
+    # Bytes per second each way on each server's and client group's link; None: unlimited.
+    link_rate: float | None = None
+
+    @property
+    def bridge(self) -> str:
+        return f"cc{self.index}br"
+
+    def namespace(self, kind: str, i: int) -> str:
+        """``kind`` is ``"s"`` (server) or ``"c"`` (client group)."""
+        return f"concerto-{self.index}-{kind}{i}"
+
+    def host_link(self, kind: str, i: int) -> str:
+        return f"cc{self.index}{kind}{i}"
+
+    def address(self, kind: str, i: int) -> str:
+        return f"10.77.{self.index}.{(1 if kind == 's' else 129) + i}"
+
+    @property
+    def bridge_address(self) -> str:
+        return f"10.77.{self.index}.254"
+
+    def members(self) -> list[tuple[str, int]]:
+        return [("s", i) for i in range(self.servers)] + [("c", j) for j in range(self.clients)]
+
+    def enter(self, kind: str, i: int) -> list[str]:
+        """The command prefix that runs a program in that namespace's network."""
+        return ["nsenter", f"--net=/run/netns/{self.namespace(kind, i)}", "--"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    r = subprocess.run(list(args), capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        raise NetnsError(f"`{' '.join(args)}` failed: {r.stderr.strip() or r.stdout.strip()}")
+    return r
+
+
+def _claim_index() -> int:
+    """The lowest cluster number whose bridge could be created (made here: the claim)."""
+    for k in range(256):
+        r = subprocess.run(["ip", "link", "add", f"cc{k}br", "type", "bridge"], capture_output=True, text=True)
+        if r.returncode == 0:
+            return k
+        if "exists" not in r.stderr:
+            raise NetnsError(f"cannot create a bridge (`ip link add cc{k}br type bridge`): {r.stderr.strip()} "
+                             "(network namespaces need root, or CAP_NET_ADMIN)")
+    raise NetnsError("every cluster number 0..255 has a bridge already (`ip link show type bridge`)")
+
+
+def _limit(rate: float, namespace: str | None, link: str) -> None:
+    """tbf at ``rate`` bytes/s on ``link``'s egress (in ``namespace``, or here)."""
+    burst = max(64 << 10, int(rate / 100))  # 10 ms at the rate, at least one 64 KiB GSO packet
+    where = ["-n", namespace] if namespace else []
+    _run("tc", *where, "qdisc", "add", "dev", link, "root", "tbf", "rate", f"{int(rate)}bps",
+         "burst", str(burst), "latency", QUEUE_LATENCY)
+
+
+def create(directory: Path, servers: int, clients: int, link_rate: float | None) -> Network:
+    """Makes the bridge, the namespaces and their links; records them in ``DIR/netns.json``."""
+    if not 1 <= servers <= MAX_SERVERS:
+        raise NetnsError(f"--servers {servers}: a namespace cluster has 1 to {MAX_SERVERS} servers")
+    if not 0 <= clients <= MAX_CLIENTS:
+        raise NetnsError(f"--clients {clients}: a namespace cluster has 0 to {MAX_CLIENTS} client groups")
+    if link_rate is not None and link_rate <= 0:
+        raise NetnsError(f"--link-rate must be above 0 (got {link_rate} bytes/s)")
+    directory.mkdir(parents=True, exist_ok=True)
+    state = directory / STATE
+    if state.exists():
+        raise NetnsError(f"{state}: namespaces of an earlier cluster are still recorded there "
+                         f"(remove them with `concerto cluster down --dir {directory}`)")
+    net = Network(_claim_index(), servers, clients, link_rate)
+    state.write_text(json.dumps(asdict(net)))
+    try:
+        _run("ip", "addr", "add", f"{net.bridge_address}/24", "dev", net.bridge)
+        _run("ip", "link", "set", net.bridge, "up")
+        for kind, i in net.members():
+            ns, link = net.namespace(kind, i), net.host_link(kind, i)
+            _run("ip", "netns", "add", ns)
+            _run("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _run("ip", "link", "set", link, "master", net.bridge, "up")
+            _run("ip", "-n", ns, "addr", "add", f"{net.address(kind, i)}/24", "dev", "eth0")
+            _run("ip", "-n", ns, "link", "set", "eth0", "up")
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+            if link_rate is not None:
+                _limit(link_rate, ns, "eth0")
+                _limit(link_rate, None, link)
+    except BaseException:
+        destroy(directory)
+        raise
+    return net
+
+
+def load(directory: Path) -> Network | None:
+    """The namespaces recorded in ``DIR/netns.json``, if any."""
+    try:
+        return Network(**json.loads((directory / STATE).read_text()))
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError) as e:
+        raise NetnsError(f"{directory / STATE}: not a record of namespaces ({e})") from None
+
+
+def _pids_in(namespace: str) -> list[int]:
+    r = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True)
+    return [int(p) for p in r.stdout.split()] if r.returncode == 0 else []
+
+
+def destroy(directory: Path, grace_s: float = 10.0) -> bool:
+    """Stops every process left in the namespaces (SIGTERM, then SIGKILL),
+    removes the namespaces (their veth pairs go with them) and the bridge;
+    True if there was something to remove. Goes on past what is already
+    gone, so it also finishes a start that failed half-way."""
+    net = load(directory)
+    if net is None:
+        return False
+    namespaces = [net.namespace(kind, i) for kind, i in net.members()]
+    existing = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+    namespaces = [ns for ns in namespaces if ns in existing]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = [p for ns in namespaces for p in _pids_in(ns)]
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while pids and time.monotonic() < deadline:
+            pids = [p for ns in namespaces for p in _pids_in(ns)]
+            for p in pids:
+                _reap(p)
+            time.sleep(0.05)
+        if not pids:
+            break
+    errors = []
+    for ns in namespaces:
+        r = subprocess.run(["ip", "netns", "del", ns], capture_output=True, text=True)
+        if r.returncode != 0:
+            errors.append(r.stderr.strip())
+    for kind, i in net.members():  # a veth made before its namespace took its end
+        subprocess.run(["ip", "link", "del", net.host_link(kind, i)], capture_output=True)
+    subprocess.run(["ip", "link", "del", net.bridge], capture_output=True)
+    # A removed namespace's veth pair goes a moment later; wait for it, so
+    # that nothing of the cluster is left once this returns.
+    deadline = time.monotonic() + grace_s
+    while (left := links_of(net)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if left:
+        errors.append(f"links still there: {', '.join(left)}")
+    if errors:
+        raise NetnsError("could not remove every namespace: " + "; ".join(errors))
+    (directory / STATE).unlink(missing_ok=True)
+    return True
+
+
+def links_of(net: Network) -> list[str]:
+    """The network interfaces of this machine's namespace that belong to ``net``."""
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    names = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
+    ours = {net.bridge} | {net.host_link(kind, i) for kind, i in net.members()}
+    return [n for n in names if n in ours]
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
