@@ -174,6 +174,8 @@ def test_mount_bad_input_is_named(tmp_path):
     assert r.returncode != 0 and "attr-ttl" in r.stderr
     r = mount("--cluster", str(bad), str(tmp_path / "mnt"), "--write-behind", "lots")
     assert r.returncode != 0 and "--write-behind" in r.stderr and "lots" in r.stderr, r.stderr
+    r = mount("--cluster", str(bad), str(tmp_path / "mnt"), "--transfers", "hash-ios,block=0")
+    assert r.returncode != 0 and "--transfers" in r.stderr and "block=0" in r.stderr, r.stderr
 
 
 def _apps_writing(cluster: Path) -> dict[int, int]:

@@ -151,14 +151,19 @@ class Client:
     """A connection to a cluster. Thread-safe; each call blocks without holding the GIL."""
 
     def __init__(self, cluster: str | Path | None = None, *, app: int | None = None, rank: int | None = None,
-                 weight: float | None = None):
+                 weight: float | None = None, transfers: str | None = None):
+        """``transfers``: send large accesses in blocks in one of Clusterfile's orders,
+        ``"ORDERING[,block=SIZE][,in-flight=N][,seed=N]"`` with ORDERING ``first-ios``, ``random-ios`` or
+        ``hash-ios`` (block: default the file's stripe unit; in-flight: default 1, the paper's one transfer
+        at a time); default ``$CONCERTO_TRANSFERS``, else every server's part at once."""
         path = cluster_path(cluster)
+        transfers = transfers if transfers is not None else os.environ.get("CONCERTO_TRANSFERS") or None
         try:
             text = path.read_text()
         except FileNotFoundError:
             raise FileNotFoundError(f"{path}: no cluster file (start one with `concerto cluster up`)") from None
         self.cluster_file = path
-        self._native = _native.FsClientHandle(text, str(path), app, rank, weight)
+        self._native = _native.FsClientHandle(text, str(path), app, rank, weight, transfers)
 
     @property
     def app(self) -> int:
@@ -233,6 +238,15 @@ class Client:
     def set_sets(self, sets_toml: str) -> None:
         """Replaces the coordinator's set rule live, e.g. ``'kind = "exclusive-fcfs"'`` (docs/coordinator.md)."""
         self._native.set_sets(sets_toml)
+
+    def arrivals(self, after: int = 0) -> list[list[dict] | dict]:
+        """Each server's arrival log (cluster-file order): the requests that reached its queue after
+        request ``after`` (numbered per server), oldest first, at most the latest 8192 — ``{"seq",
+        "at_ns", "app", "rank", "issue_ns", "op", "object", "offset", "bytes"}`` each (``op``: read,
+        write, sync or metadata; ``at_ns``: the server machine's monotonic clock, as
+        ``time.monotonic_ns()`` there; ``object``: the file's inode) — or ``{"error": ...}``. The
+        administrator's key only."""
+        return json.loads(self._native.arrivals(after))
 
     def server_stats(self) -> list[dict]:
         """One dict per server (cluster-file order): its statistics, or ``{"error": ...}``."""

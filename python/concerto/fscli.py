@@ -105,9 +105,13 @@ def server(config: Path, check: bool, ready_file: Path | None) -> None:
                    "O_DIRECT and O_SYNC writes are always written through.")
 @click.option("--no-phases", is_flag=True,
               help="Do not find callers' I/O phases for the cluster's coordinator (found by default when it has one).")
+@click.option("--transfers", default=None, metavar="ORDER",
+              help="Send reads and writes in blocks in one of Clusterfile's orders, each caller as its rank: "
+                   "ORDERING[,block=SIZE][,in-flight=N][,seed=N], ORDERING first-ios, random-ios or hash-ios "
+                   "(default: every server's part at once).")
 @fs_guarded
 def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_file: Path | None,
-          write_behind: int, no_phases: bool) -> None:
+          write_behind: int, no_phases: bool, transfers: str | None) -> None:
     """Mount the cluster at MOUNTPOINT with FUSE until SIGINT or SIGTERM.
 
     Unmodified programs then read and write striped files there; each
@@ -128,6 +132,7 @@ def mount(cluster_file: Path | None, mountpoint: Path, attr_ttl: float, ready_fi
             str(mountpoint)]
     args += ["--ready-file", str(ready_file)] if ready_file else []
     args += ["--no-phases"] if no_phases else []
+    args += ["--transfers", transfers] if transfers else []
     binaries.exec_binary(binaries.FUSE, args)
 
 

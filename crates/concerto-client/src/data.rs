@@ -2,7 +2,8 @@
 //! (concerto-core's `StripeLayout::requests`, the striping arithmetic the
 //! simulator uses) into one request per server — object extents ascending
 //! and coalesced, list I/O when not contiguous on that server — sent to
-//! every server at once with the same issue time.
+//! every server at once with the same issue time; or into blocks sent in
+//! a transfer order, a few at a time ([`crate::transfers`]).
 
 use std::collections::BTreeSet;
 
@@ -13,7 +14,8 @@ use concerto_core::Extent;
 use concerto_proto::{ordered_total, Tags};
 
 use crate::pending::Pending;
-use crate::{ClientError, FileHandle, FsClient, LIMITS};
+use crate::transfers::in_order;
+use crate::{ClientError, FileHandle, FsClient};
 
 /// Largest buffer one read call fills.
 pub const MAX_READ: u64 = 1 << 30;
@@ -30,7 +32,10 @@ fn check_extents(extents: &[Extent]) -> Result<u64, ClientError> {
 pub struct PreparedWrite {
     inode: u64,
     tags: Tags,
+    /// Server, object extents and payload, in sending order.
     requests: Vec<(u32, Vec<Extent>, Bytes)>,
+    /// Requests in flight at once.
+    in_flight: usize,
     /// The first and the furthest byte of the file it writes, and how many.
     start: u64,
     end: u64,
@@ -83,9 +88,9 @@ impl FsClient {
                 data.len()
             )));
         }
-        let requests = file
-            .layout
-            .requests(extents, LIMITS)
+        let plan = self.plan(file, extents);
+        let requests = plan
+            .blocks
             .into_iter()
             .map(|r| {
                 let mut bytes = BytesMut::with_capacity(r.bytes as usize);
@@ -100,24 +105,27 @@ impl FsClient {
             inode: file.inode,
             tags: self.identity.tags(),
             requests,
+            in_flight: plan.in_flight,
             start: extents.first().map_or(0, |e| e.offset),
             end: extents.last().map_or(0, |e| e.offset + e.len),
             bytes: total,
         })
     }
 
-    /// The second half of a write: sends the prepared requests, to every
-    /// server at once, and waits for all of them.
+    /// The second half of a write: sends the prepared requests in their
+    /// order, as many at once as the plan lets (by default all), and waits
+    /// for all of them.
     pub async fn send_write(&self, write: PreparedWrite) -> Result<(), ClientError> {
         let PreparedWrite {
             inode,
             tags,
             requests,
+            in_flight,
             end,
             ..
         } = write;
         let servers: Vec<u32> = requests.iter().map(|r| r.0).collect();
-        let sent = try_join_all(
+        let sent = in_order(
             requests
                 .into_iter()
                 .map(|(server, extents, bytes)| async move {
@@ -126,6 +134,7 @@ impl FsClient {
                         .write(tags, inode, extents, bytes)
                         .await
                 }),
+            in_flight,
         )
         .await;
         // Even a write that failed on some server may have landed on others.
@@ -231,14 +240,18 @@ impl FsClient {
         if total > MAX_READ {
             return Err(ClientError::Invalid(format!("a read of {total} bytes is over the {MAX_READ}-byte limit of one call; read in pieces")));
         }
-        let batches = file.layout.requests(extents, LIMITS);
+        let plan = self.plan(file, extents);
+        let batches = plan.blocks;
         let tags = self.identity.tags();
-        let replies = try_join_all(batches.iter().map(|b| async move {
-            self.connection(b.server)
-                .await?
-                .read(tags, file.inode, b.extents.clone())
-                .await
-        }))
+        let replies = in_order(
+            batches.iter().map(|b| async move {
+                self.connection(b.server)
+                    .await?
+                    .read(tags, file.inode, b.extents.clone())
+                    .await
+            }),
+            plan.in_flight,
+        )
         .await?;
         if let ([batch], [reply]) = (batches.as_slice(), replies.as_slice()) {
             if batch.parts.len() == 1 && reply.len() as u64 == total {

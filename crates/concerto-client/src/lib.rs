@@ -4,7 +4,8 @@
 //! also knows (or finds out) files' sizes; data is split by the file's
 //! layout (concerto-core's striping arithmetic) into one request per
 //! server — list I/O when the access is not contiguous on that server —
-//! and sent to all of them at once ([`data`]). What a client remembers of
+//! and sent to all of them at once ([`data`]), or in blocks in the order
+//! of Clusterfile's heuristics ([`transfers`]). What a client remembers of
 //! the files it has open — which servers hold data it has not made
 //! durable yet, how far it wrote — is in [`open_files`].
 //!
@@ -20,6 +21,7 @@ mod pending;
 mod phase;
 pub mod probe;
 mod readahead;
+pub mod transfers;
 
 pub use concerto_proto as proto;
 pub use concerto_proto::cluster::{ClusterFile, ServerEntry};
@@ -27,6 +29,7 @@ pub use concerto_proto::connection::{ClientError, ServerConnection};
 pub use data::{PreparedWrite, MAX_READ};
 pub use identity::{credential_for, Identity, CREDENTIAL_VAR};
 pub use phase::IoPhase;
+pub use transfers::{Ordering, TransferOrder};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,7 +40,7 @@ use concerto_core::{RequestLimits, StripeLayout};
 
 use concerto_proto::auth::Credential;
 use concerto_proto::connection::{ServerPool, Space};
-use concerto_proto::stats::ServerStats;
+use concerto_proto::stats::{Arrival, ServerStats};
 use concerto_proto::{
     DirEntry, ErrorKind, FileKind, FsCounts, LayoutRequest, MetaAttr, MetaReply, MetaRequest, Role,
     MAX_IO, MAX_SEGMENTS,
@@ -137,6 +140,8 @@ struct Shared {
     pending: pending::Pending,
     /// Bounds what the client's handles hold read ahead.
     readahead_budget: Arc<tokio::sync::Semaphore>,
+    /// How large accesses are sent ([`transfers`]); None: all at once.
+    transfer_order: Option<TransferOrder>,
 }
 
 /// What a client may have written behind at once, by default.
@@ -162,6 +167,7 @@ impl FsClient {
                 closer: closer::Closer::default(),
                 pending: pending::Pending::new(DEFAULT_WRITE_BEHIND),
                 readahead_budget: readahead::budget(),
+                transfer_order: None,
             }),
             identity,
         }
@@ -488,6 +494,18 @@ impl FsClient {
             MetaReply::Statfs(c) => Ok(c),
             _ => self.unexpected(),
         }
+    }
+
+    /// Every server's arrival log after request `after`, in cluster-file
+    /// order (an administrator's view: every tenant's requests are in it).
+    pub async fn arrivals(&self, after: u64) -> Vec<Result<Vec<Arrival>, ClientError>> {
+        futures::future::join_all(
+            self.cluster()
+                .servers
+                .iter()
+                .map(|s| async move { self.connection(s.id).await?.arrivals(after).await }),
+        )
+        .await
     }
 
     /// Every server's statistics, in cluster-file order.

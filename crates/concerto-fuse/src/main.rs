@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use concerto_client::{credential_for, ClusterFile, FsClient, Identity};
+use concerto_client::{credential_for, ClusterFile, FsClient, Identity, TransferOrder};
 use concerto_fuse::MountOptions;
 use concerto_proto::auth::Credential;
 use concerto_proto::process::{until_stopped, write_ready_file};
@@ -37,6 +37,12 @@ struct Args {
     /// (found by default when the cluster has one).
     #[arg(long)]
     no_phases: bool,
+    /// Send each read or write in blocks in one of Clusterfile's orders,
+    /// each caller as its rank: ORDERING[,block=SIZE][,in-flight=N][,seed=N]
+    /// with ORDERING first-ios, random-ios or hash-ios (default: every
+    /// server's part at once).
+    #[arg(long, value_name = "ORDER", value_parser = TransferOrder::parse)]
+    transfers: Option<TransferOrder>,
 }
 
 fn write_behind(text: &str) -> Result<u64, String> {
@@ -90,7 +96,8 @@ fn run((cluster, credential): (ClusterFile, Credential), args: &Args) -> std::io
         detect_phases: cluster.coordinator().is_some() && !args.no_phases,
     };
     let client = FsClient::new(cluster, Identity::from_env(), credential)
-        .with_write_behind(args.write_behind);
+        .with_write_behind(args.write_behind)
+        .with_transfer_order(args.transfers);
     let mounted =
         concerto_fuse::mount(client, &args.mountpoint, runtime.handle().clone(), options)?;
     eprintln!(

@@ -27,7 +27,7 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use concerto_core::Extent;
 
 use crate::auth::{self, Credential, Grant};
-use crate::stats::ServerStats;
+use crate::stats::{Arrival, ServerStats};
 use crate::{
     frame_codec, Envelope, ErrorKind, Member, Message, MetaReply, MetaRequest, Role, Tags,
     MAX_PHASE_WAIT_MS,
@@ -607,6 +607,14 @@ impl ServerConnection {
                 available,
                 disk,
             }),
+            _ => self.unexpected(),
+        }
+    }
+
+    /// The server's arrival log after request `after` (see [`Arrival`]).
+    pub async fn arrivals(&self, after: u64) -> Result<Vec<Arrival>, ClientError> {
+        match self.call(Message::Arrivals { after }).await? {
+            Message::ArrivalLog { arrivals } => Ok(arrivals),
             _ => self.unexpected(),
         }
     }

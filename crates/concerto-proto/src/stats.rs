@@ -11,6 +11,46 @@ fn bucket_bounds() -> Vec<f64> {
     (0..18).map(|k| 50e-6 * f64::from(1u32 << k)).collect()
 }
 
+/// Requests a server's arrival log keeps: the latest ones, about 0.5 MiB.
+pub const ARRIVAL_LOG: usize = 8192;
+
+/// What kind of request arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArrivalOp {
+    Read,
+    Write,
+    /// Making an object durable.
+    Sync,
+    /// Anything else: object sizes, truncates and removals on a data
+    /// server, namespace operations on a metadata server.
+    Metadata,
+}
+
+/// One request as it arrived at a server's queue, from its arrival log:
+/// in what order requests reach the servers is what transfer orderings
+/// and coordination are about, and this is where it can be seen.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Arrival {
+    /// Arrival order at this server, from 1.
+    pub seq: u64,
+    /// When, by the server machine's monotonic clock (`CLOCK_MONOTONIC`,
+    /// nanoseconds): arrivals at the servers of one machine compare with
+    /// each other (a wall clock, set apart in each server at its start,
+    /// differed by milliseconds between servers here).
+    pub at_ns: u64,
+    pub app: u32,
+    pub rank: u32,
+    /// The issue time the client stamped (its clock, as sent): with the
+    /// application and rank, it names the call the request is a piece of.
+    pub issue_ns: u64,
+    pub op: ArrivalOp,
+    pub object: u64,
+    /// The first object byte and how many bytes (over every extent).
+    pub offset: u64,
+    pub bytes: u64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AppStats {
     pub app: u32,

@@ -30,10 +30,10 @@ use concerto_core::{Extent, MetaOp};
 
 use crate::auth;
 use crate::namespace;
-use crate::stats::ServerStats;
+use crate::stats::{Arrival, ServerStats};
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 9;
+pub const VERSION: u16 = 10;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -217,6 +217,11 @@ pub enum Message {
     },
     /// The server's statistics.
     Stats,
+    /// The server's arrival log from request `after` + 1 on (what it
+    /// still holds of it).
+    Arrivals {
+        after: u64,
+    },
     /// Another data server's service report (total-service sharing, `service-sync`).
     ServiceReport(ServiceReport),
     /// Every server of the cluster (replaces what the server knew): the
@@ -269,6 +274,9 @@ pub enum Message {
         lease_ms: u64,
     },
     StatsReply(Box<ServerStats>),
+    ArrivalLog {
+        arrivals: Vec<Arrival>,
+    },
     Error {
         kind: ErrorKind,
         message: String,
@@ -1013,6 +1021,7 @@ mod tests {
             (tags(), meta()).prop_map(|(tags, op)| Message::Meta { tags, op }),
             Just(Message::Ping),
             Just(Message::Stats),
+            any::<u64>().prop_map(|after| Message::Arrivals { after }),
             ".{0,40}".prop_map(|policy| Message::SetPolicy { policy }),
             proptest::collection::vec((any::<u32>(), any::<u64>(), 0.01f64..100.0), 0..8).prop_map(
                 |served| Message::ServiceReport(ServiceReport {

@@ -23,6 +23,7 @@ use concerto_client::probe::{DirectoryProbe, ServerProbe};
 use concerto_client::proto::auth::{Grant, Key, KeyRing, Secret};
 use concerto_client::proto::stats::ServerStats;
 use concerto_client::proto::{ErrorKind, LayoutRequest};
+use concerto_client::TransferOrder;
 use concerto_client::{
     credential_for, ClientError, ClusterFile, FileHandle, FsClient, Identity, IoPhase,
 };
@@ -124,14 +125,19 @@ impl FsClientHandle {
     /// the job and rank the environment names (`concerto_client::identity`);
     /// a tenant credential fixes the application to its job.
     #[new]
-    #[pyo3(signature = (cluster, path, app=None, rank=None, weight=None))]
+    #[pyo3(signature = (cluster, path, app=None, rank=None, weight=None, transfers=None))]
     fn new(
         cluster: &str,
         path: std::path::PathBuf,
         app: Option<u32>,
         rank: Option<u32>,
         weight: Option<f64>,
+        transfers: Option<&str>,
     ) -> PyResult<FsClientHandle> {
+        let transfers = transfers
+            .map(TransferOrder::parse)
+            .transpose()
+            .map_err(|e| PyValueError::new_err(format!("transfers: {e}")))?;
         let cluster = ClusterFile::parse(cluster)
             .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))?;
         let credential = credential_for(&path, &cluster, |k| std::env::var(k).ok())
@@ -154,7 +160,9 @@ impl FsClientHandle {
             .map_err(|e| PyOSError::new_err(format!("cannot start the client runtime: {e}")))?;
         Ok(FsClientHandle {
             runtime,
-            inner: Arc::new(FsClient::new(cluster, identity, credential)),
+            inner: Arc::new(
+                FsClient::new(cluster, identity, credential).with_transfer_order(transfers),
+            ),
             phase: std::sync::Mutex::new(None),
         })
     }
@@ -291,6 +299,20 @@ impl FsClientHandle {
 
     fn statfs(&self, py: Python<'_>) -> PyResult<String> {
         Ok(to_json(&self.run(py, self.inner.statfs())?))
+    }
+
+    /// JSON list, one per server in cluster-file order: its arrival log
+    /// after request `after` (a list of arrivals), or {"error": message}.
+    fn arrivals(&self, py: Python<'_>, after: u64) -> String {
+        let all = py.allow_threads(|| self.runtime.block_on(self.inner.arrivals(after)));
+        let out: Vec<serde_json::Value> = all
+            .into_iter()
+            .map(|r| match r {
+                Ok(a) => json!(a),
+                Err(e) => json!({"error": e.to_string()}),
+            })
+            .collect();
+        serde_json::Value::Array(out).to_string()
     }
 
     /// JSON list, one per server in cluster-file order: the statistics, or {"error": message}.

@@ -499,6 +499,7 @@ fn command(message: Message, key: &Key, conn: u64, reply: Reply) -> Result<Comma
                 return Err(false);
             }
         },
+        Message::Arrivals { after } => Command::Arrivals { after, reply },
         Message::Stats => {
             let (tx, rx) = oneshot::channel();
             tokio::spawn(async move {

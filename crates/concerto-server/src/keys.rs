@@ -105,6 +105,7 @@ pub fn refusal(key: &Key, message: &Message) -> Option<String> {
         Message::SetCluster { .. } => admin_only("setting the cluster map"),
         Message::SetRules { .. } | Message::GetRules => admin_only("the QoS rules"),
         Message::Stats => admin_only("reading the statistics"),
+        Message::Arrivals { .. } => admin_only("reading the arrival log"),
         // The servers' own business with each other.
         Message::ServiceReport(_)
         | Message::SetGrants { .. }

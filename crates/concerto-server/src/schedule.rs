@@ -31,7 +31,7 @@ use crate::metadata::{Caller, MetadataService, Outcome};
 use crate::peers::PeerLink;
 use crate::rules::{parse_policy, rules_toml, save_rules};
 use crate::server::ServerConfig;
-use crate::stats::{Recorder, ServerStats};
+use crate::stats::{ArrivalOp, Recorder, ServerStats};
 use crate::storage::ObjectStore;
 use crate::throttle::Throttle;
 
@@ -57,6 +57,11 @@ pub(crate) enum Command {
     },
     Stats {
         reply: oneshot::Sender<ServerStats>,
+    },
+    /// The arrival log after request `after`.
+    Arrivals {
+        after: u64,
+        reply: Reply,
     },
     /// A peer's service report, to charge to the policy.
     Absorb {
@@ -413,6 +418,13 @@ impl Loop {
                 self.next_id += 1;
                 job.req.id = RequestId(self.next_id);
                 let arrived = self.clock.now();
+                let op = match &job.action {
+                    Action::Object(ObjectOp::Read { .. }) => ArrivalOp::Read,
+                    Action::Object(ObjectOp::Write { .. }) => ArrivalOp::Write,
+                    Action::Object(ObjectOp::Fsync) => ArrivalOp::Sync,
+                    _ => ArrivalOp::Metadata,
+                };
+                self.recorder.arrived(&job.req, op);
                 // The client's clock is its word only within the skew allowed.
                 job.req.issue_time = job
                     .req
@@ -555,6 +567,10 @@ impl Loop {
                         },
                     },
                 );
+            }
+            Command::Arrivals { after, reply } => {
+                let arrivals = self.recorder.arrivals_after(after);
+                reply.send(Message::ArrivalLog { arrivals });
             }
             Command::Stats { reply } => {
                 let now = self.clock.now();

@@ -6,13 +6,14 @@
 //! is written here directly from the one snapshot type rather than mirroring
 //! every counter into a metrics library's registry.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write;
 
-use concerto_core::{Op, Time};
+use concerto_core::{Op, Request, Time};
 
 pub use concerto_proto::stats::{
-    AppStats, LatencyHistogram, ReportCounts, RetiredApps, ServerStats, MAX_TRACKED_APPS,
+    AppStats, Arrival, ArrivalOp, LatencyHistogram, ReportCounts, RetiredApps, ServerStats,
+    ARRIVAL_LOG, MAX_TRACKED_APPS,
 };
 
 /// One tracked application.
@@ -22,6 +23,17 @@ struct Tracked {
     present: u64,
     /// When it last enqueued or completed a request.
     last_active: Time,
+}
+
+/// This machine's monotonic clock, nanoseconds.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// What the scheduling loop updates as requests move.
@@ -36,6 +48,9 @@ pub struct Recorder {
     retired: RetiredApps,
     latency: [LatencyHistogram; 3],
     reports: ReportCounts,
+    /// The latest requests to arrive, at most [`ARRIVAL_LOG`].
+    arrivals: VecDeque<Arrival>,
+    arrived: u64,
 }
 
 impl Recorder {
@@ -53,6 +68,8 @@ impl Recorder {
                 LatencyHistogram::new("metadata"),
             ],
             reports: ReportCounts::default(),
+            arrivals: VecDeque::with_capacity(ARRIVAL_LOG),
+            arrived: 0,
         }
     }
 
@@ -119,6 +136,32 @@ impl Recorder {
         if let Some(t) = idlest.and_then(|app| self.apps.remove(&app)) {
             self.retired.absorb(&t.stats);
         }
+    }
+
+    /// Notes `req`'s arrival (now), an `op`, in the arrival log (the
+    /// oldest entry goes once the log is full).
+    pub fn arrived(&mut self, req: &Request, op: ArrivalOp) {
+        self.arrived += 1;
+        if self.arrivals.len() == ARRIVAL_LOG {
+            self.arrivals.pop_front();
+        }
+        self.arrivals.push_back(Arrival {
+            seq: self.arrived,
+            at_ns: monotonic_ns(),
+            app: req.app.0,
+            rank: req.rank,
+            issue_ns: req.issue_time.as_nanos(),
+            op,
+            object: req.object.0,
+            offset: req.offset,
+            bytes: req.len,
+        });
+    }
+
+    /// The arrival log's entries after request `after`.
+    pub fn arrivals_after(&self, after: u64) -> Vec<Arrival> {
+        let skip = self.arrivals.partition_point(|a| a.seq <= after);
+        self.arrivals.range(skip..).cloned().collect()
     }
 
     pub fn enqueued(&mut self, app: u32) {
@@ -408,6 +451,24 @@ mod tests {
 
     use super::*;
     use concerto_proto::Role;
+
+    #[test]
+    fn the_arrival_log_keeps_the_latest_requests_in_order() {
+        let mut r = Recorder::new(Time::ZERO);
+        let req = |i: u64| Request::data(i, 3, 0, Time::ZERO, Op::Write, 9, i, 4096);
+        for i in 0..ARRIVAL_LOG as u64 + 10 {
+            r.arrived(&req(i), ArrivalOp::Write);
+        }
+        let all = r.arrivals_after(0);
+        assert_eq!(all.len(), ARRIVAL_LOG);
+        assert_eq!((all[0].seq, all[0].offset), (11, 10));
+        assert!(all
+            .windows(2)
+            .all(|w| w[0].seq + 1 == w[1].seq && w[0].at_ns <= w[1].at_ns));
+        let last = all.last().unwrap().seq;
+        assert_eq!(r.arrivals_after(last - 2).len(), 2);
+        assert!(r.arrivals_after(last).is_empty());
+    }
 
     #[test]
     fn waiting_and_held_time_accumulate_only_while_queued() {

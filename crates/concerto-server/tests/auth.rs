@@ -230,6 +230,12 @@ async fn a_tenant_acts_only_as_its_job_and_cannot_administer() {
     let m = denied(tenant.set_policy("kind = \"sfq-d-plus\"").await).await;
     assert!(m.contains("needs an admin key"), "{m}");
     denied(tenant.stats().await).await;
+    // The arrival log shows every tenant's requests.
+    let m = denied(tenant.arrivals(0).await).await;
+    assert!(
+        m.contains("reading the arrival log needs an admin key"),
+        "{m}"
+    );
     denied(tenant.rules().await).await;
     denied(tenant.set_rules("", true).await).await;
     let m = denied(
@@ -276,6 +282,22 @@ async fn a_tenant_acts_only_as_its_job_and_cannot_administer() {
             .unwrap(),
         &b"mine"[..]
     );
+    // The administrator's view of the arrivals: the tenant's write and the
+    // admin's read, numbered in arrival order, and only those after a mark.
+    let log = admin.arrivals(0).await.unwrap();
+    let seen: Vec<_> = log
+        .iter()
+        .map(|a| (a.app, a.op, a.object, a.bytes))
+        .collect();
+    use concerto_proto::stats::ArrivalOp;
+    assert_eq!(
+        seen,
+        [(7, ArrivalOp::Write, 1, 4), (7, ArrivalOp::Read, 1, 4)]
+    );
+    assert!(log
+        .windows(2)
+        .all(|w| w[0].seq + 1 == w[1].seq && w[0].at_ns <= w[1].at_ns));
+    assert_eq!(admin.arrivals(log[0].seq).await.unwrap(), log[1..]);
     s.shutdown().await;
 }
 

@@ -8,18 +8,22 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::layout::StripeLayout;
+use crate::layout::{BufferPart, RequestLimits, StripeLayout};
 use crate::request::Extent;
 
 /// One block: up to `b` bytes of the client's data held by one server,
-/// as that server's object extents (ascending), and where its first byte
-/// lies in the file.
+/// as that server's object extents (ascending), where its first byte lies
+/// in the file, and where its bytes sit in the caller's buffer (the real
+/// client copies a write's payload from there and puts a read's reply
+/// there).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Block {
     pub server: u32,
     pub extents: Vec<Extent>,
     pub bytes: u64,
     pub file_offset: u64,
+    /// The block's bytes in object order, with their buffer places.
+    pub parts: Vec<BufferPart>,
 }
 
 impl Block {
@@ -33,40 +37,36 @@ impl Block {
 /// `layout`, each at most `b` bytes of one server's data: per server, in
 /// offset order, servers in the order of the layout.
 pub fn blocks(layout: &StripeLayout, extents: &[Extent], b: u64) -> Vec<Block> {
-    let b = b.max(1);
-    let mut out = Vec::new();
-    for piece in layout.split_extents(extents) {
-        let fresh = || Block {
-            server: piece.server,
-            extents: Vec::new(),
-            bytes: 0,
-            file_offset: 0,
-        };
-        let mut current = fresh();
-        for e in piece.extents {
-            let (mut offset, mut left) = (e.offset, e.len);
-            while left > 0 {
-                if current.bytes == 0 {
-                    current.file_offset = layout.file_offset(piece.slot, offset);
-                }
-                let take = left.min(b - current.bytes);
-                match current.extents.last_mut() {
-                    Some(last) if last.offset + last.len == offset => last.len += take,
-                    _ => current.extents.push(Extent::new(offset, take)),
-                }
-                current.bytes += take;
-                offset += take;
-                left -= take;
-                if current.bytes == b {
-                    out.push(std::mem::replace(&mut current, fresh()));
-                }
-            }
-        }
-        if current.bytes > 0 {
-            out.push(current);
-        }
-    }
-    out
+    let limits = RequestLimits {
+        max_bytes: b,
+        max_extents: usize::MAX,
+    };
+    blocks_within(layout, extents, limits)
+}
+
+/// [`blocks`] of at most `limits.max_bytes` bytes that also name at most
+/// `limits.max_extents` object extents (a wire protocol's bound): the
+/// per-server requests of [`StripeLayout::requests`], each placed in the
+/// file.
+pub fn blocks_within(
+    layout: &StripeLayout,
+    extents: &[Extent],
+    limits: RequestLimits,
+) -> Vec<Block> {
+    layout
+        .requests(extents, limits)
+        .into_iter()
+        .map(|r| Block {
+            server: r.server,
+            file_offset: r
+                .extents
+                .first()
+                .map_or(0, |e| layout.file_offset(r.slot, e.offset)),
+            extents: r.extents,
+            bytes: r.bytes,
+            parts: r.parts,
+        })
+        .collect()
 }
 
 /// The sending orders of Section 6.
