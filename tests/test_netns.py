@@ -141,3 +141,28 @@ def test_a_partitioned_link_times_out_naming_the_server_and_the_client_recovers(
     f.fsync()
     assert f.read(0, 2 * len(kept)) == kept + kept
     assert client.open("/kept").read(0, len(kept)) == kept
+
+
+def test_reproduce_clusterfile_real_quick_ranks_the_orderings_on_real_bytes(tmp_path):
+    # The synthetic benchmark across namespaces, beside its twin: the three
+    # orderings rank on real bytes as in the simulator, hash-IOS (no two
+    # transfers at one NIC) agrees with the simulator within the twin's
+    # tolerance in every cell, and the namespaces are gone afterwards.
+    before = _namespaces_and_links()
+    out = tmp_path / "cf"
+    r = concerto("reproduce", "clusterfile", "--real", "--quick", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    claims = {c["id"]: c for c in json.loads((out / "claims.json").read_text())}
+    assert set(claims) == {"cf-real-twin", "cf-real-order-write", "cf-real-order-read", "cf-real-spread-write",
+                           "cf-real-spread-read"}
+    assert claims["cf-real-order-write"]["status"] == "reproduced", claims["cf-real-order-write"]
+    assert claims["cf-real-order-read"]["status"] == "reproduced", claims["cf-real-order-read"]
+    results = json.loads((out / "results.json").read_text())
+    for op in ("write", "read"):
+        for cell in (c for c in results["real"] if c["op"] == op and c["ordering"] == "hash-ios"):
+            twin = next(s for s in results["simulated"]
+                        if (s["op"], s["ordering"], s["block"]) == (op, "hash-ios", cell["block"]))
+            assert abs(cell["throughput_Bps"] / twin["throughput_Bps"] - 1) <= 0.25, (cell, twin)
+    assert 0.9 * 12.5e6 <= results["links"]["rate_Bps"] <= 12.5e6 * 1.02, results["links"]
+    assert (out / "report.md").exists() and (out / "real.png").exists()
+    assert _namespaces_and_links() <= before

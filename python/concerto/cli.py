@@ -377,15 +377,38 @@ for _name, _module, _quick, _about in [
     ("iosets", "iosets", "Fewer sweep points and 20 repetitions (about twenty seconds).",
      "IO-SETS in the fluid mode: Sections VI-A (nH, I/O stress 0.8 and 0.2, noise), VI-B1 (spread of w_iter) and "
      "VI-B2 (a fourth profile against CLAIRVOYANT), 200 repetitions."),
-    ("clusterfile", "clusterfile", "Three repetitions and fewer transfer graphs (a few seconds).",
-     "Clusterfile's client-side I/O scheduling: first-, random- and hash-IOS over the schedule block (Figures 2-5), "
-     "and the transfer-scheduling heuristics against the optimum."),
     ("resonance", "resonance", "Two repetitions and shorter runs (a few seconds).",
      "Resonant I/O: the demonstration program (Figures 2 and 5), mpi-io-test, ior-mpi-io, noncontig, HPIO, "
      "coll_perf and BTIO class C under independent I/O, two-phase and resonant I/O, and interference "
      "(Figure 11)."),
 ]:
     _sweep_reproduction(_name, _module, _quick, _about)
+
+
+@reproduce.command("clusterfile")
+@click.option("--quick", is_flag=True,
+              help="Three repetitions and fewer transfer graphs (a few seconds); with --real, two schedule blocks "
+                   "and one repetition (about fifteen seconds).")
+@click.option("--real", is_flag=True,
+              help="The synthetic benchmark on real bytes: 4 client groups and 4 servers in network namespaces "
+                   "with limited links (needs root), beside the simulator given the measured links.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the report goes (default results/clusterfile, with --real results/clusterfile-real).")
+@seed_opt
+@workers_opt
+@dask_opt
+@guarded
+def reproduce_clusterfile(quick: bool, real: bool, out: Path | None, seed: int | None, workers: int,
+                          dask: str | None) -> None:
+    """Clusterfile's client-side I/O scheduling: first-, random- and hash-IOS over the schedule block (Figures 2-5),
+    and the transfer-scheduling heuristics against the optimum; with --real, on real bytes across network
+    namespaces."""
+    if real:
+        if dask is not None:
+            raise click.BadParameter("the real run is on this machine", param_hint="--dask")
+        _reproduce("clusterfile_real", out or Path("results/clusterfile-real"), quick, seed)
+    else:
+        _reproduce("clusterfile", out or Path("results/clusterfile"), quick, seed, workers=workers, dask=dask)
 
 
 @main.group()
