@@ -69,6 +69,7 @@ for line in sys.stdin:
     client = fs.connect(cluster, app=cell["app"], rank=rank,
                         transfers=f"{cell['ordering']},block={cell['block']}")
     f = client.create(cell["path"], unit=cell["unit"], count=cell["servers"], exclusive=False)
+    client.ping()  # every server's connection open (and authenticated) before the start
     at = rank * cell["size"]
     # Every client starts at the same moment (the machine's monotonic clock, shared by the namespaces).
     while time.monotonic_ns() < cell["start_ns"]:
