@@ -3,6 +3,7 @@ land: in the servers' arrival logs."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
@@ -145,3 +146,22 @@ def test_a_mount_sends_each_callers_writes_in_blocks_of_its_order(cluster, tmp_p
 def test_a_bad_transfer_order_is_named():
     with pytest.raises(ValueError, match=r"transfers: \"in-flight\" is not KEY=VALUE"):
         fs.Client(Path(__file__).parent.parent / "README.md", transfers="hash-ios,in-flight")
+
+
+def test_cluster_arrivals_shows_each_servers_latest_requests(cluster):
+    from conftest import concerto
+
+    f = fs.connect(cluster, app=330, rank=2).create("/shown", unit=UNIT, count=SERVERS)
+    f.write(0, bytes(SERVERS * UNIT))
+    r = concerto("cluster", "arrivals", "--cluster", str(cluster), "--json")
+    assert r.returncode == 0, r.stderr
+    logs = json.loads(r.stdout)
+    assert len(logs) == SERVERS
+    for log in logs:
+        ours = [(a["rank"], a["op"], a["bytes"]) for a in log if a["app"] == 330 and a["op"] != "metadata"]
+        assert ours == [(2, "write", UNIT)], log
+    r = concerto("cluster", "arrivals", "--cluster", str(cluster), "--last", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("1 of its latest") == SERVERS and "330" in r.stdout, r.stdout
+    r = concerto("cluster", "arrivals", "--cluster", str(cluster), "--last", "0")
+    assert r.returncode != 0 and "--last" in r.stderr, r.stderr

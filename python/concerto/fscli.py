@@ -327,6 +327,33 @@ def cluster_stats(cluster_file: Path | None, as_json: bool) -> None:
         console.print(f"... and {len(shown) - STATS_ROWS} more applications (all of them: --json)")
 
 
+@cluster.command("arrivals")
+@cluster_opt
+@click.option("--last", type=click.IntRange(min=1, max=8192), default=16, show_default=True,
+              help="Arrivals shown per server (the latest).")
+@click.option("--json", "as_json", is_flag=True, help="Print every server's whole arrival log as JSON.")
+@fs_guarded
+def cluster_arrivals(cluster_file: Path | None, last: int, as_json: bool) -> None:
+    """The latest requests to reach each server's queue, in arrival order: who sent them (application and rank),
+    what they ask for and when — the order transfer ordering and coordination are about. Needs the admin key."""
+    logs = Client(cluster_path(cluster_file)).arrivals()
+    if as_json:
+        click.echo(json.dumps(logs, indent=2))
+        return
+    for server, log in enumerate(logs):
+        if isinstance(log, dict):
+            raise FsProblem(f"server {server}: {log['error']}")
+        shown = log[-last:]
+        t = Table(title=f"server {server}: {len(shown)} of its latest {len(log)} arrivals")
+        for col in ("#", "ms", "app", "rank", "op", "object", "offset", "bytes"):
+            t.add_column(col, justify="right")
+        start = shown[0]["at_ns"] if shown else 0
+        for a in shown:
+            t.add_row(str(a["seq"]), f"{(a['at_ns'] - start) / 1e6:.3f}", str(a["app"]), str(a["rank"]), a["op"],
+                      str(a["object"]), str(a["offset"]), human(a["bytes"]))
+        console.print(t)
+
+
 def _coordinator_table(c: dict) -> Table:
     """Who does I/O by the coordinator's grant and who waits, in which set, for how long."""
     t = Table(title=f"coordinator ({c['policy']}; {c['grants_total']} grants, "
