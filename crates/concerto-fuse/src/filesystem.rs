@@ -181,6 +181,7 @@ impl From<ClientError> for Errno {
             Some(ErrorKind::Denied) => libc::EACCES,
             Some(ErrorKind::NoSpace) => libc::ENOSPC,
             Some(ErrorKind::Stale) => libc::ESTALE,
+            Some(ErrorKind::Busy) => libc::EAGAIN,
             _ if matches!(e, ClientError::Auth { .. }) => libc::EACCES,
             _ if matches!(e, ClientError::Invalid(_)) => libc::EINVAL,
             _ => libc::EIO,

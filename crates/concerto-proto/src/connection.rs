@@ -150,6 +150,15 @@ async fn handshake(
                 )))
             }
         }
+        // The key was fine, but the server takes no more connections from this address now.
+        Message::Error {
+            kind: ErrorKind::Busy,
+            message,
+        } => Err(ClientError::Server {
+            server,
+            kind: ErrorKind::Busy,
+            message: format!("server {server}: {message}"),
+        }),
         Message::Error { message, .. } => Err(refused(message)),
         _ => Err(ClientError::Unexpected { server }),
     }

@@ -566,6 +566,9 @@ pub enum ErrorKind {
     /// The object belonged to a file that has been removed (ESTALE): a
     /// write or read through a descriptor opened before the unlink.
     Stale,
+    /// The client's address has as many connections as the server takes
+    /// from one address (EAGAIN: try again once one closes).
+    Busy,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -49,6 +49,7 @@ fn py_err(e: ClientError) -> PyErr {
             ErrorKind::NotEmpty => PyOSError::new_err((libc::ENOTEMPTY, msg)),
             ErrorKind::NoSpace => PyOSError::new_err((libc::ENOSPC, msg)),
             ErrorKind::Stale => PyOSError::new_err((libc::ESTALE, msg)),
+            ErrorKind::Busy => PyOSError::new_err((libc::EAGAIN, msg)),
             ErrorKind::Invalid => PyValueError::new_err(msg),
             ErrorKind::Denied => PyPermissionError::new_err(msg),
             ErrorKind::Io | ErrorKind::Protocol => PyOSError::new_err(msg),

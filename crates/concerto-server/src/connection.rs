@@ -1,10 +1,11 @@
 //! Connections: the accept loop, the handshake, frames in and replies out,
-//! and the bounds on what one client holds of the server (connections per
-//! address, memory per connection, time per frame). A request that passes
+//! and the bounds on what one client holds of the server (handshakes and
+//! authenticated connections per address, memory per connection, time per
+//! frame). A request that passes
 //! becomes a [`Command`] for the scheduling loop; its reply goes straight
 //! back on the connection's writer, matched by id, in completion order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,13 +51,14 @@ pub(crate) async fn accept(
             accepted = listener.accept() => match accepted {
                 Ok((stream, from)) => {
                     backoff = Duration::ZERO;
-                    let Some(slot) = open.take(from, limits.per_client) else {
-                        eprintln!("concerto-server: connection from {from} refused: {} connections from {} already", limits.per_client, from.ip());
+                    let conn = ids.fetch_add(1, Ordering::Relaxed) + 1;
+                    let Some((slot, evicted)) = open.arrive(from, conn) else {
+                        eprintln!("concerto-server: connection from {from} refused: {PENDING_TOTAL} handshakes in progress already");
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    let peer = Peer { from, conn: ids.fetch_add(1, Ordering::Relaxed) + 1, _slot: slot };
-                    tokio::spawn(connection(stream, peer, keys.clone(), limits, sched.clone(), stopped.clone()));
+                    let peer = Peer { from, conn, slot };
+                    tokio::spawn(connection(stream, peer, evicted, keys.clone(), limits, sched.clone(), stopped.clone()));
                 }
                 Err(e) => {
                     backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
@@ -72,39 +74,114 @@ pub(crate) async fn accept(
     }
 }
 
-/// Connections open per client address.
-#[derive(Clone, Default)]
-struct OpenConnections(Arc<std::sync::Mutex<HashMap<IpAddr, u32>>>);
+/// Handshakes in progress from one address at once. A new connection past
+/// this closes the address's oldest handshake rather than being refused:
+/// whoever holds idle unauthenticated connections cannot keep out a client
+/// of the same address (every job on a compute node shares it), whose
+/// handshake is the newest and done in a few round trips.
+const PENDING_PER_ADDRESS: usize = 16;
+/// Handshakes in progress at once from every address; past it new
+/// connections are closed at once.
+const PENDING_TOTAL: usize = 1024;
 
-/// One open connection's place in [`OpenConnections`], given back on drop.
+/// What one address holds of the server: connections that authenticated
+/// (at most the per-client cap), and handshakes in progress, oldest first,
+/// each with the way to close it.
+#[derive(Default)]
+struct Address {
+    authenticated: u32,
+    pending: VecDeque<(u64, oneshot::Sender<()>)>,
+}
+
+#[derive(Default)]
+struct Open {
+    addresses: HashMap<IpAddr, Address>,
+    pending: usize,
+}
+
+/// Connections per client address, and handshakes in progress.
+#[derive(Clone, Default)]
+struct OpenConnections(Arc<std::sync::Mutex<Open>>);
+
+/// One connection's place in [`OpenConnections`], given back on drop.
 struct Slot {
     open: OpenConnections,
     ip: IpAddr,
+    conn: u64,
+    authenticated: bool,
 }
 
 impl OpenConnections {
-    fn take(&self, from: SocketAddr, cap: u32) -> Option<Slot> {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let n = map.entry(from.ip()).or_insert(0);
-        if *n >= cap {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new connection's place among its address's handshakes, and what
+    /// tells it that a newer one closed it; `None` when the server has
+    /// [`PENDING_TOTAL`] handshakes in progress.
+    fn arrive(&self, from: SocketAddr, conn: u64) -> Option<(Slot, oneshot::Receiver<()>)> {
+        let mut open = self.lock();
+        if open.pending >= PENDING_TOTAL {
             return None;
         }
-        *n += 1;
-        Some(Slot {
+        let (tx, rx) = oneshot::channel();
+        let address = open.addresses.entry(from.ip()).or_default();
+        let evicted = if address.pending.len() >= PENDING_PER_ADDRESS {
+            address.pending.pop_front()
+        } else {
+            None
+        };
+        address.pending.push_back((conn, tx));
+        open.pending += 1;
+        if let Some((_, close)) = evicted {
+            open.pending -= 1;
+            let _ = close.send(());
+        }
+        let slot = Slot {
             open: self.clone(),
             ip: from.ip(),
-        })
+            conn,
+            authenticated: false,
+        };
+        Some((slot, rx))
+    }
+}
+
+impl Slot {
+    /// The handshake succeeded: the connection counts among its address's
+    /// authenticated ones, unless the address has `cap` already.
+    fn authenticate(&mut self, cap: u32) -> Result<(), String> {
+        let mut open = self.open.lock();
+        let open = &mut *open;
+        let address = open.addresses.entry(self.ip).or_default();
+        if let Some(i) = address.pending.iter().position(|(c, _)| *c == self.conn) {
+            address.pending.remove(i);
+            open.pending -= 1;
+        }
+        if address.authenticated >= cap {
+            return Err(format!("{cap} connections from {} already", self.ip));
+        }
+        address.authenticated += 1;
+        self.authenticated = true;
+        Ok(())
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut map = self.open.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = map.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.ip);
-            }
+        let mut open = self.open.lock();
+        let open = &mut *open;
+        let Some(address) = open.addresses.get_mut(&self.ip) else {
+            return;
+        };
+        if self.authenticated {
+            address.authenticated -= 1;
+        } else if let Some(i) = address.pending.iter().position(|(c, _)| *c == self.conn) {
+            address.pending.remove(i);
+            open.pending -= 1;
+        }
+        if address.authenticated == 0 && address.pending.is_empty() {
+            open.addresses.remove(&self.ip);
         }
     }
 }
@@ -115,7 +192,7 @@ impl Drop for Slot {
 struct Peer {
     from: SocketAddr,
     conn: u64,
-    _slot: Slot,
+    slot: Slot,
 }
 
 /// Largest frame before a connection has authenticated: a hello or a
@@ -185,11 +262,13 @@ async fn next_message(frames: &mut Frames) -> Result<Message, Refused> {
 }
 
 /// The server's side of the handshake ([`concerto_proto::auth`]): the key
-/// the connection proved it holds, or why it did not.
+/// the connection proved it holds, or why it did not. A proven key is
+/// welcomed only if `admit` lets the connection in (its address's cap).
 async fn authenticate(
     frames: &mut Frames,
     out: &mpsc::UnboundedSender<Outgoing>,
     keys: &Keys,
+    admit: impl FnOnce() -> Result<(), Refused>,
 ) -> Result<Key, Refused> {
     let denied = |why: String| (ErrorKind::Denied, why);
     let Message::Hello {
@@ -222,6 +301,7 @@ async fn authenticate(
                 &mac,
             ) =>
         {
+            admit()?;
             let welcome = Message::Welcome {
                 grant: key.grant,
                 mac: auth::proof(auth::Side::Server, &key.secret, &key_id, &client, &server),
@@ -258,7 +338,8 @@ async fn write_replies(
 /// completion order, matched by id).
 async fn connection(
     stream: TcpStream,
-    peer: Peer,
+    mut peer: Peer,
+    mut evicted: oneshot::Receiver<()>,
     keys: Arc<Keys>,
     limits: ConnectionLimits,
     sched: mpsc::Sender<Command>,
@@ -272,15 +353,25 @@ async fn connection(
         .set_max_frame_length(HANDSHAKE_MAX_FRAME);
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let writer = tokio::spawn(write_replies(write, out_rx));
-    let handshake =
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut frames, &out_tx, &keys))
-            .await
-            .unwrap_or_else(|_| {
+    let cap = limits.per_client;
+    let slot = &mut peer.slot;
+    // Authenticated, it takes its place among its address's connections.
+    let admit = move || slot.authenticate(cap).map_err(|why| (ErrorKind::Busy, why));
+    let handshake = tokio::select! {
+        done = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut frames, &out_tx, &keys, admit)) => {
+            done.unwrap_or_else(|_| {
                 Err((
                     ErrorKind::Denied,
                     format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
                 ))
-            });
+            })
+        }
+        Ok(()) = &mut evicted => Err((
+            ErrorKind::Denied,
+            format!("{PENDING_PER_ADDRESS} newer handshakes from {} came in before it finished", from.ip()),
+        )),
+    };
+
     match handshake {
         Ok(key) => {
             frames.decoder_mut().set_max_frame_length(MAX_FRAME);
@@ -302,12 +393,15 @@ async fn connection(
             // A protocol error says what was wrong with the frame; a refused
             // key learns only that it was refused.
             let message = match kind {
-                ErrorKind::Protocol => why,
+                ErrorKind::Protocol | ErrorKind::Busy => why,
                 _ => "authentication failed".into(),
             };
             let _ = out_tx.send((Envelope::new(0, Message::Error { kind, message }), None));
         }
     }
+    // Its place goes back before the socket closes, so that a client that
+    // saw it close finds the place free.
+    drop(peer);
     drop(out_tx);
     let _ = writer.await;
 }

@@ -65,8 +65,10 @@ pub struct ServerConfig {
 /// behaves) can exhaust its memory, connections or time.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ConnectionLimits {
-    /// Connections open at once from one IP address; more are closed as
-    /// they arrive.
+    /// Authenticated connections open at once from one IP address; one
+    /// more is refused (`Busy`) at the end of its handshake. Handshakes in
+    /// progress are bounded apart (the connection module's
+    /// `PENDING_PER_ADDRESS`).
     pub per_client: u32,
     /// Bytes one connection's requests may hold at once (write data
     /// received, read data to send back): past it the server stops reading

@@ -23,6 +23,7 @@ use concerto_client::Identity;
 use concerto_core::Extent;
 use concerto_proto::auth::{self, Credential, Grant, KeyRing};
 use concerto_proto::connection::ServerConnection;
+use concerto_proto::ErrorKind;
 use concerto_proto::{Envelope, Message, Tags, MAX_IO};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -157,6 +158,13 @@ async fn receive(sock: &mut TcpStream) -> Message {
 
 /// An authenticated raw connection from `from`.
 async fn authenticated(from: [u8; 4], s: &Server) -> TcpStream {
+    let (sock, answer) = handshake(from, s).await;
+    assert!(matches!(answer, Message::Welcome { .. }), "{answer:?}");
+    sock
+}
+
+/// A raw connection from `from` that proves the admin key, and the server's last answer.
+async fn handshake(from: [u8; 4], s: &Server) -> (TcpStream, Message) {
     let mut sock = connect_from(from, s.addr).await.unwrap();
     let nonce = auth::random().unwrap();
     send(
@@ -179,8 +187,8 @@ async fn authenticated(from: [u8; 4], s: &Server) -> TcpStream {
         &theirs,
     );
     send(&mut sock, 0, Message::Proof { mac }).await;
-    assert!(matches!(receive(&mut sock).await, Message::Welcome { .. }));
-    sock
+    let answer = receive(&mut sock).await;
+    (sock, answer)
 }
 
 /// Waits until the server has closed `sock` (EOF or reset), reading and
@@ -279,13 +287,21 @@ async fn hostile_connections_leave_a_well_behaved_client_served_and_memory_bound
         .unwrap();
     closed_by_server(&mut early, "an unauthenticated large frame").await;
 
-    // 3. From one address, connections beyond the cap are closed at once
-    //    (the greedy ones count: 4 open, 12 more allowed).
+    // 3. From one address, authenticated connections beyond the cap are
+    //    refused, saying why (the greedy ones count: 4 open, 12 more allowed).
     let mut crowd = Vec::new();
     for _ in 0..12 {
-        crowd.push(connect_from([127, 0, 0, 2], s.addr).await.unwrap());
+        crowd.push(authenticated([127, 0, 0, 2], &s).await);
     }
-    let mut extra = connect_from([127, 0, 0, 2], s.addr).await.unwrap();
+    let (mut extra, answer) = handshake([127, 0, 0, 2], &s).await;
+    let Message::Error { kind, message } = answer else {
+        panic!("a connection over the cap was welcomed: {answer:?}")
+    };
+    assert_eq!(kind, ErrorKind::Busy);
+    assert!(
+        message.contains("16 connections from 127.0.0.2 already"),
+        "{message}"
+    );
     closed_by_server(&mut extra, "a connection over the cap").await;
     assert!(
         s.log().contains("16 connections from 127.0.0.2 already"),
@@ -306,13 +322,46 @@ async fn hostile_connections_leave_a_well_behaved_client_served_and_memory_bound
     drop((greedy, crowd));
 }
 
+/// The lockout of issue 38: a client with no key holds many connections
+/// that never authenticate, from the address a tenant shares with it (every
+/// job on a compute node does). Each new connection past 16 handshakes from
+/// one address closes the oldest, so the tenant's, the newest, gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_handshakes_cannot_keep_a_client_of_their_address_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), "max_connections_per_client = 16", 1024);
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(connect_from([127, 0, 0, 3], s.addr).await.unwrap());
+    }
+    for round in 0..20u64 {
+        let mut sock = authenticated([127, 0, 0, 3], &s).await;
+        send(&mut sock, round + 1, Message::Ping).await;
+        assert!(
+            matches!(receive(&mut sock).await, Message::Pong { .. }),
+            "round {round}"
+        );
+    }
+    // The idle ones were closed, oldest first, all but the newest few.
+    for sock in &mut idle[..280] {
+        closed_by_server(sock, "an idle handshake").await;
+    }
+    assert!(
+        s.log()
+            .contains("16 newer handshakes from 127.0.0.3 came in before it finished"),
+        "{}",
+        s.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_out_of_file_descriptors_backs_off_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     // Few descriptors, and no cap per client below that.
     let s = start(dir.path(), "max_connections_per_client = 1000", 64);
     served(&s, 0).await;
-    // Connections that never authenticate, until the server's accept fails.
+    // Connections that never authenticate, until the server's accept fails;
+    // from many addresses, since one address holds at most 16 handshakes.
     let mut held = Vec::new();
     let deadline = Instant::now() + TIMEOUT;
     while !s.log().contains("cannot accept a connection") {
@@ -321,7 +370,8 @@ async fn running_out_of_file_descriptors_backs_off_and_recovers() {
             "accept never failed: {}",
             s.log()
         );
-        if let Ok(sock) = connect_from([127, 0, 0, 3], s.addr).await {
+        let from = [127, 0, 1, 1 + (held.len() % 250) as u8];
+        if let Ok(sock) = connect_from(from, s.addr).await {
             held.push(sock);
         }
         if held.len() > 200 {
