@@ -106,6 +106,10 @@ struct ServerSection {
     max_connections_per_client: Option<u32>,
     /// Bytes one connection's requests may hold at once.
     connection_memory: Option<Bytes>,
+    /// Bytes the requests of all connections from one address may hold.
+    address_memory: Option<Bytes>,
+    /// Bytes the requests of every connection may hold together.
+    server_memory: Option<Bytes>,
     /// How long a frame begun may take to arrive.
     frame_timeout: Option<Time>,
 }
@@ -239,6 +243,14 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
             .max_connections_per_client
             .unwrap_or(defaults.per_client),
         memory: f.server.connection_memory.map_or(defaults.memory, |b| b.0),
+        address_memory: f
+            .server
+            .address_memory
+            .map_or(defaults.address_memory, |b| b.0),
+        server_memory: f
+            .server
+            .server_memory
+            .map_or(defaults.server_memory, |b| b.0),
         frame_timeout: f.server.frame_timeout.unwrap_or(defaults.frame_timeout),
     };
     if limits.per_client == 0 {
@@ -248,6 +260,18 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
         return Err(format!(
             "server.connection_memory: must be at least one request's data, {} MiB",
             MAX_IO >> 20
+        ));
+    }
+    if limits.address_memory < limits.memory {
+        return Err(format!(
+            "server.address_memory: must be at least server.connection_memory ({} MiB)",
+            limits.memory >> 20
+        ));
+    }
+    if limits.server_memory < limits.address_memory {
+        return Err(format!(
+            "server.server_memory: must be at least server.address_memory ({} MiB)",
+            limits.address_memory >> 20
         ));
     }
     if limits.frame_timeout == Time::ZERO {
@@ -350,6 +374,13 @@ stripe_unit = "1MiB"
             "roles = [\"data\", \"cache\"]"
         ))
         .contains("server.roles"));
+        // Memory budgets nest: connection <= address <= server.
+        let limits = |extra: &str| text.replace("keys = ", &format!("{extra}\nkeys = "));
+        assert!(err(&limits("address_memory = \"32MiB\"")).starts_with(
+            "server.address_memory: must be at least server.connection_memory (64 MiB)"
+        ));
+        assert!(err(&limits("server_memory = \"64MiB\""))
+            .starts_with("server.server_memory: must be at least server.address_memory (128 MiB)"));
         // The coordinator's section: only with the role, and its keys checked.
         assert!(err(&format!("{text}[coordinator]\nlease = \"5s\"\n"))
             .starts_with("coordinator: only a server with the coordinator role"));

@@ -29,7 +29,7 @@ use crate::coordinator::PhaseCommand;
 use crate::data::ObjectOp;
 use crate::keys::{refusal, Keys};
 use crate::rules::parse_rules;
-use crate::schedule::{Action, Command, Job, Outgoing, Reply};
+use crate::schedule::{Action, Command, Held, Job, Outgoing, Reply};
 use crate::server::ConnectionLimits;
 
 /// Accepts connections until the server stops; each gets its own task.
@@ -42,6 +42,7 @@ pub(crate) async fn accept(
 ) {
     let open = OpenConnections::default();
     let ids = AtomicU64::new(0);
+    let server_budget = Arc::new(Semaphore::new(kib(limits.server_memory) as usize));
     // Accepting fails when the process is out of file descriptors; the
     // next attempt would fail at once, so wait (longer each time) rather
     // than spin.
@@ -52,12 +53,12 @@ pub(crate) async fn accept(
                 Ok((stream, from)) => {
                     backoff = Duration::ZERO;
                     let conn = ids.fetch_add(1, Ordering::Relaxed) + 1;
-                    let Some((slot, evicted)) = open.arrive(from, conn) else {
+                    let Some((slot, evicted)) = open.arrive(from, conn, kib(limits.address_memory)) else {
                         eprintln!("concerto-server: connection from {from} refused: {PENDING_TOTAL} handshakes in progress already");
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    let peer = Peer { from, conn, slot };
+                    let peer = Peer { from, conn, slot, server_budget: server_budget.clone() };
                     tokio::spawn(connection(stream, peer, evicted, keys.clone(), limits, sched.clone(), stopped.clone()));
                 }
                 Err(e) => {
@@ -87,10 +88,11 @@ const PENDING_TOTAL: usize = 1024;
 /// What one address holds of the server: connections that authenticated
 /// (at most the per-client cap), and handshakes in progress, oldest first,
 /// each with the way to close it.
-#[derive(Default)]
 struct Address {
     authenticated: u32,
     pending: VecDeque<(u64, oneshot::Sender<()>)>,
+    /// What the requests of all its connections may hold (KiB).
+    budget: Arc<Semaphore>,
 }
 
 #[derive(Default)]
@@ -109,6 +111,8 @@ struct Slot {
     ip: IpAddr,
     conn: u64,
     authenticated: bool,
+    /// Its address's memory budget.
+    budget: Arc<Semaphore>,
 }
 
 impl OpenConnections {
@@ -119,13 +123,23 @@ impl OpenConnections {
     /// A new connection's place among its address's handshakes, and what
     /// tells it that a newer one closed it; `None` when the server has
     /// [`PENDING_TOTAL`] handshakes in progress.
-    fn arrive(&self, from: SocketAddr, conn: u64) -> Option<(Slot, oneshot::Receiver<()>)> {
+    fn arrive(
+        &self,
+        from: SocketAddr,
+        conn: u64,
+        budget_kib: u32,
+    ) -> Option<(Slot, oneshot::Receiver<()>)> {
         let mut open = self.lock();
         if open.pending >= PENDING_TOTAL {
             return None;
         }
         let (tx, rx) = oneshot::channel();
-        let address = open.addresses.entry(from.ip()).or_default();
+        let address = open.addresses.entry(from.ip()).or_insert_with(|| Address {
+            authenticated: 0,
+            pending: VecDeque::new(),
+            budget: Arc::new(Semaphore::new(budget_kib as usize)),
+        });
+        let budget = address.budget.clone();
         let evicted = if address.pending.len() >= PENDING_PER_ADDRESS {
             address.pending.pop_front()
         } else {
@@ -142,6 +156,7 @@ impl OpenConnections {
             ip: from.ip(),
             conn,
             authenticated: false,
+            budget,
         };
         Some((slot, rx))
     }
@@ -153,7 +168,9 @@ impl Slot {
     fn authenticate(&mut self, cap: u32) -> Result<(), String> {
         let mut open = self.open.lock();
         let open = &mut *open;
-        let address = open.addresses.entry(self.ip).or_default();
+        let Some(address) = open.addresses.get_mut(&self.ip) else {
+            return Err(format!("{} is not known (a server fault)", self.ip));
+        };
         if let Some(i) = address.pending.iter().position(|(c, _)| *c == self.conn) {
             address.pending.remove(i);
             open.pending -= 1;
@@ -193,6 +210,13 @@ struct Peer {
     from: SocketAddr,
     conn: u64,
     slot: Slot,
+    /// What every connection's requests may hold together (KiB).
+    server_budget: Arc<Semaphore>,
+}
+
+/// A byte budget in the semaphores' unit, KiB.
+fn kib(bytes: u64) -> u32 {
+    (bytes / 1024).clamp(1, Semaphore::MAX_PERMITS as u64) as u32
 }
 
 /// Largest frame before a connection has authenticated: a hello or a
@@ -246,6 +270,17 @@ async fn next_frame(
             _ = stopped.changed() => return None,
         }
     }
+}
+
+/// `cost` KiB of each budget (connection, address, server), in that order;
+/// `None` if one was closed.
+async fn hold(budgets: &[Arc<Semaphore>; 3], cost: u32) -> Option<Held> {
+    let [connection, address, server] = budgets;
+    Some([
+        connection.clone().acquire_many_owned(cost).await.ok()?,
+        address.clone().acquire_many_owned(cost).await.ok()?,
+        server.clone().acquire_many_owned(cost).await.ok()?,
+    ])
 }
 
 /// The next frame as a validated message; a frame that does not decode is
@@ -417,11 +452,12 @@ async fn serve(
     sched: &mpsc::Sender<Command>,
     stopped: &mut watch::Receiver<bool>,
 ) {
-    // Every reply carries its request's share of the connection's memory
-    // budget, and gives it back once written: the queue is unbounded in
-    // type but bounded by the budget.
-    let budget_kib = (limits.memory / 1024).clamp(1, Semaphore::MAX_PERMITS as u64) as u32;
+    // Every reply carries its request's share of the connection's, its
+    // address's and the server's memory budgets, and gives it back once
+    // written: the queue is unbounded in type but bounded by the budgets.
+    let budget_kib = kib(limits.memory);
     let budget = Arc::new(Semaphore::new(budget_kib as usize));
+    let budgets = [budget, peer.slot.budget.clone(), peer.server_budget.clone()];
     loop {
         let Some(frame) = next_frame(frames, limits.frame_timeout, stopped, peer.from).await else {
             return;
@@ -441,13 +477,14 @@ async fn serve(
                 return;
             }
         };
-        // The request's share of the budget; while replies hold it all,
-        // this waits and the connection is not read (backpressure).
+        // The request's share of the budgets; while replies hold one of
+        // them all, this waits and the connection is not read
+        // (backpressure). Taken in one order, connection first.
         let cost = cost_kib(&env.message).min(budget_kib);
         let permit = tokio::select! {
-            p = budget.clone().acquire_many_owned(cost) => match p {
-                Ok(p) => p,
-                Err(_) => return,
+            p = hold(&budgets, cost) => match p {
+                Some(p) => p,
+                None => return,
             },
             _ = stopped.changed() => return,
         };

@@ -113,12 +113,16 @@ pub(crate) struct Reply {
     pub out: Option<mpsc::UnboundedSender<Outgoing>>,
     /// The request's share of its connection's memory budget, given back
     /// once the reply is written.
-    pub permit: Option<OwnedSemaphorePermit>,
+    pub permit: Option<Held>,
 }
 
 /// A frame for a connection's writer, with the budget it gives back once
 /// written.
-pub(crate) type Outgoing = (Envelope, Option<OwnedSemaphorePermit>);
+pub(crate) type Outgoing = (Envelope, Option<Held>);
+
+/// What a request holds, until its reply is written, of its connection's,
+/// its address's and the server's memory budgets.
+pub(crate) type Held = [OwnedSemaphorePermit; 3];
 
 impl Reply {
     pub fn send(mut self, message: Message) {

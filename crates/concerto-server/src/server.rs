@@ -75,6 +75,12 @@ pub struct ConnectionLimits {
     /// the connection until replies leave (backpressure), so a client that
     /// does not read its replies holds at most this much.
     pub memory: u64,
+    /// Bytes the requests of all connections from one IP address may hold
+    /// at once, however many connections it opens.
+    pub address_memory: u64,
+    /// Bytes the requests of every connection may hold at once: what the
+    /// server's memory for requests is bounded by.
+    pub server_memory: u64,
     /// A frame begun must be complete within about this long (between one
     /// and two of it); an idle connection, between frames, is not timed.
     pub frame_timeout: Time,
@@ -85,6 +91,8 @@ impl Default for ConnectionLimits {
         ConnectionLimits {
             per_client: 256,
             memory: 64 << 20,
+            address_memory: 128 << 20,
+            server_memory: 1 << 30,
             frame_timeout: Time::from_millis(30_000),
         }
     }

@@ -191,6 +191,34 @@ async fn handshake(from: [u8; 4], s: &Server) -> (TcpStream, Message) {
     (sock, answer)
 }
 
+/// `n` authenticated connections from `from` that each ask for 64 reads of
+/// 16 MiB (1 GiB) and never read a reply.
+async fn greedy(from: [u8; 4], s: &Server, n: usize) -> Vec<TcpStream> {
+    let mut socks = Vec::new();
+    for _ in 0..n {
+        let mut sock = authenticated(from, s).await;
+        for id in 1..=64 {
+            let read = Message::Read {
+                tags: tags(),
+                object: BIG,
+                extents: vec![Extent::new(0, MAX_IO)],
+            };
+            // The server stops reading this socket once a budget is held;
+            // the client's send buffer then fills too.
+            let body = Envelope::new(id, read).encode();
+            let frame = [&(body.len() as u32).to_be_bytes()[..], &body].concat();
+            if tokio::time::timeout(Duration::from_millis(200), sock.write_all(&frame))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        socks.push(sock);
+    }
+    socks
+}
+
 /// Waits until the server has closed `sock` (EOF or reset), reading and
 /// dropping whatever it still sends.
 async fn closed_by_server(sock: &mut TcpStream, what: &str) {
@@ -235,28 +263,7 @@ async fn hostile_connections_leave_a_well_behaved_client_served_and_memory_bound
 
     // 1. Four connections each ask for 64 reads of 16 MiB (1 GiB) and never
     //    read a reply. Unbounded, the server would hold 4 GiB.
-    let mut greedy = Vec::new();
-    for _ in 0..4 {
-        let mut sock = authenticated([127, 0, 0, 2], &s).await;
-        for id in 1..=64 {
-            let read = Message::Read {
-                tags: tags(),
-                object: BIG,
-                extents: vec![Extent::new(0, MAX_IO)],
-            };
-            // The server stops reading this socket once its budget is
-            // held; the client's send buffer then fills too.
-            let body = Envelope::new(id, read).encode();
-            let frame = [&(body.len() as u32).to_be_bytes()[..], &body].concat();
-            if tokio::time::timeout(Duration::from_millis(200), sock.write_all(&frame))
-                .await
-                .is_err()
-            {
-                break;
-            }
-        }
-        greedy.push(sock);
-    }
+    let greedy = greedy([127, 0, 0, 2], &s, 4).await;
     served(&s, 1).await;
 
     // 2. Eight connections begin a 16 MiB write frame, send 1 MiB of it and
@@ -320,6 +327,62 @@ async fn hostile_connections_leave_a_well_behaved_client_served_and_memory_bound
         "the server grew by {grown_mb} MB (baseline {baseline_kb} kB, peak {peak_kb} kB)"
     );
     drop((greedy, crowd));
+}
+
+/// Many connections from one address hold at most the address's budget,
+/// not each its own: eight greedy connections with 16 MiB each would hold
+/// 128 MiB, the address may hold 32; another address is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_holds_at_most_its_memory_budget_however_many_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(
+        dir.path(),
+        "connection_memory = \"16MiB\"\naddress_memory = \"32MiB\"\nserver_memory = \"256MiB\"",
+        256,
+    );
+    served(&s, 0).await;
+    let admin = ServerConnection::connect(s.addr, TIMEOUT, &s.admin)
+        .await
+        .unwrap();
+    let data = Bytes::from(vec![7u8; MAX_IO as usize]);
+    admin
+        .write(tags(), BIG, vec![Extent::new(0, MAX_IO)], data)
+        .await
+        .unwrap();
+    admin
+        .read(tags(), BIG, vec![Extent::new(0, MAX_IO)])
+        .await
+        .unwrap();
+    let read_bytes = |st: &concerto_proto::stats::ServerStats| {
+        st.apps
+            .iter()
+            .find(|a| a.app == 1)
+            .map_or(0, |a| a.read_bytes)
+    };
+    let before = read_bytes(&admin.stats().await.unwrap());
+    let baseline_kb = s.status_kb("VmRSS:");
+    let held = greedy([127, 0, 0, 4], &s, 8).await;
+    // Every read the budgets let in is done, its reply held unread.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let st = admin.stats().await.unwrap();
+        if st.queued == 0 && st.in_flight == 0 && read_bytes(&st) >= before + 2 * MAX_IO {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the greedy reads never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    served(&s, 1).await;
+    let grown_mb = s.status_kb("VmHWM:").saturating_sub(baseline_kb) / 1024;
+    eprintln!("eight greedy connections of one address: the server grew by {grown_mb} MB");
+    assert!(
+        grown_mb < 96,
+        "eight greedy connections of one address grew the server by {grown_mb} MB"
+    );
+    drop(held);
 }
 
 /// The lockout of issue 38: a client with no key holds many connections
