@@ -6,14 +6,13 @@
 //! back on the connection's writer, matched by id, in completion order.
 
 use std::collections::{HashMap, VecDeque};
-use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
@@ -21,15 +20,14 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, Request, RequestId, Time};
 use concerto_proto::auth::{self, Grant, Key};
-use concerto_proto::{
-    frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Tags, MAX_FRAME,
-};
+use concerto_proto::{frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Tags};
 
 use crate::coordinator::PhaseCommand;
 use crate::data::ObjectOp;
+use crate::intake::{kib, next_request, Budgets, Next};
 use crate::keys::{refusal, Keys};
 use crate::rules::parse_rules;
-use crate::schedule::{Action, Command, Held, Job, Outgoing, Reply};
+use crate::schedule::{Action, Command, Job, Outgoing, Reply};
 use crate::server::ConnectionLimits;
 
 /// Accepts connections until the server stops; each gets its own task.
@@ -214,11 +212,6 @@ struct Peer {
     server_budget: Arc<Semaphore>,
 }
 
-/// A byte budget in the semaphores' unit, KiB.
-fn kib(bytes: u64) -> u32 {
-    (bytes / 1024).clamp(1, Semaphore::MAX_PERMITS as u64) as u32
-}
-
 /// Largest frame before a connection has authenticated: a hello or a
 /// proof is well under this, and nobody unauthenticated makes the server
 /// buffer more.
@@ -231,57 +224,6 @@ type Frames = FramedRead<OwnedReadHalf, LengthDelimitedCodec>;
 
 /// Why a handshake failed: what the client is told, and the reason logged.
 type Refused = (ErrorKind, String);
-
-/// What a request holds of its connection's memory budget, in KiB (the
-/// semaphore's unit): its data in, the data its reply carries out, and a
-/// kibibyte for the rest.
-fn cost_kib(message: &Message) -> u32 {
-    let bytes = match message {
-        Message::Write { data, .. } => data.len() as u64,
-        Message::Read { extents, .. } => extents.iter().map(|e| e.len).sum(),
-        _ => 0,
-    };
-    (bytes.div_ceil(1024) + 1).min(u32::MAX as u64) as u32
-}
-
-/// The connection's next frame; `None` once it closed, the server stops,
-/// or a frame begun is not complete within one to two `frame_timeout`s
-/// (a client trickling a frame, or gone silent half-way, would otherwise
-/// hold its buffer for ever). Waiting between frames is not timed.
-async fn next_frame(
-    frames: &mut Frames,
-    frame_timeout: Time,
-    stopped: &mut watch::Receiver<bool>,
-    from: SocketAddr,
-) -> Option<Result<bytes::BytesMut, io::Error>> {
-    let window = Duration::from_nanos(frame_timeout.as_nanos().max(1));
-    let mut partial = false;
-    loop {
-        tokio::select! {
-            f = tokio::time::timeout(window, frames.next()) => match f {
-                Ok(f) => return f,
-                Err(_) if frames.read_buffer().is_empty() => partial = false,
-                Err(_) if partial => {
-                    eprintln!("concerto-server: connection from {from} closed: a frame was begun and not finished within {window:?}");
-                    return None;
-                }
-                Err(_) => partial = true,
-            },
-            _ = stopped.changed() => return None,
-        }
-    }
-}
-
-/// `cost` KiB of each budget (connection, address, server), in that order;
-/// `None` if one was closed.
-async fn hold(budgets: &[Arc<Semaphore>; 3], cost: u32) -> Option<Held> {
-    let [connection, address, server] = budgets;
-    Some([
-        connection.clone().acquire_many_owned(cost).await.ok()?,
-        address.clone().acquire_many_owned(cost).await.ok()?,
-        server.clone().acquire_many_owned(cost).await.ok()?,
-    ])
-}
 
 /// The next frame as a validated message; a frame that does not decode is
 /// a protocol error, told as such.
@@ -409,9 +351,18 @@ async fn connection(
 
     match handshake {
         Ok(key) => {
-            frames.decoder_mut().set_max_frame_length(MAX_FRAME);
+            // From here on frames are read one by one, each charged to the
+            // budgets as it begins (what the handshake's reader had read
+            // ahead, if anything, first).
+            // Small frames come out of one buffer (a read from the socket
+            // serves many); a large body bypasses it.
+            let ahead = frames.read_buffer_mut().split().freeze();
+            let mut reader = tokio::io::BufReader::with_capacity(
+                64 << 10,
+                std::io::Cursor::new(ahead).chain(frames.into_inner()),
+            );
             serve(
-                &mut frames,
+                &mut reader,
                 &peer,
                 &key,
                 limits,
@@ -442,9 +393,12 @@ async fn connection(
 }
 
 /// An authenticated connection's requests, until it closes, breaks the
-/// protocol, or the server stops.
-async fn serve(
-    frames: &mut Frames,
+/// protocol, or the server stops. Each holds its share of the memory
+/// budgets from its frame's first bytes until its reply is written (see
+/// [`crate::intake`]): while replies hold a budget whole, the connection is
+/// not read (backpressure).
+async fn serve<R: AsyncRead + Unpin>(
+    reader: &mut R,
     peer: &Peer,
     key: &Key,
     limits: ConnectionLimits,
@@ -452,42 +406,26 @@ async fn serve(
     sched: &mpsc::Sender<Command>,
     stopped: &mut watch::Receiver<bool>,
 ) {
-    // Every reply carries its request's share of the connection's, its
-    // address's and the server's memory budgets, and gives it back once
-    // written: the queue is unbounded in type but bounded by the budgets.
-    let budget_kib = kib(limits.memory);
-    let budget = Arc::new(Semaphore::new(budget_kib as usize));
-    let budgets = [budget, peer.slot.budget.clone(), peer.server_budget.clone()];
+    let budgets = Budgets::new(
+        limits.memory,
+        peer.slot.budget.clone(),
+        peer.server_budget.clone(),
+    );
     loop {
-        let Some(frame) = next_frame(frames, limits.frame_timeout, stopped, peer.from).await else {
-            return;
-        };
-        let env = match frame
-            .map_err(|e| ProtocolError::Decode(e.to_string()))
-            .and_then(|b| Envelope::decode(b.freeze()))
-        {
-            Ok(env) => env,
-            Err(e) => {
-                // Answer, then close: the stream may be out of step; other connections carry on.
-                let error = Message::Error {
-                    kind: ErrorKind::Protocol,
-                    message: e.to_string(),
-                };
-                let _ = out_tx.send((Envelope::new(0, error), None));
-                return;
-            }
-        };
-        // The request's share of the budgets; while replies hold one of
-        // them all, this waits and the connection is not read
-        // (backpressure). Taken in one order, connection first.
-        let cost = cost_kib(&env.message).min(budget_kib);
-        let permit = tokio::select! {
-            p = hold(&budgets, cost) => match p {
-                Some(p) => p,
-                None => return,
-            },
-            _ = stopped.changed() => return,
-        };
+        let (env, permit) =
+            match next_request(reader, &budgets, limits.frame_timeout, stopped, peer.from).await {
+                Next::Request(env, permit) => (env, permit),
+                Next::Closed => return,
+                Next::Broken(message) => {
+                    // Answer, then close: the stream may be out of step; other connections carry on.
+                    let error = Message::Error {
+                        kind: ErrorKind::Protocol,
+                        message,
+                    };
+                    let _ = out_tx.send((Envelope::new(0, error), None));
+                    return;
+                }
+            };
         if let Some(why) = refusal(key, &env.message) {
             let denied = Message::Error {
                 kind: ErrorKind::Denied,

@@ -24,6 +24,7 @@ pub mod config;
 mod connection;
 pub mod coordinator;
 mod data;
+mod intake;
 pub mod keys;
 pub mod local;
 pub mod members;

@@ -70,8 +70,8 @@ pub struct ConnectionLimits {
     /// progress are bounded apart (the connection module's
     /// `PENDING_PER_ADDRESS`).
     pub per_client: u32,
-    /// Bytes one connection's requests may hold at once (write data
-    /// received, read data to send back): past it the server stops reading
+    /// Bytes one connection's requests may hold at once (frames from their
+    /// first bytes, read data to send back): past it the server stops reading
     /// the connection until replies leave (backpressure), so a client that
     /// does not read its replies holds at most this much.
     pub memory: u64,
@@ -81,8 +81,9 @@ pub struct ConnectionLimits {
     /// Bytes the requests of every connection may hold at once: what the
     /// server's memory for requests is bounded by.
     pub server_memory: u64,
-    /// A frame begun must be complete within about this long (between one
-    /// and two of it); an idle connection, between frames, is not timed.
+    /// A frame begun must have its length within this long and, once the
+    /// memory budgets let it in, its body within this long again; an idle
+    /// connection, between frames, is not timed.
     pub frame_timeout: Time,
 }
 

@@ -385,6 +385,47 @@ async fn an_address_holds_at_most_its_memory_budget_however_many_connections() {
     drop(held);
 }
 
+/// Frames begun and not finished are charged from their length prefix:
+/// twenty connections of one address that each announce a 16 MiB write and
+/// send most of it hold at most the address's budget while they wait to be
+/// cut, not 20 x 15 MiB; another address is served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_frames_hold_at_most_their_addresss_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(
+        dir.path(),
+        "connection_memory = \"16MiB\"\naddress_memory = \"32MiB\"\nserver_memory = \"256MiB\"\nframe_timeout = \"1s\"",
+        256,
+    );
+    served(&s, 0).await;
+    let baseline_kb = s.status_kb("VmRSS:");
+    let mut stalled = Vec::new();
+    for _ in 0..20 {
+        let mut sock = authenticated([127, 0, 0, 5], &s).await;
+        sock.write_all(&((MAX_IO as u32) + 1024).to_be_bytes())
+            .await
+            .unwrap();
+        // The server takes in at most what its budgets let in; the rest
+        // stays in the sockets' buffers.
+        let _ = tokio::time::timeout(
+            Duration::from_millis(100),
+            sock.write_all(&vec![0u8; 15 << 20]),
+        )
+        .await;
+        stalled.push(sock);
+    }
+    served(&s, 1).await;
+    let grown_mb = s.status_kb("VmHWM:").saturating_sub(baseline_kb) / 1024;
+    eprintln!("twenty half-sent 16 MiB frames of one address: the server grew by {grown_mb} MB");
+    assert!(
+        grown_mb < 96,
+        "twenty half-sent frames of one address grew the server by {grown_mb} MB"
+    );
+    for sock in &mut stalled {
+        closed_by_server(sock, "a half-sent frame").await;
+    }
+}
+
 /// The lockout of issue 38: a client with no key holds many connections
 /// that never authenticate, from the address a tenant shares with it (every
 /// job on a compute node does). Each new connection past 16 handshakes from
