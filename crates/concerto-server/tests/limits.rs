@@ -191,6 +191,25 @@ async fn handshake(from: [u8; 4], s: &Server) -> (TcpStream, Message) {
     (sock, answer)
 }
 
+/// Warms the server up: the objects exist, the allocator has seen a
+/// 16 MiB request both ways. Returns the admin's connection.
+async fn warmed(s: &Server) -> ServerConnection {
+    served(s, 0).await;
+    let admin = ServerConnection::connect(s.addr, TIMEOUT, &s.admin)
+        .await
+        .unwrap();
+    let data = Bytes::from(vec![7u8; MAX_IO as usize]);
+    admin
+        .write(tags(), BIG, vec![Extent::new(0, MAX_IO)], data)
+        .await
+        .unwrap();
+    admin
+        .read(tags(), BIG, vec![Extent::new(0, MAX_IO)])
+        .await
+        .unwrap();
+    admin
+}
+
 /// `n` authenticated connections from `from` that each ask for 64 reads of
 /// 16 MiB (1 GiB) and never read a reply.
 async fn greedy(from: [u8; 4], s: &Server, n: usize) -> Vec<TcpStream> {
@@ -241,24 +260,7 @@ async fn hostile_connections_leave_a_well_behaved_client_served_and_memory_bound
         "connection_memory = \"16MiB\"\nframe_timeout = \"1s\"\nmax_connections_per_client = 16",
         256,
     );
-    // Warm up: the objects exist, the allocator has seen a 16 MiB request.
-    served(&s, 0).await;
-    let admin = ServerConnection::connect(s.addr, TIMEOUT, &s.admin)
-        .await
-        .unwrap();
-    admin
-        .write(
-            tags(),
-            BIG,
-            vec![Extent::new(0, MAX_IO)],
-            Bytes::from(vec![7u8; MAX_IO as usize]),
-        )
-        .await
-        .unwrap();
-    admin
-        .read(tags(), BIG, vec![Extent::new(0, MAX_IO)])
-        .await
-        .unwrap();
+    warmed(&s).await;
     let baseline_kb = s.status_kb("VmRSS:");
 
     // 1. Four connections each ask for 64 reads of 16 MiB (1 GiB) and never
@@ -340,19 +342,7 @@ async fn an_address_holds_at_most_its_memory_budget_however_many_connections() {
         "connection_memory = \"16MiB\"\naddress_memory = \"32MiB\"\nserver_memory = \"256MiB\"",
         256,
     );
-    served(&s, 0).await;
-    let admin = ServerConnection::connect(s.addr, TIMEOUT, &s.admin)
-        .await
-        .unwrap();
-    let data = Bytes::from(vec![7u8; MAX_IO as usize]);
-    admin
-        .write(tags(), BIG, vec![Extent::new(0, MAX_IO)], data)
-        .await
-        .unwrap();
-    admin
-        .read(tags(), BIG, vec![Extent::new(0, MAX_IO)])
-        .await
-        .unwrap();
+    let admin = warmed(&s).await;
     let read_bytes = |st: &concerto_proto::stats::ServerStats| {
         st.apps
             .iter()
