@@ -380,7 +380,8 @@ async fn connection(
             // key learns only that it was refused.
             let message = match kind {
                 ErrorKind::Protocol | ErrorKind::Busy => why,
-                _ => "authentication failed".into(),
+                // The same words for an unknown key and a wrong proof.
+                _ => "the key was refused".into(),
             };
             let _ = out_tx.send((Envelope::new(0, Message::Error { kind, message }), None));
         }
