@@ -44,7 +44,7 @@ def _writes(admin: fs.Client, marks: list[int], app: int, inode: int) -> list[di
     return sorted(out, key=lambda a: a["at_ns"])
 
 
-def _write_in_order(cluster: Path, app: int, rank: int, transfers: str, path: str, offset: int) -> int:
+def _write_in_order(cluster: Path, app: int, rank: int, transfers: str | None, path: str, offset: int) -> int:
     client = fs.connect(cluster, app=app, rank=rank, transfers=transfers)
     f = client.create(path, unit=UNIT, count=SERVERS, exclusive=False)
     f.write(offset, bytes([rank + 1]) * PER_CLIENT)
@@ -165,3 +165,15 @@ def test_cluster_arrivals_shows_each_servers_latest_requests(cluster):
     assert r.stdout.count("1 of its latest") == SERVERS and "330" in r.stdout, r.stdout
     r = concerto("cluster", "arrivals", "--cluster", str(cluster), "--last", "0")
     assert r.returncode != 0 and "--last" in r.stderr, r.stderr
+
+
+def test_the_environment_names_a_transfer_order_and_its_mistakes(cluster, monkeypatch):
+    monkeypatch.setenv("CONCERTO_TRANSFERS", "hash-ios,in-flight=x")
+    with pytest.raises(ValueError, match=r"CONCERTO_TRANSFERS: in-flight=x: not a whole number"):
+        fs.connect(cluster, app=340)
+    monkeypatch.setenv("CONCERTO_TRANSFERS", f"hash-ios,block={BLOCK}")
+    admin = fs.connect(cluster, app=1)
+    marks = _marks(admin)
+    inode = _write_in_order(cluster, 341, 0, None, "/from-env", 0)
+    writes = _writes(admin, marks, 341, inode)
+    assert [w["server"] for w in writes] == [j % SERVERS for j in range(PER_CLIENT // BLOCK)]

@@ -157,7 +157,6 @@ class Client:
         ``hash-ios`` (block: default the file's stripe unit; in-flight: default 1, the paper's one transfer
         at a time); default ``$CONCERTO_TRANSFERS``, else every server's part at once."""
         path = cluster_path(cluster)
-        transfers = transfers if transfers is not None else os.environ.get("CONCERTO_TRANSFERS") or None
         try:
             text = path.read_text()
         except FileNotFoundError:

@@ -179,8 +179,6 @@ def cluster_up(servers, directory, policy, params, throttle, meta, stripe_unit, 
     """Start SERVERS servers (on loopback, or across network namespaces with --netns) and write DIR/cluster.toml."""
     if lease is not None and sets is None:
         raise click.BadParameter("only with --coordinator", param_hint="--lease")
-    if not in_namespaces and (clients or link_rate is not None):
-        raise click.BadParameter("only with --netns", param_hint="--clients" if clients else "--link-rate")
     rate = None
     if link_rate is not None:
         try:

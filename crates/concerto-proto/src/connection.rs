@@ -337,24 +337,30 @@ impl ServerConnection {
             });
         }
         let mut guard = GiveUpUnlessSent(self, false);
-        let (server, timeout) = (self.server, self.timeout);
         let (head, mut payload) = envelope.frame();
         // The head goes with the first piece (one vectored write for a small request).
         let first = payload.split_to(payload.len().min(SEND_PIECE));
-        let mut piece = head.chain(first);
-        loop {
-            tokio::time::timeout(timeout, writer.write_all_buf(&mut piece))
-                .await
-                .map_err(|_| ClientError::Timeout { server, timeout })?
-                .map_err(|_| ClientError::Closed { server })?;
-            if payload.is_empty() {
-                break;
-            }
-            let next = payload.split_to(payload.len().min(SEND_PIECE));
-            piece = Bytes::new().chain(next);
+        self.within(writer.write_all_buf(&mut head.chain(first)))
+            .await?;
+        while !payload.is_empty() {
+            let piece = payload.split_to(payload.len().min(SEND_PIECE));
+            self.within(writer.write_all(&piece)).await?;
         }
         guard.1 = true;
         Ok(())
+    }
+
+    /// One piece of a request written, within the timeout.
+    async fn within(
+        &self,
+        written: impl std::future::Future<Output = std::io::Result<()>>,
+    ) -> Result<(), ClientError> {
+        let (server, timeout) = (self.server, self.timeout);
+        match tokio::time::timeout(timeout, written).await {
+            Err(_) => Err(ClientError::Timeout { server, timeout }),
+            Ok(Err(_)) => Err(ClientError::Closed { server }),
+            Ok(Ok(())) => Ok(()),
+        }
     }
 
     /// Waits for a reply until the connection has been silent for the

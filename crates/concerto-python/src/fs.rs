@@ -23,7 +23,7 @@ use concerto_client::probe::{DirectoryProbe, ServerProbe};
 use concerto_client::proto::auth::{Grant, Key, KeyRing, Secret};
 use concerto_client::proto::stats::ServerStats;
 use concerto_client::proto::{ErrorKind, LayoutRequest};
-use concerto_client::TransferOrder;
+use concerto_client::transfers::{TransferOrder, TRANSFERS_VAR};
 use concerto_client::{
     credential_for, ClientError, ClusterFile, FileHandle, FsClient, Identity, IoPhase,
 };
@@ -135,10 +135,19 @@ impl FsClientHandle {
         weight: Option<f64>,
         transfers: Option<&str>,
     ) -> PyResult<FsClientHandle> {
+        // The argument, else the environment's (named in the error).
+        let from_env = std::env::var(TRANSFERS_VAR)
+            .ok()
+            .filter(|t| !t.trim().is_empty());
+        let (transfers, source) = match (transfers, &from_env) {
+            (Some(t), _) => (Some(t), "transfers"),
+            (None, Some(t)) => (Some(t.as_str()), TRANSFERS_VAR),
+            (None, None) => (None, ""),
+        };
         let transfers = transfers
             .map(TransferOrder::parse)
             .transpose()
-            .map_err(|e| PyValueError::new_err(format!("transfers: {e}")))?;
+            .map_err(|e| PyValueError::new_err(format!("{source}: {e}")))?;
         let cluster = ClusterFile::parse(cluster)
             .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))?;
         let credential = credential_for(&path, &cluster, |k| std::env::var(k).ok())

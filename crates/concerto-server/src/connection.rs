@@ -99,6 +99,20 @@ struct Open {
     pending: usize,
 }
 
+impl Open {
+    /// Connection `conn` of `ip` is no longer a handshake in progress (if
+    /// a newer one did not close it already).
+    fn forget_handshake(&mut self, ip: IpAddr, conn: u64) {
+        let Some(address) = self.addresses.get_mut(&ip) else {
+            return;
+        };
+        if let Some(i) = address.pending.iter().position(|(c, _)| *c == conn) {
+            address.pending.remove(i);
+            self.pending -= 1;
+        }
+    }
+}
+
 /// Connections per client address, and handshakes in progress.
 #[derive(Clone, Default)]
 struct OpenConnections(Arc<std::sync::Mutex<Open>>);
@@ -165,14 +179,10 @@ impl Slot {
     /// authenticated ones, unless the address has `cap` already.
     fn authenticate(&mut self, cap: u32) -> Result<(), String> {
         let mut open = self.open.lock();
-        let open = &mut *open;
+        open.forget_handshake(self.ip, self.conn);
         let Some(address) = open.addresses.get_mut(&self.ip) else {
             return Err(format!("{} is not known (a server fault)", self.ip));
         };
-        if let Some(i) = address.pending.iter().position(|(c, _)| *c == self.conn) {
-            address.pending.remove(i);
-            open.pending -= 1;
-        }
         if address.authenticated >= cap {
             return Err(format!("{cap} connections from {} already", self.ip));
         }
@@ -185,15 +195,14 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut open = self.open.lock();
-        let open = &mut *open;
+        if !self.authenticated {
+            open.forget_handshake(self.ip, self.conn);
+        }
         let Some(address) = open.addresses.get_mut(&self.ip) else {
             return;
         };
         if self.authenticated {
             address.authenticated -= 1;
-        } else if let Some(i) = address.pending.iter().position(|(c, _)| *c == self.conn) {
-            address.pending.remove(i);
-            open.pending -= 1;
         }
         if address.authenticated == 0 && address.pending.is_empty() {
             open.addresses.remove(&self.ip);
@@ -353,9 +362,9 @@ async fn connection(
         Ok(key) => {
             // From here on frames are read one by one, each charged to the
             // budgets as it begins (what the handshake's reader had read
-            // ahead, if anything, first).
-            // Small frames come out of one buffer (a read from the socket
-            // serves many); a large body bypasses it.
+            // ahead, if anything, first). Small frames come out of one
+            // buffer (a read from the socket serves many); a large body
+            // bypasses it.
             let ahead = frames.read_buffer_mut().split().freeze();
             let mut reader = tokio::io::BufReader::with_capacity(
                 64 << 10,

@@ -105,6 +105,18 @@ pub(crate) enum Action {
     Meta(MetaRequest),
 }
 
+impl Action {
+    /// What the arrival log calls it.
+    fn arrival_op(&self) -> ArrivalOp {
+        match self {
+            Action::Object(ObjectOp::Read { .. }) => ArrivalOp::Read,
+            Action::Object(ObjectOp::Write { .. }) => ArrivalOp::Write,
+            Action::Object(ObjectOp::Fsync) => ArrivalOp::Sync,
+            _ => ArrivalOp::Metadata,
+        }
+    }
+}
+
 /// Where a request's answer goes: straight onto its connection's outgoing
 /// frames under the request's id, from whichever thread finishes it. One
 /// dropped unanswered (the server stopping) answers that it was not done.
@@ -422,13 +434,7 @@ impl Loop {
                 self.next_id += 1;
                 job.req.id = RequestId(self.next_id);
                 let arrived = self.clock.now();
-                let op = match &job.action {
-                    Action::Object(ObjectOp::Read { .. }) => ArrivalOp::Read,
-                    Action::Object(ObjectOp::Write { .. }) => ArrivalOp::Write,
-                    Action::Object(ObjectOp::Fsync) => ArrivalOp::Sync,
-                    _ => ArrivalOp::Metadata,
-                };
-                self.recorder.arrived(&job.req, op);
+                self.recorder.arrived(&job.req, job.action.arrival_op());
                 // The client's clock is its word only within the skew allowed.
                 job.req.issue_time = job
                     .req
