@@ -28,9 +28,13 @@ $(STAMP): requirements.txt | $(PY)
 # The one build of the Rust code per run: the server and FUSE binaries
 # (installed beside the environment's Python, where `concerto` finds them)
 # and the release extension module (which links only the client library).
+# The MPI-IO library is linked once per MPI library installed (Open MPI's
+# and MPICH's mpi.h differ) and installed in the environment's lib/concerto.
 build: toolchain $(STAMP)
-	cargo build --release -p concerto-server -p concerto-fuse
+	cargo build --release -p concerto-server -p concerto-fuse -p concerto-mpiio
 	install -m 755 target/release/concerto-server target/release/concerto-fuse $(VENV)/bin/
+	bash crates/concerto-mpiio/build-shims.sh target/release target/release
+	install -D -m 755 -t $(VENV)/lib/concerto target/release/libconcerto-mpiio-*.so
 	$(VENV)/bin/maturin develop --release --quiet
 
 demo: build

@@ -1,10 +1,12 @@
 """Where the Rust programs are: ``concerto-server`` (one server) and
-``concerto-fuse`` (a FUSE mount). They are separate binaries, not part of
+``concerto-fuse`` (a FUSE mount), and the MPI-IO library MPI programs
+preload (``libconcerto-mpiio-FLAVOUR.so``, one per MPI library). They are separate binaries, not part of
 the Python module, so an I/O node runs a server without a Python
 interpreter and the module links only the client library.
 
-``make`` builds them and installs them beside the virtual environment's
-Python; otherwise they are looked for on ``PATH``, then in the checkout's
+``make`` builds them and installs the binaries beside the virtual
+environment's Python (the libraries in its ``lib/concerto``); otherwise
+they are looked for on ``PATH``, then in the checkout's
 ``target/release``. ``CONCERTO_BIN_DIR`` overrides all of these.
 """
 
@@ -37,6 +39,20 @@ def find(name: str) -> str:
     where = f"CONCERTO_BIN_DIR={override}" if override else "beside Python, on PATH or in target/release"
     raise MissingBinary(f"{name} not found ({where}); build it with `make build` "
                         f"or `cargo build --release -p {name}`")
+
+
+def find_library(name: str) -> str:
+    """The path of shared library ``name``, or :class:`MissingBinary` naming where it was looked for."""
+    override = os.environ.get("CONCERTO_BIN_DIR")
+    places = [Path(override)] if override else [
+        Path(sys.prefix) / "lib" / "concerto",
+        Path(__file__).resolve().parents[2] / "target" / "release",
+    ]
+    for place in places:
+        if (place / name).is_file():
+            return str(place / name)
+    where = f"CONCERTO_BIN_DIR={override}" if override else f"{places[0]} or target/release"
+    raise MissingBinary(f"{name} not found ({where}); build it with `make build`")
 
 
 def exec_binary(name: str, args: list[str]) -> None:

@@ -645,6 +645,30 @@ def bench_fs(out: Path, compare: tuple[str, ...], size_mib: int, runtime_s: int,
     console.print(f"figures: {out / 'fsbench.json'}")
 
 
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--cluster", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Cluster file (default: $CONCERTO_CLUSTER, else concerto-cluster/cluster.toml).")
+@click.option("--launcher", default="mpirun", show_default=True,
+              help="The MPI launcher to run (e.g. mpirun.openmpi, mpiexec.mpich).")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, required=True, metavar="[MPIRUN OPTIONS] PROGRAM [ARGS]...")
+def mpirun(cluster: Path | None, launcher: str, args: tuple[str, ...]) -> None:
+    """Run an MPI job whose MPI-IO on Concerto files is Concerto's.
+
+    Runs LAUNCHER with ARGS, with Concerto's MPI-IO library preloaded in every
+    rank and the cluster file and credential passed to them: files named
+    concerto:/PATH (or under a Concerto mount) are served by Concerto's
+    collective plans (hint concerto_strategy = independent, two_phase or
+    resonant); every other file by the MPI library. Concerto's own options
+    come before the launcher's."""
+    from concerto import mpirun as launch
+    from concerto.binaries import MissingBinary
+
+    try:
+        launch.run(list(args), launcher=launcher, cluster=cluster)
+    except (launch.LaunchProblem, MissingBinary) as e:
+        raise UsageProblem(str(e)) from e
+
+
 # The real file system's commands live in their own module.
 from concerto.fscli import auth_cmd, cluster, fs, mount, server  # noqa: E402
 

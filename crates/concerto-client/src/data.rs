@@ -219,12 +219,24 @@ impl FsClient {
         file: &FileHandle,
         extents: &[Extent],
     ) -> Result<Bytes, ClientError> {
+        Ok(self.read_list_complete(file, extents).await?.0)
+    }
+
+    /// [`FsClient::read_list`], and whether every object had all of its
+    /// part: when not, some bytes were a hole or past the end of the file,
+    /// and only the file's size tells which (MPI-IO counts the bytes read
+    /// up to the end of the file).
+    pub async fn read_list_complete(
+        &self,
+        file: &FileHandle,
+        extents: &[Extent],
+    ) -> Result<(Bytes, bool), ClientError> {
         check_extents(extents)?;
         if let (Some(first), Some(last)) = (extents.first(), extents.last()) {
             let range = (first.offset, last.offset + last.len);
             self.shared.pending.settle(file.inode, Some(range)).await?;
         }
-        Ok(self.read_extents(file, extents).await?.0)
+        self.read_extents(file, extents).await
     }
 
     /// The bytes of `extents`, zero where objects end early, and whether

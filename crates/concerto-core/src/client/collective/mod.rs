@@ -30,7 +30,7 @@ mod resonant;
 mod two_phase;
 
 pub use choice::{PlannerChoice, Strategy};
-pub use extents::{bytes_of, normalize, subtract};
+pub use extents::{bytes_of, intersect, normalize, subtract};
 use extents::{union_by_range, RangeLists};
 pub use independent::Independent;
 pub use resonant::Resonant;

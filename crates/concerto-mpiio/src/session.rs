@@ -1,0 +1,244 @@
+//! The process's one client of the cluster (made at the first Concerto
+//! open), which file names are Concerto's, and the files it has open.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use concerto_client::{credential_for, ClientError, ClusterFile, FileHandle, FsClient, Identity};
+use concerto_core::Extent;
+
+use crate::hints::Hints;
+use crate::view::View;
+
+/// The variable naming the cluster file (as for `concerto fs` and the
+/// Python library); `concerto mpirun` sets it for every rank.
+pub const CLUSTER_VAR: &str = "CONCERTO_CLUSTER";
+
+/// ROMIO's convention for naming a file system driver in a file name.
+pub const PREFIX: &str = "concerto:";
+
+/// The client and the runtime its requests run on.
+pub struct Session {
+    runtime: tokio::runtime::Runtime,
+    pub client: FsClient,
+}
+
+static SESSION: OnceLock<Result<Session, String>> = OnceLock::new();
+
+impl Session {
+    /// The process's session, made on first use from the cluster file
+    /// `CONCERTO_CLUSTER` names, the credential `concerto_client` finds
+    /// for it, and the identity the environment gives this rank.
+    pub fn get() -> Result<&'static Session, String> {
+        SESSION
+            .get_or_init(Session::start)
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn start() -> Result<Session, String> {
+        let path = std::env::var(CLUSTER_VAR)
+            .ok()
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "{CLUSTER_VAR} is not set: name the cluster file (`concerto mpirun` sets it)"
+                )
+            })?;
+        let path = PathBuf::from(path);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("{CLUSTER_VAR}={}: {e}", path.display()))?;
+        let cluster = ClusterFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let credential = credential_for(&path, &cluster, |k| std::env::var(k).ok())?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("concerto-mpiio")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the client runtime: {e}"))?;
+        Ok(Session {
+            runtime,
+            client: FsClient::new(cluster, Identity::from_env(), credential),
+        })
+    }
+
+    /// Runs a client call to its end.
+    pub fn run<T>(&self, f: impl Future<Output = Result<T, ClientError>>) -> Result<T, String> {
+        self.runtime.block_on(f).map_err(|e| e.to_string())
+    }
+
+    pub fn spawn<T: Send + 'static>(
+        &self,
+        f: impl Future<Output = T> + Send + 'static,
+    ) -> tokio::task::JoinHandle<T> {
+        self.runtime.spawn(f)
+    }
+
+    pub fn wait<T>(&self, task: tokio::task::JoinHandle<T>) -> Result<T, String> {
+        self.runtime
+            .block_on(task)
+            .map_err(|e| format!("an I/O task failed: {e}"))
+    }
+}
+
+/// The path in the cluster's namespace a file name means, if it is
+/// Concerto's: `concerto:/PATH`, or a path under a Concerto FUSE mount
+/// when a cluster is configured (without one, such a file is left to the
+/// MPI library, which reaches it through the mount).
+pub fn resolve(name: &str) -> Option<String> {
+    if let Some(rest) = name.strip_prefix(PREFIX) {
+        let rest = rest.trim_start_matches('/');
+        return Some(format!("/{rest}"));
+    }
+    std::env::var_os(CLUSTER_VAR).filter(|v| !v.is_empty())?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let absolute = lexical(&std::env::current_dir().ok()?.join(name));
+    concerto_mounts(&mountinfo)
+        .into_iter()
+        .filter_map(|m| absolute.strip_prefix(&m).ok().map(|r| r.to_path_buf()))
+        .min_by_key(|r| r.components().count())
+        .map(|r| format!("/{}", r.display()))
+}
+
+/// Mount points of `fuse.concerto` file systems in a mountinfo text.
+fn concerto_mounts(mountinfo: &str) -> Vec<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let point = left.split_whitespace().nth(4)?;
+            (right.split_whitespace().next()? == "fuse.concerto")
+                .then(|| PathBuf::from(unescape(point)))
+        })
+        .collect()
+}
+
+/// Mountinfo writes spaces and such as octal escapes (`\040`).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 4 <= b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `.` and `..` taken out of an absolute path without asking the file
+/// system (the file may not exist yet).
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// How a file was opened (`MPI_MODE_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Amode {
+    pub read: bool,
+    pub write: bool,
+    pub create: bool,
+    pub exclusive: bool,
+    pub append: bool,
+    pub delete_on_close: bool,
+}
+
+/// A file a rank has open.
+pub struct OpenFile {
+    pub path: String,
+    pub handle: FileHandle,
+    pub amode: Amode,
+    pub view: View,
+    /// The individual file pointer, in elementary types of the view.
+    pub pointer: u64,
+    pub hints: Hints,
+}
+
+impl OpenFile {
+    /// The file extents of an access of `bytes` at `offset` (in
+    /// elementary types of the view).
+    pub fn extents(&self, offset: u64, bytes: u64) -> Vec<Extent> {
+        self.view.extents(offset * self.view.etype_size, bytes)
+    }
+}
+
+/// The files this process has open, by the id the MPI side holds.
+#[derive(Default)]
+pub struct Files {
+    next: u64,
+    open: HashMap<u64, Arc<Mutex<OpenFile>>>,
+}
+
+static FILES: OnceLock<Mutex<Files>> = OnceLock::new();
+
+fn files() -> std::sync::MutexGuard<'static, Files> {
+    FILES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn register(file: OpenFile) -> u64 {
+    let mut f = files();
+    f.next += 1;
+    let id = f.next;
+    f.open.insert(id, Arc::new(Mutex::new(file)));
+    id
+}
+
+pub fn get(id: u64) -> Result<Arc<Mutex<OpenFile>>, String> {
+    files()
+        .open
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| format!("no open Concerto file {id}"))
+}
+
+pub fn remove(id: u64) -> Result<Arc<Mutex<OpenFile>>, String> {
+    files()
+        .open
+        .remove(&id)
+        .ok_or_else(|| format!("no open Concerto file {id}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prefix_names_a_namespace_path() {
+        assert_eq!(resolve("concerto:/a/b").as_deref(), Some("/a/b"));
+        assert_eq!(resolve("concerto:c").as_deref(), Some("/c"));
+    }
+
+    #[test]
+    fn concerto_mounts_are_found_in_mountinfo_with_escapes() {
+        let info = "36 35 98:0 / /mnt/x rw - ext4 /dev/root rw\n\
+                    40 35 0:44 / /mnt/con\\040fs rw,nosuid - fuse.concerto concerto rw\n";
+        assert_eq!(concerto_mounts(info), vec![PathBuf::from("/mnt/con fs")]);
+    }
+
+    #[test]
+    fn lexical_paths_lose_dots() {
+        assert_eq!(lexical(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+    }
+}
