@@ -136,6 +136,30 @@ int main(int argc, char **argv) {
     long long bad = 0, first_bad = -1;
     for (long long i = 0; i < l.bytes; i++)
         if (back[mem_at(name, block, i)] != value(l.offsets[i]) && bad++ == 0) first_bad = i;
+    /* the individual file pointer and the view's byte offsets */
+    MPI_Offset pos, byte;
+    check(MPI_File_get_position(fh, &pos), "MPI_File_get_position");
+    check(MPI_File_get_byte_offset(fh, 5, &byte), "MPI_File_get_byte_offset");
+    unsigned char four[4];
+    check(MPI_File_seek(fh, 3, MPI_SEEK_SET), "MPI_File_seek");
+    check(MPI_File_read(fh, four, 4, MPI_BYTE, &st), "MPI_File_read");
+    for (int i = 0; i < 4; i++) bad += four[i] != value(l.offsets[3 + i]);
+    if (pos != l.bytes || byte != l.offsets[5]) {
+        fprintf(stderr, "rank %d: position %lld (not %lld), byte offset of 5 %lld (not %lld)\n", rank,
+                (long long)pos, l.bytes, (long long)byte, l.offsets[5]);
+        bad++;
+    }
+    /* the hints in effect name the strategy asked for */
+    MPI_Info used;
+    char strategy[64] = "";
+    int flag = 0;
+    check(MPI_File_get_info(fh, &used), "MPI_File_get_info");
+    MPI_Info_get(used, "concerto_strategy", sizeof strategy - 1, strategy, &flag);
+    MPI_Info_free(&used);
+    if (strncmp(file, "concerto:", 9) == 0 && (!flag || strcmp(strategy, argv[4]))) {
+        fprintf(stderr, "rank %d: concerto_strategy in effect is \"%s\", not %s\n", rank, strategy, argv[4]);
+        bad++;
+    }
     /* and the whole file through the default view, independently, on rank 0 */
     MPI_Offset size;
     check(MPI_File_get_size(fh, &size), "MPI_File_get_size");

@@ -75,22 +75,30 @@ static int world_rank(void) {
     return r;
 }
 
-/* An MPI error code for "CALL: message", also written to stderr (a program
- * that does not print MPI's error strings still shows why). */
-static int fail(const char *call, const char *fmt, ...) {
-    char msg[MSG], text[MSG + 128];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+/* An MPI error code whose string is "concerto: CALL: message". */
+static int error_code(const char *call, const char *msg, int loud) {
+    char text[MSG + 128];
     snprintf(text, sizeof text, "concerto: %s: %s", call, msg);
-    fprintf(stderr, "rank %d: %s\n", world_rank(), text);
+    /* Written to stderr too, by the rank where it happened: a program that
+     * does not print MPI's error strings still shows why. */
+    if (loud) fprintf(stderr, "rank %d: %s\n", world_rank(), text);
     if (error_class < 0 && PMPI_Add_error_class(&error_class) != MPI_SUCCESS) return MPI_ERR_OTHER;
     int slot = next_code++ % CODES;
     if (next_code <= CODES && PMPI_Add_error_code(error_class, &codes[slot]) != MPI_SUCCESS)
         return MPI_ERR_OTHER;
+    /* MPI's error strings hold MPI_MAX_ERROR_STRING - 1 characters. */
+    text[MPI_MAX_ERROR_STRING - 1] = 0;
     PMPI_Add_error_string(codes[slot], text);
     return codes[slot];
+}
+
+static int fail(const char *call, const char *fmt, ...) {
+    char msg[MSG];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return error_code(call, msg, 1);
 }
 
 /* The Rust side's last error as an MPI error code. */
@@ -153,8 +161,12 @@ static int agree(cfile *f, MPI_Comm comm, const char *call, int failed) {
     }
     PMPI_Bcast(msg, MSG, MPI_CHAR, root, comm);
     if (rank == root) return raise_on(f, failed);
-    char *colon = strstr(msg, ": "); /* after "concerto" */
-    return raise_on(f, fail(call, "rank %d failed: %s", root, colon ? colon + 2 : msg));
+    /* "concerto: CALL: why" -> "rank R failed: why" (R printed it already) */
+    char *why = strstr(msg, ": ");
+    why = why ? strstr(why + 2, ": ") : NULL;
+    char text[MSG + 32];
+    snprintf(text, sizeof text, "rank %d failed: %s", root, why ? why + 2 : msg);
+    return raise_on(f, error_code(call, text, 0));
 }
 
 /* Collective calls on a file start alike: every rank says which call it
@@ -319,6 +331,13 @@ static void free_hints(hints *h) {
 
 /* ---- Opening and closing ---- */
 
+/* A failed open: the error handler of MPI_FILE_NULL decides, as MPI says
+ * (MPI_ERRORS_RETURN unless the program set another). */
+static int open_failed(MPI_Errhandler eh, MPI_Comm comm, int code) {
+    if (eh == MPI_ERRORS_ARE_FATAL) PMPI_Abort(comm, code);
+    return code;
+}
+
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
     static const char *call = "MPI_File_open";
     char path[4096];
@@ -335,10 +354,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         code = fail(call, "%s: MPI_MODE_CREATE and MPI_MODE_EXCL need write access", filename);
     else if (amode & MPI_MODE_SEQUENTIAL)
         code = fail(call, "%s: MPI_MODE_SEQUENTIAL (shared file pointers only) is not served", filename);
-    if (code != MPI_SUCCESS) {
-        PMPI_File_call_errhandler(MPI_FILE_NULL, code);
-        return code;
-    }
+    if (code != MPI_SUCCESS) return open_failed(eh, comm, code);
     uint32_t mode = (amode & MPI_MODE_WRONLY ? M_WRITE : amode & MPI_MODE_RDWR ? M_READ | M_WRITE : M_READ) |
                     (amode & MPI_MODE_CREATE ? M_CREATE : 0) | (amode & MPI_MODE_EXCL ? M_EXCL : 0) |
                     (amode & MPI_MODE_APPEND ? M_APPEND : 0) |
@@ -375,8 +391,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         PMPI_Comm_free(&f->comm);
         free(f->path);
         free(f);
-        PMPI_File_call_errhandler(MPI_FILE_NULL, code);
-        return code;
+        return open_failed(eh, comm, code);
     }
     f->next = open_files;
     open_files = f;

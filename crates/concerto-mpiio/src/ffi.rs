@@ -164,8 +164,7 @@ pub unsafe extern "C" fn cmpi_open(
             s.run(s.client.create(&path, layout, amode.exclusive))
         } else {
             s.run(s.client.open(&path, amode.write))
-        }
-        .map_err(|e| format!("{path}: {e}"))?;
+        }?;
         let view = View::default();
         let pointer = if amode.append {
             view.position_of(s.run(s.client.fstat(&handle))?.size)
@@ -209,7 +208,6 @@ pub unsafe extern "C" fn cmpi_delete(path: *const c_char) -> i32 {
         let path = unsafe { text(path)? };
         let s = Session::get()?;
         s.run(s.client.unlink(&path))
-            .map_err(|e| format!("{path}: {e}"))
     })
 }
 

@@ -80,6 +80,7 @@ impl Runs {
 pub struct View {
     pub disp: u64,
     pub etype_size: u64,
+    lb: i64,
     extent: i64,
     runs: Runs,
 }
@@ -121,15 +122,18 @@ impl View {
             }
             end = b.disp + b.len as i64;
         }
-        if end > filetype.extent {
+        // Tile k spans [lb, lb + extent) + k * extent (displacements are
+        // from the type's origin, which need not be its lower bound).
+        if end > filetype.lb + filetype.extent {
             return Err(format!(
-                "the filetype's data ends at {end}, past its extent {}: its tiles would overlap",
-                filetype.extent
+                "the filetype's data ends at {end}, past its upper bound {}: its tiles would overlap",
+                filetype.lb + filetype.extent
             ));
         }
         Ok(View {
             disp,
             etype_size: etype.size,
+            lb: filetype.lb,
             extent: filetype.extent,
             runs: Runs::of(filetype),
         })
@@ -147,11 +151,12 @@ impl View {
     /// How many stream bytes lie below file offset `offset`: where a file
     /// of that size ends, as a position in the view.
     pub fn position_of(&self, offset: u64) -> u64 {
-        let Some(rel) = offset.checked_sub(self.disp) else {
+        let rel = offset as i64 - self.disp as i64 - self.lb;
+        if rel <= 0 {
             return 0;
-        };
-        let tile = rel / self.extent as u64;
-        let within = (rel % self.extent as u64) as i64;
+        }
+        let tile = rel as u64 / self.extent as u64;
+        let within = (rel as u64 % self.extent as u64) as i64 + self.lb;
         let below: u64 = self
             .runs
             .runs
@@ -289,7 +294,21 @@ mod tests {
         let e = View::new(0, &Typemap::bytes(8), &map(&[(0, 12)], 16)).unwrap_err();
         assert!(e.contains("elementary"), "{e}");
         let e = View::new(0, &Typemap::bytes(1), &map(&[(0, 12)], 8)).unwrap_err();
-        assert!(e.contains("extent"), "{e}");
+        assert!(e.contains("upper bound"), "{e}");
+    }
+
+    #[test]
+    fn a_filetype_whose_lower_bound_is_not_its_origin_tiles_from_its_bounds() {
+        // HDF5's chunk fills: blocks at absolute offsets, lb at the first
+        let mut t = map(&[(1000, 10), (1020, 12)], 32);
+        t.lb = 1000;
+        let v = View::new(0, &Typemap::bytes(1), &t).unwrap();
+        assert_eq!(pairs(&v.extents(0, 22)), vec![(1000, 10), (1020, 12)]);
+        // the next tile is one extent on
+        assert_eq!(pairs(&v.extents(22, 5)), vec![(1032, 5)]);
+        assert_eq!(v.position_of(1000), 0);
+        assert_eq!(v.position_of(1015), 10);
+        assert_eq!(v.position_of(1033), 23);
     }
 
     #[test]

@@ -1,0 +1,204 @@
+"""MPI-IO for unmodified MPI programs (crates/concerto-mpiio): programs of
+our own in C (tests/mpi/), compiled against Debian's Open MPI and MPICH and
+parallel HDF5, run through `concerto mpirun` against a local cluster.
+Every run has a deadline: a collective call that hangs fails the test."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from concerto import cluster as local
+from concerto import fs
+from conftest import ROOT, mounted_at
+
+MPI_DIR = ROOT / "tests" / "mpi"
+FLAVOURS = {"openmpi": ("mpicc.openmpi", "mpirun.openmpi"), "mpich": ("mpicc.mpich", "mpiexec.mpich")}
+STRATEGIES = ("independent", "two-phase", "resonant")
+PATTERNS = ("contiguous", "vector", "subarray", "noncontig")
+
+
+def value(k: int) -> int:
+    """Byte k of every file the pattern program writes (as in patterns.c)."""
+    return (k * 131 + 7) % 251
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory) -> dict[str, Path]:
+    """The test programs, built for each MPI library (HDF5's for Open MPI, whose build Debian ships)."""
+    out = tmp_path_factory.mktemp("mpi-programs")
+    built = {}
+    for flavour, (cc, _) in FLAVOURS.items():
+        for name in ("patterns", "errors"):
+            exe = out / f"{name}-{flavour}"
+            subprocess.run([cc, "-O2", "-Wall", "-o", str(exe), str(MPI_DIR / f"{name}.c")], check=True)
+            built[f"{name}-{flavour}"] = exe
+    exe = out / "hdf5-openmpi"
+    subprocess.run(["h5pcc.openmpi", "-O2", "-o", str(exe), str(MPI_DIR / "hdf5.c")], check=True)
+    built["hdf5-openmpi"] = exe
+    return built
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("mpiio-cluster")
+    path = local.up(directory, local.ClusterSpec(servers=4, stripe_unit=65536))
+    try:
+        yield path
+    finally:
+        local.down(directory)
+
+
+def job_env() -> dict[str, str]:
+    """Several ranks as root on a small machine (Open MPI refuses both by default)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CONCERTO_APP_ID", "CONCERTO_CLUSTER")}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    return env
+
+
+def mpirun(cluster: Path, flavour: str, ranks: int, *argv: str | Path, timeout: int = 120):
+    """`concerto mpirun` with that MPI library's launcher; fails the test past the deadline."""
+    launcher = FLAVOURS[flavour][1]
+    command = [sys.executable, "-m", "concerto", "mpirun", "--cluster", str(cluster), "--launcher", launcher,
+               "-n", str(ranks), *map(str, argv)]
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=job_env())
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"hung past {timeout}s: {' '.join(command)}\n{e.stderr}")
+
+
+# Each pattern written with one strategy and read back with another, so
+# every strategy writes and reads some pattern at each rank count.
+CASES = [(flavour, ranks, pattern, STRATEGIES[i % 3], STRATEGIES[(i + 1 + ranks) % 3])
+         for flavour in FLAVOURS for ranks in (4, 3) for i, pattern in enumerate(PATTERNS)]
+
+
+@pytest.mark.parametrize("flavour,ranks,pattern,writer,reader", CASES)
+def test_collective_writes_read_back_byte_exact_with_another_strategy(programs, cluster, flavour, ranks,
+                                                                      pattern, writer, reader):
+    name = f"concerto:/{pattern}-{flavour}-{ranks}-{writer}-{reader}"
+    run = mpirun(cluster, flavour, ranks, programs[f"patterns-{flavour}"], name, pattern, writer, reader)
+    assert run.returncode == 0, run.stderr
+    assert f"ok {pattern} {writer}->{reader} {ranks} ranks" in run.stdout
+    # and the file is in the cluster's namespace, with the layout the hints asked for
+    st = fs.connect(cluster).stat(name.removeprefix("concerto:"))
+    assert st.stripe_unit == 65536 and len(st.servers) == 4
+
+
+def test_files_written_through_mpiio_read_the_same_through_the_mount(programs, cluster, tmp_path):
+    run = mpirun(cluster, "openmpi", 4, programs["patterns-openmpi"], "concerto:/via-mount", "noncontig",
+                 "resonant", "two-phase")
+    assert run.returncode == 0, run.stderr
+    with mounted_at(cluster, tmp_path / "mnt") as _:
+        data = (tmp_path / "mnt" / "via-mount").read_bytes()
+    assert len(data) == 4 * 262144
+    assert all(b == value(k) for k, b in enumerate(data)), "a byte read through the mount differs"
+
+
+def test_resonant_writes_reach_each_server_from_one_agent_in_ascending_offsets(programs, cluster):
+    client = fs.connect(cluster)
+    after = [max((a["seq"] for a in log), default=0) if isinstance(log, list) else 0
+             for log in client.arrivals()]
+    # interleaved pieces of every rank on every server: the agents' case
+    run = mpirun(cluster, "mpich", 4, programs["patterns-mpich"], "concerto:/agents", "vector", "resonant",
+                 "resonant")
+    assert run.returncode == 0, run.stderr
+    inode = client.stat("/agents").inode
+    servers_seen = 0
+    for log, since in zip(client.arrivals(), after):
+        assert isinstance(log, list), log
+        writes = [a for a in log if a["seq"] > since and a["object"] == inode and a["op"] == "write"]
+        if not writes:
+            continue
+        servers_seen += 1
+        assert len({a["rank"] for a in writes}) == 1, f"agents of one server: {[a['rank'] for a in writes]}"
+        offsets = [a["offset"] for a in writes]
+        assert offsets == sorted(offsets), f"offsets out of order: {offsets}"
+    assert servers_seen == 4
+
+
+@pytest.mark.parametrize("ranks,rows", [(4, 64), (3, 33)])
+def test_an_hdf5_program_writes_and_reads_chunked_and_contiguous_datasets_collectively(programs, cluster,
+                                                                                      tmp_path, ranks, rows):
+    name = f"/data-{ranks}.h5"
+    run = mpirun(cluster, "openmpi", ranks, programs["hdf5-openmpi"], f"concerto:{name}", str(rows))
+    assert run.returncode == 0, run.stderr
+    assert f"ok hdf5 {ranks} ranks, {ranks * rows} rows" in run.stdout
+    # h5dump, a serial HDF5 program, reads the file copied out: value (r, c) = r * 10000 + c (+1 if chunked)
+    local_copy = tmp_path / "copy.h5"
+    with fs.connect(cluster).open(name) as f, open(local_copy, "wb") as out:
+        out.write(f.read(0, f.size))
+    last = ranks * rows - 1
+    dump = subprocess.run(["h5dump", "-m", "%.1f", "-d", "/chunked", "-s", f"{last},1023", "-c", "1,1", str(local_copy)],
+                          capture_output=True, text=True, timeout=60)
+    assert dump.returncode == 0, dump.stderr
+    assert f"({last},1023): {last * 10000 + 1023 + 1}.0" in dump.stdout
+
+
+def test_files_outside_concerto_pass_through_to_the_mpi_library(programs, cluster, tmp_path):
+    for flavour in FLAVOURS:
+        path = tmp_path / f"local-{flavour}.bin"
+        run = mpirun(cluster, flavour, 3, programs[f"patterns-{flavour}"], path, "vector", "resonant", "two-phase")
+        assert run.returncode == 0, run.stderr
+        data = path.read_bytes()
+        assert len(data) == 3 * 262144 and all(b == value(k) for k, b in enumerate(data))
+    names = {e.name for e in fs.connect(cluster).listdir("/")}
+    assert not any(n.startswith("local-") for n in names)
+
+
+MISTAKES = {
+    "missing": "no such file",
+    "bad-hint": 'unknown strategy "fastest"',
+    "unknown-hint": 'unknown hint "concerto_stratgy"',
+    "bad-view": "displacements decrease",
+    "datarep": '"external32" is not served',
+    "mismatch": "mismatched collective calls",
+    "unserved": "MPI_File_write_shared: not served",
+}
+
+
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_every_mistake_fails_on_every_rank_without_hanging(programs, cluster, flavour, mistake):
+    run = mpirun(cluster, flavour, 3, programs[f"errors-{flavour}"], f"concerto:/mistake-{mistake}-{flavour}",
+                 mistake, timeout=60)
+    assert run.returncode == 0, f"some rank got no error:\n{run.stdout}\n{run.stderr}"
+    for rank in range(3):
+        line = next((l for l in run.stdout.splitlines() if l.startswith(f"rank {rank}: {mistake}: error:")), None)
+        assert line is not None, run.stdout
+        # the rank that made the mistake names it; the others say which rank failed, and why
+        assert MISTAKES[mistake] in line, line
+
+
+def test_concerto_mpirun_bad_input_is_named(cluster, tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "concerto", "mpirun", *args], capture_output=True, text=True,
+                              timeout=60, env=job_env(), cwd=tmp_path)
+
+    r = run("--cluster", str(cluster), "--launcher", "no-such-mpirun", "-n", "2", "true")
+    assert r.returncode == 2 and "no-such-mpirun not found" in r.stderr
+    r = run("-n", "2", "true")
+    assert r.returncode == 2 and "no cluster file at concerto-cluster/cluster.toml" in r.stderr
+    fake = tmp_path / "fake-mpirun"
+    fake.write_text("#!/bin/sh\necho 'some other launcher 1.0'\n")
+    fake.chmod(0o755)
+    r = run("--cluster", str(cluster), "--launcher", str(fake), "-n", "2", "true")
+    assert r.returncode == 2 and "neither Open MPI's nor MPICH's" in r.stderr
+
+
+def test_the_library_is_built_for_both_mpi_libraries_and_exports_only_mpi_names():
+    from concerto.binaries import find_library
+
+    for flavour in FLAVOURS:
+        library = find_library(f"libconcerto-mpiio-{flavour}.so")
+        symbols = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True,
+                                 check=True).stdout.split("\n")
+        names = [line.split()[-1] for line in symbols if line.strip()]
+        assert "MPI_File_open" in names and "MPI_File_write_at_all" in names
+        assert all(n.startswith("MPI_File_") for n in names), [n for n in names if not n.startswith("MPI_File_")]
+
