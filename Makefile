@@ -3,7 +3,8 @@
 #   make test   - build once, then run every test (Rust, Python, quick reproduction)
 #   make bench  - criterion benchmarks, the SimGrid side of the engine and
 #                 fluid-mode comparisons, and the real file system beside the
-#                 local one, GlusterFS and MooseFS (see docs/performance.md)
+#                 local one, GlusterFS and MooseFS, and collective MPI-IO on
+#                 HDD-class servers beside the simulator (see docs/performance.md)
 
 SHELL := /bin/bash
 VENV := .venv
@@ -48,6 +49,7 @@ bench: build
 	cargo bench -p concerto-bench
 	bash benches/simgrid/run.sh
 	bash benches/peers/fsbench.sh
+	$(VENV)/bin/concerto bench mpiio
 
 clean:
 	rm -rf target $(VENV) results

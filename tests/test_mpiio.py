@@ -5,6 +5,7 @@ Every run has a deadline: a collective call that hangs fails the test."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -159,6 +160,7 @@ MISTAKES = {
     "datarep": '"external32" is not served',
     "mismatch": "mismatched collective calls",
     "unserved": "MPI_File_write_shared: not served",
+    "different-hints": "have different hints on this file",
 }
 
 
@@ -202,3 +204,48 @@ def test_the_library_is_built_for_both_mpi_libraries_and_exports_only_mpi_names(
         assert "MPI_File_open" in names and "MPI_File_write_at_all" in names
         assert all(n.startswith("MPI_File_") for n in names), [n for n in names if not n.startswith("MPI_File_")]
 
+
+
+MPI4PY = """
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+info = MPI.Info.Create()
+info.Set("concerto_strategy", "resonant")
+fh = MPI.File.Open(comm, "concerto:/from-mpi4py", MPI.MODE_CREATE | MPI.MODE_RDWR, info)
+block = bytearray([rank + 1]) * 65536
+fh.Write_at_all(rank * len(block), block)
+back = bytearray(len(block))
+fh.Read_at_all(((rank + 1) % comm.Get_size()) * len(block), back)
+assert back == bytearray([(rank + 1) % comm.Get_size() + 1]) * len(block)
+assert fh.Get_info().Get("concerto_strategy") == "resonant"
+fh.Close()
+"""
+
+
+def test_an_mpi4py_program_reaches_concerto_through_mpi_file(cluster, tmp_path):
+    script = tmp_path / "mpi4py_job.py"
+    script.write_text(MPI4PY)
+    run = mpirun(cluster, "openmpi", 3, sys.executable, script)
+    assert run.returncode == 0, run.stderr
+    f = fs.connect(cluster).open("/from-mpi4py")
+    assert f.read(0, f.size) == b"".join(bytes([r + 1]) * 65536 for r in range(3))
+
+
+def test_bench_mpiio_measures_every_way_beside_the_simulator(tmp_path):
+    # The quick run's figures say nothing; that every (pattern, op, way) is
+    # measured, each of Concerto's ways with the simulator's prediction, is
+    # what is checked — and that nothing is left behind.
+    from concerto.mpiio_bench import PATTERNS, ROMIO, WAYS
+    from conftest import concerto
+
+    r = concerto("bench", "mpiio", "--quick", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    result = json.loads((tmp_path / "mpiio.json").read_text())
+    rows = {(row["pattern"], row["op"], row["way"]): row for row in result["rows"]}
+    assert set(rows) == {(p, op, w) for p in PATTERNS for op in ("write", "read") for w in (*WAYS, ROMIO)}
+    for (_, _, way), row in rows.items():
+        assert row["real_MBps"] > 0
+        assert (row["sim_MBps"] is None) == (way == ROMIO)
+    assert "resonant / two-phase, demo write: real" in r.stdout
+    assert "concerto-mpiio-" not in open("/proc/self/mounts").read()

@@ -11,7 +11,7 @@ for flavour in openmpi mpich; do
   cc="mpicc.$flavour"
   command -v "$cc" >/dev/null || continue
   "$cc" -O2 -fPIC -shared -Wall -Werror -Wno-stringop-overflow -o "$out/libconcerto-mpiio-$flavour.so" \
-    "$here/c/concerto_mpiio.c" "$target/libconcerto_mpiio.a" \
+    "$here"/c/*.c "$target/libconcerto_mpiio.a" \
     -Wl,--version-script="$here/c/exports.map" -Wl,--exclude-libs,ALL -Wl,--gc-sections -s \
     -lgcc_s -lutil -lrt -lpthread -lm -ldl
   built=$((built + 1))

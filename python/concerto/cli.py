@@ -645,6 +645,40 @@ def bench_fs(out: Path, compare: tuple[str, ...], size_mib: int, runtime_s: int,
     console.print(f"figures: {out / 'fsbench.json'}")
 
 
+@bench.command("mpiio")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/bench"),
+              show_default=True, help="Where mpiio.json goes.")
+@click.option("--quick", is_flag=True, help="One round instead of three: the shape of the figures.")
+@guarded
+def bench_mpiio(out: Path, quick: bool) -> None:
+    """Collective I/O on four HDD-class servers: Concerto's MPI-IO (independent, two-phase, resonant),
+    ROMIO's through the mount, and the simulator's prediction."""
+    from rich import box
+    from rich.table import Table
+
+    from concerto import mpiio_bench
+
+    try:
+        result = mpiio_bench.run(out, quick, say=lambda m: err_console.print(f"[dim]{m}[/]"))
+    except mpiio_bench.BenchProblem as e:
+        raise UsageProblem(str(e)) from e
+    t = Table(title=f"{result['processes']} ranks, {result['servers']} HDD-class servers, {result['calls']} "
+                    "collective calls: MB/s", title_justify="left", box=box.SIMPLE_HEAD,
+              caption="real: median of the rounds; sim: the simulator on the throttle's device model; "
+                      "two-phase-1: one aggregator (cb_nodes=1); romio-on-mount: ROMIO's two-phase "
+                      "through the FUSE mount", caption_justify="left")
+    for col in ("pattern", "op", "way", "real", "sim", "real/sim"):
+        t.add_column(col, justify="left" if col in ("pattern", "op", "way") else "right")
+    for r in result["rows"]:
+        sim = f"{r['sim_MBps']:.1f}" if r["sim_MBps"] else "-"
+        ratio = f"{r['real_over_sim']:.2f}" if r["real_over_sim"] else "-"
+        t.add_row(r["pattern"], r["op"], r["way"], f"{r['real_MBps']:.1f}", sim, ratio)
+    console.print(t)
+    for (pattern, op), g in mpiio_bench.gains(result).items():
+        console.print(f"resonant / two-phase, {pattern} {op}: real {g['real']:.2f}x, simulated {g['sim']:.2f}x")
+    console.print(f"figures: {out / 'mpiio.json'}")
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--cluster", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Cluster file (default: $CONCERTO_CLUSTER, else concerto-cluster/cluster.toml).")

@@ -1,7 +1,8 @@
 /* Makes one mistake with a Concerto file and checks that every rank gets
  * an error from it (and none hangs):
  *   errors FILE CASE
- * CASE: missing | bad-hint | unknown-hint | bad-view | datarep | mismatch | unserved.
+ * CASE: missing | bad-hint | unknown-hint | bad-view | datarep | mismatch | unserved |
+ *       different-hints.
  * Each rank prints the error string it got; exits 0 when every rank got one. */
 #include <mpi.h>
 #include <stdio.h>
@@ -67,6 +68,15 @@ int main(int argc, char **argv) {
             got = report(MPI_File_write_at_all(fh, 0, buf, 16, MPI_BYTE, &st), c);
         else
             got = report(MPI_File_read_at_all(fh, 16 * rank, buf, 16, MPI_BYTE, &st), c);
+        MPI_File_close(&fh);
+    } else if (!strcmp(c, "different-hints")) {
+        fh = open_file(file);
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "concerto_strategy", rank == 0 ? "two_phase" : "resonant");
+        MPI_File_set_info(fh, info);
+        MPI_Info_free(&info);
+        got = report(MPI_File_write_at_all(fh, 16 * rank, buf, 16, MPI_BYTE, &st), c);
         MPI_File_close(&fh);
     } else if (!strcmp(c, "unserved")) {
         fh = open_file(file);

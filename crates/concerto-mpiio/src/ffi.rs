@@ -308,6 +308,20 @@ fn with_file<T>(
     f(s, &mut g)
 }
 
+/// A fingerprint of the hints in effect on a file (ranks whose hints
+/// differ would plan differently); 0 for a file not open.
+#[no_mangle]
+pub extern "C" fn cmpi_hints_fingerprint(id: u64) -> u64 {
+    use std::hash::{Hash, Hasher};
+    session::get(id).map_or(0, |file| {
+        let f = file.lock().unwrap_or_else(|p| p.into_inner());
+        // DefaultHasher::new() is unkeyed: the same on every rank.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        format!("{:?}", f.hints).hash(&mut h);
+        h.finish()
+    })
+}
+
 /// The file's size in bytes.
 ///
 /// # Safety

@@ -1,0 +1,251 @@
+/* Reads and writes: independent ones, collective ones (this rank's steps
+ * of core's plan, src/collective.rs), and the calls Concerto does not
+ * serve on its files. */
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "concerto_mpiio.h"
+
+/* ---- Reads and writes ---- */
+
+static void set_status(MPI_Status *status, uint64_t bytes) {
+    if (status != MPI_STATUS_IGNORE) PMPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)bytes);
+}
+
+/* Starts an access; `offset` < 0: at the individual file pointer. */
+static int begin(cfile *f, const char *call, MPI_Offset offset, const void *buf, int count,
+                 MPI_Datatype datatype, int write, cmpi_access_t **a) {
+    *a = NULL;
+    if (count < 0) return fail(call, "a negative count (%d)", count);
+    words d = {0};
+    int code = describe_for(call, datatype, &d);
+    if (code == MPI_SUCCESS &&
+        cmpi_access(f->id, offset, (void *)buf, (uint64_t)count, d.w, d.n, write, a))
+        code = rust_error(call);
+    free(d.w);
+    return code;
+}
+
+static int independent(MPI_File fh, const char *call, MPI_Offset offset, const void *buf, int count,
+                       MPI_Datatype datatype, int write, MPI_Status *status) {
+    cfile *f = ours(fh);
+    if (offset < -1) return raise_on(f, fail(call, "a negative offset (%lld)", (long long)offset));
+    cmpi_access_t *a;
+    int code = begin(f, call, offset, buf, count, datatype, write, &a);
+    if (code == MPI_SUCCESS && cmpi_independent(a)) code = rust_error(call);
+    if (code == MPI_SUCCESS) set_status(status, cmpi_bytes(a));
+    cmpi_free(a);
+    return raise_on(f, code);
+}
+
+/* Runs this rank's steps of the plan (see ../src/collective.rs). */
+static int run_steps(cfile *f, const char *call, cmpi_access_t *a) {
+    size_t n = 0, cap = 16;
+    MPI_Request *reqs = malloc(cap * sizeof *reqs);
+    int code = MPI_SUCCESS;
+    for (;;) {
+        cmpi_step_t s;
+        if (cmpi_step(a, &s)) {
+            code = rust_error(call);
+            break;
+        }
+        if (s.kind == STEP_DONE) break;
+        if (n == cap) reqs = realloc(reqs, (cap *= 2) * sizeof *reqs);
+        switch (s.kind) {
+        case STEP_ISEND:
+            PMPI_Isend(s.ptr, (int)s.len, MPI_BYTE, s.peer, s.tag, f->comm, &reqs[n++]);
+            break;
+        case STEP_IRECV:
+            PMPI_Irecv(s.ptr, (int)s.len, MPI_BYTE, s.peer, s.tag, f->comm, &reqs[n++]);
+            break;
+        case STEP_WAIT:
+            PMPI_Waitall((int)s.count, &reqs[s.first], MPI_STATUSES_IGNORE);
+            break;
+        case STEP_RECV_NOTE:
+            PMPI_Recv(NULL, 0, MPI_BYTE, s.peer, s.tag, f->comm, MPI_STATUS_IGNORE);
+            break;
+        case STEP_SEND_NOTE:
+            PMPI_Isend(NULL, 0, MPI_BYTE, s.peer, s.tag, f->comm, &reqs[n++]);
+            break;
+        }
+    }
+    PMPI_Waitall((int)n, reqs, MPI_STATUSES_IGNORE);
+    free(reqs);
+    if (code == MPI_SUCCESS && cmpi_finish(a)) code = rust_error(call);
+    return code;
+}
+
+/* A collective read or write: three collective operations per call (the
+ * header and the access lists gathered, the outcome reduced) around this
+ * rank's steps of the plan. MPI's collectives are costly where ranks share
+ * cores, so each carries all it can. */
+static int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, int count,
+                      MPI_Datatype datatype, int write, MPI_Status *status) {
+    cfile *f = ours(fh);
+    const char *call = call_names[call_id];
+    int size, rank;
+    PMPI_Comm_size(f->comm, &size);
+    PMPI_Comm_rank(f->comm, &rank);
+    cmpi_access_t *a = NULL;
+    int failed = offset < -1 ? fail(call, "a negative offset (%lld)", (long long)offset) : 0;
+    if (!failed) failed = begin(f, call, offset, buf, count, datatype, write, &a);
+    const uint64_t *mine = NULL;
+    uint64_t n = 0;
+    if (!failed) cmpi_extents(a, &mine, &n);
+    /* Which call, its sequence number, the hints in effect, whether this
+     * rank failed, and how many extents it accesses: from every rank. */
+    enum { H_CALL, H_SEQ, H_HINTS, H_FAILED, H_COUNT, H_WORDS };
+    uint64_t header[H_WORDS] = {(uint64_t)call_id, (uint64_t)f->seq++, cmpi_hints_fingerprint(f->id),
+                                (uint64_t)marker(f->comm, failed), n};
+    uint64_t *all_headers = malloc(sizeof(uint64_t) * H_WORDS * size);
+    PMPI_Allgather(header, H_WORDS, MPI_UINT64_T, all_headers, H_WORDS, MPI_UINT64_T, f->comm);
+    int code = MPI_SUCCESS, worst = 0;
+    for (int r = 0; r < size && code == MPI_SUCCESS; r++) {
+        uint64_t *h = &all_headers[H_WORDS * r];
+        if (h[H_CALL] != (uint64_t)call_id || h[H_SEQ] != header[H_SEQ]) {
+            int other = h[H_CALL] >= 1 && h[H_CALL] <= C_WRITE_ALL ? (int)h[H_CALL] : 0;
+            code = raise_on(f, fail(call, "mismatched collective calls: this rank called %s, rank %d called %s",
+                                    call, r, other ? call_names[other] : "another collective"));
+        } else if (h[H_HINTS] != header[H_HINTS]) {
+            code = raise_on(f, fail(call, "ranks %d and %d have different hints on this file (give every "
+                                    "rank the same MPI_Info)", rank, r));
+        }
+        if ((int)h[H_FAILED] > worst) worst = (int)h[H_FAILED];
+    }
+    if (code == MPI_SUCCESS && worst) code = spread(f, f->comm, call, first_failed(f->comm, worst), failed);
+    if (code != MPI_SUCCESS) {
+        free(all_headers);
+        cmpi_free(a);
+        return code;
+    }
+    /* Every rank's access list, to every rank: the planner's input. */
+    uint64_t *counts = malloc(sizeof(uint64_t) * size);
+    int *rc = malloc(sizeof(int) * size), *displs = malloc(sizeof(int) * size);
+    uint64_t total = 0;
+    for (int r = 0; r < size; r++) {
+        counts[r] = all_headers[H_WORDS * r + H_COUNT];
+        rc[r] = (int)(2 * counts[r]);
+        displs[r] = (int)(2 * total);
+        total += counts[r];
+    }
+    uint64_t *all = malloc(sizeof(uint64_t) * (2 * total + 1));
+    PMPI_Allgatherv(mine, (int)(2 * n), MPI_UINT64_T, all, rc, displs, MPI_UINT64_T, f->comm);
+    /* Every rank plans alike from the same lists and hints: a plan that
+     * fails, fails on every rank. */
+    if (cmpi_plan(a, (uint32_t)size, (uint32_t)rank, counts, all)) code = raise_on(f, rust_error(call));
+    free(all_headers);
+    free(counts);
+    free(rc);
+    free(displs);
+    free(all);
+    if (code == MPI_SUCCESS) {
+        failed = run_steps(f, call, a);
+        /* Whether any rank failed, and whether any rank's read met the end of the file. */
+        int outcome[2] = {marker(f->comm, failed), !write && cmpi_incomplete(a)}, reduced[2];
+        PMPI_Allreduce(outcome, reduced, 2, MPI_INT, MPI_MAX, f->comm);
+        if (reduced[0]) code = spread(f, f->comm, call, first_failed(f->comm, reduced[0]), failed);
+        else if (reduced[1] && cmpi_count_to_end(a)) code = raise_on(f, rust_error(call));
+    }
+    if (code == MPI_SUCCESS) set_status(status, cmpi_bytes(a));
+    cmpi_free(a);
+    return code;
+}
+
+#define INDEPENDENT(name, write, ...) \
+    { if (!ours(fh)) return P##name(__VA_ARGS__); \
+      return independent(fh, #name, OFFSET, buf, count, datatype, write, status); }
+#define COLLECTIVE(name, id, write, ...) \
+    { if (!ours(fh)) return P##name(__VA_ARGS__); \
+      return collective(fh, id, OFFSET, buf, count, datatype, write, status); }
+
+#define OFFSET offset
+int MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    INDEPENDENT(MPI_File_read_at, 0, fh, offset, buf, count, datatype, status)
+int MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    INDEPENDENT(MPI_File_write_at, 1, fh, offset, buf, count, datatype, status)
+int MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    COLLECTIVE(MPI_File_read_at_all, C_READ_AT_ALL, 0, fh, offset, buf, count, datatype, status)
+int MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    COLLECTIVE(MPI_File_write_at_all, C_WRITE_AT_ALL, 1, fh, offset, buf, count, datatype, status)
+#undef OFFSET
+#define OFFSET -1
+int MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    INDEPENDENT(MPI_File_read, 0, fh, buf, count, datatype, status)
+int MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    INDEPENDENT(MPI_File_write, 1, fh, buf, count, datatype, status)
+int MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    COLLECTIVE(MPI_File_read_all, C_READ_ALL, 0, fh, buf, count, datatype, status)
+int MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    COLLECTIVE(MPI_File_write_all, C_WRITE_ALL, 1, fh, buf, count, datatype, status)
+#undef OFFSET
+
+/* ---- Calls Concerto does not serve: a clear error on a Concerto file,
+ * the MPI library's own call on any other ---- */
+
+#define UNSERVED(name, ...) \
+    { cfile *f = ours(fh); if (!f) return P##name(__VA_ARGS__); \
+      return raise_on(f, fail(#name, "not served on a Concerto file (shared file pointers, " \
+                              "split collectives and nonblocking I/O are not)")); }
+
+int MPI_File_iread_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+    UNSERVED(MPI_File_iread_at, fh, offset, buf, count, datatype, request)
+int MPI_File_iwrite_at(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+    UNSERVED(MPI_File_iwrite_at, fh, offset, buf, count, datatype, request)
+int MPI_File_iread_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+    UNSERVED(MPI_File_iread_at_all, fh, offset, buf, count, datatype, request)
+int MPI_File_iwrite_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+    UNSERVED(MPI_File_iwrite_at_all, fh, offset, buf, count, datatype, request)
+int MPI_File_iread(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+    UNSERVED(MPI_File_iread, fh, buf, count, datatype, request)
+int MPI_File_iwrite(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+    UNSERVED(MPI_File_iwrite, fh, buf, count, datatype, request)
+int MPI_File_iread_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+    UNSERVED(MPI_File_iread_all, fh, buf, count, datatype, request)
+int MPI_File_iwrite_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+    UNSERVED(MPI_File_iwrite_all, fh, buf, count, datatype, request)
+int MPI_File_read_shared(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    UNSERVED(MPI_File_read_shared, fh, buf, count, datatype, status)
+int MPI_File_write_shared(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    UNSERVED(MPI_File_write_shared, fh, buf, count, datatype, status)
+int MPI_File_iread_shared(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+    UNSERVED(MPI_File_iread_shared, fh, buf, count, datatype, request)
+int MPI_File_iwrite_shared(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+    UNSERVED(MPI_File_iwrite_shared, fh, buf, count, datatype, request)
+int MPI_File_read_ordered(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    UNSERVED(MPI_File_read_ordered, fh, buf, count, datatype, status)
+int MPI_File_write_ordered(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+    UNSERVED(MPI_File_write_ordered, fh, buf, count, datatype, status)
+int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence)
+    UNSERVED(MPI_File_seek_shared, fh, offset, whence)
+int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset)
+    UNSERVED(MPI_File_get_position_shared, fh, offset)
+int MPI_File_read_at_all_begin(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype)
+    UNSERVED(MPI_File_read_at_all_begin, fh, offset, buf, count, datatype)
+int MPI_File_read_at_all_end(MPI_File fh, void *buf, MPI_Status *status)
+    UNSERVED(MPI_File_read_at_all_end, fh, buf, status)
+int MPI_File_write_at_all_begin(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype)
+    UNSERVED(MPI_File_write_at_all_begin, fh, offset, buf, count, datatype)
+int MPI_File_write_at_all_end(MPI_File fh, const void *buf, MPI_Status *status)
+    UNSERVED(MPI_File_write_at_all_end, fh, buf, status)
+int MPI_File_read_all_begin(MPI_File fh, void *buf, int count, MPI_Datatype datatype)
+    UNSERVED(MPI_File_read_all_begin, fh, buf, count, datatype)
+int MPI_File_read_all_end(MPI_File fh, void *buf, MPI_Status *status)
+    UNSERVED(MPI_File_read_all_end, fh, buf, status)
+int MPI_File_write_all_begin(MPI_File fh, const void *buf, int count, MPI_Datatype datatype)
+    UNSERVED(MPI_File_write_all_begin, fh, buf, count, datatype)
+int MPI_File_write_all_end(MPI_File fh, const void *buf, MPI_Status *status)
+    UNSERVED(MPI_File_write_all_end, fh, buf, status)
+int MPI_File_read_ordered_begin(MPI_File fh, void *buf, int count, MPI_Datatype datatype)
+    UNSERVED(MPI_File_read_ordered_begin, fh, buf, count, datatype)
+int MPI_File_read_ordered_end(MPI_File fh, void *buf, MPI_Status *status)
+    UNSERVED(MPI_File_read_ordered_end, fh, buf, status)
+int MPI_File_write_ordered_begin(MPI_File fh, const void *buf, int count, MPI_Datatype datatype)
+    UNSERVED(MPI_File_write_ordered_begin, fh, buf, count, datatype)
+int MPI_File_write_ordered_end(MPI_File fh, const void *buf, MPI_Status *status)
+    UNSERVED(MPI_File_write_ordered_end, fh, buf, status)
