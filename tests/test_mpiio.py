@@ -20,7 +20,7 @@ from conftest import ROOT, mounted_at
 MPI_DIR = ROOT / "tests" / "mpi"
 FLAVOURS = {"openmpi": ("mpicc.openmpi", "mpirun.openmpi"), "mpich": ("mpicc.mpich", "mpiexec.mpich")}
 STRATEGIES = ("independent", "two-phase", "resonant")
-PATTERNS = ("contiguous", "vector", "subarray", "noncontig")
+PATTERNS = ("contiguous", "vector", "subarray", "darray", "noncontig")
 
 
 def value(k: int) -> int:
@@ -99,6 +99,16 @@ def test_files_written_through_mpiio_read_the_same_through_the_mount(programs, c
         data = (tmp_path / "mnt" / "via-mount").read_bytes()
     assert len(data) == 4 * 262144
     assert all(b == value(k) for k, b in enumerate(data)), "a byte read through the mount differs"
+
+
+def test_files_under_a_concerto_mount_are_served_by_concerto_not_the_mpi_library(programs, cluster, tmp_path):
+    # Shared file pointers are the MPI library's, not Concerto's: a file
+    # under the mount refusing them is a file Concerto serves.
+    mnt = tmp_path / "mnt"
+    with mounted_at(cluster, mnt):
+        run = mpirun(cluster, "openmpi", 2, programs["errors-openmpi"], mnt / "under-mount", "unserved")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count("MPI_File_write_shared: not served") == 2, run.stdout
 
 
 def test_resonant_writes_reach_each_server_from_one_agent_in_ascending_offsets(programs, cluster):

@@ -1,7 +1,7 @@
 /* Writes a file collectively in one access pattern with one strategy,
  * reads it back collectively with another, and checks every byte.
  *   patterns FILE PATTERN WRITE_STRATEGY READ_STRATEGY [BLOCK]
- * PATTERN: contiguous | vector | subarray | noncontig. Byte k of the
+ * PATTERN: contiguous | vector | subarray | darray | noncontig. Byte k of the
  * file is value(k) whoever wrote it, so any reader can check any byte.
  * Exits 0 when every byte read is right; prints what was wrong if not. */
 #include <mpi.h>
@@ -62,6 +62,26 @@ static void pattern(const char *name, long long block, layout *l) {
         } else {
             l->count = (int)l->bytes;
             l->memsize = l->bytes;
+        }
+    } else if (!strcmp(name, "darray")) {
+        /* the same tiles as subarray, as a block-distributed array */
+        int dims[2] = {0, 0};
+        MPI_Dims_create(procs, 2, dims);
+        int side = 8;
+        while ((long long)(2 * side) * (2 * side) * 4 <= block) side *= 2;
+        int gsizes[2] = {dims[0] * side, dims[1] * side};
+        int distribs[2] = {MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_BLOCK};
+        int dargs[2] = {MPI_DISTRIBUTE_DFLT_DARG, MPI_DISTRIBUTE_DFLT_DARG};
+        int starts[2] = {(rank / dims[1]) * side, (rank % dims[1]) * side};
+        MPI_Type_create_darray(procs, rank, 2, gsizes, distribs, dargs, dims, MPI_ORDER_C, MPI_INT, &l->filetype);
+        MPI_Type_commit(&l->filetype);
+        l->memtype = MPI_INT;
+        l->count = side * side;
+        l->bytes = l->memsize = 4LL * side * side;
+        l->offsets = malloc(sizeof(long long) * l->bytes);
+        for (long long i = 0; i < l->bytes; i++) {
+            long long e = i / 4, r = starts[0] + e / side, c = starts[1] + e % side;
+            l->offsets[i] = (r * gsizes[1] + c) * 4 + i % 4;
         }
     } else if (!strcmp(name, "subarray")) {
         /* a global array of ints, each rank a tile of a process grid */
@@ -125,6 +145,24 @@ int main(int argc, char **argv) {
     check(MPI_File_write_all(fh, buf, l.count, l.memtype, &st), "MPI_File_write_all");
     int written;
     MPI_Get_count(&st, MPI_BYTE, &written);
+    /* sizes: preallocate grows the file, set_size cuts it back; the access
+     * mode is the one given (Concerto's files: Open MPI's own preallocate
+     * fails on a local file) */
+    MPI_Offset size0, grown, cut;
+    int amode;
+    long long size_bad = 0;
+    check(MPI_File_get_size(fh, &size0), "MPI_File_get_size");
+    if (strncmp(file, "concerto:", 9) == 0) {
+        check(MPI_File_preallocate(fh, 2 * size0), "MPI_File_preallocate");
+        check(MPI_File_get_size(fh, &grown), "MPI_File_get_size");
+        check(MPI_File_set_size(fh, size0), "MPI_File_set_size");
+        check(MPI_File_get_size(fh, &cut), "MPI_File_get_size");
+        check(MPI_File_get_amode(fh, &amode), "MPI_File_get_amode");
+        size_bad = grown != 2 * size0 || cut != size0 || amode != (MPI_MODE_CREATE | MPI_MODE_RDWR);
+        if (size_bad)
+            fprintf(stderr, "rank %d: size %lld, preallocated %lld, cut %lld; amode %d\n", rank,
+                    (long long)size0, (long long)grown, (long long)cut, amode);
+    }
     check(MPI_File_close(&fh), "MPI_File_close");
 
     unsigned char *back = calloc(l.memsize + 1, 1);
@@ -133,7 +171,7 @@ int main(int argc, char **argv) {
     check(MPI_File_read_all(fh, back, l.count, l.memtype, &st), "MPI_File_read_all");
     int read;
     MPI_Get_count(&st, MPI_BYTE, &read);
-    long long bad = 0, first_bad = -1;
+    long long bad = size_bad, first_bad = -1;
     for (long long i = 0; i < l.bytes; i++)
         if (back[mem_at(name, block, i)] != value(l.offsets[i]) && bad++ == 0) first_bad = i;
     /* the individual file pointer and the view's byte offsets */

@@ -102,14 +102,18 @@ pub fn resolve(name: &str) -> Option<String> {
         .map(|r| format!("/{}", r.display()))
 }
 
-/// Mount points of `fuse.concerto` file systems in a mountinfo text.
+/// Mount points of Concerto's FUSE mounts in a mountinfo text: type
+/// `fuse.concerto` (mounted through fusermount3, which keeps the subtype),
+/// or `fuse` with source `concerto` (mounted by root with mount(2)).
 fn concerto_mounts(mountinfo: &str) -> Vec<PathBuf> {
     mountinfo
         .lines()
         .filter_map(|l| {
             let (left, right) = l.split_once(" - ")?;
             let point = left.split_whitespace().nth(4)?;
-            (right.split_whitespace().next()? == "fuse.concerto")
+            let mut fields = right.split_whitespace();
+            let (kind, source) = (fields.next()?, fields.next()?);
+            (kind == "fuse.concerto" || (kind == "fuse" && source == "concerto"))
                 .then(|| PathBuf::from(unescape(point)))
         })
         .collect()
@@ -233,8 +237,13 @@ mod tests {
     #[test]
     fn concerto_mounts_are_found_in_mountinfo_with_escapes() {
         let info = "36 35 98:0 / /mnt/x rw - ext4 /dev/root rw\n\
-                    40 35 0:44 / /mnt/con\\040fs rw,nosuid - fuse.concerto concerto rw\n";
-        assert_eq!(concerto_mounts(info), vec![PathBuf::from("/mnt/con fs")]);
+                    40 35 0:44 / /mnt/con\\040fs rw,nosuid - fuse.concerto concerto rw\n\
+                    43 27 0:39 / /tmp/mm rw,nosuid - fuse concerto rw,user_id=0\n\
+                    44 27 0:40 / /tmp/other rw,nosuid - fuse sshfs rw,user_id=0\n";
+        assert_eq!(
+            concerto_mounts(info),
+            vec![PathBuf::from("/mnt/con fs"), PathBuf::from("/tmp/mm")]
+        );
     }
 
     #[test]
