@@ -34,6 +34,34 @@ typedef struct {
     long long *offsets; /* file offset of each data byte, in stream order */
 } layout;
 
+/* Each rank a tile of side x side ints of a global array over a grid of
+ * the ranks (as MPI_Dims_create makes it), the filetype a subarray or the
+ * same tiles as a block-distributed array. */
+static void tile(layout *l, long long block, int darray) {
+    int dims[2] = {0, 0};
+    MPI_Dims_create(procs, 2, dims);
+    int side = 8;
+    while ((long long)(2 * side) * (2 * side) * 4 <= block) side *= 2;
+    int gsizes[2] = {dims[0] * side, dims[1] * side}, sub[2] = {side, side};
+    int starts[2] = {(rank / dims[1]) * side, (rank % dims[1]) * side};
+    if (darray) {
+        int distribs[2] = {MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_BLOCK};
+        int dargs[2] = {MPI_DISTRIBUTE_DFLT_DARG, MPI_DISTRIBUTE_DFLT_DARG};
+        MPI_Type_create_darray(procs, rank, 2, gsizes, distribs, dargs, dims, MPI_ORDER_C, MPI_INT, &l->filetype);
+    } else {
+        MPI_Type_create_subarray(2, gsizes, sub, starts, MPI_ORDER_C, MPI_INT, &l->filetype);
+    }
+    MPI_Type_commit(&l->filetype);
+    l->memtype = MPI_INT;
+    l->count = side * side;
+    l->bytes = l->memsize = 4LL * side * side;
+    l->offsets = malloc(sizeof(long long) * l->bytes);
+    for (long long i = 0; i < l->bytes; i++) {
+        long long e = i / 4, r = starts[0] + e / side, c = starts[1] + e % side;
+        l->offsets[i] = (r * gsizes[1] + c) * 4 + i % 4;
+    }
+}
+
 static void pattern(const char *name, long long block, layout *l) {
     memset(l, 0, sizeof *l);
     l->filetype = l->memtype = MPI_BYTE;
@@ -63,44 +91,8 @@ static void pattern(const char *name, long long block, layout *l) {
             l->count = (int)l->bytes;
             l->memsize = l->bytes;
         }
-    } else if (!strcmp(name, "darray")) {
-        /* the same tiles as subarray, as a block-distributed array */
-        int dims[2] = {0, 0};
-        MPI_Dims_create(procs, 2, dims);
-        int side = 8;
-        while ((long long)(2 * side) * (2 * side) * 4 <= block) side *= 2;
-        int gsizes[2] = {dims[0] * side, dims[1] * side};
-        int distribs[2] = {MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_BLOCK};
-        int dargs[2] = {MPI_DISTRIBUTE_DFLT_DARG, MPI_DISTRIBUTE_DFLT_DARG};
-        int starts[2] = {(rank / dims[1]) * side, (rank % dims[1]) * side};
-        MPI_Type_create_darray(procs, rank, 2, gsizes, distribs, dargs, dims, MPI_ORDER_C, MPI_INT, &l->filetype);
-        MPI_Type_commit(&l->filetype);
-        l->memtype = MPI_INT;
-        l->count = side * side;
-        l->bytes = l->memsize = 4LL * side * side;
-        l->offsets = malloc(sizeof(long long) * l->bytes);
-        for (long long i = 0; i < l->bytes; i++) {
-            long long e = i / 4, r = starts[0] + e / side, c = starts[1] + e % side;
-            l->offsets[i] = (r * gsizes[1] + c) * 4 + i % 4;
-        }
-    } else if (!strcmp(name, "subarray")) {
-        /* a global array of ints, each rank a tile of a process grid */
-        int dims[2] = {0, 0};
-        MPI_Dims_create(procs, 2, dims);
-        int side = 8;
-        while ((long long)(2 * side) * (2 * side) * 4 <= block) side *= 2;
-        int gsizes[2] = {dims[0] * side, dims[1] * side}, sub[2] = {side, side};
-        int starts[2] = {(rank / dims[1]) * side, (rank % dims[1]) * side};
-        MPI_Type_create_subarray(2, gsizes, sub, starts, MPI_ORDER_C, MPI_INT, &l->filetype);
-        MPI_Type_commit(&l->filetype);
-        l->memtype = MPI_INT;
-        l->count = side * side;
-        l->bytes = l->memsize = 4LL * side * side;
-        l->offsets = malloc(sizeof(long long) * l->bytes);
-        for (long long i = 0; i < l->bytes; i++) {
-            long long e = i / 4, r = starts[0] + e / side, c = starts[1] + e % side;
-            l->offsets[i] = (r * gsizes[1] + c) * 4 + i % 4;
-        }
+    } else if (!strcmp(name, "subarray") || !strcmp(name, "darray")) {
+        tile(l, block, !strcmp(name, "darray"));
     } else {
         if (rank == 0) fprintf(stderr, "unknown pattern %s\n", name);
         MPI_Abort(MPI_COMM_WORLD, 2);
