@@ -1,6 +1,7 @@
 # Concerto's entry points. Each target installs what it needs first.
 #   make demo   - build, then run Concerto's demo
 #   make test   - build once, then run every test (Rust, Python, quick reproduction)
+#   make lint   - rustfmt, clippy (warnings denied) and ruff, as CI checks them
 #   make bench  - criterion benchmarks, the SimGrid side of the engine and
 #                 fluid-mode comparisons, and the real file system beside the
 #                 local one, GlusterFS and MooseFS, and collective MPI-IO on
@@ -13,7 +14,7 @@ STAMP := $(VENV)/.deps-installed
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test bench build toolchain clean
+.PHONY: demo test bench build lint toolchain clean
 
 toolchain:
 	@bash .ci/toolchain
@@ -37,6 +38,10 @@ build: toolchain $(STAMP)
 	bash crates/concerto-mpiio/build-shims.sh target/release target/release
 	install -D -m 755 -t $(VENV)/lib/concerto target/release/libconcerto-mpiio-*.so
 	$(VENV)/bin/maturin develop --release --quiet
+
+# rustfmt, clippy with warnings denied, ruff (.ci/lint); CI runs it.
+lint: toolchain $(STAMP)
+	RUFF=$(VENV)/bin/ruff bash .ci/lint
 
 demo: build
 	$(VENV)/bin/concerto demo

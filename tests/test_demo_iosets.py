@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-from pathlib import Path
 
 from rich.console import Console
 

@@ -181,7 +181,7 @@ def test_every_mistake_fails_on_every_rank_without_hanging(programs, cluster, fl
                  mistake, timeout=60)
     assert run.returncode == 0, f"some rank got no error:\n{run.stdout}\n{run.stderr}"
     for rank in range(3):
-        line = next((l for l in run.stdout.splitlines() if l.startswith(f"rank {rank}: {mistake}: error:")), None)
+        line = next((ln for ln in run.stdout.splitlines() if ln.startswith(f"rank {rank}: {mistake}: error:")), None)
         assert line is not None, run.stdout
         # the rank that made the mistake names it; the others say which rank failed, and why
         assert MISTAKES[mistake] in line, line

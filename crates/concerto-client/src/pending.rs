@@ -174,7 +174,7 @@ impl Pending {
             files.get(&inode).map_or_else(Vec::new, |f| {
                 f.writes
                     .iter()
-                    .filter(|w| range.map_or(true, |(s, e)| overlaps(w, s, e)))
+                    .filter(|w| range.is_none_or(|(s, e)| overlaps(w, s, e)))
                     .map(|w| w.done.clone())
                     .collect()
             })

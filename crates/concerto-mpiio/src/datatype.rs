@@ -77,7 +77,7 @@ impl Typemap {
     /// Whether `count` elements are one run of bytes from the start.
     pub fn is_contiguous(&self) -> bool {
         self.blocks.len() <= 1
-            && self.blocks.first().map_or(true, |b| b.disp == 0)
+            && self.blocks.first().is_none_or(|b| b.disp == 0)
             && self.extent == self.size as i64
     }
 

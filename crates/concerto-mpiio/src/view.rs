@@ -199,7 +199,7 @@ impl Memory {
 
     /// Whether the stream is one run from the buffer's address.
     pub fn contiguous(&self) -> bool {
-        self.pieces.len() <= 1 && self.pieces.first().map_or(true, |p| p.0 == 0)
+        self.pieces.len() <= 1 && self.pieces.first().is_none_or(|p| p.0 == 0)
     }
 
     /// The pieces of stream bytes `[pos, pos + len)`: (offset from the

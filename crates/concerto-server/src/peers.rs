@@ -72,7 +72,7 @@ impl Peer {
         let Some(report) = self.unsent.take() else {
             return;
         };
-        if !self.connection.as_ref().is_some_and(|c| !c.is_closed()) {
+        if self.connection.as_ref().is_none_or(|c| c.is_closed()) {
             self.connection = match key {
                 Some(key) => ServerConnection::connect(self.addr, PEER_TIMEOUT, key)
                     .await

@@ -1722,7 +1722,7 @@ fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
         .bytes_per_call()
         .checked_mul(app.calls() as u64)
         .and_then(|b| b.checked_mul(app.processes as u64))
-        .map_or(true, |b| b > 1 << 50)
+        .is_none_or(|b| b > 1 << 50)
     {
         return Err(ConfigError::at(
             at,

@@ -126,7 +126,7 @@ impl<E> EventQueue<E> {
                 self.heap.push(first);
                 self.first = Some(entry);
             }
-            None if self.heap.peek().map_or(true, |top| entry.key < top.key) => {
+            None if self.heap.peek().is_none_or(|top| entry.key < top.key) => {
                 self.first = Some(entry);
             }
             None => self.heap.push(entry),

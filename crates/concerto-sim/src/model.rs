@@ -948,7 +948,7 @@ impl<'a> Simulation<'a> {
         }
         if let Some(at) = s.driver.next_wakeup(now) {
             // One pending wakeup suffices: when it fires the queue is asked again.
-            if at > now && s.wakeup.map_or(true, |w| at < w) {
+            if at > now && s.wakeup.is_none_or(|w| at < w) {
                 s.wakeup = Some(at);
                 self.events
                     .schedule(at, Class::Late, 0, Event::Kick { server });

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from concerto import _native, fs, netns
+from concerto import _native, netns
 from concerto import cluster as local
 from concerto.report import line_plot, markdown_table, write_json
 from concerto.reproduce import Claim, report_head

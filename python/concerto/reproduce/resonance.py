@@ -51,7 +51,10 @@ TIMED_OVER_INDEPENDENT = 1.5
 def interference_metrics(run: dict) -> dict[str, float]:
     """Each program's own throughput: its bytes over its own run time (a sweep measure)."""
     demo, mpi = run["apps"]
-    rate = lambda a: a["bytes"] / (a["end_s"] - a["start_s"]) / 1e6 if a["end_s"] > a["start_s"] else 0.0
+
+    def rate(a: dict) -> float:
+        return a["bytes"] / (a["end_s"] - a["start_s"]) / 1e6 if a["end_s"] > a["start_s"] else 0.0
+
     return {"demo_MBps": rate(demo), "mpi_io_test_MBps": rate(mpi)}
 
 

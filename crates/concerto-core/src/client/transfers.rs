@@ -124,7 +124,7 @@ impl Transfers {
             .map(|r| {
                 r.iter()
                     .enumerate()
-                    .flat_map(|(s, &n)| std::iter::repeat(s as u32).take(n as usize))
+                    .flat_map(|(s, &n)| std::iter::repeat_n(s as u32, n as usize))
                     .collect()
             })
             .collect();

@@ -93,9 +93,9 @@ pub struct QosRule {
 
 impl QosRule {
     pub fn matches(&self, req: &Request) -> bool {
-        self.job.map_or(true, |j| j == req.app.0)
-            && self.op.map_or(true, |o| o == OpClass::of(req.op))
-            && self.user.map_or(true, |u| req.user == Some(u))
+        self.job.is_none_or(|j| j == req.app.0)
+            && self.op.is_none_or(|o| o == OpClass::of(req.op))
+            && self.user.is_none_or(|u| req.user == Some(u))
     }
 
     /// Whether it caps a rate (a rule may only set a weight).

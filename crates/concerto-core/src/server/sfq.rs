@@ -253,7 +253,7 @@ impl Sfq {
                 continue;
             }
             if let Some(Reverse((tag, seq, _))) = heap.peek() {
-                if best.map_or(true, |(_, k)| (*tag, *seq) < k) {
+                if best.is_none_or(|(_, k)| (*tag, *seq) < k) {
                     best = Some((c, (*tag, *seq)));
                 }
             }

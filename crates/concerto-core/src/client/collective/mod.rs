@@ -254,7 +254,7 @@ impl CollectivePlan {
                     if self
                         .processes
                         .get(r as usize)
-                        .map_or(true, |p| p.len() <= i as usize)
+                        .is_none_or(|p| p.len() <= i as usize)
                     {
                         return Err(format!(
                             "rank {rank} batch {b} waits for a missing batch ({r}, {i})"

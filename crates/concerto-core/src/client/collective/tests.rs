@@ -52,7 +52,7 @@ fn ascending_per_server(plan: &CollectivePlan, l: &StripeLayout) -> bool {
             .all(|e| {
                 l.chunks(e.offset, e.len).all(|c| {
                     let prev = last.insert(c.server, c.file_offset);
-                    prev.map_or(true, |p| p < c.file_offset)
+                    prev.is_none_or(|p| p < c.file_offset)
                 })
             })
     })
