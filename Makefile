@@ -52,6 +52,7 @@ test: build
 
 bench: build
 	cargo bench -p concerto-bench
+	cargo run --release -p concerto-server --example profile_accuracy
 	bash benches/simgrid/run.sh
 	bash benches/peers/fsbench.sh
 	$(VENV)/bin/concerto bench mpiio

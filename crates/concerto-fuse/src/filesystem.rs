@@ -152,6 +152,41 @@ impl State {
         self.next_handle += 1;
         self.next_handle
     }
+
+    /// A handle on `ino` was opened.
+    fn opened(&mut self, ino: u64) {
+        *self.opens.entry(ino).or_default() += 1;
+    }
+
+    /// An unlink of `path`: when this mount has it open, the inode and the
+    /// hidden name to rename it to (the file is now being hidden); else
+    /// None (the caller unlinks it).
+    fn begin_hiding(&mut self, path: &str) -> Option<(u64, String)> {
+        let ino = self.open_at(path)?;
+        let hidden = hidden_path(path, ino);
+        self.unlinked.insert(ino, (hidden.clone(), false));
+        Some((ino, hidden))
+    }
+
+    /// The rename to the hidden name failed: the file is not hidden.
+    fn hiding_failed(&mut self, ino: u64) {
+        self.unlinked.remove(&ino);
+    }
+
+    /// The rename to the hidden name is done; true when the last handle
+    /// was closed meanwhile (the caller then removes the hidden file).
+    fn hidden(&mut self, ino: u64, path: &str, hidden: &str) -> bool {
+        self.renamed(path, hidden);
+        if self.opens.contains_key(&ino) {
+            if let Some(entry) = self.unlinked.get_mut(&ino) {
+                entry.1 = true;
+            }
+            false
+        } else {
+            self.unlinked.remove(&ino);
+            true
+        }
+    }
 }
 
 /// Files unlinked while open on this mount are kept under this name
@@ -264,7 +299,7 @@ impl Ctx {
     /// Keeps an open file, with the client acting for whoever opened it,
     /// under a new handle number.
     fn keep_open(&self, file: FileHandle) -> u64 {
-        *self.state().opens.entry(file.inode).or_default() += 1;
+        self.state().opened(file.inode);
         let open = OpenFile {
             file,
             client: self.client.clone(),
@@ -276,34 +311,15 @@ impl Ctx {
     /// (POSIX: an unlinked file lives on until its last close), and removes
     /// it once the last handle is closed.
     async fn unlink_or_hide(&self, path: &str) -> Result<(), Errno> {
-        let hide = {
-            let mut state = self.state();
-            state.open_at(path).map(|ino| {
-                let hidden = hidden_path(path, ino);
-                state.unlinked.insert(ino, (hidden.clone(), false));
-                (ino, hidden)
-            })
-        };
+        let hide = self.state().begin_hiding(path);
         let Some((ino, hidden)) = hide else {
             return Ok(self.client.unlink(path).await?);
         };
         if let Err(e) = self.client.rename(path, &hidden).await {
-            self.state().unlinked.remove(&ino);
+            self.state().hiding_failed(ino);
             return Err(e.into());
         }
-        let last_closed = {
-            let mut state = self.state();
-            state.renamed(path, &hidden);
-            if state.opens.contains_key(&ino) {
-                if let Some(entry) = state.unlinked.get_mut(&ino) {
-                    entry.1 = true;
-                }
-                false
-            } else {
-                state.unlinked.remove(&ino);
-                true
-            }
-        };
+        let last_closed = self.state().hidden(ino, path, &hidden);
         if last_closed {
             self.client.unlink(&hidden).await?;
         }
@@ -901,5 +917,108 @@ impl Filesystem for ConcertoFuse {
                 frsize: BLOCK as u32,
             })
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The mount's memory of inodes and open files, without a mount.
+    use super::*;
+
+    #[test]
+    fn lookups_name_inodes_and_forgetting_every_lookup_drops_the_name() {
+        let mut s = State::new();
+        let path = s.child(ROOT, OsStr::new("a")).unwrap();
+        assert_eq!(path, "/a");
+        s.looked_up(7, &path);
+        s.looked_up(7, &path);
+        assert_eq!(s.child(7, OsStr::new("b")).unwrap(), "/a/b");
+        s.forget(7, 1);
+        assert_eq!(s.path(7).unwrap(), "/a");
+        s.forget(7, 1);
+        assert_eq!(s.path(7).unwrap_err().0, libc::ESTALE);
+        // the root is never forgotten
+        s.forget(ROOT, 100);
+        assert_eq!(s.path(ROOT).unwrap(), "/");
+    }
+
+    #[test]
+    fn names_that_are_too_long_or_not_utf8_are_refused() {
+        use std::os::unix::ffi::OsStrExt;
+        let s = State::new();
+        let long = "x".repeat(concerto_proto::namespace::MAX_NAME + 1);
+        assert_eq!(
+            s.child(ROOT, OsStr::new(&long)).unwrap_err().0,
+            libc::ENAMETOOLONG
+        );
+        assert_eq!(
+            s.child(ROOT, OsStr::from_bytes(&[0xff])).unwrap_err().0,
+            libc::EINVAL
+        );
+        assert_eq!(s.child(99, OsStr::new("a")).unwrap_err().0, libc::ESTALE);
+    }
+
+    #[test]
+    fn a_rename_moves_everything_under_the_old_name() {
+        let mut s = State::new();
+        s.looked_up(2, "/d");
+        s.looked_up(3, "/d/f");
+        s.looked_up(4, "/dd/g");
+        s.renamed("/d", "/e");
+        assert_eq!(s.path(2).unwrap(), "/e");
+        assert_eq!(s.path(3).unwrap(), "/e/f");
+        // a sibling whose name starts alike is not under it
+        assert_eq!(s.path(4).unwrap(), "/dd/g");
+    }
+
+    #[test]
+    fn a_file_unlinked_while_open_is_hidden_until_its_last_close() {
+        let mut s = State::new();
+        s.looked_up(5, "/dir/f");
+        s.opened(5);
+        s.opened(5);
+        let (ino, hidden) = s.begin_hiding("/dir/f").unwrap();
+        assert_eq!((ino, hidden.as_str()), (5, "/dir/.concerto-unlinked-5"));
+        assert!(!s.hidden(5, "/dir/f", &hidden));
+        // still reachable by its inode, under the hidden name
+        assert_eq!(s.path(5).unwrap(), hidden);
+        assert_eq!(s.closed(5), None);
+        // the last close hands the hidden file over for removal, once
+        assert_eq!(s.closed(5).as_deref(), Some(hidden.as_str()));
+        assert!(s.unlinked.is_empty() && s.opens.is_empty());
+    }
+
+    #[test]
+    fn a_file_not_open_here_is_unlinked_at_once() {
+        let mut s = State::new();
+        s.looked_up(5, "/f");
+        assert_eq!(s.begin_hiding("/f"), None);
+        assert_eq!(s.closed(5), None);
+    }
+
+    #[test]
+    fn a_last_close_during_the_rename_leaves_the_removal_to_the_unlink() {
+        let mut s = State::new();
+        s.looked_up(6, "/f");
+        s.opened(6);
+        let (ino, hidden) = s.begin_hiding("/f").unwrap();
+        // closed before the rename to the hidden name finished: not yet
+        // handed over (the rename is not done) ...
+        assert_eq!(s.closed(ino), None);
+        // ... so the unlink, finishing the rename, removes it
+        assert!(s.hidden(ino, "/f", &hidden));
+        assert!(s.unlinked.is_empty());
+    }
+
+    #[test]
+    fn a_failed_rename_leaves_the_file_as_it_was() {
+        let mut s = State::new();
+        s.looked_up(8, "/f");
+        s.opened(8);
+        let (ino, _) = s.begin_hiding("/f").unwrap();
+        s.hiding_failed(ino);
+        assert!(s.unlinked.is_empty());
+        assert_eq!(s.path(8).unwrap(), "/f");
+        assert_eq!(s.closed(8), None);
     }
 }
