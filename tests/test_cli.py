@@ -338,6 +338,14 @@ def test_profile_of_a_local_directory(tmp_path: Path) -> None:
     assert sorted(f.name for f in tmp_path.iterdir()) == ["out"], "the probe's file is removed"
 
 
+def test_profile_sizes_without_a_large_size_take_a_profiled_one(tmp_path: Path) -> None:
+    # The default large size (256 KiB) when it is among --sizes, else the largest of them.
+    for sizes, large in (("4KiB,256KiB,1MiB", 256 << 10), ("4KiB,64KiB,1MiB", 1 << 20)):
+        r = concerto("profile", "--device", "kind=ssd", "--sizes", sizes, "--count", "50", "--out", str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        assert json.loads((tmp_path / "profile.json").read_text())["recommendation"]["large_size"] == large
+
+
 def test_profile_bad_input_names_the_problem(tmp_path: Path) -> None:
     cases = [
         (["--device", "kind=tape"], "device.kind: unknown variant `tape`"),
@@ -345,6 +353,9 @@ def test_profile_bad_input_names_the_problem(tmp_path: Path) -> None:
         (["--device", "kind=ssd,parallelism=0"], "device.parallelism: must be > 0"),
         (["--device", "kind=ssd", "--sizes", "4KiB,1KiB"], "profile.sizes: must be strictly ascending"),
         (["--device", "kind=ssd", "--large-size", "3KiB"], "profile.large_size: 3072 bytes is not one of"),
+        (["--device", "kind=ssd", "--sizes", "4KiB,64KiB", "--large-size", "1MiB"],
+         "--large-size 1MiB is not one of --sizes (4KiB,64KiB): give one of them, or add it to --sizes"),
+        (["--device", "kind=ssd", "--sizes", "4KiB,lots"], '--sizes 4KiB,lots: "lots" does not start with a number'),
         (["--device", "kind=ssd", "--depths", "1,x"], "--depths: '1,x' is not a list of whole numbers"),
         (["--device", str(tmp_path / "missing.toml")], "cannot read"),
         ([], "say what to profile: --device, --dir or --server"),

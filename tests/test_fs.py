@@ -327,6 +327,18 @@ def test_qos_rules_through_the_cli_on_every_server(cluster):
     assert all(r.get("rules", []) == [] and not r["work_conserving"] for r in fs.Client(cluster).rules().values())
 
 
+def test_fs_commands_take_the_cluster_after_their_name_too(cluster):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "concerto", "fs", *args], capture_output=True, text=True,
+                              timeout=60, env={k: v for k, v in os.environ.items() if k != "CONCERTO_CLUSTER"})
+
+    assert run("mkdir", "/after", "--cluster", str(cluster)).returncode == 0
+    r = run("ls", "/", "--cluster", str(cluster))
+    assert r.returncode == 0 and "after" in r.stdout, r.stderr
+    r = run("--cluster", str(cluster), "stat", "/after", "--cluster", "/elsewhere.toml")
+    assert r.returncode == 2 and "before the command: give one" in " ".join(r.stderr.split()), r.stderr
+
+
 def test_profile_of_a_running_data_server(cluster, tmp_path):
     def concerto(*args):
         return subprocess.run([sys.executable, "-m", "concerto", "profile", *args, "--cluster", str(cluster)],

@@ -542,6 +542,21 @@ def profile_cmd(device: str | None, directory: Path | None, server: str | None, 
     spec: dict = {} if device is not None else dict(profile.REAL_STORAGE_SPEC)
     if sizes:
         spec["sizes"] = [s.strip() for s in sizes.split(",") if s.strip()]
+        try:
+            given = [_native.parse_size(s) for s in spec["sizes"]]
+        except ValueError as e:
+            raise UsageProblem(f"--sizes {sizes}: {e}") from e
+        if large_size is None:
+            # The default large size when it is profiled, else the largest size profiled.
+            large_size = "256KiB" if 256 * 1024 in given else spec["sizes"][given.index(max(given))]
+        else:
+            try:
+                large = _native.parse_size(large_size)
+            except ValueError as e:
+                raise UsageProblem(f"--large-size {large_size}: {e}") from e
+            if large not in given:
+                raise UsageProblem(f"--large-size {large_size} is not one of --sizes ({sizes}): "
+                                   "give one of them, or add it to --sizes")
     if depths:
         try:
             spec["depths"] = [int(d) for d in depths.split(",") if d.strip()]

@@ -581,12 +581,28 @@ def _client(ctx) -> Client:
     return Client(cluster_path(ctx.obj))
 
 
+def _cluster_after(ctx, _param, value: Path | None) -> Path | None:
+    """`fs COMMAND --cluster F`, as `cluster` and `mount` take it: the same as `fs --cluster F COMMAND`."""
+    if value is not None:
+        if ctx.obj is not None and Path(ctx.obj) != value:
+            raise click.BadParameter(f"{value} here, but {ctx.obj} before the command: give one")
+        ctx.obj = value
+    return value
+
+
+# Every fs command also takes --cluster after its name.
+fs_cluster_opt = click.option("--cluster", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                              expose_value=False, callback=_cluster_after,
+                              help="Cluster file (default: $CONCERTO_CLUSTER, else concerto-cluster/cluster.toml).")
+
+
 def _transfer_bar(label: str) -> Progress:
     return Progress(TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=err_console,
                     transient=True, disable=not err_console.is_terminal)
 
 
 @fs.command("put")
+@fs_cluster_opt
 @click.argument("local_path", metavar="LOCAL", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("remote")
 @click.option("--unit", default=None, callback=size_arg, help="Stripe unit for a new file.")
@@ -612,6 +628,7 @@ def fs_put(ctx, local_path: Path, remote: str, unit, count) -> None:
 
 
 @fs.command("get")
+@fs_cluster_opt
 @click.argument("remote")
 @click.argument("local_path", metavar="LOCAL", type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_context
@@ -641,6 +658,7 @@ def fs_get(ctx, remote: str, local_path: Path) -> None:
 
 
 @fs.command("ls")
+@fs_cluster_opt
 @click.argument("directory", default="/")
 @click.pass_context
 @fs_guarded
@@ -661,6 +679,7 @@ def fs_ls(ctx, directory: str) -> None:
 
 
 @fs.command("stat")
+@fs_cluster_opt
 @click.argument("path")
 @click.pass_context
 @fs_guarded
@@ -679,6 +698,7 @@ def fs_stat(ctx, path: str) -> None:
 
 
 @fs.command("rm")
+@fs_cluster_opt
 @click.argument("path")
 @click.pass_context
 @fs_guarded
@@ -692,6 +712,7 @@ def fs_rm(ctx, path: str) -> None:
 
 
 @fs.command("mkdir")
+@fs_cluster_opt
 @click.argument("directory")
 @click.option("-p", "--parents", is_flag=True, help="Create missing parents; no error if it exists.")
 @click.pass_context
@@ -702,6 +723,7 @@ def fs_mkdir(ctx, directory: str, parents: bool) -> None:
 
 
 @fs.command("layout")
+@fs_cluster_opt
 @click.argument("path")
 @click.option("--stripes", type=click.IntRange(min=0), default=8, show_default=True, help="How many stripe units to list.")
 @click.pass_context
@@ -734,6 +756,7 @@ def fs_layout(ctx, path: str, stripes: int) -> None:
 
 
 @fs.command("setstripe")
+@fs_cluster_opt
 @click.argument("directory")
 @click.option("--unit", default=None, callback=size_arg, help="Stripe unit, e.g. 1MiB.")
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Number of servers to stripe over.")
