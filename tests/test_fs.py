@@ -327,6 +327,24 @@ def test_qos_rules_through_the_cli_on_every_server(cluster):
     assert all(r.get("rules", []) == [] and not r["work_conserving"] for r in fs.Client(cluster).rules().values())
 
 
+def test_cluster_stats_names_the_servers_that_do_not_answer(tmp_path):
+    directory = tmp_path / "c"
+    cluster = local.up(directory, local.ClusterSpec(servers=2))
+    try:
+        os.kill(local.read_cluster(cluster)["servers"][1]["pid"], signal.SIGKILL)
+        r = subprocess.run([sys.executable, "-m", "concerto", "cluster", "stats", "--cluster", str(cluster)],
+                           capture_output=True, text=True, timeout=60)
+        # the answering server's row; the silent one named below, not in a table cell
+        assert r.returncode == 0, r.stderr
+        assert "does not answer: server 1:" in " ".join(r.stderr.split()), r.stderr
+        assert "cannot connect" not in r.stdout
+    finally:
+        local.down(directory)
+    r = subprocess.run([sys.executable, "-m", "concerto", "cluster", "stats", "--cluster", str(cluster)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "no server answers: server 0:" in " ".join(r.stderr.split()), r.stderr
+
+
 def test_fs_commands_take_the_cluster_after_their_name_too(cluster):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "concerto", "fs", *args], capture_output=True, text=True,

@@ -282,10 +282,16 @@ STATS_ROWS = 40
 @fs_guarded
 def cluster_stats(cluster_file: Path | None, as_json: bool) -> None:
     """Queues, per-application service and latency on every server."""
-    stats = Client(cluster_path(cluster_file)).server_stats()
+    path = cluster_path(cluster_file)
+    stats = Client(path).server_stats()
     if as_json:
         click.echo(json.dumps(stats, indent=2))
         return
+    # Servers that do not answer are named below the tables, not inside them.
+    entries = local.read_cluster(path)["servers"]
+    silent = [f"server {e['id']}: {s['error']}" for e, s in zip(entries, stats) if "error" in s]
+    if len(silent) == len(stats):
+        raise FsProblem("no server answers: " + "; ".join(silent) + " (is the cluster running? `concerto cluster status`)")
     servers = Table(title="servers")
     for col in ("server", "policy", "queued", "in flight", "read p50/p99", "write p50/p99", "meta p50/p99", "free"):
         servers.add_column(col, justify="right")
@@ -295,7 +301,6 @@ def cluster_stats(cluster_file: Path | None, as_json: bool) -> None:
     per_app: dict[int, dict] = {}
     for s in stats:
         if "error" in s:
-            servers.add_row("?", f"[red]{s['error']}[/]", *[""] * 6)
             continue
         lat = {h["op"]: h for h in s["latency"]}
         servers.add_row(s["address"], s["policy"], str(s["queued"]), str(s["in_flight"]),
@@ -323,6 +328,8 @@ def cluster_stats(cluster_file: Path | None, as_json: bool) -> None:
             console.print(_coordinator_table(s["coordinator"]))
     if len(shown) > STATS_ROWS:
         console.print(f"... and {len(shown) - STATS_ROWS} more applications (all of them: --json)")
+    for line in silent:
+        err_console.print(f"[red]does not answer[/]: {line}", soft_wrap=True, markup=True)
 
 
 @cluster.command("arrivals")
