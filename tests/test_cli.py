@@ -403,3 +403,12 @@ def test_the_coordination_formulas_take_the_service_time_from_the_scenario(tmp_p
     from concerto import _native
     with pytest.raises(_native.ConfigError, match="needs a fixed device with a service_time"):
         service_time_s(load_sweep(hdd, True))
+
+
+def test_sizes_are_printed_by_one_formatter_over_humanize() -> None:
+    from concerto.terminal import exact_size, size
+
+    assert [size(n) for n in (0, 512, 4096, 1536 * 1024, 3 << 30)] == ["0 B", "512 B", "4.0 KiB", "1.5 MiB",
+                                                                      "3.0 GiB"]
+    assert [exact_size(n) for n in (0, 3000, 4096, 65536, 1536 * 1024)] == ["0 B", "3000 B", "4 KiB", "64 KiB",
+                                                                           "1.5 MiB"]

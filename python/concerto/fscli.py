@@ -58,14 +58,6 @@ def size_arg(_ctx, _param, value):
         raise click.BadParameter(str(e)) from None
 
 
-def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
 cluster_opt = click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
                            help="Cluster file (default: $CONCERTO_CLUSTER, else concerto-cluster/cluster.toml).")
 
@@ -305,7 +297,7 @@ def cluster_stats(cluster_file: Path | None, as_json: bool) -> None:
         lat = {h["op"]: h for h in s["latency"]}
         servers.add_row(s["address"], s["policy"], str(s["queued"]), str(s["in_flight"]),
                         *(_quantiles(lat[op]) for op in ("read", "write", "metadata")),
-                        human(s["space_free"]) if s["space_total"] else "-")
+                        terminal.size(s["space_free"]) if s["space_total"] else "-")
         for a in s["apps"]:
             acc = per_app.setdefault(a["app"], {k: 0 for k in a})
             for k, v in a.items():
@@ -319,7 +311,7 @@ def cluster_stats(cluster_file: Path | None, as_json: bool) -> None:
     # The busiest first; a long table is cut (--json has every application).
     shown = sorted(per_app.items(), key=lambda kv: (-(kv[1]["read_bytes"] + kv[1]["write_bytes"]), str(kv[0])))
     for app, a in shown[:STATS_ROWS]:
-        apps.add_row(str(app), human(a["read_bytes"]), human(a["write_bytes"]), str(a["data_ops"]), str(a["metadata_ops"]),
+        apps.add_row(str(app), terminal.size(a["read_bytes"]), terminal.size(a["write_bytes"]), str(a["data_ops"]), str(a["metadata_ops"]),
                      str(a.get("queued", 0)), f"{a['waiting_s']:.2f}", f"{a['held_s']:.2f}")
     console.print(servers)
     console.print(apps)
@@ -355,7 +347,7 @@ def cluster_arrivals(cluster_file: Path | None, last: int, as_json: bool) -> Non
         start = shown[0]["at_ns"] if shown else 0
         for a in shown:
             t.add_row(str(a["seq"]), f"{(a['at_ns'] - start) / 1e6:.3f}", str(a["app"]), str(a["rank"]), a["op"],
-                      str(a["object"]), str(a["offset"]), human(a["bytes"]))
+                      str(a["object"]), str(a["offset"]), terminal.size(a["bytes"]))
         console.print(t)
 
 
@@ -631,7 +623,7 @@ def fs_put(ctx, local_path: Path, remote: str, unit, count) -> None:
             bar.update(task, completed=offset)
     f.fsync()
     f.close()
-    console.print(f"{remote}: {human(size)} over {len(f.servers)} servers")
+    console.print(f"{remote}: {terminal.size(size)} over {len(f.servers)} servers")
 
 
 @fs.command("get")
@@ -661,7 +653,7 @@ def fs_get(ctx, remote: str, local_path: Path) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)  # never leave a partial copy behind
         raise
-    console.print(f"{local_path}: {human(offset)}")
+    console.print(f"{local_path}: {terminal.size(offset)}")
 
 
 @fs.command("ls")
@@ -681,7 +673,7 @@ def fs_ls(ctx, directory: str) -> None:
             t.add_row(e.name + "/", "dir", "-", "")
         else:
             s = client.stat(path)
-            t.add_row(e.name, "file", human(s.size), f"{human(s.stripe_unit)} x {len(s.servers)}")
+            t.add_row(e.name, "file", terminal.size(s.size), f"{terminal.size(s.stripe_unit)} x {len(s.servers)}")
     console.print(t)
 
 
@@ -698,9 +690,9 @@ def fs_stat(ctx, path: str) -> None:
     console.print(f"[bold]{path}[/]: {s.kind}, inode {s.inode}")
     if s.is_dir:
         d = s.default_layout or {}
-        console.print(f"  entries: {s.entries}; default layout: {human(d.get('unit', 0))} x {d.get('count', '?')} servers")
+        console.print(f"  entries: {s.entries}; default layout: {terminal.size(d.get('unit', 0))} x {d.get('count', '?')} servers")
     else:
-        console.print(f"  size: {s.size} bytes ({human(s.size)}); layout: {human(s.stripe_unit)} x {len(s.servers)} servers {s.servers}")
+        console.print(f"  size: {s.size} bytes ({terminal.size(s.size)}); layout: {terminal.size(s.stripe_unit)} x {len(s.servers)} servers {s.servers}")
     console.print(f"  modified: {when}")
 
 
@@ -744,7 +736,7 @@ def fs_layout(ctx, path: str, stripes: int) -> None:
     addresses = {e["id"]: e["address"] for e in local.read_cluster(client.cluster_file)["servers"]}
     unit, servers = s.stripe_unit, s.servers
     count = len(servers)
-    console.print(f"[bold]{path}[/]: inode {s.inode}, {s.size} bytes, stripe unit {human(unit)}, stripe count {count}")
+    console.print(f"[bold]{path}[/]: inode {s.inode}, {s.size} bytes, stripe unit {terminal.size(unit)}, stripe count {count}")
     per = Table(title="objects")
     for col in ("slot", "server", "address", "object", "bytes held"):
         per.add_column(col, justify="right")

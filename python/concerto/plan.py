@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.table import Table
 
 from concerto import _native
+from concerto.terminal import exact_size
 
 RANDOM_KEYS = {"clients": int, "servers": int, "density": float, "max": int, "seed": int}
 
@@ -87,31 +88,24 @@ def steps_table(plan: dict, name: str) -> Table:
     return t
 
 
-def _size(n: int) -> str:
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div and n % div == 0:
-            return f"{n // div} {unit}"
-    return f"{n} B"
-
-
 def _runs(runs: list) -> str:
     """A request's servers in the order it touches them: "s2: 64 KiB from 1 MiB", ..."""
-    shown = [f"s{server}: {_size(n)} from {_size(offset) if offset else 0}" for server, offset, n in runs[:6]]
+    shown = [f"s{server}: {exact_size(n)} from {exact_size(offset) if offset else 0}" for server, offset, n in runs[:6]]
     return ", ".join(shown) + (f", ... ({len(runs) - 6} more)" if len(runs) > 6 else "")
 
 
 def collective_tables(result: dict, max_rows: int = 40) -> list[Table]:
     plan = result["plan"]
     head = Table(title=(f"{result['strategy']} {plan['direction']}: {result['procs']} processes, {result['servers']} "
-                        f"servers, {_size(result['stripe'])} stripes"), title_justify="left", show_header=False)
+                        f"servers, {exact_size(result['stripe'])} stripes"), title_justify="left", show_header=False)
     head.add_column()
     head.add_column()
     head.add_row("arrangement", plan["arrangement"])
     if plan["agents"]:
         head.add_row("agents", "  ".join(f"s{s}: rank {'+'.join(map(str, a))}" for s, a in plan["agents"]))
-    head.add_row("requested", _size(result["requested_bytes"]))
-    head.add_row("to or from the servers", _size(result["io_bytes"]))
-    head.add_row("between processes", _size(result["exchanged_bytes"]))
+    head.add_row("requested", exact_size(result["requested_bytes"]))
+    head.add_row("to or from the servers", exact_size(result["io_bytes"]))
+    head.add_row("between processes", exact_size(result["exchanged_bytes"]))
 
     who = Table(title="who accesses which server's data, in which order", title_justify="left")
     for col in ("rank", "batch", "waits for", "request", "segments", "servers touched, in order"):
@@ -135,7 +129,7 @@ def collective_tables(result: dict, max_rows: int = 40) -> list[Table]:
     for col in ("from", "to", "with batch", "bytes", "pieces"):
         moved.add_column(col, justify="right")
     for x in plan["exchanges"][:max_rows]:
-        moved.add_row(str(x["from"]), str(x["to"]), str(x["batch"]), _size(x["bytes"]), str(len(x["extents"])))
+        moved.add_row(str(x["from"]), str(x["to"]), str(x["batch"]), exact_size(x["bytes"]), str(len(x["extents"])))
     if len(plan["exchanges"]) > max_rows:
         moved.caption = f"first {max_rows} of {len(plan['exchanges'])}; all in --json"
     return [head, who] + ([moved] if plan["exchanges"] else [])

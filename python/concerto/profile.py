@@ -19,6 +19,7 @@ from rich.table import Table
 
 from concerto import _native
 from concerto.report import fmt_bw, fmt_time, pyplot, save, write_json
+from concerto.terminal import exact_size
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
@@ -93,13 +94,6 @@ def profile_server(cluster: Path | None, server: str, working_set: int | None, s
     return json.loads(_native.profile_server(text, path, server, working_set or (64 << 20), json.dumps(spec), seed))
 
 
-def _size(n: int) -> str:
-    for unit, factor in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= factor and n % factor == 0:
-            return f"{n // factor} {unit}"
-    return f"{n} B"
-
-
 def table(p: dict) -> Table:
     t = Table(title=f"{_what(p)}: throughput against outstanding I/Os, latency by size", title_justify="left")
     for col in ["size", "saturates at depth", "peak throughput", "latency at depth 1", "latency at saturation",
@@ -107,12 +101,12 @@ def table(p: dict) -> Table:
         t.add_column(col, justify="right")
     for s in p["sizes"]:
         sat = next(x for x in s["samples"] if x["depth"] == s["saturation_depth"])
-        t.add_row(_size(s["size"]), str(s["saturation_depth"]), fmt_bw(s["peak_throughput_Bps"]),
+        t.add_row(exact_size(s["size"]), str(s["saturation_depth"]), fmt_bw(s["peak_throughput_Bps"]),
                   fmt_time(s["latency_s"]), fmt_time(sat["mean_latency_s"]), fmt_time(s["device_latency_s"]),
                   f"{s['parallelism']:.1f}")
     r = p["recommendation"]
-    t.caption = (f"recommended: depth (D) = {r['depth']}, small_threshold = {_size(r['small_threshold'])}, "
-                 f"large_slots (L) = {r['large_slots']} for {_size(r['large_size'])} I/Os; latency slope "
+    t.caption = (f"recommended: depth (D) = {r['depth']}, small_threshold = {exact_size(r['small_threshold'])}, "
+                 f"large_slots (L) = {r['large_slots']} for {exact_size(r['large_size'])} I/Os; latency slope "
                  f"{r['latency_slope_s_per_byte'] * 1e6 * 1024:.2f} us per KiB. Device time: latency at depth 1 less "
                  f"the probe's overhead ({fmt_time(p['overhead_s'])}); parallelism: peak I/O rate times device time")
     probe = p.get("probe", {})
@@ -136,7 +130,7 @@ def plot(p: dict, base: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for s in p["sizes"]:
         left.plot([x["depth"] for x in s["samples"]], [x["throughput_Bps"] / 1e6 for x in s["samples"]],
-                  marker=".", label=_size(s["size"]))
+                  marker=".", label=exact_size(s["size"]))
     r = p["recommendation"]
     left.axvline(r["depth"], color="#888", linestyle="--", linewidth=0.8)
     left.set_xlabel("outstanding I/Os")
@@ -151,7 +145,7 @@ def plot(p: dict, base: Path) -> None:
     right.set_xscale("log", base=2)
     right.set_xlabel("I/O size (KiB)")
     right.set_ylabel("latency at depth 1 (ms)")
-    right.set_title(f"latency (small below {_size(r['small_threshold'])})")
+    right.set_title(f"latency (small below {exact_size(r['small_threshold'])})")
     right.legend(fontsize=7)
     save(fig, base)
     plt.close(fig)
