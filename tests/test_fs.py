@@ -305,9 +305,15 @@ def test_qos_rules_through_the_cli_on_every_server(cluster):
     assert len(rules) == 4 and all(r["rules"][0]["name"] == "cap9" and r["rules"][0]["job"] == 9
                                    for r in rules.values()), rules
     assert "cap9" in concerto("list").stdout
-    bad = concerto("add", "zero", "--bandwidth", "0MB/s", ok=False)
-    assert bad.returncode == 1 and "no server changed its rules" in bad.stderr
-    assert "rules[1].bandwidth: must be > 0" in bad.stderr
+    # A rule in error is refused before any server is asked, once, naming the option as typed.
+    for args, message in ((["--bandwidth", "0MB/s"], "Invalid value for --bandwidth: must be > 0"),
+                          (["--bandwidth", "lots"], 'Invalid value for --bandwidth: "lots" is not a bandwidth'),
+                          (["--iops", "nan"], "Invalid value for --iops: nan is not a number > 0"),
+                          (["--bandwidth", "1MB/s", "--burst", "0"], "Invalid value for --burst: must be > 0"),
+                          (["--job", "3"], "give --bandwidth, --iops, --weight, or several of them")):
+        bad = concerto("add", "zero", *args, ok=False)
+        assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
+        assert "server" not in bad.stderr and "requests_per_second" not in bad.stderr, bad.stderr
     assert [r["name"] for r in fs.Client(cluster).rules()[0]["rules"]] == ["cap9"]
     concerto("add", "favour3", "--job", "3", "--weight", "4")
     assert all(r["rules"][1] == {"name": "favour3", "job": 3, "weight": 4.0} for r in fs.Client(cluster).rules().values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -426,6 +427,12 @@ def _current_rules(client: Client) -> dict:
     return {"rules": first.get("rules", []), "work_conserving": first.get("work_conserving", False)}
 
 
+# A rule's fields as `cluster rule add` names them.
+RULE_OPTIONS = {"name": "NAME", "job": "--job", "op": "--op", "user": "--user", "bandwidth": "--bandwidth",
+                "requests_per_second": "--iops", "burst": "--burst", "burst_requests": "--burst-requests",
+                "weight": "--weight"}
+
+
 @cluster_rule.command("add")
 @cluster_opt
 @click.argument("name")
@@ -444,13 +451,23 @@ def _current_rules(client: Client) -> dict:
 def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests, user, weight) -> None:
     """Add rule NAME on every server (checked by all before any applies): a rate, a weight or both. The first rule
     matching a request applies."""
-    client = Client(cluster_path(cluster_file))
-    rules = _current_rules(client)
     rule = {"name": name}
     for key, value in (("job", job), ("op", op), ("user", user), ("bandwidth", bandwidth), ("requests_per_second", iops),
                        ("burst", burst), ("burst_requests", burst_requests), ("weight", weight)):
         if value is not None:
             rule[key] = value
+    for option, value in (("--iops", iops), ("--weight", weight)):
+        if value is not None and not math.isfinite(value):
+            raise click.BadParameter(f"{value} is not a number > 0", param_hint=option)
+    # Checked here as every server will check it, so a mistake is named once, by its option.
+    fault = _native.check_qos_rule(json.dumps(rule))
+    if fault is not None:
+        field, why = fault
+        if field == "requests_per_second" and iops is None:
+            raise click.UsageError("give --bandwidth, --iops, --weight, or several of them")
+        raise click.BadParameter(why, param_hint=RULE_OPTIONS.get(field, field))
+    client = Client(cluster_path(cluster_file))
+    rules = _current_rules(client)
     rules["rules"].append(rule)
     client.set_rules(rules)
     console.print(f"rule {name} is in force on every server")

@@ -523,6 +523,22 @@ fn profile_spec(spec: &str) -> PyResult<ProfileSpec> {
     Ok(spec)
 }
 
+/// Checks one QoS rule (its fields as `concerto cluster rule add` sets
+/// them, JSON) as every server will: None if it is valid, else the field
+/// at fault and why, for the command to name its option.
+#[pyfunction]
+fn check_qos_rule(rule: &str) -> Option<(String, String)> {
+    let mut de = serde_json::Deserializer::from_str(rule);
+    match serde_path_to_error::deserialize::<_, concerto_core::server::QosRule>(&mut de) {
+        Err(e) => {
+            let message = e.inner().to_string();
+            let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+            Some((e.path().to_string(), message))
+        }
+        Ok(r) => r.validate().err().map(|(field, m)| (field.to_string(), m)),
+    }
+}
+
 /// Policy names accepted in scenarios.
 /// A size as configuration spells it (`4096`, `"64KiB"`, `"1MB"`) in bytes.
 #[pyfunction]
@@ -584,6 +600,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy_keys, m)?)?;
     m.add_function(wrap_pyfunction!(profile_device, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(check_qos_rule, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bandwidth, m)?)?;
     m.add_class::<fs::FsClientHandle>()?;
