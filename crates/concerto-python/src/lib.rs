@@ -509,18 +509,22 @@ fn profile_device(py: Python<'_>, device: &str, spec: &str, seed: u64) -> PyResu
 fn profile_spec(spec: &str) -> PyResult<ProfileSpec> {
     let mut de = serde_json::Deserializer::from_str(spec);
     let spec: ProfileSpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        // serde_json appends the position in the JSON we built; the field path says more.
-        let message = e.inner().to_string();
-        let message = message
-            .split(" at line ")
-            .next()
-            .unwrap_or(&message)
-            .to_string();
-        ConcertoConfigError::new_err(format!("profile.{}: {message}", e.path()))
+        ConcertoConfigError::new_err(format!("profile.{}: {}", e.path(), json_message(&e)))
     })?;
     spec.validate()
         .map_err(|(field, msg)| ConcertoConfigError::new_err(format!("profile.{field}: {msg}")))?;
     Ok(spec)
+}
+
+/// A deserialization error of JSON this module built, without serde_json's
+/// position in that JSON (the field path says more).
+fn json_message(e: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let message = e.inner().to_string();
+    message
+        .split(" at line ")
+        .next()
+        .unwrap_or(&message)
+        .to_string()
 }
 
 /// Checks one QoS rule (its fields as `concerto cluster rule add` sets
@@ -530,11 +534,7 @@ fn profile_spec(spec: &str) -> PyResult<ProfileSpec> {
 fn check_qos_rule(rule: &str) -> Option<(String, String)> {
     let mut de = serde_json::Deserializer::from_str(rule);
     match serde_path_to_error::deserialize::<_, concerto_core::server::QosRule>(&mut de) {
-        Err(e) => {
-            let message = e.inner().to_string();
-            let message = message.split(" at line ").next().unwrap_or(&message).to_string();
-            Some((e.path().to_string(), message))
-        }
+        Err(e) => Some((e.path().to_string(), json_message(&e))),
         Ok(r) => r.validate().err().map(|(field, m)| (field.to_string(), m)),
     }
 }
