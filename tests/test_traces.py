@@ -147,8 +147,15 @@ def test_counters_become_phases_that_move_what_the_log_says(log, tmp_path):
 def test_bad_darshan_input_is_named(tmp_path):
     junk = tmp_path / "junk.darshan"
     junk.write_bytes(b"not a log at all")
+    # Damaged copies of a real log: cut short, and four bytes flipped (which
+    # crashes Darshan's C reader: it is read in a child process first).
+    log = DXT_LOG.read_bytes()
+    (tmp_path / "cut.darshan").write_bytes(log[:3000])
+    (tmp_path / "flipped.darshan").write_bytes(log[:1200] + b"\xff" * 4 + log[1204:])
     cases = [
         ([str(junk)], "junk.darshan: not a Darshan log pydarshan can read"),
+        ([str(tmp_path / "cut.darshan")], "cut.darshan: a damaged Darshan log: read only in part (the reader says:"),
+        ([str(tmp_path / "flipped.darshan")], "flipped.darshan: a damaged Darshan log: the reader crashed on it"),
         ([str(tmp_path / "none.darshan")], "none.darshan: no such file"),
         ([str(COUNTER_LOGS[0])], "no DXT records, so a workload of phases: give the platform's --bandwidth"),
         ([str(COUNTER_LOGS[0]), "--bandwidth", "fast"], "fast"),

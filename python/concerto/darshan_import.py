@@ -15,6 +15,9 @@ format is parsed here.
 from __future__ import annotations
 
 import contextlib
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 
@@ -34,12 +37,39 @@ def _report(path: Path):
         raise DarshanImportError(f"reading Darshan logs needs PyPI's darshan package ({e})") from e
     if not Path(path).is_file():
         raise DarshanImportError(f"{path}: no such file")
+    _check_readable(Path(path))
     try:
         report = darshan.DarshanReport(str(path), read_all=True)
     except Exception as e:  # pydarshan raises bare RuntimeErrors and worse for a damaged log
         raise DarshanImportError(f"{path}: not a Darshan log pydarshan can read ({e})") from e
     with report:
         yield report
+
+
+# Reads a log whole in a child process (see _check_readable).
+_PROBE = "import sys, darshan\nwith darshan.DarshanReport(sys.argv[1], read_all=True):\n    pass\n"
+
+
+def _check_readable(path: Path) -> None:
+    """Reads the log once in a child process first: Darshan's C reader
+    crashes on some damaged logs (a flipped byte: a segmentation fault) and
+    reads others in part, saying so only on standard error. Either is a
+    damaged log, named as one, and never takes this process down."""
+    try:
+        r = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise DarshanImportError(f"{path}: a damaged Darshan log: the reader did not finish in 300 s") from None
+    complaints = [line.removeprefix("Error:").strip() for line in r.stderr.splitlines() if line.startswith("Error:")]
+    said = f" (the reader says: {'; '.join(complaints[:3])})" if complaints else ""
+    if r.returncode < 0:
+        raise DarshanImportError(f"{path}: a damaged Darshan log: the reader crashed on it "
+                                 f"({signal.Signals(-r.returncode).name}){said}")
+    if r.returncode != 0:
+        last = r.stderr.strip().splitlines()[-1:]
+        raise DarshanImportError(f"{path}: not a Darshan log pydarshan can read"
+                                 f"{said or (' (' + last[0] + ')' if last else '')}")
+    if complaints:
+        raise DarshanImportError(f"{path}: a damaged Darshan log: read only in part{said}")
 
 
 def _dxt_module(report) -> str | None:
