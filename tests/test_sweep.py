@@ -195,7 +195,7 @@ def test_a_scenario_sweep_runs_each_distinct_run_once(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text, message", [
     ("[sweep]\n", "needs a \\[sweep\\] table and one base table"),
-    (WORKLOAD_SWEEP.replace("reps = 3", "reps = 0"), "sweep.reps: 0 must be a whole number >= 1"),
+    (WORKLOAD_SWEEP.replace("reps = 3", "reps = 0"), "sweep.reps: 0 must be a whole number from 1 to 1,000,000"),
     (WORKLOAD_SWEEP.replace('"set10"]', '"set11"]'), "unknown variant `set11`"),
     (WORKLOAD_SWEEP.replace("io_stress = [0.4, 0.8]", "io_stress = [0.4, -1]"), "io_stress: -1 must be a positive number"),
     (WORKLOAD_SWEEP.replace('"groups[0].count" = [2, 4]', '"groups[5].count" = [2]'), "groups\\[5\\].count: index 5 is out of range"),
@@ -242,3 +242,19 @@ def test_reproduce_iosets_quick(tmp_path: Path) -> None:
         assert (tmp_path / sweep_id / "runs.csv").exists()
         assert f"({sweep_id}/" in report
     assert (tmp_path / "periodic-0.8" / "max_stretch.png").exists()
+
+
+def test_a_sweep_file_is_checked_whole_even_when_sim_run_runs_its_base(tmp_path):
+    from conftest import concerto
+
+    base = ('[scenario]\nname = "s"\n[scenario.cluster]\nservers = 2\n[scenario.cluster.device]\nkind = "hdd"\n'
+            '[[scenario.apps]]\nworkload = "ior"\nprocesses = 2\nrequests = 2\nrequest_size = "64KiB"\n')
+    cases = [('bogus = 1\n[sweep]\nid = "x"\n', "bogus: unknown top-level key"),
+             ('[sweep]\nid = "x"\nreps = 99999999999\n', "sweep.reps: 99999999999 must be a whole number from 1 to"),
+             ('[sweep]\nid = "x"\nservers = 0\n', "sweep.servers: unknown key")]
+    for head, message in cases:
+        f = tmp_path / "s.toml"
+        f.write_text(head + base)
+        for command in (["sim", "run", str(f), "--out", str(tmp_path / "o")], ["sim", "sweep", str(f)]):
+            r = concerto(*command)
+            assert r.returncode == 2 and message in " ".join(r.stderr.split()), (command, r.stderr)

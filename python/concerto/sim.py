@@ -31,7 +31,11 @@ class ScenarioSource:
             raise _native.ConfigError(f"{p}: cannot read scenario ({e.strerror})") from e
         if table is None and _is_experiment(text):
             # A sweep file carries its base scenario in [scenario]; running
-            # it as a plain scenario means running that base.
+            # it as a plain scenario means running that base, once the
+            # whole file (its [sweep] and every point) is checked.
+            from concerto.sweep import parse_sweep
+
+            parse_sweep(text, str(p))
             table = "scenario"
         return cls(text=text, label=str(p), table=table)
 

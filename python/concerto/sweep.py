@@ -195,6 +195,10 @@ class Sweep:
         return ScenarioSource(text=self.text, label=self.label, table="scenario")
 
 
+# Repetitions a sweep may ask for (as `concerto sim sweep --reps` allows).
+MAX_REPS = 1_000_000
+
+
 def _bad(label: str, key: str, message: str) -> _native.ConfigError:
     return _native.ConfigError(f"{label}: {key}: {message}")
 
@@ -216,6 +220,10 @@ def parse_sweep(text: str, label: str, quick: bool = False, reps: int | None = N
     except tomllib.TOMLDecodeError as e:
         raise _native.ConfigError(f"{label}: {e}") from None
     settings = doc.get("sweep")
+    stray = sorted(set(doc) - {"sweep", "scenario", "workload"})
+    if stray:
+        raise _bad(label, stray[0], "unknown top-level key (a sweep file has [sweep] and one of [scenario], "
+                                    "[workload])")
     bases = [k for k in ("scenario", "workload") if isinstance(doc.get(k), dict)]
     if not isinstance(settings, dict) or len(bases) != 1:
         raise _native.ConfigError(f"{label}: needs a [sweep] table and one base table, [scenario] or [workload]")
@@ -250,8 +258,8 @@ def parse_sweep(text: str, label: str, quick: bool = False, reps: int | None = N
     for pt in points:  # the quick runs' own settings (shorter runs); a swept key keeps its swept value
         pt.params = {**{k: v for k, v in fixed.items() if k not in pt.params}, **pt.params}
     n_reps = settings.get("reps", 1) if reps is None else reps
-    if not isinstance(n_reps, int) or isinstance(n_reps, bool) or n_reps < 1:
-        raise _bad(label, "sweep.reps", f"{n_reps!r} must be a whole number >= 1")
+    if not isinstance(n_reps, int) or isinstance(n_reps, bool) or not 1 <= n_reps <= MAX_REPS:
+        raise _bad(label, "sweep.reps", f"{n_reps!r} must be a whole number from 1 to {MAX_REPS:,}")
     seed = settings.get("seed")
     if seed is None:
         seed = doc["scenario"].get("seed", 1) if kind == "scenario" else 1
