@@ -194,7 +194,8 @@ def plot(results: dict, base: Path) -> None:
     ax.set_xticks([i + width * (2 * APPS - 1) / 2 for i in range(len(policies))], policies)
     ax.set_ylabel("average call completion (ms)")
     ax.set_title("Per-application completion: real cluster (solid) vs simulator (light)")
-    ax.legend(fontsize=7, ncol=2)
+    # Beside the bars, not over them.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     for ext in ("png", "svg"):
         fig.savefig(base.with_suffix(f".{ext}"))

@@ -412,8 +412,12 @@ def write_outputs(out: Path, results: dict, claims: list[Claim], quick: bool) ->
                label="Jain's index")
     right.set_ylim(0, 1.05)
     right.set_ylabel("Jain's fairness index")
-    ax.legend(loc="upper left")
+    # One legend for both axes (the Jain line is on the right one), outside the plot.
+    lines, labels = ax.get_legend_handles_labels()
+    right_lines, right_labels = right.get_legend_handles_labels()
+    ax.legend(lines + right_lines, labels + right_labels, loc="upper left", bbox_to_anchor=(1.08, 1.0), fontsize=8)
     ax.set_title("md-test pair, weights 2:1")
+    fig.tight_layout()
     save(fig, out / "mdtest")
     plt.close(fig)
 
