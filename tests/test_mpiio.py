@@ -39,7 +39,8 @@ def programs(tmp_path_factory) -> dict[str, Path]:
             subprocess.run([cc, "-O2", "-Wall", "-o", str(exe), str(MPI_DIR / f"{name}.c")], check=True)
             built[f"{name}-{flavour}"] = exe
     exe = out / "hdf5-openmpi"
-    subprocess.run(["h5pcc.openmpi", "-O2", "-o", str(exe), str(MPI_DIR / "hdf5.c")], check=True)
+    # h5pcc leaves its object file in the working directory: the build's own.
+    subprocess.run(["h5pcc.openmpi", "-O2", "-o", str(exe), str(MPI_DIR / "hdf5.c")], check=True, cwd=out)
     built["hdf5-openmpi"] = exe
     return built
 
