@@ -412,3 +412,12 @@ def test_sizes_are_printed_by_one_formatter_over_humanize() -> None:
                                                                       "3.0 GiB"]
     assert [exact_size(n) for n in (0, 3000, 4096, 65536, 1536 * 1024)] == ["0 B", "3000 B", "4 KiB", "64 KiB",
                                                                            "1.5 MiB"]
+
+
+def test_tables_in_an_80_column_terminal_keep_their_names_whole(small_scenario: Path) -> None:
+    env = {**log_env(), "COLUMNS": "80"}
+    r = concerto("sim", "compare", str(small_scenario), "--policies", "fifo,coordinated,sfq-d-plus", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "coordinated" in r.stdout and "sfq-d-plus" in r.stdout, r.stdout
+    assert "…" not in r.stdout, r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80

@@ -6,6 +6,8 @@ import os
 
 import humanize
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 # Rich lays a table out for 80 columns when it does not print to a terminal,
 # cutting names and numbers short ("coordin…", "completi…"). The output of a
@@ -15,9 +17,43 @@ from rich.console import Console
 FILE_WIDTH = 240
 
 
+def fit(table: Table, width: int) -> Table:
+    """At any width, the first column (what each row is about: a policy, a
+    server, a size) keeps its text whole and the others fold their text onto
+    more lines, rather than cutting names short ("coordin…", "127.0.…");
+    headers break between their words where `width` leaves room for that."""
+    names = table.columns[0] if table.columns else None
+    if names is not None:
+        texts = [Text.from_markup(c) if isinstance(c, str) else c for c in names.cells]
+        names.no_wrap = True
+        names.min_width = max([names.min_width or 0, *(t.cell_len for t in texts if isinstance(t, Text))])
+    others = table.columns[1:]
+    words = []
+    for column in others:
+        column.overflow = "fold"
+        header = column.header.plain if isinstance(column.header, Text) else str(column.header)
+        words.append(max((len(w) for w in header.split()), default=0))
+    # Each column takes its width plus a space either side and a border.
+    needed = sum(max(c.min_width or 0, 1) + 3 for c in table.columns[:1]) + sum(w + 3 for w in words) + 1
+    if needed <= width:
+        for column, w in zip(others, words):
+            column.min_width = max(column.min_width or 0, w)
+    return table
+
+
+class _Console(Console):
+    """A console whose tables keep their names whole (see :func:`fit`)."""
+
+    def print(self, *objects, **kwargs) -> None:  # noqa: D102 - Console's
+        for o in objects:
+            if isinstance(o, Table):
+                fit(o, self.width)
+        super().print(*objects, **kwargs)
+
+
 def console(stderr: bool = False) -> Console:
     """The console for standard output (or standard error)."""
-    c = Console(stderr=stderr)
+    c = _Console(stderr=stderr)
     if not c.is_terminal and "COLUMNS" not in os.environ:
         c.width = FILE_WIDTH
     return c
