@@ -195,6 +195,17 @@ impl Identity {
     }
 }
 
+/// A cluster file read from `path`, with the credential a client finds for
+/// it ([`credential_for`], through this process's environment): what a
+/// program given a cluster file's path needs to connect. The error names
+/// the file.
+pub fn load_cluster(path: &Path) -> Result<(ClusterFile, Credential), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cluster = ClusterFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let credential = credential_for(path, &cluster, |k| std::env::var(k).ok())?;
+    Ok((cluster, credential))
+}
+
 /// The variable naming a credential file; it wins over the cluster file's.
 pub const CREDENTIAL_VAR: &str = "CONCERTO_CREDENTIAL";
 
@@ -226,6 +237,20 @@ pub fn credential_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_file_that_cannot_be_loaded_is_named() {
+        let dir = std::env::temp_dir().join(format!("concerto-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.toml");
+        let e = load_cluster(&missing).unwrap_err();
+        assert!(e.starts_with(&format!("{}: ", missing.display())), "{e}");
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, "[cluster\n").unwrap();
+        let e = load_cluster(&bad).unwrap_err();
+        assert!(e.starts_with(&format!("{}: ", bad.display())), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| {

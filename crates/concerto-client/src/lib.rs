@@ -27,7 +27,7 @@ pub use concerto_proto as proto;
 pub use concerto_proto::cluster::{ClusterFile, ServerEntry};
 pub use concerto_proto::connection::{ClientError, ServerConnection};
 pub use data::{PreparedWrite, MAX_READ};
-pub use identity::{credential_for, Identity, CREDENTIAL_VAR};
+pub use identity::{credential_for, load_cluster, Identity, CREDENTIAL_VAR};
 pub use phase::IoPhase;
 pub use transfers::{Ordering, TransferOrder};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use concerto_client::{credential_for, ClusterFile, FsClient, Identity, TransferOrder};
+use concerto_client::{load_cluster, ClusterFile, FsClient, Identity, TransferOrder};
 use concerto_fuse::MountOptions;
 use concerto_proto::auth::Credential;
 use concerto_proto::process::{until_stopped, write_ready_file};
@@ -64,16 +64,10 @@ fn attr_ttl(text: &str) -> Result<f64, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let cluster = match std::fs::read_to_string(&args.cluster)
-        .map_err(|e| e.to_string())
-        .and_then(|text| ClusterFile::parse(&text))
-        .and_then(|cluster| {
-            let credential = credential_for(&args.cluster, &cluster, |k| std::env::var(k).ok())?;
-            Ok((cluster, credential))
-        }) {
+    let cluster = match load_cluster(&args.cluster) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("concerto-fuse: {}: {e}", args.cluster.display());
+            eprintln!("concerto-fuse: {e}");
             return ExitCode::from(2);
         }
     };

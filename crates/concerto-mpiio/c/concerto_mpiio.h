@@ -85,6 +85,7 @@ int spread(cfile *f, MPI_Comm comm, const char *call, int root, int failed);
 int first_failed(MPI_Comm comm, int worst);
 int marker(MPI_Comm comm, int failed);
 int agree(cfile *f, MPI_Comm comm, const char *call, int failed);
+int mismatch(cfile *f, int call, int r, uint64_t other);
 int same_call(cfile *f, int call);
 
 /* ---- Datatypes and hints ---- */

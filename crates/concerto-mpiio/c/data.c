@@ -109,9 +109,7 @@ static int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *b
     for (int r = 0; r < size && code == MPI_SUCCESS; r++) {
         uint64_t *h = &all_headers[H_WORDS * r];
         if (h[H_CALL] != (uint64_t)call_id || h[H_SEQ] != header[H_SEQ]) {
-            int other = h[H_CALL] >= 1 && h[H_CALL] <= C_WRITE_ALL ? (int)h[H_CALL] : 0;
-            code = raise_on(f, fail(call, "mismatched collective calls: this rank called %s, rank %d called %s",
-                                    call, r, other ? call_names[other] : "another collective"));
+            code = mismatch(f, call_id, r, h[H_CALL]);
         } else if (h[H_HINTS] != header[H_HINTS]) {
             code = raise_on(f, fail(call, "ranks %d and %d have different hints on this file (give every "
                                     "rank the same MPI_Info)", rank, r));

@@ -135,6 +135,14 @@ const char *const call_names[] = {"", "MPI_File_close", "MPI_File_set_view",
     "MPI_File_set_atomicity", "MPI_File_read_at_all", "MPI_File_write_at_all",
     "MPI_File_read_all", "MPI_File_write_all"};
 
+/* This rank called `call`; rank `r` said it called `other` (a C_* code,
+ * or anything else): the error of ranks whose collective calls differ. */
+int mismatch(cfile *f, int call, int r, uint64_t other) {
+    const char *theirs = other >= 1 && other <= C_WRITE_ALL ? call_names[other] : "another collective";
+    return raise_on(f, fail(call_names[call], "mismatched collective calls: this rank called %s, rank %d called %s",
+                            call_names[call], r, theirs));
+}
+
 int same_call(cfile *f, int call) {
     int size, me[2] = {call, f->seq++};
     PMPI_Comm_size(f->comm, &size);
@@ -142,12 +150,7 @@ int same_call(cfile *f, int call) {
     PMPI_Allgather(me, 2, MPI_INT, all, 2, MPI_INT, f->comm);
     int code = MPI_SUCCESS;
     for (int r = 0; r < size && code == MPI_SUCCESS; r++)
-        if (all[2 * r] != call || all[2 * r + 1] != me[1]) {
-            int other = all[2 * r] >= 1 && all[2 * r] <= C_WRITE_ALL ? all[2 * r] : 0;
-            code = raise_on(f, fail(call_names[call],
-                "mismatched collective calls: this rank called %s, rank %d called %s",
-                call_names[call], r, other ? call_names[other] : "another collective"));
-        }
+        if (all[2 * r] != call || all[2 * r + 1] != me[1]) code = mismatch(f, call, r, (uint64_t)all[2 * r]);
     free(all);
     return code;
 }

@@ -11,7 +11,7 @@ use crate::collective::Execution;
 use crate::datatype::Typemap;
 use crate::hints::Hints;
 use crate::session::{OpenFile, Session};
-use crate::view::Memory;
+use crate::view::{Memory, Positions};
 
 /// Bytes one client call moves at most (a larger access is cut).
 const CHUNK: u64 = 64 << 20;
@@ -25,8 +25,8 @@ pub struct Access {
     pub direction: Direction,
     /// The file extents of the access, ascending (the view's order).
     pub own: Vec<Extent>,
-    /// Stream bytes before each of `own`.
-    before: Vec<u64>,
+    /// Where each byte of `own` is in the access's stream.
+    stream: Positions,
     pub memory: Memory,
     /// The caller's buffer.
     pub buf: *mut u8,
@@ -78,18 +78,12 @@ impl Access {
             }
         };
         let own = f.extents(at, memory.size);
-        let mut before = Vec::with_capacity(own.len());
-        let mut total = 0;
-        for e in &own {
-            before.push(total);
-            total += e.len;
-        }
         Ok(Access {
             handle: f.handle.clone(),
             hints: f.hints.clone(),
             direction,
+            stream: Positions::of(&own),
             own,
-            before,
             bytes: memory.size,
             memory,
             buf,
@@ -107,22 +101,14 @@ impl Access {
         &self.flat
     }
 
-    /// The position in this access's stream of file byte `offset` (which
-    /// lies in `own`).
-    pub fn stream_of(&self, offset: u64) -> u64 {
-        let i = self.own.partition_point(|e| e.end() <= offset);
-        self.before[i] + (offset - self.own[i].offset)
-    }
-
     /// Copies this rank's own data for file `extents` (within `own`) out
     /// of the caller's buffer.
     pub fn gather(&self, extents: &[Extent], out: &mut Vec<u8>) {
-        for e in extents {
-            // SAFETY: the caller's buffer holds the access (MPI's contract).
-            unsafe {
-                self.memory
-                    .gather(self.buf, self.stream_of(e.offset), e.len, out)
-            };
+        for &e in extents {
+            self.stream.each(e, |pos, n| {
+                // SAFETY: the caller's buffer holds the access (MPI's contract).
+                unsafe { self.memory.gather(self.buf, pos as u64, n as u64, out) };
+            });
         }
     }
 
@@ -130,14 +116,12 @@ impl Access {
     /// caller's buffer.
     pub fn scatter(&self, extents: &[Extent], data: &[u8]) {
         let mut at = 0usize;
-        for e in extents {
-            let piece = &data[at..at + e.len as usize];
-            // SAFETY: as in gather; a read's buffer is writable.
-            unsafe {
-                self.memory
-                    .scatter(self.buf, self.stream_of(e.offset), piece)
-            };
-            at += e.len as usize;
+        for &e in extents {
+            self.stream.each(e, |pos, n| {
+                // SAFETY: as in gather; a read's buffer is writable.
+                unsafe { self.memory.scatter(self.buf, pos as u64, &data[at..at + n]) };
+                at += n;
+            });
         }
     }
 

@@ -30,6 +30,7 @@ use concerto_core::Extent;
 
 use crate::access::Access;
 use crate::session::Session;
+use crate::view::Positions;
 
 /// The tag of the exchanges' data.
 pub const DATA_TAG: i32 = 7;
@@ -136,9 +137,11 @@ pub struct Execution {
     recvs: Vec<Vec<u8>>,
     /// For each receive buffer, its exchange.
     recv_exchange: Vec<usize>,
-    /// Per batch: its requests' extents, and their bytes once assembled
-    /// (a write) or read (a read).
+    /// Per batch: its requests' extents, where each file byte of them is in
+    /// the batch's bytes, and those bytes once assembled (a write) or read
+    /// (a read).
     batches: Vec<Vec<Vec<Extent>>>,
+    at: Vec<Positions>,
     data: Vec<Option<Bytes>>,
     tasks: Vec<Option<IoTask>>,
     pub error: Option<String>,
@@ -176,6 +179,7 @@ impl Execution {
             recv_exchange: Vec::new(),
             data: vec![None; batches.len()],
             tasks: (0..batches.len()).map(|_| None).collect(),
+            at: batches.iter().map(|b| Positions::of(&b.concat())).collect(),
             batches,
             error: None,
             plan,
@@ -327,12 +331,10 @@ impl Execution {
     }
 
     fn assemble(&mut self, b: usize, access: &Access) {
-        let extents: Vec<Extent> = self.batches[b].iter().flatten().copied().collect();
-        let total: u64 = extents.iter().map(|e| e.len).sum();
-        let mut buf = vec![0u8; total as usize];
-        let at = Positions::of(&extents);
+        let at = &self.at[b];
+        let mut buf = vec![0u8; at.total as usize];
         let mut own = Vec::new();
-        for piece in intersect(&normalize(&extents), &access.own) {
+        for piece in intersect(&normalize(&self.batches[b].concat()), &access.own) {
             own.clear();
             access.gather(&[piece], &mut own);
             at.copy_in(piece, &own, &mut buf);
@@ -409,12 +411,7 @@ impl Execution {
 
     fn pack(&mut self, x: usize, buffer: usize) {
         let ex = &self.plan.exchanges[x];
-        let extents: Vec<Extent> = self.batches[ex.batch as usize]
-            .iter()
-            .flatten()
-            .copied()
-            .collect();
-        let from = Positions::of(&extents);
+        let from = &self.at[ex.batch as usize];
         let data = self.data[ex.batch as usize].clone().unwrap_or_default();
         if data.len() as u64 != from.total {
             // The batch failed; what is sent does not matter, the call fails.
@@ -438,10 +435,9 @@ impl Execution {
             return Ok(());
         }
         for (b, requests) in self.batches.iter().enumerate() {
-            let extents: Vec<Extent> = requests.iter().flatten().copied().collect();
-            let from = Positions::of(&extents);
+            let from = &self.at[b];
             let data = self.data[b].clone().unwrap_or_default();
-            for piece in intersect(&normalize(&extents), &access.own) {
+            for piece in intersect(&normalize(&requests.concat()), &access.own) {
                 let mut bytes = Vec::with_capacity(piece.len as usize);
                 from.copy_out(piece, &data, &mut bytes);
                 access.scatter(&[piece], &bytes);
@@ -452,53 +448,5 @@ impl Execution {
             access.scatter(&ex.extents, &self.recvs[k]);
         }
         Ok(())
-    }
-}
-
-/// Where each file byte of a list of extents is in their concatenation.
-struct Positions {
-    /// (offset, length, position), by offset.
-    runs: Vec<(u64, u64, u64)>,
-    total: u64,
-}
-
-impl Positions {
-    fn of(extents: &[Extent]) -> Positions {
-        let mut pos = 0;
-        let mut runs: Vec<(u64, u64, u64)> = extents
-            .iter()
-            .map(|e| {
-                let r = (e.offset, e.len, pos);
-                pos += e.len;
-                r
-            })
-            .collect();
-        runs.sort_unstable_by_key(|r| r.0);
-        Positions { runs, total: pos }
-    }
-
-    /// The runs of `piece` (all of it within these extents): (position, length).
-    fn each(&self, piece: Extent, mut f: impl FnMut(usize, usize)) {
-        let (mut off, end) = (piece.offset, piece.end());
-        let mut i = self.runs.partition_point(|r| r.0 + r.1 <= off);
-        while off < end && i < self.runs.len() {
-            let (o, l, p) = self.runs[i];
-            let take = (o + l).min(end) - off;
-            f((p + off - o) as usize, take as usize);
-            off += take;
-            i += 1;
-        }
-    }
-
-    fn copy_in(&self, piece: Extent, bytes: &[u8], into: &mut [u8]) {
-        let mut from = 0;
-        self.each(piece, |at, n| {
-            into[at..at + n].copy_from_slice(&bytes[from..from + n]);
-            from += n;
-        });
-    }
-
-    fn copy_out(&self, piece: Extent, from: &[u8], out: &mut Vec<u8>) {
-        self.each(piece, |at, n| out.extend_from_slice(&from[at..at + n]));
     }
 }

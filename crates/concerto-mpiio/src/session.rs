@@ -6,7 +6,7 @@ use std::future::Future;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use concerto_client::{credential_for, ClientError, ClusterFile, FileHandle, FsClient, Identity};
+use concerto_client::{load_cluster, ClientError, FileHandle, FsClient, Identity};
 use concerto_core::Extent;
 
 use crate::hints::Hints;
@@ -47,11 +47,8 @@ impl Session {
                     "{CLUSTER_VAR} is not set: name the cluster file (`concerto mpirun` sets it)"
                 )
             })?;
-        let path = PathBuf::from(path);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("{CLUSTER_VAR}={}: {e}", path.display()))?;
-        let cluster = ClusterFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        let credential = credential_for(&path, &cluster, |k| std::env::var(k).ok())?;
+        let (cluster, credential) =
+            load_cluster(Path::new(&path)).map_err(|e| format!("{CLUSTER_VAR}: {e}"))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("concerto-mpiio")

@@ -246,6 +246,54 @@ impl Memory {
     }
 }
 
+/// Where each file byte of a list of extents is in their concatenation.
+pub(crate) struct Positions {
+    /// (offset, length, position), by offset.
+    runs: Vec<(u64, u64, u64)>,
+    pub(crate) total: u64,
+}
+
+impl Positions {
+    pub(crate) fn of(extents: &[Extent]) -> Positions {
+        let mut pos = 0;
+        let mut runs: Vec<(u64, u64, u64)> = extents
+            .iter()
+            .map(|e| {
+                let r = (e.offset, e.len, pos);
+                pos += e.len;
+                r
+            })
+            .collect();
+        runs.sort_unstable_by_key(|r| r.0);
+        Positions { runs, total: pos }
+    }
+
+    /// The runs of `piece` (all of it within these extents): (position, length).
+    pub(crate) fn each(&self, piece: Extent, mut f: impl FnMut(usize, usize)) {
+        let (mut off, end) = (piece.offset, piece.end());
+        let mut i = self.runs.partition_point(|r| r.0 + r.1 <= off);
+        while off < end && i < self.runs.len() {
+            let (o, l, p) = self.runs[i];
+            let take = (o + l).min(end) - off;
+            f((p + off - o) as usize, take as usize);
+            off += take;
+            i += 1;
+        }
+    }
+
+    pub(crate) fn copy_in(&self, piece: Extent, bytes: &[u8], into: &mut [u8]) {
+        let mut from = 0;
+        self.each(piece, |at, n| {
+            into[at..at + n].copy_from_slice(&bytes[from..from + n]);
+            from += n;
+        });
+    }
+
+    pub(crate) fn copy_out(&self, piece: Extent, from: &[u8], out: &mut Vec<u8>) {
+        self.each(piece, |at, n| out.extend_from_slice(&from[at..at + n]));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +357,21 @@ mod tests {
         assert_eq!(v.position_of(1000), 0);
         assert_eq!(v.position_of(1015), 10);
         assert_eq!(v.position_of(1033), 23);
+    }
+
+    #[test]
+    fn positions_find_file_bytes_in_a_concatenation_of_extents_in_any_order() {
+        // two extents, the later one first in the concatenation
+        let p = Positions::of(&[Extent::new(100, 10), Extent::new(0, 4)]);
+        assert_eq!(p.total, 14);
+        let mut runs = Vec::new();
+        p.each(Extent::new(2, 2), |at, n| runs.push((at, n)));
+        p.each(Extent::new(105, 5), |at, n| runs.push((at, n)));
+        assert_eq!(runs, vec![(12, 2), (5, 5)]);
+        let data: Vec<u8> = (0..14).collect();
+        let mut out = Vec::new();
+        p.copy_out(Extent::new(0, 4), &data, &mut out);
+        assert_eq!(out, vec![10, 11, 12, 13]);
     }
 
     #[test]
