@@ -255,6 +255,26 @@ fn random_transfer_matrix(
     transfers::random_counts(clients, servers, density, max_per_pair, seed)
 }
 
+/// A degree-regular bipartite multigraph on n clients and n servers (sum of
+/// `degree` seeded random permutations), as a count matrix.
+#[pyfunction]
+fn regular_transfer_matrix(n: u32, degree: u32, seed: u64) -> Vec<Vec<u64>> {
+    transfers::regular_counts(n, degree, seed)
+}
+
+/// Each client sends `per_client` transfers to servers drawn with weight
+/// 1/(k+1)^exponent, as a count matrix.
+#[pyfunction]
+fn skewed_transfer_matrix(
+    clients: u32,
+    servers: u32,
+    per_client: u32,
+    exponent: f64,
+    seed: u64,
+) -> Vec<Vec<u64>> {
+    transfers::skewed_counts(clients, servers, per_client, exponent, seed)
+}
+
 /// Schedules a transfer matrix with every heuristic and optimally. With
 /// `unit` > 0 the entries are sizes in bytes, split into transfers of
 /// `unit` bytes, and the load bound (bytes) is reported. `show` names the
@@ -486,6 +506,20 @@ fn fifo_expected_completion(m: u32, n: u32, t: f64) -> f64 {
     analysis::fifo_expected_completion(m, n, t)
 }
 
+/// Figures 3 and 5's expected MAX/MIN of an application's per-server finish
+/// times when the n servers order the m applications independently at random.
+#[pyfunction]
+fn independent_order_spread(m: u32, n: u32) -> f64 {
+    analysis::independent_order_spread(m, n)
+}
+
+/// Formula (3) as a rate: the share of formula (1)'s completion time that
+/// coordination removes, for m applications on n servers.
+#[pyfunction]
+fn expected_reduction_rate(m: u32, n: u32) -> f64 {
+    analysis::expected_reduction(m, n, 1.0) / analysis::fifo_expected_completion(m, n, 1.0)
+}
+
 /// Formula (2): the same with coordination, (m + 1) / 2 · t.
 #[pyfunction]
 fn coordinated_expected_completion(m: u32, t: f64) -> f64 {
@@ -592,10 +626,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fluid_measure, m)?)?;
     m.add_function(wrap_pyfunction!(parse_transfer_matrix, m)?)?;
     m.add_function(wrap_pyfunction!(random_transfer_matrix, m)?)?;
+    m.add_function(wrap_pyfunction!(regular_transfer_matrix, m)?)?;
+    m.add_function(wrap_pyfunction!(skewed_transfer_matrix, m)?)?;
     m.add_function(wrap_pyfunction!(plan_transfers, m)?)?;
     m.add_function(wrap_pyfunction!(plan_collective, m)?)?;
     m.add_function(wrap_pyfunction!(fifo_expected_completion, m)?)?;
     m.add_function(wrap_pyfunction!(coordinated_expected_completion, m)?)?;
+    m.add_function(wrap_pyfunction!(independent_order_spread, m)?)?;
+    m.add_function(wrap_pyfunction!(expected_reduction_rate, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(policy_keys, m)?)?;
     m.add_function(wrap_pyfunction!(profile_device, m)?)?;

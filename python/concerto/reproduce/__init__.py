@@ -42,6 +42,20 @@ class Claim:
         return d
 
 
+def within_factor(measured: float, paper: float, factor: float) -> bool:
+    """Two-sided: ``measured`` within a factor ``factor`` of the paper's value, either way."""
+    return paper / factor <= measured <= paper * factor
+
+
+def judged(reproduced: bool, bound: bool) -> dict[str, bool]:
+    """A claim's verdict from its two checks: the paper's result within its
+    two-sided tolerance (``reproduced``), and the model's stated bound,
+    which holds wherever the tolerance does. Reproduced; else not
+    reproduced while the bound holds; else failed. Use as
+    ``Claim(..., **judged(...))``."""
+    return {"passed": reproduced or bound, "reproduced": reproduced}
+
+
 def counts(claims: list[Claim]) -> dict[str, int]:
     """How many claims are in each state."""
     return {state: sum(c.status == state for c in claims) for state in STATES}

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from concerto import _native
 from concerto.report import line_plot, markdown_table, pyplot, save, write_json
-from concerto.reproduce import Claim, experiments_dir, report_head, run_paper_sweep
+from concerto.reproduce import Claim, experiments_dir, judged, report_head, run_paper_sweep, within_factor
 from concerto.sweep import Sweep, aggregate, load_sweep
 
 OP, ORDERING, BLOCK = "apps[0].op", "apps[0].ordering", "apps[0].schedule_block"
@@ -32,8 +32,9 @@ PAPER_SPREAD = {("synthetic", "write"): 0.86, ("synthetic", "read"): 8.04,
 SPREAD_FACTOR = 2.0
 # Writes at the largest b: the paper has hash-IOS at its peak (573 MB/s at
 # 64 KiB, not degrading with b) and first-IOS at its lowest (308 MB/s), a
-# ratio of 1.86; the model must show at least this much of it.
-HASH_OVER_FIRST = 1.5
+# ratio of 1.86; the model's within this factor of it, either way.
+PAPER_HASH_OVER_FIRST = 573 / 308
+HASH_OVER_FIRST_FACTOR = 1.25
 # first-IOS's write throughput falls as b grows: no step up by more than
 # 1% (the repetitions' noise), and at least this much lost from the stripe
 # unit to the largest b.
@@ -45,6 +46,19 @@ GRAPH_CLIENTS = GRAPH_SERVERS = 16
 GRAPH_MAX_PER_PAIR = 4
 DENSITIES = [0.1, 0.25, 0.5, 0.75, 1.0]
 HEURISTICS = ["fcfs", "hdf", "hcdf", "uar", "m-passes"]
+# Families that discriminate between the degree-based heuristics (claim
+# c4): d-regular multigraphs (n x n, degree d: every node ties on degree)
+# and skewed destinations (16 clients x 16 servers, 6 transfers each, server
+# k drawn with weight 1/(k+1)^e).
+REGULAR = [(8, 4), (8, 8), (16, 4), (16, 8), (24, 4), (24, 8)]
+SKEWED = [0.25, 0.5, 1.0]
+# c4: HCDF ahead of HDF (Jain et al.) counts as reproduced where its mean is
+# below HDF's by more than this share of Δ on some family, and the two tie
+# (the model's bound) while every family's means are within it: less than
+# half a step of a 4-regular graph's schedule (a step is Δ/4 there).
+HEURISTIC_TIE = 0.10
+# Graphs per family: the means move by a step over this many graphs.
+FAMILY_INSTANCES = {"quick": 40, "full": 100}
 # The paper's Figure 1, as a count matrix: T1 = P1 to D1, T2 = P2 to D2,
 # T3 = P1 to D3, T4 = P2 to D3.
 FIGURE_1 = [[1, 0, 1], [0, 1, 1]]
@@ -60,7 +74,8 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
         sweeps[name] = sweep
         cells[name] = aggregate(sweep, run_paper_sweep(sweep, out / sweep.id, seed, status, workers, dask))
     status("transfer graphs: every heuristic against the optimum")
-    graphs = transfer_graphs(instances=10 if quick else 40, seed=1 if seed is None else seed)
+    graphs = transfer_graphs(instances=10 if quick else 40, seed=1 if seed is None else seed,
+                             family_instances=FAMILY_INSTANCES["quick" if quick else "full"])
     results = {"throughput": {name: [_cell(c) for c in cs] for name, cs in cells.items()}, "graphs": graphs}
     claims = evaluate(results)
     write_outputs(out, sweeps, results, claims, quick)
@@ -75,33 +90,47 @@ def _cell(c: dict) -> dict[str, Any]:
             "time_s": c["makespan_s"]}
 
 
-def transfer_graphs(instances: int, seed: int) -> dict[str, Any]:
+def _schedule_lengths(matrices: list[list[list[int]]], seed: int) -> dict[str, Any]:
+    """Every heuristic's and the optimum's schedule length over Δ on each
+    matrix: means, worsts, how often HCDF is longer and shorter than HDF."""
+    ratios: dict[str, list[float]] = {h: [] for h in [*HEURISTICS, "optimal"]}
+    optimal_is_delta = valid = True
+    hcdf_longer = hcdf_shorter = 0
+    for k, rows in enumerate(matrices):
+        plan = json.loads(_native.plan_transfers(rows, 0, seed + k))
+        length = {s["name"]: s["length"] / plan["delta"] for s in plan["schedules"]}
+        for s in plan["schedules"]:
+            ratios[s["name"]].append(length[s["name"]])
+            valid &= s["valid"]
+        optimal_is_delta &= length["optimal"] == 1
+        hcdf_longer += length["hcdf"] > length["hdf"]
+        hcdf_shorter += length["hcdf"] < length["hdf"]
+    return {"instances": len(matrices), "optimal_is_delta": optimal_is_delta, "all_valid": valid,
+            "hcdf_longer": hcdf_longer, "hcdf_shorter": hcdf_shorter,
+            **{f"{h}_ratio": math.fsum(v) / len(v) for h, v in ratios.items()},
+            **{f"{h}_worst": max(v) for h, v in ratios.items()}}
+
+
+def transfer_graphs(instances: int, seed: int, family_instances: int) -> dict[str, Any]:
     """Each heuristic's schedule length over Δ on random 16 x 16 graphs at
-    several densities, and the paper's Figure 1."""
+    several densities, on d-regular and skewed families, and on the paper's
+    Figure 1."""
     by_density = []
     for density in DENSITIES:
-        ratios: dict[str, list[float]] = {h: [] for h in [*HEURISTICS, "optimal"]}
-        optimal_is_delta = valid = True
-        drawn = 0
-        for k in range(instances):
-            rows = _native.random_transfer_matrix(GRAPH_CLIENTS, GRAPH_SERVERS, density, GRAPH_MAX_PER_PAIR,
-                                                  seed * 1_000_003 + k)
-            if not any(map(any, rows)):
-                continue
-            drawn += 1
-            plan = json.loads(_native.plan_transfers(rows, 0, seed + k))
-            for s in plan["schedules"]:
-                ratios[s["name"]].append(s["length"] / plan["delta"])
-                valid &= s["valid"]
-                if s["name"] == "optimal":
-                    optimal_is_delta &= s["length"] == plan["delta"]
-        by_density.append({"density": density, "instances": drawn, "optimal_is_delta": optimal_is_delta,
-                           "all_valid": valid,
-                           **{f"{h}_ratio": math.fsum(v) / len(v) for h, v in ratios.items()},
-                           **{f"{h}_worst": max(v) for h, v in ratios.items()}})
+        drawn = [_native.random_transfer_matrix(GRAPH_CLIENTS, GRAPH_SERVERS, density, GRAPH_MAX_PER_PAIR,
+                                                seed * 1_000_003 + k) for k in range(instances)]
+        by_density.append({"density": density, **_schedule_lengths([m for m in drawn if any(map(any, m))], seed)})
+    families = []
+    for n, degree in REGULAR:
+        drawn = [_native.regular_transfer_matrix(n, degree, seed * 1_000_003 + k) for k in range(family_instances)]
+        families.append({"family": f"{degree}-regular {n} x {n}", **_schedule_lengths(drawn, seed)})
+    for exponent in SKEWED:
+        drawn = [_native.skewed_transfer_matrix(GRAPH_CLIENTS, GRAPH_SERVERS, 6, exponent, seed * 1_000_003 + k)
+                 for k in range(family_instances)]
+        families.append({"family": f"skewed e = {exponent:g}", **_schedule_lengths(drawn, seed)})
     fig1 = json.loads(_native.plan_transfers(FIGURE_1))
     return {"clients": GRAPH_CLIENTS, "servers": GRAPH_SERVERS, "max_per_pair": GRAPH_MAX_PER_PAIR,
-            "densities": by_density,
+            "densities": by_density, "families": families,
             "figure_1": {"delta": fig1["delta"], **{s["name"]: s["length"] for s in fig1["schedules"]}}}
 
 
@@ -138,10 +167,12 @@ def evaluate(results: dict) -> list[Claim]:
     claims.append(Claim(
         "c1a-hash-ios-beats-first-ios-at-large-b",
         "Contiguous writes: for large schedule blocks hash-IOS clearly outperforms first-IOS (Section 7.1, Figure 2)",
-        f"at b = {_kib(largest)}: hash-IOS / first-IOS >= {HASH_OVER_FIRST} (paper: 573 MB/s at hash-IOS's "
-        "peak, which does not degrade with b, against first-IOS's 308, 1.86)",
+        f"at b = {_kib(largest)}: hash-IOS / first-IOS within a factor {HASH_OVER_FIRST_FACTOR:g} of the paper's "
+        f"{PAPER_HASH_OVER_FIRST:.2f} (573 MB/s at hash-IOS's peak, which does not degrade with b, against "
+        f"first-IOS's 308), either way: {PAPER_HASH_OVER_FIRST / HASH_OVER_FIRST_FACTOR:.2f} to "
+        f"{PAPER_HASH_OVER_FIRST * HASH_OVER_FIRST_FACTOR:.2f}",
         f"hash-IOS {hashed[largest]:.0f} MB/s, first-IOS {first[-1][1]:.0f} MB/s: {ratio:.2f}",
-        ratio >= HASH_OVER_FIRST,
+        within_factor(ratio, PAPER_HASH_OVER_FIRST, HASH_OVER_FIRST_FACTOR),
     ))
     unit = 65536
     tail = [(b, v) for b, v in first if b >= unit]
@@ -173,14 +204,14 @@ def evaluate(results: dict) -> list[Claim]:
 
     # 2. The optimum is Δ; Figure 1.
     g = results["graphs"]
-    every = all(d["optimal_is_delta"] and d["all_valid"] for d in g["densities"])
-    n = sum(d["instances"] for d in g["densities"])
+    every = all(d["optimal_is_delta"] and d["all_valid"] for d in g["densities"] + g["families"])
+    n = sum(d["instances"] for d in g["densities"] + g["families"])
     claims.append(Claim(
         "c2a-optimal-schedule-has-delta-steps",
         "An optimal schedule of unit transfers takes exactly Δ steps (König's theorem; bipartite edge colouring)",
-        f"on every generated instance ({g['clients']} x {g['servers']}, up to {g['max_per_pair']} transfers per pair, "
-        "densities " + ", ".join(f"{d:g}" for d in DENSITIES) + "): the optimal schedule is valid and has Δ steps, and "
-        "every heuristic's schedule is valid",
+        f"on every generated instance (random {g['clients']} x {g['servers']}, up to {g['max_per_pair']} transfers per "
+        "pair, densities " + ", ".join(f"{d:g}" for d in DENSITIES) + "; d-regular and skewed families): the optimal "
+        "schedule is valid and has Δ steps, and every heuristic's schedule is valid",
         f"{n} instances: " + ("all optimal at Δ, all schedules valid" if every else "FAILED on some instance"),
         every,
     ))
@@ -213,23 +244,43 @@ def evaluate(results: dict) -> list[Claim]:
         ok3,
     ))
 
-    # 4. The related work's ordering of the heuristics.
+    # 4. The related work's ordering of the heuristics, on graphs that discriminate.
+    every = [(f"random density {d['density']:g}", d) for d in g["densities"]] + [(f["family"], f) for f in g["families"]]
     bad = []
-    for d in g["densities"]:
+    for label, d in every:
         r = {h: d[f"{h}_ratio"] for h in HEURISTICS}
-        if not r["hcdf"] <= r["hdf"] <= r["fcfs"]:
-            bad.append(f"density {d['density']:g}: HCDF {r['hcdf']:.3f}, HDF {r['hdf']:.3f}, FCFS {r['fcfs']:.3f}")
+        if not max(r["hdf"], r["hcdf"]) <= r["fcfs"]:
+            bad.append(f"{label}: HDF {r['hdf']:.3f}, HCDF {r['hcdf']:.3f}, FCFS {r['fcfs']:.3f}")
         if not r["m-passes"] <= r["uar"]:
-            bad.append(f"density {d['density']:g}: M-PASSES {r['m-passes']:.3f}, UAR {r['uar']:.3f}")
-    table = "; ".join(f"{d['density']:g}: " + ", ".join(f"{h} {d[f'{h}_ratio']:.3f}" for h in HEURISTICS)
-                      for d in g["densities"])
+            bad.append(f"{label}: M-PASSES {r['m-passes']:.3f}, UAR {r['uar']:.3f}")
     claims.append(Claim(
-        "c4-heuristics-against-the-optimum",
-        "The more informed heuristic does better: HCDF before HDF before FCFS (Jain et al.), and M-PASSES before "
-        "UAR (Durand et al.), each measured against the optimum Δ",
-        "at every density, the mean schedule length over Δ: HCDF <= HDF <= FCFS and M-PASSES <= UAR",
-        ("order broken: " + "; ".join(bad) + ". " if bad else "order holds at every density. ") + "Means: " + table,
+        "c4-informed-heuristics-against-the-optimum",
+        "The more informed heuristics do better: the degree-based HDF and HCDF before FCFS (Jain et al.), and "
+        "M-PASSES before UAR (Durand et al.), each measured against the optimum Δ, on random, d-regular and skewed "
+        "graphs",
+        "on every family, the mean schedule length over Δ: HDF and HCDF <= FCFS and M-PASSES <= UAR",
+        ("order broken: " + "; ".join(bad) + ". " if bad else "order holds on every family. ") + "Means: "
+        + "; ".join(f"{label}: " + ", ".join(f"{h} {d[f'{h}_ratio']:.3f}" for h in HEURISTICS) for label, d in every),
         not bad,
+    ))
+    gaps = {label: d["hdf_ratio"] - d["hcdf_ratio"] for label, d in every}
+    ahead = [label for label, gap in gaps.items() if gap > HEURISTIC_TIE]
+    longer = sum(f["hcdf_longer"] for f in g["families"])
+    shorter = sum(f["hcdf_shorter"] for f in g["families"])
+    graphs = sum(f["instances"] for f in g["families"])
+    widest = max(gaps.items(), key=lambda kv: abs(kv[1]))
+    claims.append(Claim(
+        "c4-hcdf-over-hdf",
+        "HCDF, which weighs an edge by the sum of its ends' degrees, does better than HDF (Jain et al.'s simulation; "
+        "the Clusterfile paper cites it without numbers). Reproduced where HCDF's mean is shorter by more than "
+        f"{HEURISTIC_TIE:.0%} of Δ on some family. Otherwise not reproduced: on random graphs both reach Δ, and on "
+        "d-regular graphs every node ties on degree, so both order by the same ties and neither leads; the bound is "
+        f"that tie: on every family the two means within {HEURISTIC_TIE:.0%} of Δ",
+        f"HDF - HCDF > {HEURISTIC_TIE:.2f} Δ on some family (reproduced), else |HDF - HCDF| <= {HEURISTIC_TIE:.2f} Δ "
+        "on every family (the model's bound)",
+        f"largest difference {widest[1]:+.3f} Δ ({widest[0]}); on the d-regular and skewed graphs HCDF longer on "
+        f"{longer} of {graphs}, shorter on {shorter}",
+        **judged(bool(ahead), all(abs(gap) <= HEURISTIC_TIE for gap in gaps.values())),
     ))
     return claims
 
@@ -290,8 +341,10 @@ def write_outputs(out: Path, sweeps: dict[str, Sweep], results: dict, claims: li
         "fall from the stripe unit up only). All clients start at server 0; how fast that first convoy turns into a "
         "pipeline depends on how many blocks of one stripe unit each client sends in a row, and at b = 16 KiB it "
         "dissolves slowest. The paper's text says first-IOS falls with b without giving its values below 64 KiB.",
-        "- HDF and HCDF both reach Δ on every random graph here, so HCDF is not strictly ahead of HDF as in Jain et "
-        "al.'s simulation; claim c4 asks for the order (HCDF <= HDF), which holds with equality.",
+        "- HDF and HCDF both reach Δ on every random graph here, and on d-regular graphs (every node ties on degree) "
+        "they tie within a few percent of Δ, each shorter on some graphs: HCDF's lead in Jain et al.'s simulation is "
+        "not reproduced (claim c4-hcdf-over-hdf). On skewed graphs the hot servers' queues decide and every "
+        "heuristic is within a few percent of Δ.",
         "",
         f"## {sweeps['synthetic'].title}",
         "",
@@ -322,6 +375,15 @@ def write_outputs(out: Path, sweeps: dict[str, Sweep], results: dict, claims: li
                        [[f"{d['density']:g}", d["instances"],
                          *[f"{d[f'{h}_ratio']:.3f} ({d[f'{h}_worst']:.2f})" for h in HEURISTICS]]
                         for d in g["densities"]]),
+        "",
+        "d-regular multigraphs (sums of d random permutations) and skewed destinations (each client sends 6 "
+        "transfers, to server k with weight 1/(k+1)^e); HCDF against HDF: on how many graphs it is longer / shorter.",
+        "",
+        markdown_table(["family", "instances", *HEURISTICS, "HCDF longer / shorter"],
+                       [[f["family"], f["instances"],
+                         *[f"{f[f'{h}_ratio']:.3f} ({f[f'{h}_worst']:.2f})" for h in HEURISTICS],
+                         f"{f['hcdf_longer']} / {f['hcdf_shorter']}"]
+                        for f in g["families"]]),
         "",
     ]
     (out / "report.md").write_text("\n".join(lines) + "\n")

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from concerto import _native
 from concerto.report import line_plot, markdown_table, write_json
-from concerto.reproduce import Claim, experiments_dir, report_head, run_paper_sweep
+from concerto.reproduce import Claim, experiments_dir, judged, report_head, run_paper_sweep, within_factor
 from concerto.sweep import Sweep, aggregate, load_sweep
 
 # Figure 6's reported reductions of average completion time, per device.
@@ -29,13 +29,29 @@ RANGE_TOLERANCE = 0.05
 # and the most applications at least GROWTH above the fewest.
 PLATEAU_TOLERANCE = 0.03
 GROWTH = 0.10
-# c2b's bound on the model (which does not reproduce the growth with
-# servers): at every server count the reduction within [-SERVERS_BELOW,
-# +SERVERS_ABOVE] points of its 2-server value, and above the floor.
-SERVERS_BELOW = 0.03
-SERVERS_ABOVE = 0.10
-SERVERS_FLOOR = 0.25
+# c2b: the paper's growth with the server count, ~10% at 2 servers to 46%
+# at 64 (HDD), within GROWTH_POINTS of it at both ends.
+PAPER_SERVERS = {"fewest": 0.10, "most": 0.46}
+GROWTH_POINTS = 0.10
 FORMULA_TOLERANCE = 0.02
+# c4: a pair tells independent orders from one shared order only when
+# formula (1) stands at least this far above formula (2).
+FORMULA_DISCRIMINATES = 0.10
+# c3: Figures 3 and 5's MAX/MIN of per-server finish times, FIFO -> coordinated.
+PAPER_SPREAD = {"hdd": (4.4, 1.3), "ssd": (3.1, 1.2)}
+# c3: coordinated at most this (the paper's 1.2-1.3 plus service-time noise;
+# 1 is the least any order gives), FIFO at least this many times coordinated.
+COORDINATED_SPREAD_MAX = 1.6
+SPREAD_DROP = 2.0
+# c3-fifo: the FIFO spread within this factor of the paper's, either way; the
+# model's bound otherwise: from the paper's value up to this much above the
+# spread of servers that order arrivals independently (service times vary).
+FIFO_SPREAD_FACTOR = 1.5
+INDEPENDENT_SPREAD_SLACK = 0.10
+# c3-completion: Figures 3 and 5's reduction of the average completion time,
+# within this factor of the paper's, either way.
+PAPER_FIG3_5_REDUCTION = {"hdd": 0.298, "ssd": 0.195}
+REDUCTION_FACTOR = 1.5
 BANDWIDTH_TOLERANCE = 0.01  # "comparable or higher": at most 1% below FIFO
 
 
@@ -91,6 +107,21 @@ def _formula_rows(rows: list[dict], t: float) -> list[dict]:
     return rows
 
 
+def _applications(sweep) -> int:
+    """How many applications the sweep's scenario runs at once."""
+    return sum(a.get("instances", 1) for a in json.loads(sweep.base)["apps"])
+
+
+def _spread_rows(rows: list[dict], sweep) -> list[dict]:
+    """Figures 3 and 5's rows with their shape (m applications on n servers,
+    from the scenario) and the spread independent server orders give."""
+    m, n = _applications(sweep), json.loads(sweep.base)["cluster"]["servers"]
+    for r in rows:
+        r["m"], r["n"] = m, n
+        r["independent_spread"] = _native.independent_order_spread(m, n)
+    return rows
+
+
 def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str], None] = print,
         workers: int = 1, dask: str | None = None) -> list[Claim]:
     folder = experiments_dir() / "coordination"
@@ -104,6 +135,9 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     for sid, sweep in sweeps.items():
         results[sid] = aggregate(sweep, run_paper_sweep(sweep, out / "sweeps" / sid, seed, status, workers, dask))
     results["formula"] = _formula_rows(results["formula"], service_time_s(sweeps["formula"]))
+    results["fig3_5"] = _spread_rows(results["fig3_5"], sweeps["fig3_5"])
+    for r in results["fig7"]:
+        r["m"] = _applications(sweeps["fig7"])
     claims = evaluate(results)
     write_outputs(out, sweeps, results, claims, quick)
     return claims
@@ -161,45 +195,97 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
         apps_ok,
     ))
     # 2b. The paper's reduction grows with the server count; the model's
-    # barely does (docs/reproductions.md says why, with measurements). What
-    # the model must still do: stay where it is, so that a regression shows.
+    # barely does (docs/reproductions.md says why, with measurements). The
+    # bound is formula (3)'s: no more than serving the m applications one
+    # after another gives, (m - 1) / (2m), and no less than independent
+    # orders give at the fewest servers.
     by_group: dict[tuple, list[tuple[Any, float]]] = defaultdict(list)
     for p, f, c in _pairs(results["fig7"]):
         by_group[(p["cluster.device.kind"], p["apps[0].processes"])].append((p["cluster.servers"], reduction(f, c)))
-    flat_ok, flat_notes = True, []
+    m = results["fig7"][0]["m"]
+    fewest = min(n for pts in by_group.values() for n, _ in pts)
+    floor = _native.expected_reduction_rate(m, fewest)
+    ceiling = (m - 1) / (2 * m)
+    grows = bound = True
+    flat_notes = []
     for (kind, procs), pts in sorted(by_group.items(), key=str):
         pts.sort()
-        at_two = pts[0][1]
-        moves = [r - at_two for _, r in pts]
-        low = min(r for _, r in pts)
-        flat_ok &= -SERVERS_BELOW <= min(moves) and max(moves) <= SERVERS_ABOVE and low >= SERVERS_FLOOR
+        if kind == "hdd":
+            grows &= (abs(pts[0][1] - PAPER_SERVERS["fewest"]) <= GROWTH_POINTS
+                      and abs(pts[-1][1] - PAPER_SERVERS["most"]) <= GROWTH_POINTS)
+        bound &= all(floor <= r <= ceiling for _, r in pts)
         flat_notes.append(f"{kind} {procs} processes: " + ", ".join(f"{r:.1%}" for _, r in pts)
                           + f" at {pts[0][0]}-{pts[-1][0]} servers")
     claims.append(Claim(
-        "c2b-servers-model-bound",
-        "Not reproduced: the paper's reduction grows with the number of servers (Figure 7, ~10% at 2 to 46% at "
-        "64 on HDD); the model's grows by a few points at most. The bound it must meet instead",
-        f"for every device and process count, the reduction at every server count between {SERVERS_BELOW:.0%} "
-        f"(points) below and {SERVERS_ABOVE:.0%} above its value at 2 servers, and at least {SERVERS_FLOOR:.0%}",
+        "c2b-servers",
+        "The reduction grows with the number of servers (Figure 7, ~10% at 2 to 46% at 64 on HDD). Within "
+        f"{GROWTH_POINTS:.0%} (points) of both ends it is reproduced. Otherwise not reproduced: the model's servers "
+        "see FIFO orders that stay correlated across servers where the paper's diverged (docs/reproductions.md "
+        "measures why), so its gain is mostly serving one application at a time, which does not grow with servers; "
+        f"the bound is formula (3)'s for m = {m} applications: at most its limit (m - 1) / (2m), what serving "
+        f"applications one after another gives, and at least its value at {fewest} servers",
+        f"HDD: within {GROWTH_POINTS:.0%} of 10% at the fewest servers and of 46% at the most (reproduced), else every "
+        f"reduction between {floor:.1%} and {ceiling:.1%} (the model's bound)",
         "; ".join(flat_notes),
-        flat_ok,
-        reproduced=False,
+        **judged(grows, bound),
     ))
 
-    # 3. Finish-time spread across servers drops sharply.
-    spread_notes, spread_ok = [], True
-    paper = {"hdd": "4.4 -> 1.3", "ssd": "3.1 -> 1.2"}
+    # 3. Finish-time spread across servers drops sharply; FIFO's by the paper's amount.
+    spread_notes, fifo_notes, spread_ok, fifo_in, fifo_bound = [], [], True, True, True
     for p, f, c in _pairs(results["fig3_5"]):
         dev = p["cluster.device.kind"]
         fs, cs = f["finish_spread"], c["finish_spread"]
-        spread_notes.append(f"{dev}: {fs:.2f} -> {cs:.2f} (paper {paper.get(dev, '?')})")
-        spread_ok &= cs <= 1.6 and fs >= 2.0 * cs
+        paper_f, paper_c = PAPER_SPREAD[dev]
+        spread_notes.append(f"{dev}: {fs:.2f} -> {cs:.2f} (paper {paper_f} -> {paper_c})")
+        spread_ok &= 1.0 <= cs <= COORDINATED_SPREAD_MAX and fs >= SPREAD_DROP * cs
+        independent = f["independent_spread"]
+        fifo_in &= within_factor(fs, paper_f, FIFO_SPREAD_FACTOR)
+        fifo_bound &= paper_f <= fs <= (1 + INDEPENDENT_SPREAD_SLACK) * independent
+        fifo_notes.append(f"{dev}: {fs:.2f} ({fs / paper_f:.2f}x the paper's {paper_f}; independent orders "
+                          f"{independent:.2f})")
+    m, n = results["fig3_5"][0]["m"], results["fig3_5"][0]["n"]
     claims.append(Claim(
         "c3-finish-spread",
-        "The max/min ratio of an application's per-server finish times drops sharply under coordination (Figures 3 and 5)",
-        "coordinated ratio <= 1.6 and FIFO ratio >= 2x the coordinated one, on HDD and SSD",
+        "The max/min ratio of an application's per-server finish times drops sharply under coordination (Figures 3 "
+        "and 5: 4.4 -> 1.3 on HDD, 3.1 -> 1.2 on SSD)",
+        f"coordinated ratio between 1 (the least any order gives) and {COORDINATED_SPREAD_MAX} (the paper's 1.2-1.3 "
+        f"with service-time noise), and FIFO's at least {SPREAD_DROP:g}x it, on HDD and SSD",
         "; ".join(spread_notes),
         spread_ok,
+    ))
+    claims.append(Claim(
+        "c3-fifo-spread",
+        f"Without coordination, an application's last per-server finish is 4.4 times its first on HDD and 3.1 times "
+        f"on SSD (Figure 3; {m} applications, {n} servers). Within a factor {FIFO_SPREAD_FACTOR:g} either way it is "
+        "reproduced. Above: not reproduced — the model's servers order simultaneous arrivals independently, so an "
+        "application's positions are independent draws (expected MAX/MIN computed exactly, "
+        "`concerto_core::analysis::independent_order_spread`), where the paper's servers saw the clients' requests in "
+        "correlated orders; the bound is the physics of that: from the paper's value up to "
+        f"{INDEPENDENT_SPREAD_SLACK:.0%} above the independent orders' spread",
+        f"{1 / FIFO_SPREAD_FACTOR:.2f}x to {FIFO_SPREAD_FACTOR:.2f}x the paper's (reproduced), else between the paper's "
+        f"and {1 + INDEPENDENT_SPREAD_SLACK:.2f}x the independent orders' (the model's bound)",
+        "; ".join(fifo_notes),
+        **judged(fifo_in, fifo_bound),
+    ))
+
+    red_notes, red_ok = [], True
+    for p, f, c in _pairs(results["fig3_5"]):
+        dev = p["cluster.device.kind"]
+        red, paper_red = reduction(f, c), PAPER_FIG3_5_REDUCTION[dev]
+        red_ok &= within_factor(red, paper_red, REDUCTION_FACTOR)
+        red_notes.append(f"{dev}: {red:.1%} (paper {paper_red:.1%}, {red / paper_red:.2f}x)")
+    ceiling = _native.expected_reduction_rate(m, n)
+    claims.append(Claim(
+        "c3-completion-reduction",
+        "In the same experiment, coordination lowers the applications' average completion time by 29.8% on HDD and "
+        f"19.5% on SSD (Section 5.2). Each within a factor {REDUCTION_FACTOR:g} either way is reproduced. Otherwise "
+        "not reproduced (the model's SSD reduction sits at 0.67-0.73 of the paper's over the documented seeds; cause "
+        f"not established), with formula (3) as the bound: above 0 and at most its rate for {m} applications on {n} "
+        "servers",
+        f"each {1 / REDUCTION_FACTOR:.2f}x to {REDUCTION_FACTOR:.2f}x the paper's (reproduced), else between 0 and "
+        f"{ceiling:.1%} (the model's bound)",
+        "; ".join(red_notes),
+        **judged(red_ok, all(0 < reduction(f, c) <= ceiling for _, f, c in _pairs(results["fig3_5"]))),
     ))
 
     # 4. Formulas (1) and (2).
@@ -207,13 +293,17 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
     for r in results["formula"]:
         err = abs(r["avg_completion_s"] - r["formula_s"]) / r["formula_s"]
         f_ok &= err <= FORMULA_TOLERANCE
+        # A pair where one shared order would also pass proves nothing.
+        gap = _native.fifo_expected_completion(r["m"], r["n"], 1.0) / _native.coordinated_expected_completion(r["m"], 1.0)
+        f_ok &= gap - 1 >= FORMULA_DISCRIMINATES
         f_notes.append(f"{r['policy']} m={r['m']} n={r['n']}: {r['avg_completion_s'] * 1e3:.2f} ms vs {r['formula_s'] * 1e3:.2f} ms ({err:.2%})")
     reps = results["formula"][0]["reps"]
     claims.append(Claim(
         "c4-analytical-model",
         "With a fixed service time and all pieces arriving at once in independent random orders, the simulated average "
         "completion time matches formula (1) for FIFO and formula (2) for coordination",
-        f"within {FORMULA_TOLERANCE:.0%} for every (m, n), {reps} repetitions each",
+        f"within {FORMULA_TOLERANCE:.0%} for every (m, n), {reps} repetitions each; every pair one where formula (1) "
+        f"stands at least {FORMULA_DISCRIMINATES:.0%} above formula (2), so a shared order would fail it",
         "; ".join(f_notes),
         f_ok,
     ))

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from concerto import _native
 from concerto.report import line_plot, markdown_table, write_json
-from concerto.reproduce import Claim, experiments_dir, report_head, run_paper_sweep
+from concerto.reproduce import Claim, experiments_dir, judged, report_head, run_paper_sweep, within_factor
 from concerto.sweep import Sweep, aggregate, load_sweep
 
 ACCESS, STRATEGY, OP, PROCS = ("apps[0].access", "apps[0].collective.strategy", "apps[0].op",
@@ -42,8 +42,16 @@ PEAK = 1.10
 PEAK_RATIO_FACTOR = 1.5
 # "Within noise": the paper's repetitions vary by less than 5%.
 NOISE = 0.05
-# A gain counts as large when it is at least this share of the paper's.
-GAIN_SHARE = 0.5
+# A gain is the paper's within this factor, either way (the paper gives
+# no spread for its gains; a factor 2 tells +61% from +243%).
+GAIN_FACTOR = 2.0
+# Under interference: resonant / two-phase within this factor of the
+# paper's 48 / 22, either way.
+INTERFERENCE_FACTOR = 1.5
+# The paper's Figure 11: the demonstration program's throughput with
+# mpi-io-test at no compute time, relative to alone.
+PAPER_RELATIVE = {"resonant": 0.43, "two-phase": 0.47}
+RELATIVE_FACTOR = 1.5
 # Timed groups over unordered independent I/O where processes meet on a server.
 TIMED_OVER_INDEPENDENT = 1.5
 
@@ -70,9 +78,18 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
         sweeps[name] = sweep
         cells = aggregate(sweep, run_paper_sweep(sweep, out / sweep.id, seed, status, workers, dask))
         results[name] = [_interference_cell(c) if name == "interference" else _cell(c) for c in cells]
+    results["streaming_limit_MBps"] = streaming_limit_MBps(sweeps["benchmarks"])
     claims = evaluate(results)
     write_outputs(out, sweeps, results, claims, quick)
     return claims
+
+
+def streaming_limit_MBps(sweep: Sweep) -> float:
+    """What the servers' disks stream at most: servers x transfer rate (MB/s), from the scenario."""
+    import json
+
+    cluster = json.loads(sweep.base)["cluster"]
+    return cluster["servers"] * _native.parse_bandwidth(cluster["device"]["transfer_rate"]) / 1e6
 
 
 def _cell(c: dict) -> dict[str, Any]:
@@ -140,28 +157,36 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
         ok,
     ))
 
-    # 2a. Resonant at least two-phase's, everywhere.
+    # 2a. Resonant at least two-phase's, everywhere: within the paper's noise,
+    # and within twice the standard error of the difference of the model's
+    # own means (a one-call point with random placement varies by a few
+    # percent from run to run).
     worst: tuple[float, str] = (float("inf"), "")
     points = 0
+    below = []
     for cells in (demo, bench):
         for c in cells:
             if c["strategy"] != "resonant":
                 continue
-            (tp,) = [t["MBps"] for t in cells if t["strategy"] == "two-phase" and
-                     (t["workload"], t["op"], t["procs"], t["x"]) == (c["workload"], c["op"], c["procs"], c["x"])]
+            (t,) = [t for t in cells if t["strategy"] == "two-phase" and
+                    (t["workload"], t["op"], t["procs"], t["x"]) == (c["workload"], c["op"], c["procs"], c["x"])]
             points += 1
-            ratio = c["MBps"] / tp
+            ratio = c["MBps"] / t["MBps"]
+            error = (c["MBps_sd"] ** 2 / c["reps"] + t["MBps_sd"] ** 2 / t["reps"]) ** 0.5
             where = (f"{c['workload']} {c['op']} ({c['procs']} processes, x = {c['x']}): resonant "
-                     f"{c['MBps']:.0f}, two-phase {tp:.0f}")
+                     f"{c['MBps']:.0f} +- {c['MBps_sd']:.1f}, two-phase {t['MBps']:.0f} +- {t['MBps_sd']:.1f}")
             worst = min(worst, (ratio, where))
+            if c["MBps"] < (1 - NOISE) * t["MBps"] - 2 * error:
+                below.append(where)
     claims.append(Claim(
         "c2a-resonant-at-least-two-phase",
         "Resonant I/O's throughput is at least two-phase's at every size, for every program and direction "
         "(Figures 5-10)",
-        f"resonant >= {1 - NOISE:.2f} x two-phase (the paper's repetitions vary by < {NOISE:.0%}) at all "
-        f"{points} points",
-        f"lowest resonant / two-phase: {worst[0]:.2f}, at {worst[1]}",
-        worst[0] >= 1 - NOISE,
+        f"resonant >= {1 - NOISE:.2f} x two-phase (the paper's repetitions vary by < {NOISE:.0%}) less twice the "
+        f"standard error of the difference of the two means, at all {points} points",
+        f"lowest resonant / two-phase: {worst[0]:.2f}, at {worst[1]}"
+        + ("; below: " + "; ".join(below) if below else ""),
+        not below,
     ))
 
     # 2b. Large gains where the paper has them.
@@ -180,31 +205,69 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
         gains[key] = best
     noncontig_peak = {o: max(_series(bench, "noncontig", "resonant", o).items(), key=lambda kv: kv[1])[0]
                       for o in ("read", "write")}
-    low = [k for k, (g, _) in gains.items() if g < GAIN_SHARE * PAPER_GAIN[k]]
+    sized = {k: v for k, v in gains.items() if k != "mpi-io-test"}
     claims.append(Claim(
         "c2b-resonant-gains-where-the-paper-has-them",
         "Large gains at the resonant points: +151% and +75% in the demonstration program (4 and 2 processes), up "
-        "to +61% for mpi-io-test, up to +157% (reads) and +97% (writes) for noncontig, whose resonant I/O peaks "
-        "at elmtcount 16K",
-        f"each gain at least {GAIN_SHARE:.0%} of the paper's, and noncontig's resonant peak at elmtcount 16384 "
-        "for reads and writes",
-        "; ".join(f"{k} {g:+.0%} {w} (paper {PAPER_GAIN[k]:+.0%})" for k, (g, w) in gains.items())
+        "to +157% (reads) and +97% (writes) for noncontig, whose resonant I/O peaks at elmtcount 16K "
+        "(mpi-io-test's +61%: c2b-mpi-io-test-gain)",
+        f"each gain within a factor {GAIN_FACTOR:g} of the paper's, either way, and noncontig's resonant peak at "
+        "elmtcount 16384 for reads and writes",
+        "; ".join(f"{k} {g:+.0%} {w} (paper {PAPER_GAIN[k]:+.0%})" for k, (g, w) in sized.items())
         + f"; noncontig peaks at {noncontig_peak['read']} (read), {noncontig_peak['write']} (write)",
-        not low and noncontig_peak == {"read": 16384, "write": 16384},
+        all(within_factor(g, PAPER_GAIN[k], GAIN_FACTOR) for k, (g, _) in sized.items())
+        and noncontig_peak == {"read": 16384, "write": 16384},
+    ))
+    gain, where = gains["mpi-io-test"]
+    limit = results["streaming_limit_MBps"]
+    fastest = max(c["MBps"] for c in bench if (c["workload"], c["strategy"]) == ("mpi-io-test", "resonant"))
+    claims.append(Claim(
+        "c2b-mpi-io-test-gain",
+        "mpi-io-test gains up to +61% from resonant I/O over two-phase (Figure 7). Within a factor "
+        f"{GAIN_FACTOR:g} either way it is reproduced. Above: not reproduced — two-phase makes each server serve "
+        "two or more processes' requests in arrival order, and every out-of-order request costs the model's disk a "
+        "seek and a rotation (it serves in dispatch order, as the paper says its disks did below saturation), which "
+        "the paper's disks partly hid; the bound is what that cause allows: at least the paper's gain (a seek never "
+        "makes two-phase cheaper), and resonant's throughput within what the disks stream",
+        f"+{PAPER_GAIN['mpi-io-test'] / GAIN_FACTOR:.0%} to +{PAPER_GAIN['mpi-io-test'] * GAIN_FACTOR:.0%} "
+        f"(reproduced), else at least +{PAPER_GAIN['mpi-io-test']:.0%} with resonant at most the servers' streaming "
+        f"rate, {limit:.0f} MB/s (the model's bound)",
+        f"{gain:+.0%} {where}; resonant at most {fastest:.0f} MB/s",
+        **judged(within_factor(gain, PAPER_GAIN["mpi-io-test"], GAIN_FACTOR),
+                 gain >= PAPER_GAIN["mpi-io-test"] and fastest <= limit),
     ))
 
     # 3. Under interference (Figure 11).
     at = {c["strategy"]: c for c in interference if c["compute"] == "0s"}
     alone = {c["strategy"]: c for c in interference if c["compute"] == "alone"}
     r, t = at["resonant"]["demo_MBps"], at["two-phase"]["demo_MBps"]
+    paper_ratio = PAPER_INTERFERENCE["resonant"] / PAPER_INTERFERENCE["two-phase"]
     claims.append(Claim(
         "c3-resonant-above-two-phase-under-interference",
         "Under the heaviest interference (mpi-io-test with no compute time between its calls), resonant I/O "
-        "keeps the demonstration program's absolute throughput above two-phase's (paper: 48 against 22 MB/s)",
-        f"resonant >= {1 + NOISE:.2f} x two-phase",
-        f"resonant {r:.1f} MB/s ({r / alone['resonant']['demo_MBps']:.2f} of alone), two-phase {t:.1f} MB/s "
-        f"({t / alone['two-phase']['demo_MBps']:.2f} of alone): {r / t:.2f}x (paper 2.18x; relative 0.43 and 0.47)",
-        r >= (1 + NOISE) * t,
+        "keeps the demonstration program's absolute throughput above two-phase's (paper: 48 against 22 MB/s, 2.18x)",
+        f"resonant / two-phase within a factor {INTERFERENCE_FACTOR:g} of the paper's 2.18, either way: "
+        f"{paper_ratio / INTERFERENCE_FACTOR:.2f}x to {paper_ratio * INTERFERENCE_FACTOR:.2f}x (reproduced); below, "
+        "not reproduced — the model's two-phase loses less to the interference than the paper's "
+        f"(c3-relative-to-alone) — with the paper's order as the bound: at least {1 + NOISE:.2f}x",
+        f"resonant {r:.1f} MB/s, two-phase {t:.1f} MB/s: {r / t:.2f}x (paper {paper_ratio:.2f}x)",
+        **judged(within_factor(r / t, paper_ratio, INTERFERENCE_FACTOR),
+                 1 + NOISE <= r / t <= paper_ratio * INTERFERENCE_FACTOR),
+    ))
+    rel = {s: at[s]["demo_MBps"] / alone[s]["demo_MBps"] for s in ("resonant", "two-phase")}
+    claims.append(Claim(
+        "c3-relative-to-alone",
+        "Under that interference the demonstration program keeps 0.43 of its throughput alone with resonant I/O and "
+        f"0.47 with two-phase (Figure 11). Each within a factor {RELATIVE_FACTOR:g} either way is reproduced. "
+        "Otherwise not reproduced — two-phase alone already interleaves its processes' requests on each disk, so "
+        "the other program's requests add seeks it partly pays anyway, while resonant I/O alone streams near the "
+        "network's limit and loses most; the paper's testbed shows the same order with a smaller gap. The bound is "
+        "that order: two-phase keeps at least resonant's share, and neither gains from interference",
+        f"each {1 / RELATIVE_FACTOR:.2f}x to {RELATIVE_FACTOR:.2f}x the paper's (reproduced), else resonant's share "
+        "<= two-phase's <= 1 (the model's bound)",
+        f"resonant {rel['resonant']:.2f} (paper 0.43), two-phase {rel['two-phase']:.2f} (paper 0.47)",
+        **judged(all(within_factor(rel[k], v, RELATIVE_FACTOR) for k, v in PAPER_RELATIVE.items()),
+                 0 < rel["resonant"] <= rel["two-phase"] <= 1),
     ))
 
     # 4. Section 3.4's timed groups.
@@ -292,7 +355,7 @@ def write_outputs(out: Path, sweeps: dict[str, Sweep], results: dict, claims: li
         "- The model's gains from resonant I/O are larger than the paper's where two-phase makes a server serve "
         "two or more processes' requests in arrival order (mpi-io-test: up to about +230% against the paper's "
         "+61%): every out-of-order request costs the model's disk a seek and a rotation, which the paper's disks "
-        "partly hid. Claim c2b asks for at least half the paper's gains, not for their size.",
+        "partly hid. Claim c2b-mpi-io-test-gain says so (not reproduced) and bounds it.",
         "- Timed groups do not beat unordered independent I/O on ior-mpi-io in the model (0.94 to 1.01 of it), "
         "so claim c4 tests them on mpi-io-test instead: in ior-mpi-io each process's data on a server is a region "
         "of its own, 64 MiB from the next, so the order of arrival saves no seek, and the groups only add their "

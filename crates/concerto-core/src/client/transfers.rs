@@ -681,10 +681,80 @@ pub fn random_counts(
         .collect()
 }
 
+/// A `degree`-regular bipartite multigraph on `n` clients and `n` servers:
+/// the sum of `degree` seeded random permutation matrices, so every client
+/// and every server has exactly `degree` transfers and Δ = `degree`. On
+/// these graphs every node ties on degree, which is where the degree-based
+/// heuristics (HDF, HCDF) have least to go on.
+pub fn regular_counts(n: u32, degree: u32, seed: u64) -> Vec<Vec<u64>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut counts = vec![vec![0u64; n as usize]; n as usize];
+    let mut servers: Vec<usize> = (0..n as usize).collect();
+    for _ in 0..degree {
+        servers.shuffle(&mut rng);
+        for (client, &server) in servers.iter().enumerate() {
+            counts[client][server] += 1;
+        }
+    }
+    counts
+}
+
+/// Skewed destinations: each of `clients` clients sends `per_client`
+/// transfers, each to a server drawn with weight `1 / (k + 1)^exponent`
+/// (server 0 hottest), as when most clients want the same few servers.
+/// The hot servers' degrees set Δ; the clients' are all `per_client`.
+pub fn skewed_counts(
+    clients: u32,
+    servers: u32,
+    per_client: u32,
+    exponent: f64,
+    seed: u64,
+) -> Vec<Vec<u64>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let weights: Vec<f64> = (0..servers)
+        .map(|k| (k as f64 + 1.0).powf(-exponent))
+        .collect();
+    let total: f64 = weights.iter().sum();
+    let mut counts = vec![vec![0u64; servers as usize]; clients as usize];
+    for row in counts.iter_mut() {
+        for _ in 0..per_client {
+            let mut pick = rng.gen::<f64>() * total;
+            let mut server = weights.len() - 1;
+            for (k, w) in weights.iter().enumerate() {
+                if pick < *w {
+                    server = k;
+                    break;
+                }
+                pick -= w;
+            }
+            row[server] += 1;
+        }
+    }
+    counts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn regular_graphs_have_every_degree_equal() {
+        for seed in 0..20 {
+            let c = regular_counts(8, 5, seed);
+            assert!(c.iter().all(|row| row.iter().sum::<u64>() == 5));
+            assert!((0..8).all(|s| c.iter().map(|row| row[s]).sum::<u64>() == 5));
+        }
+    }
+
+    #[test]
+    fn skewed_graphs_load_the_first_servers_most() {
+        let c = skewed_counts(16, 16, 6, 1.0, 3);
+        assert!(c.iter().all(|row| row.iter().sum::<u64>() == 6));
+        let load = |s: usize| c.iter().map(|row| row[s]).sum::<u64>();
+        assert!(load(0) > load(15) && load(0) + load(1) > 16 * 6 / 4);
+        assert_eq!(skewed_counts(16, 16, 6, 1.0, 3), c, "seeded");
+    }
 
     /// The Clusterfile paper's Figure 1: P1 and P2 issue T1 (P1 to D1), T2
     /// (P2 to D2), T3 (P1 to D3), T4 (P2 to D3), in that order.
