@@ -425,6 +425,44 @@ def test_reproduce_total_service_quick_on_a_real_cluster(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     # The real servers exchanged reports only under service-sync.
     assert results["service-sync"]["real"]["reports"] > 0 and results["sfq-d-plus"]["real"]["reports"] == 0
+    # Each ratio is the median of the rounds that kept both applications backlogged.
+    for policy in ("sfq-d-plus", "service-sync"):
+        real = results[policy]["real"]
+        counted = [r["ratio"] for r in real["rounds"] if r["backlogged"] >= 0.9]
+        assert real["counted"] == len(counted) >= 3
+        assert real["ratio"] == sorted(counted)[len(counted) // 2]
+
+
+def test_total_service_tells_a_client_bound_run_from_a_scheduling_failure():
+    """Backlog is measured where both applications share a server; rounds
+    where a client could not keep its requests waiting do not count, and a
+    run without enough counted rounds fails naming the clients, not the
+    scheduler."""
+    from concerto.reproduce.total_service import _window, evaluate
+
+    def stats(*servers: dict[int, tuple[int, float]]) -> list[dict]:
+        return [{"apps": [{"app": a, "write_bytes": b, "waiting_s": w} for a, (b, w) in s.items()]} for s in servers]
+
+    before = stats({1: (0, 0.0), 2: (0, 0.0)}, {2: (0, 0.0)})
+    # Server 0 is shared; server 1 has app 2 alone, never waiting there.
+    after = stats({1: (10_000_000, 0.95), 2: (10_000_000, 0.99)}, {2: (10_000_000, 0.0)})
+    w = _window(before, after, {1: "narrow", 2: "wide"}, 1.0)
+    assert w == {"narrow": {"MB": 10.0, "shared_MB": 10.0, "backlogged": 0.95},
+                 "wide": {"MB": 20.0, "shared_MB": 10.0, "backlogged": 0.99}}
+
+    def run(ratio: float, counted: int, reports: int = 0) -> dict:
+        rounds = [{"ratio": ratio, "backlogged": 0.99}] * counted + [{"ratio": 1.2, "backlogged": 0.5}] * 4
+        return {"ratio": ratio, "reports": reports, "rounds": rounds, "counted": counted}
+
+    sim = {"ratio": 2.0, "reports": 0}
+    good = {"sfq-d-plus": {"real": run(2.0, 3), "simulated": sim},
+            "service-sync": {"real": run(1.0, 3, reports=50), "simulated": {"ratio": 1.0, "reports": 9}}}
+    assert [c.status for c in evaluate(good, 3)] == ["reproduced", "reproduced"]
+    starved = {**good, "sfq-d-plus": {"real": run(2.0, 2), "simulated": sim}}
+    real = evaluate(starved, 3)[0]
+    assert real.status == "failed" and "client-bound: sfq-d-plus" in real.measured
+    unfair = {**good, "sfq-d-plus": {"real": run(1.5, 3), "simulated": sim}}
+    assert evaluate(unfair, 3)[0].status == "failed"
 
 
 def test_the_python_module_links_the_client_but_no_server_database_or_fuse_code():
