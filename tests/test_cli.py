@@ -320,6 +320,16 @@ def test_policy_parameter_errors_name_the_key(small_scenario: Path) -> None:
         r = concerto("sim", "run", str(small_scenario), *sets)
         assert r.returncode == 2 and expected in r.stderr, (sets, r.stderr)
         assert "Traceback" not in r.stderr
+    # A bad value written inside [policy] is named by its key and line, not
+    # the table's header (serde reads a tagged table whole and loses the key).
+    text = small_scenario.read_text() + '[policy]\nkind = "coordinated"\nwindow = "1000"\n'
+    small_scenario.write_text(text)
+    line = text.splitlines().index('window = "1000"') + 1
+    r = concerto("sim", "run", str(small_scenario))
+    assert r.returncode == 2, r.stderr
+    assert f'line {line}, column 10: policy.window: "1000" has no unit' in r.stderr, r.stderr
+    r = concerto("sim", "run", str(small_scenario), "--set", "policy.window=-3")
+    assert r.returncode == 2 and "policy.window: " in r.stderr and "(as set by --set)" in r.stderr, r.stderr
 
 
 def test_profile_recommends_sfq_d_plus_parameters(tmp_path: Path) -> None:

@@ -1060,17 +1060,20 @@ impl Scenario {
         for o in overrides {
             crate::overrides::apply(&mut doc, o)?;
         }
-        let de = toml::Value::Table(doc);
         let placed = |e: ConfigError| e.placed(text, table, overrides);
-        let mut scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let message = e.inner().message().trim().to_string();
-            if path == "." || path.is_empty() {
-                ConfigError::Syntax(message)
-            } else {
-                placed(ConfigError::at(path, message))
-            }
-        })?;
+        let mut scenario: Scenario =
+            serde_path_to_error::deserialize(toml::Value::Table(doc.clone())).map_err(|e| {
+                let path = e.path().to_string();
+                let message = e.inner().message().trim().to_string();
+                if path == "." || path.is_empty() {
+                    ConfigError::Syntax(message)
+                } else {
+                    // A bad value in `[policy]` is reported at the table: name its key.
+                    let path = concerto_toml::blame_key_in::<Scenario>(&doc, &path, &message)
+                        .unwrap_or(path);
+                    placed(ConfigError::at(path, message))
+                }
+            })?;
         scenario.validate().map_err(placed)?;
         scenario.load_traces().map_err(placed)?;
         Ok(scenario)

@@ -6,11 +6,22 @@
 /// Parses `text`; an error names the key, or the line and column.
 pub fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     let de = toml::Deserializer::new(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
+    serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
+        let mut path = e.path().to_string();
         let msg = e.inner().message().trim().to_string();
+        // A bad value inside a tagged table (`[policy]`) is reported at the
+        // table: serde reads the table whole before it knows its kind, and
+        // loses the key. Find the key that alone gives the same error.
+        let blamed = blame_key::<T>(text, &path, &msg);
+        if let Some(key) = &blamed {
+            path = key.clone();
+        }
+        let at_key = || blamed.as_deref().and_then(|key| locate(text, key));
         let at_span = || e.inner().span().map(|span| line_column(text, span.start));
-        let place = match locate_unknown_key(text, &path, &msg).or_else(at_span) {
+        let place = match locate_unknown_key(text, &path, &msg)
+            .or_else(at_key)
+            .or_else(at_span)
+        {
             Some((line, column)) => format!("line {line}, column {column}: "),
             None => String::new(),
         };
@@ -20,6 +31,56 @@ pub fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
             format!("{place}{path}: {msg}")
         }
     })
+}
+
+/// The key under the table at `path` that alone reproduces `message`:
+/// the table is cut to that key (and its `kind`) and read again. `None`
+/// when `path` is not a table or no single key gives the error.
+fn blame_key<T: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &str,
+    message: &str,
+) -> Option<String> {
+    blame_key_in::<T>(&toml::from_str(text).ok()?, path, message)
+}
+
+/// As `blame_key`, in a document already read (and changed by overrides):
+/// a bad value inside a tagged table (`[policy]`) is reported at the table,
+/// because serde reads the table whole before it knows its kind and loses
+/// the key; this finds the key.
+pub fn blame_key_in<T: serde::de::DeserializeOwned>(
+    doc: &toml::Table,
+    path: &str,
+    message: &str,
+) -> Option<String> {
+    if path == "." || message.starts_with("unknown field") || message.starts_with("missing field") {
+        return None;
+    }
+    let keys: Vec<String> = table_at(&mut doc.clone(), path)?.keys().cloned().collect();
+    keys.into_iter().filter(|k| k != "kind").find_map(|key| {
+        let mut cut = doc.clone();
+        table_at(&mut cut, path)?.retain(|k, _| k == "kind" || *k == key);
+        let err = serde_path_to_error::deserialize::<_, T>(toml::Value::Table(cut)).err()?;
+        (err.inner().message().trim() == message).then(|| format!("{path}.{key}"))
+    })
+}
+
+/// The table at `path` (`a.b[1].c`) in `doc`.
+fn table_at<'a>(doc: &'a mut toml::Table, path: &str) -> Option<&'a mut toml::Table> {
+    let mut table = doc;
+    for segment in path.split('.') {
+        let (key, indices) = match segment.find('[') {
+            Some(i) => (&segment[..i], &segment[i..]),
+            None => (segment, ""),
+        };
+        let mut value = table.get_mut(key)?;
+        for index in indices.split(']').filter(|s| !s.is_empty()) {
+            let n: usize = index.trim_start_matches('[').parse().ok()?;
+            value = value.as_array_mut()?.get_mut(n)?;
+        }
+        table = value.as_table_mut()?;
+    }
+    Some(table)
 }
 
 /// The key path of the key serde refused in `message` ("unknown field
@@ -192,5 +253,33 @@ mod tests {
             Some("cluster.bogus".to_string())
         );
         assert_eq!(unknown_key("policy", "invalid type: string"), None);
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Apps {
+        apps: Vec<Tagged>,
+    }
+
+    #[test]
+    fn a_bad_value_in_a_tagged_table_names_its_key_and_line() {
+        let text = "[policy]\nkind = \"windowed\"\nwindow = \"long\"\n";
+        let err = parse::<Tagged>(text).unwrap_err();
+        assert!(
+            err.starts_with("line 3, column 10: policy.window: invalid type: string"),
+            "{err}"
+        );
+        // Under an array of tables too; an unknown kind is the kind's.
+        let text = "[[apps]]\n[apps.policy]\nkind = \"plain\"\n[[apps]]\n[apps.policy]\nkind = \"windowed\"\nwindow = -1\n";
+        let err = parse::<Apps>(text).unwrap_err();
+        assert!(
+            err.starts_with("line 7, column 10: apps[1].policy.window: "),
+            "{err}"
+        );
+        let err = parse::<Tagged>("[policy]\nkind = \"bogus\"\n").unwrap_err();
+        assert!(
+            err.starts_with("line 2, column 8: policy.kind: unknown variant `bogus`"),
+            "{err}"
+        );
     }
 }
