@@ -261,3 +261,19 @@ def test_a_sweep_file_is_checked_whole_even_when_sim_run_runs_its_base(tmp_path)
         for command in (["sim", "run", str(f), "--out", str(tmp_path / "o")], ["sim", "sweep", str(f)]):
             r = concerto(*command)
             assert r.returncode == 2 and message in " ".join(r.stderr.split()), (command, r.stderr)
+
+
+def test_a_bad_swept_value_is_named_with_its_line_in_the_sweep_file(tmp_path):
+    from conftest import concerto
+
+    f = tmp_path / "s.toml"
+    f.write_text('[sweep]\nid = "x"\npolicies = ["fifo"]\n[sweep.axes]\n'
+                 '"cluster.servers, apps[0].request_size" = [[2, "64KiB"], [2, "64KQ"]]\n'
+                 '[scenario]\nname = "s"\n[scenario.cluster]\nservers = 2\n[scenario.cluster.device]\nkind = "hdd"\n'
+                 '[[scenario.apps]]\nworkload = "ior"\nprocesses = 2\nrequests = 2\nrequest_size = "64KiB"\n')
+    for command in (["sim", "sweep", str(f), "--out", str(tmp_path / "o")], ["sim", "run", str(f)]):
+        r = concerto(*command)
+        message = " ".join(r.stderr.split())
+        assert r.returncode == 2 and 'apps[0].request_size: unknown size unit "KQ"' in message, r.stderr
+        assert '(as set by the sweep\'s apps[0].request_size = "64KQ", line 5)' in message, r.stderr
+

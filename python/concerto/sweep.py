@@ -336,13 +336,32 @@ def _read_plots(sweep: Sweep, settings: dict) -> None:
             raise _bad(sweep.label, f"sweep.plots[{i}].x", f"{plot.x!r} is not a swept key")
 
 
+def _swept_error(sweep: Sweep, pt: Point, e: _native.ConfigError) -> _native.ConfigError:
+    """A bad value the sweep set is named as the sweep's, with the line of
+    the sweep file that sweeps it, instead of "(as set by --set)"."""
+    text = str(e)
+    if "(as set by --set)" not in text:
+        return e
+    for path, value in pt.params.items():
+        if f" {path}:" in text or f" {path}." in text:
+            line = next((n for n, ln in enumerate(sweep.text.splitlines(), 1)
+                         if "=" in ln and re.search(rf'(^|[\s"\',]){re.escape(path)}([\s"\',=]|$)', ln.split("=")[0])),
+                        None)
+            where = f"the sweep's {path} = {toml_literal(value)}" + (f", line {line}" if line else "")
+            return _native.ConfigError(text.replace("(as set by --set)", f"(as set by {where})"))
+    return e
+
+
 def _check_points(sweep: Sweep) -> None:
     """Every point must make a valid base, under every policy."""
     if sweep.kind == "scenario":
         src = sweep.source()
         for pt in sweep.points:
             for policy in sweep.policies:
-                src.with_overrides(*pt.overrides(policy)).config()
+                try:
+                    src.with_overrides(*pt.overrides(policy)).config()
+                except _native.ConfigError as e:
+                    raise _swept_error(sweep, pt, e) from None
         return
     for pt in sweep.points:
         try:
