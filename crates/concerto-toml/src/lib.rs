@@ -68,19 +68,31 @@ pub fn blame_key_in<T: serde::de::DeserializeOwned>(
 /// The table at `path` (`a.b[1].c`) in `doc`.
 fn table_at<'a>(doc: &'a mut toml::Table, path: &str) -> Option<&'a mut toml::Table> {
     let mut table = doc;
-    for segment in path.split('.') {
-        let (key, indices) = match segment.find('[') {
-            Some(i) => (&segment[..i], &segment[i..]),
-            None => (segment, ""),
-        };
+    for (key, indices) in segments(path) {
         let mut value = table.get_mut(key)?;
-        for index in indices.split(']').filter(|s| !s.is_empty()) {
-            let n: usize = index.trim_start_matches('[').parse().ok()?;
-            value = value.as_array_mut()?.get_mut(n)?;
+        for n in indices {
+            value = value.as_array_mut()?.get_mut(n?)?;
         }
         table = value.as_table_mut()?;
     }
     Some(table)
+}
+
+/// A key path (`a.b[1][2].c`) cut into its keys, each with the array
+/// indices after it (`None` for an index that is not a number).
+fn segments(path: &str) -> impl Iterator<Item = (&str, Vec<Option<usize>>)> {
+    path.split('.').map(|segment| {
+        let (key, indices) = match segment.find('[') {
+            Some(i) => (&segment[..i], &segment[i..]),
+            None => (segment, ""),
+        };
+        let indices = indices
+            .split(']')
+            .filter(|s| !s.is_empty())
+            .map(|index| index.trim_start_matches('[').parse().ok())
+            .collect();
+        (key, indices)
+    })
 }
 
 /// The key path of the key serde refused in `message` ("unknown field
@@ -145,17 +157,12 @@ pub fn locate_key(text: &str, path: &str) -> Option<(usize, usize)> {
 /// The item at `path` (`a.b[1].c`) under `root`.
 fn item_at<'a>(root: &'a toml_edit::Item, path: &str) -> Option<&'a toml_edit::Item> {
     let mut item = root;
-    for segment in path.split('.') {
-        let (key, indices) = match segment.find('[') {
-            Some(i) => (&segment[..i], &segment[i..]),
-            None => (segment, ""),
-        };
+    for (key, indices) in segments(path) {
         if !key.is_empty() {
             item = item.get(key)?;
         }
-        for index in indices.split(']').filter(|s| !s.is_empty()) {
-            let n: usize = index.trim_start_matches('[').parse().ok()?;
-            item = item.get(n)?;
+        for n in indices {
+            item = item.get(n?)?;
         }
     }
     Some(item)

@@ -13,6 +13,7 @@ sweeps' tidy tables, ``results.json`` and ``claims.json``.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -86,8 +87,6 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
 
 def streaming_limit_MBps(sweep: Sweep) -> float:
     """What the servers' disks stream at most: servers x transfer rate (MB/s), from the scenario."""
-    import json
-
     cluster = json.loads(sweep.base)["cluster"]
     return cluster["servers"] * _native.parse_bandwidth(cluster["device"]["transfer_rate"]) / 1e6
 

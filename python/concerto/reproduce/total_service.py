@@ -190,8 +190,7 @@ def run_real(sc: dict, policy: dict, calls: int, rounds: int, directory: Path,
     finally:
         local.down(directory)
     counted = [r for r in tried if r["backlogged"] >= BACKLOGGED]
-    ratios = sorted(r["ratio"] for r in counted)
-    return {"ratio": statistics.median(ratios) if ratios else float("nan"),
+    return {"ratio": statistics.median(r["ratio"] for r in counted) if counted else float("nan"),
             "narrow_MB": statistics.median(r["narrow_MB"] for r in counted) if counted else 0.0,
             "wide_MB": statistics.median(r["wide_MB"] for r in counted) if counted else 0.0,
             "reports": sum(r["reports"] for r in counted), "rounds": tried, "counted": len(counted)}
