@@ -332,6 +332,53 @@ def test_policy_parameter_errors_name_the_key(small_scenario: Path) -> None:
     assert r.returncode == 2 and "policy.window: " in r.stderr and "(as set by --set)" in r.stderr, r.stderr
 
 
+def test_likely_mistakes_in_a_scenario_are_warned_once_with_their_line_and_the_fix(small_scenario: Path,
+                                                                                   tmp_path: Path) -> None:
+    text = small_scenario.read_text() + '[policy]\nkind = "coordinated"\nwindow = 1000\n'
+    small_scenario.write_text(text)
+    line = text.splitlines().index("window = 1000") + 1
+    r = concerto("sim", "run", str(small_scenario), "--out", str(tmp_path / "a"))
+    assert r.returncode == 0, r.stderr  # accepted as written: 1000 ns
+    message = " ".join(r.stderr.split())
+    expected = (f"warning: {small_scenario}: line {line}, column 10: policy.window: 1000 has no unit and is read "
+                'as 1000 ns = 1 µs; write the unit: "1000ns" if that is meant, else e.g. "1000us" or "1000ms"')
+    assert message.count(expected) == 1, r.stderr
+    assert json.loads((tmp_path / "a" / "results.json").read_text())["config"]["policy"]["window"] == 1000
+    # A decimal stripe unit, set on the command line: named as set there, with the binary unit.
+    r = concerto("sim", "run", str(small_scenario), "--set", 'policy.window="1ms"', "--set", 'cluster.stripe_unit="4KB"',
+                 "--out", str(tmp_path / "b"))
+    message = " ".join(r.stderr.split())
+    assert r.returncode == 0 and "policy.window" not in message, r.stderr
+    assert ('warning: ' f'{small_scenario}: cluster.stripe_unit: "4KB" is 4000 bytes (KB, MB and GB are powers of '
+            '1000), not a whole number of 4 KiB pages; for a stripe unit write "4KiB" (as set by --set)') in message, r.stderr
+    # Written with units, nothing is said.
+    r = concerto("sim", "run", str(small_scenario), "--set", 'policy.window="1ms"', "--out", str(tmp_path / "c"))
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+
+
+def test_a_policy_parameter_without_its_unit_is_warned_at_the_option(tmp_path: Path) -> None:
+    # Warned before any server is asked (this cluster file does not exist).
+    r = concerto("cluster", "policy", "coordinated", "--set", "window=1000", "--cluster", str(tmp_path / "none.toml"))
+    message = " ".join(r.stderr.split())
+    assert "warning: --set window=1000: 1000 has no unit and is read as 1000 ns = 1 µs" in message, r.stderr
+    assert r.returncode != 0 and "none.toml" in message, r.stderr
+    r = concerto("cluster", "policy", "coordinated", "--set", "window=1s", "--cluster", str(tmp_path / "none.toml"))
+    assert "warning" not in r.stderr, r.stderr
+
+
+def test_a_decimal_stripe_unit_is_refused_at_the_option_before_any_server_starts(tmp_path: Path) -> None:
+    r = concerto("cluster", "up", "--servers", "1", "--dir", str(tmp_path / "c"), "--stripe-unit", "4KB")
+    message = " ".join(r.stderr.split())
+    assert r.returncode == 2, r.stderr
+    assert "Invalid value for '--stripe-unit': \"4KB\" is 4000 bytes" in message and 'write "4KiB"' in message, r.stderr
+    assert not (tmp_path / "c").exists()
+    # The simulated collective plan takes it, with the same warning.
+    r = concerto("plan", "collective", "--pattern", "demo:segment=64KiB", "--procs", "2", "--servers", "2",
+                 "--stripe", "4KB")
+    assert r.returncode == 0, r.stderr
+    assert 'warning: --stripe 4KB: "4KB" is 4000 bytes' in " ".join(r.stderr.split()), r.stderr
+
+
 def test_profile_recommends_sfq_d_plus_parameters(tmp_path: Path) -> None:
     device = "kind=ssd,latency=2ms,bandwidth=120MB/s,parallelism=14"
     r = concerto("profile", "--device", device, "--count", "300", "--out", str(tmp_path))

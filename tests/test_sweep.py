@@ -277,3 +277,20 @@ def test_a_bad_swept_value_is_named_with_its_line_in_the_sweep_file(tmp_path):
         assert r.returncode == 2 and 'apps[0].request_size: unknown size unit "KQ"' in message, r.stderr
         assert '(as set by the sweep\'s apps[0].request_size = "64KQ", line 5)' in message, r.stderr
 
+
+
+def test_a_swept_duration_without_its_unit_is_warned_with_its_line_in_the_sweep_file(tmp_path):
+    from conftest import concerto
+
+    f = tmp_path / "s.toml"
+    f.write_text('[sweep]\nid = "x"\npolicies = ["coordinated"]\n[sweep.axes]\n'
+                 '"policy.window" = ["1ms", 250]\n'
+                 '[scenario]\nname = "s"\n[scenario.cluster]\nservers = 2\n[scenario.cluster.device]\nkind = "hdd"\n'
+                 '[[scenario.apps]]\nworkload = "ior"\nprocesses = 2\nrequests = 2\nrequest_size = "64KiB"\n')
+    r = concerto("sim", "sweep", str(f), "--out", str(tmp_path / "o"))
+    message = " ".join(r.stderr.split())
+    assert r.returncode == 0, r.stderr
+    assert message.count("warning: ") == 1, r.stderr
+    assert (f"warning: {f}: policy.window: 250 has no unit and is read as 250 ns; write the unit: "
+            '"250ns" if that is meant, else e.g. "250us" or "250ms" (as set by the sweep\'s policy.window = 250, line 5)'
+            ) in message, r.stderr

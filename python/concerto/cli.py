@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -13,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from concerto import __version__, _native, terminal
 from concerto.report import (apps_csv, benchmark_tables, compare_plot, compare_table, fsbench_tables, runset_table,
                              write_json)
-from concerto.sim import ScenarioSource, simulate
-from concerto.fscli import size_arg
+from concerto.sim import ConfigWarning, ScenarioSource, simulate
+from concerto.fscli import size_arg, stripe_unit_arg
 from concerto.sweep import default_workers, policy_override
 
 console = terminal.console()
@@ -63,6 +64,25 @@ def run_with_progress(source: ScenarioSource, *, seed, reps, detail_csv=None, la
 @click.version_option(__version__, prog_name="concerto")
 def main() -> None:
     """Concerto: I/O scheduling on shared parallel file systems."""
+    show_config_warnings()
+
+
+def show_config_warnings() -> None:
+    """Prints each configuration warning once, as `warning: ...` on stderr
+    (a scenario read twice, or a sweep's points, repeat the same one)."""
+    warnings.filterwarnings("once", category=ConfigWarning)
+    shown = warnings.showwarning
+    if getattr(shown, "shows_config_warnings", False):
+        return  # installed by an earlier command in this process (tests)
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, ConfigWarning):
+            err_console.print(f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.shows_config_warnings = True
+    warnings.showwarning = show
 
 
 @main.group()
@@ -459,7 +479,7 @@ def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool,
                    "tiles:grid=PXxPY,tile=TXxTY,element=S[,planes=Z].")
 @click.option("--procs", type=click.IntRange(min=1, max=1_000_000), required=True, help="Processes.")
 @click.option("--servers", type=click.IntRange(min=1, max=100_000), required=True, help="I/O servers.")
-@click.option("--stripe", callback=size_arg, default="64KiB", show_default=True, metavar="SIZE", help="Stripe unit.")
+@click.option("--stripe", callback=stripe_unit_arg(real=False), default="64KiB", show_default=True, metavar="SIZE", help="Stripe unit.")
 @click.option("--strategy", type=click.Choice(["independent", "two-phase", "resonant"]), default="resonant",
               show_default=True)
 @click.option("--write", is_flag=True, help="Plan a write (default: a read).")

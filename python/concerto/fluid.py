@@ -86,14 +86,14 @@ def request_level_scenario(workload: Path, cluster: Path, rule: str, window: tup
     apps = []
     for a in doc.get("apps", []):
         app = {"name": a.get("name"), "workload": "phases", "op": "write", "processes": processes,
-               "phases": a.get("phases"), "start": round(a.get("release_s", 0.0) * 1e9)}
+               "phases": a.get("phases"), "start": _duration(a.get("release_s", 0.0))}
         if request_size:
             app["request_size"] = request_size
         if a.get("w_iter_s") is not None:
-            app["w_iter"] = round(a["w_iter_s"] * 1e9)
+            app["w_iter"] = _duration(a["w_iter_s"])
         if a.get("group") is not None:
             app["group"] = a["group"]
-            app["group_w_iter"] = round(a.get("group_w_iter_s", 0.0) * 1e9)
+            app["group_w_iter"] = _duration(a.get("group_w_iter_s", 0.0))
         apps.append({k: v for k, v in app.items() if v is not None})
     scenario = {
         "name": workload.stem,
@@ -104,6 +104,12 @@ def request_level_scenario(workload: Path, cluster: Path, rule: str, window: tup
                 "window_s": list(window)},
     }
     return tomli_w.dumps(scenario)
+
+
+def _duration(seconds: float) -> str:
+    """A duration as scenarios write it, to the nanosecond, with its unit (a
+    bare integer would be read as nanoseconds, and warned about)."""
+    return f"{round(seconds * 1e9)}ns"
 
 
 def write_phases(result: dict, path: Path) -> None:

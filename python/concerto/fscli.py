@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
@@ -57,6 +58,27 @@ def size_arg(_ctx, _param, value):
         return _native.parse_size(value)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
+
+
+def stripe_unit_arg(real: bool):
+    """A click callback for a stripe unit option: a size as bytes; one in
+    decimal units ("4KB" is 4000 bytes) is warned about with the binary
+    unit, and one that is not whole 4 KiB pages is refused when ``real``
+    (the servers would refuse it) and warned about otherwise."""
+
+    def check(ctx, param, value):
+        size = size_arg(ctx, param, value)
+        if size is None:
+            return None
+        problem = _native.stripe_unit_warning(size, str(value))
+        if problem and real and size % 4096:
+            raise click.BadParameter(problem)
+        if problem:
+            err_console.print(f"[bold yellow]warning:[/] {escape(param.opts[0])} {escape(str(value))}: {escape(problem)}",
+                              highlight=False)
+        return size
+
+    return check
 
 
 cluster_opt = click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -150,7 +172,7 @@ def cluster() -> None:
 @click.option("--throttle", type=click.Choice(local.THROTTLES), default="none", show_default=True,
               help="Emulate an HDD- or SSD-class device on each server.")
 @click.option("--meta", type=int, default=0, show_default=True, help="Which server also holds the metadata.")
-@click.option("--stripe-unit", default="64KiB", show_default=True, callback=size_arg, help="Root's default stripe unit.")
+@click.option("--stripe-unit", default="64KiB", show_default=True, callback=stripe_unit_arg(real=True), help="Root's default stripe unit.")
 @click.option("--stripe-count", type=click.IntRange(min=1), default=None, help="Root's default stripe count (default: all).")
 @click.option("--depth", type=click.IntRange(min=1), default=8, show_default=True, help="Requests in flight per server.")
 @click.option("--coordinator", "sets", type=click.Choice(COORDINATOR_SETS), default=None,
@@ -183,7 +205,7 @@ def cluster_up(servers, directory, policy, params, throttle, meta, stripe_unit, 
     coordinator = None
     if sets is not None:
         coordinator = {"sets": {"kind": sets}} | ({"lease": lease} if lease is not None else {})
-    spec = local.ClusterSpec(servers=servers, policy=policy, policy_params=_params(params), throttle=throttle, meta=meta,
+    spec = local.ClusterSpec(servers=servers, policy=policy, policy_params=_params(params, policy), throttle=throttle, meta=meta,
                              stripe_unit=stripe_unit, stripe_count=stripe_count, depth=depth, coordinator=coordinator,
                              netns=in_namespaces, clients=clients, link_rate=rate)
     path = local.up(directory, spec)
@@ -200,13 +222,18 @@ def cluster_up(servers, directory, policy, params, throttle, meta, stripe_unit, 
     console.print(f"stop them with: concerto cluster down --dir {directory}")
 
 
-def _params(items) -> dict[str, str]:
+def _params(items, policy: str) -> dict[str, str]:
+    """The policy parameters of the --set options; a value that is valid
+    but almost surely a mistake (`window=1000` is 1000 ns) is warned about."""
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
         out[key.strip()] = value.strip()
+        table = local.policy_table(policy, {key.strip(): value.strip()})
+        for warning in _native.policy_warnings(json.dumps(table)):
+            err_console.print(f"[bold yellow]warning:[/] --set {escape(item)}: {escape(warning)}", highlight=False)
     return out
 
 
@@ -385,7 +412,7 @@ def _seconds(bound: float | None, last: float) -> str:
 @fs_guarded
 def cluster_policy(cluster_file: Path | None, name: str, params) -> None:
     """Switch every server to policy NAME, live (queued requests are not lost)."""
-    text = local.policy_toml(name, _params(params))
+    text = local.policy_toml(name, _params(params, name))
     retiring = Client(cluster_path(cluster_file)).set_policy(text)
     console.print(f"every server now schedules with {name}; the previous policy finishes the "
                   f"{sum(retiring)} requests it still held")
@@ -621,7 +648,7 @@ def _transfer_bar(label: str) -> Progress:
 @fs_cluster_opt
 @click.argument("local_path", metavar="LOCAL", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("remote")
-@click.option("--unit", default=None, callback=size_arg, help="Stripe unit for a new file.")
+@click.option("--unit", default=None, callback=stripe_unit_arg(real=True), help="Stripe unit for a new file.")
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Stripe count for a new file.")
 @click.pass_context
 @fs_guarded
@@ -774,7 +801,7 @@ def fs_layout(ctx, path: str, stripes: int) -> None:
 @fs.command("setstripe")
 @fs_cluster_opt
 @click.argument("directory")
-@click.option("--unit", default=None, callback=size_arg, help="Stripe unit, e.g. 1MiB.")
+@click.option("--unit", default=None, callback=stripe_unit_arg(real=True), help="Stripe unit, e.g. 1MiB.")
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Number of servers to stripe over.")
 @click.pass_context
 @fs_guarded

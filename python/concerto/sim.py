@@ -6,11 +6,18 @@ import contextlib
 import json
 import threading
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from concerto import _native
+
+
+class ConfigWarning(UserWarning):
+    """A configuration value that is valid but almost surely a mistake (a
+    duration without a unit, a stripe unit in decimal units); the message
+    names the file, line and key, and the fix."""
 
 
 @dataclass
@@ -42,10 +49,26 @@ class ScenarioSource:
     def with_overrides(self, *sets: str) -> "ScenarioSource":
         return ScenarioSource(self.text, self.label, self.table, [*self.overrides, *sets])
 
-    def config(self) -> dict:
-        """The validated scenario with defaults filled in."""
+    def config(self, warn: bool = True) -> dict:
+        """The validated scenario with defaults filled in; its
+        :meth:`warnings` issued unless ``warn`` is false."""
         with self.naming_errors():
-            return json.loads(_native.load_scenario(self.text, self.table, self.overrides))
+            config = json.loads(_native.load_scenario(self.text, self.table, self.overrides))
+        if warn:
+            self.warn()
+        return config
+
+    def warnings(self) -> list[str]:
+        """Values that are valid but almost surely mistakes, each with its
+        file, line, key and fix (see :class:`ConfigWarning`)."""
+        with self.naming_errors():
+            return [f"{self.label}: {w}" for w in _native.scenario_warnings(self.text, self.table, self.overrides)]
+
+    def warn(self) -> None:
+        """Issues :meth:`warnings` as :class:`ConfigWarning` (Python's
+        warning filters then decide what is shown)."""
+        for message in self.warnings():
+            warnings.warn(message, ConfigWarning, stacklevel=3)
 
     @contextlib.contextmanager
     def naming_errors(self):
@@ -79,6 +102,7 @@ def simulate(
     The simulation runs in a worker thread with the GIL released, so
     ``on_progress(done, total)`` can be called from this thread meanwhile.
     """
+    source.warn()
     progress = _native.Progress()
     outcome: dict = {}
 

@@ -29,6 +29,7 @@ import json
 import math
 import multiprocessing
 import re
+import warnings
 import tomllib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -336,32 +337,43 @@ def _read_plots(sweep: Sweep, settings: dict) -> None:
             raise _bad(sweep.label, f"sweep.plots[{i}].x", f"{plot.x!r} is not a swept key")
 
 
-def _swept_error(sweep: Sweep, pt: Point, e: _native.ConfigError) -> _native.ConfigError:
-    """A bad value the sweep set is named as the sweep's, with the line of
-    the sweep file that sweeps it, instead of "(as set by --set)"."""
-    text = str(e)
+def _swept_text(sweep: Sweep, pt: Point, text: str) -> str:
+    """A message about a value the sweep set names it as the sweep's, with
+    the line of the sweep file that sweeps it, instead of "(as set by --set)"."""
     if "(as set by --set)" not in text:
-        return e
+        return text
     for path, value in pt.params.items():
         if f" {path}:" in text or f" {path}." in text:
             line = next((n for n, ln in enumerate(sweep.text.splitlines(), 1)
                          if "=" in ln and re.search(rf'(^|[\s"\',]){re.escape(path)}([\s"\',=]|$)', ln.split("=")[0])),
                         None)
             where = f"the sweep's {path} = {toml_literal(value)}" + (f", line {line}" if line else "")
-            return _native.ConfigError(text.replace("(as set by --set)", f"(as set by {where})"))
-    return e
+            return text.replace("(as set by --set)", f"(as set by {where})")
+    return text
+
+
+def _swept_error(sweep: Sweep, pt: Point, e: _native.ConfigError) -> _native.ConfigError:
+    text = _swept_text(sweep, pt, str(e))
+    return e if text == str(e) else _native.ConfigError(text)
 
 
 def _check_points(sweep: Sweep) -> None:
-    """Every point must make a valid base, under every policy."""
+    """Every point must make a valid base, under every policy; a value that
+    is almost surely a mistake is warned about (see ``ConfigWarning``)."""
     if sweep.kind == "scenario":
+        from concerto.sim import ConfigWarning
+
         src = sweep.source()
         for pt in sweep.points:
             for policy in sweep.policies:
+                point = src.with_overrides(*pt.overrides(policy))
                 try:
-                    src.with_overrides(*pt.overrides(policy)).config()
+                    point.config(warn=False)  # warned next, named as the sweep's
+                    point_warnings = point.warnings()
                 except _native.ConfigError as e:
                     raise _swept_error(sweep, pt, e) from None
+                for message in point_warnings:
+                    warnings.warn(_swept_text(sweep, pt, message), ConfigWarning, stacklevel=2)
         return
     for pt in sweep.points:
         try:

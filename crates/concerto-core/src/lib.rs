@@ -16,6 +16,7 @@ pub mod profile;
 pub mod request;
 pub mod server;
 pub mod time;
+pub mod traps;
 pub mod units;
 
 pub use layout::{

@@ -132,6 +132,63 @@ pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
     Ok(bps)
 }
 
+/// The binary unit a decimal size unit is usually meant as (`"KB"` for
+/// `"KiB"`), or `None` when `unit` is not decimal.
+fn binary_for_decimal(unit: &str) -> Option<&'static str> {
+    Some(match unit {
+        "KB" | "kB" => "KiB",
+        "MB" => "MiB",
+        "GB" => "GiB",
+        "TB" => "TiB",
+        _ => return None,
+    })
+}
+
+/// Stripe units are whole pages on the real servers.
+const PAGE: u64 = 4096;
+
+/// What a stripe unit of `bytes` (written as `written` when that was a
+/// string) means, when it is almost surely a mistake: a decimal unit
+/// (`"4KB"` is 4000 bytes) or a size that is not a whole number of 4 KiB
+/// pages (which the real servers refuse).
+pub fn stripe_unit_warning(bytes: u64, written: Option<&str>) -> Option<String> {
+    let decimal = written.and_then(|s| {
+        let (number, unit) = split_number(s).ok()?;
+        Some((s.trim(), number, binary_for_decimal(unit)?))
+    });
+    match decimal {
+        Some((s, number, binary)) if bytes % PAGE != 0 => Some(format!(
+            "\"{s}\" is {bytes} bytes (KB, MB and GB are powers of 1000), not a whole number of 4 KiB pages; for a stripe unit write \"{number}{binary}\""
+        )),
+        Some((s, number, binary)) => Some(format!(
+            "\"{s}\" is {bytes} bytes (KB, MB and GB are powers of 1000); write \"{number}{binary}\" if a power of two is meant, or {bytes} to keep it"
+        )),
+        None if bytes % PAGE != 0 => Some(format!(
+            "a stripe unit of {bytes} bytes is not a whole number of 4 KiB pages (the real servers refuse it); write a multiple of {PAGE}, e.g. \"{}KiB\"",
+            (bytes / PAGE).max(1) * 4
+        )),
+        None => None,
+    }
+}
+
+/// Deserializes a stripe unit: a size, as [`Bytes`]; one in decimal
+/// units or not a whole number of pages is a trap (see [`crate::traps`]).
+pub fn deserialize_stripe_unit<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+    let written = std::cell::RefCell::new(None::<String>);
+    let bytes: Bytes = deserialize_quantity(
+        d,
+        |s| {
+            *written.borrow_mut() = Some(s.to_string());
+            parse_size(s).map(Bytes)
+        },
+        "a size such as \"64KiB\" or an integer number of bytes",
+    )?;
+    if let Some(message) = stripe_unit_warning(bytes.0, written.borrow().as_deref()) {
+        crate::traps::spring(|| message).map_err(de::Error::custom)?;
+    }
+    Ok(bytes)
+}
+
 /// Deserializes a quantity given either as a string with a unit (parsed by
 /// `parse`) or as a plain non-negative integer in the base unit.
 pub(crate) fn deserialize_quantity<'de, D, T, F>(
@@ -158,20 +215,24 @@ where
             (self.parse)(v).map_err(E::custom)
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+            bare_number_trap::<T>(&v.to_string()).map_err(E::custom)?;
             Ok(T::from_base(v as f64))
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
             if v < 0 {
                 return Err(E::custom(format!("{v} is negative")));
             }
+            bare_number_trap::<T>(&v.to_string()).map_err(E::custom)?;
             Ok(T::from_base(v as f64))
         }
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
             if !v.is_finite() || v < 0.0 {
                 return Err(E::custom(format!("{v} is not a valid quantity")));
             }
-            T::from_float(v)
-                .ok_or_else(|| E::custom(format!("{v} must be a whole number in this unit")))
+            let value = T::from_float(v)
+                .ok_or_else(|| E::custom(format!("{v} must be a whole number in this unit")))?;
+            bare_number_trap::<T>(&v.to_string()).map_err(E::custom)?;
+            Ok(value)
         }
     }
     d.deserialize_any(V {
@@ -181,11 +242,25 @@ where
     })
 }
 
+/// A bare number (no unit) that is almost surely a mistake for this kind
+/// of quantity is a trap (see [`crate::traps`]).
+fn bare_number_trap<T: FromBase>(number: &str) -> Result<(), String> {
+    match T::bare_number_warning(number) {
+        Some(message) => crate::traps::spring(|| message),
+        None => Ok(()),
+    }
+}
+
 /// Builds a quantity from a number in its base unit.
 pub(crate) trait FromBase: Sized {
     fn from_base(v: f64) -> Self;
     /// Fractions are only meaningful for some quantities.
     fn from_float(v: f64) -> Option<Self>;
+    /// What a bare `number` means, when it is almost surely not what was
+    /// meant, with how to write it.
+    fn bare_number_warning(_number: &str) -> Option<String> {
+        None
+    }
 }
 
 impl FromBase for Time {
@@ -194,6 +269,22 @@ impl FromBase for Time {
     }
     fn from_float(v: f64) -> Option<Time> {
         (v.fract() == 0.0).then(|| Time::from_nanos(v as u64))
+    }
+    /// Integers are nanoseconds, which a reader of `window = 1000` rarely
+    /// means; zero is zero in any unit.
+    fn bare_number_warning(number: &str) -> Option<String> {
+        let ns: f64 = number.parse().ok()?;
+        (ns != 0.0).then(|| {
+            let scaled = [(1e9, "s"), (1e6, "ms"), (1e3, "µs")]
+                .into_iter()
+                .find(|(per, _)| ns >= *per)
+                .map_or(String::new(), |(per, unit)| {
+                    format!(" = {} {unit}", format!("{:.3}", ns / per).trim_end_matches('0').trim_end_matches('.'))
+                });
+            format!(
+                "{number} has no unit and is read as {number} ns{scaled}; write the unit: \"{number}ns\" if that is meant, else e.g. \"{number}us\" or \"{number}ms\""
+            )
+        })
     }
 }
 

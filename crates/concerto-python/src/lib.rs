@@ -69,6 +69,21 @@ fn load_scenario(text: &str, table: Option<&str>, overrides: Vec<String>) -> PyR
     serde_json::to_string(&sc).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// The values of a scenario that are valid but almost surely mistakes (a
+/// duration without a unit, a stripe unit in decimal units), each placed
+/// and worded as an error would be, with the fix.
+#[pyfunction]
+#[pyo3(signature = (text, table=None, overrides=Vec::new()))]
+fn scenario_warnings(
+    text: &str,
+    table: Option<&str>,
+    overrides: Vec<String>,
+) -> PyResult<Vec<String>> {
+    let (_, warnings) =
+        Scenario::from_toml_table_warned(text, table, &overrides).map_err(config_err)?;
+    Ok(warnings.iter().map(ToString::to_string).collect())
+}
+
 /// Draws a fluid-mode workload from a generator file (TOML text) with
 /// `seed`; returns the workload file as JSON.
 #[pyfunction]
@@ -573,6 +588,26 @@ fn check_qos_rule(rule: &str) -> Option<(String, String)> {
     }
 }
 
+/// The values of a `[policy]` table (JSON, as `concerto cluster` builds it
+/// from its options) that are valid but almost surely mistakes, each with
+/// the fix; none when the table is invalid (the servers say why).
+#[pyfunction]
+fn policy_warnings(table: &str) -> Vec<String> {
+    let read = || {
+        let mut de = serde_json::Deserializer::from_str(table);
+        serde_path_to_error::deserialize::<_, concerto_core::PolicyConfig>(&mut de)
+            .map_err(|e| json_message(&e))
+    };
+    concerto_core::traps::read_warned(read).map_or_else(|_| Vec::new(), |(_, warnings)| warnings)
+}
+
+/// What a stripe unit of `bytes`, written `written`, means when it is almost
+/// surely a mistake (decimal units, not whole 4 KiB pages), with the fix.
+#[pyfunction]
+fn stripe_unit_warning(bytes: u64, written: &str) -> Option<String> {
+    concerto_core::units::stripe_unit_warning(bytes, Some(written))
+}
+
 /// Policy names accepted in scenarios.
 /// A size as configuration spells it (`4096`, `"64KiB"`, `"1MB"`) in bytes.
 #[pyfunction]
@@ -619,6 +654,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", m.py().get_type::<ConcertoConfigError>())?;
     m.add_class::<Progress>()?;
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(scenario_warnings, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(fluid_generate, m)?)?;
     m.add_function(wrap_pyfunction!(fluid_run, m)?)?;
@@ -639,6 +675,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profile_device, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(check_qos_rule, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_warnings, m)?)?;
+    m.add_function(wrap_pyfunction!(stripe_unit_warning, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bandwidth, m)?)?;
     m.add_class::<fs::FsClientHandle>()?;

@@ -173,7 +173,10 @@ impl ThrottleSection {
 #[serde(deny_unknown_fields)]
 struct MetadataSection {
     data_servers: Vec<u32>,
-    #[serde(default = "default_unit")]
+    #[serde(
+        default = "default_unit",
+        deserialize_with = "concerto_core::units::deserialize_stripe_unit"
+    )]
     stripe_unit: Bytes,
     stripe_count: Option<u32>,
     /// How long a namespace change may wait for the commit that makes it durable.
@@ -186,7 +189,19 @@ fn default_unit() -> Bytes {
 
 /// Reads a server file.
 pub fn server_config(text: &str) -> Result<ServerConfig, String> {
-    let f: ServerFile = parse(text)?;
+    server_config_warned(text).map(|(config, _)| config)
+}
+
+/// Reads a server file; with it, a warning for each value in it that is
+/// valid but almost surely a mistake (see `concerto_core::traps`), naming
+/// its line and key.
+pub fn server_config_warned(text: &str) -> Result<(ServerConfig, Vec<String>), String> {
+    let (f, warnings) = concerto_core::traps::read_warned(|| parse::<ServerFile>(text))?;
+    Ok((validated(f)?, warnings))
+}
+
+/// The server a file describes, once its values are checked together.
+fn validated(f: ServerFile) -> Result<ServerConfig, String> {
     f.policy
         .validate()
         .map_err(|(field, msg)| format!("policy.{field}: {msg}"))?;
@@ -341,6 +356,40 @@ stripe_unit = "1MiB"
         );
         let m = c.metadata.unwrap();
         assert_eq!((m.default_unit, m.default_count), (1 << 20, 2));
+    }
+
+    #[test]
+    fn likely_mistakes_are_warned_at_their_key_and_a_decimal_stripe_unit_refused_with_the_fix() {
+        let (_dir, text) = server_text();
+        let (_, warnings) = server_config_warned(&text).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        // A policy window without a unit is 1000 ns: accepted, warned at its key.
+        let windowed = text.replace(
+            "kind = \"sfq-d-plus\"",
+            "kind = \"coordinated\"\nwindow = 1000",
+        );
+        let (config, warnings) = server_config_warned(&windowed).unwrap();
+        assert_eq!(config.policy.name(), "coordinated");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("line 9, column 10: policy.window: 1000 has no unit"),
+            "{}",
+            warnings[0]
+        );
+        // 4096 KB is whole pages: accepted, warned as decimal.
+        let (_, warnings) = server_config_warned(&text.replace("\"1MiB\"", "\"4096KB\"")).unwrap();
+        assert!(
+            warnings.len() == 1
+                && warnings[0].contains("metadata.stripe_unit: \"4096KB\" is 4096000 bytes"),
+            "{warnings:?}"
+        );
+        // 4 KB is not: refused, with the unit that was meant.
+        let err = server_config_warned(&text.replace("\"1MiB\"", "\"4KB\"")).unwrap_err();
+        assert!(
+            err.starts_with("metadata.stripe_unit: stripe unit 4000: must be a multiple of 4096")
+                && err.contains("write 4KiB"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use concerto_proto::process::{until_stopped, write_ready_file};
-use concerto_server::config::server_config;
+use concerto_server::config::server_config_warned;
 use concerto_server::server::{self, ServerConfig};
 
 /// Run one Concerto server until SIGINT or SIGTERM.
@@ -31,9 +31,14 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let cfg = match std::fs::read_to_string(&args.config)
         .map_err(|e| e.to_string())
-        .and_then(|text| server_config(&text))
+        .and_then(|text| server_config_warned(&text))
     {
-        Ok(cfg) => cfg,
+        Ok((cfg, warnings)) => {
+            for w in warnings {
+                eprintln!("concerto-server: warning: {}: {w}", args.config.display());
+            }
+            cfg
+        }
         Err(e) => {
             eprintln!("concerto-server: {}: {e}", args.config.display());
             return ExitCode::from(2);

@@ -166,7 +166,10 @@ fn default_policy() -> PolicyConfig {
 pub struct ClusterConfig {
     /// Number of data servers.
     pub servers: u32,
-    #[serde(default = "default_stripe_unit")]
+    #[serde(
+        default = "default_stripe_unit",
+        deserialize_with = "concerto_core::units::deserialize_stripe_unit"
+    )]
     pub stripe_unit: Bytes,
     /// Servers per file; defaults to all of them.
     #[serde(default)]
@@ -1044,6 +1047,17 @@ impl Scenario {
         table: Option<&str>,
         overrides: &[String],
     ) -> Result<Scenario, ConfigError> {
+        Scenario::from_toml_table_warned(text, table, overrides).map(|(scenario, _)| scenario)
+    }
+
+    /// As [`from_toml_table`](Self::from_toml_table); with the scenario, a
+    /// warning for each value that is valid but almost surely a mistake
+    /// (see `concerto_core::traps`), placed as an error would be.
+    pub fn from_toml_table_warned(
+        text: &str,
+        table: Option<&str>,
+        overrides: &[String],
+    ) -> Result<(Scenario, Vec<ConfigError>), ConfigError> {
         let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ConfigError::Syntax(format!(
                 "invalid TOML: {}",
@@ -1061,7 +1075,7 @@ impl Scenario {
             crate::overrides::apply(&mut doc, o)?;
         }
         let placed = |e: ConfigError| e.placed(text, table, overrides);
-        let mut scenario: Scenario =
+        let read = || {
             serde_path_to_error::deserialize(toml::Value::Table(doc.clone())).map_err(|e| {
                 let path = e.path().to_string();
                 let message = e.inner().message().trim().to_string();
@@ -1073,10 +1087,12 @@ impl Scenario {
                         .unwrap_or(path);
                     placed(ConfigError::at(path, message))
                 }
-            })?;
+            })
+        };
+        let (mut scenario, warnings): (Scenario, _) = concerto_core::traps::read_warned(read)?;
         scenario.validate().map_err(placed)?;
         scenario.load_traces().map_err(placed)?;
-        Ok(scenario)
+        Ok((scenario, warnings))
     }
 
     /// Reads the trace files the applications name (each file once), and
