@@ -240,7 +240,7 @@ def test_reproduce_vpfs_quick(tmp_path: Path, seed: int | None) -> None:
     claims = {c["id"]: c for c in json.loads((tmp_path / "claims.json").read_text())}
     assert set(claims) == {"v1-btio-a-isolation", "v1-native", "v2-work-conserving-pays", "v3-btio-c-model-bound",
                            "v4-wrf-isolation", "v4-native", "v5-l-sweep", "v5-combined-gain-model-bound",
-                           "v6-metadata-shares", "v7-total-service"}
+                           "v5-combined-gain-overloaded-device", "v6-metadata-shares", "v7-total-service"}
     for c in claims.values():
         assert c["pass"] and "deviation" not in c, c
     # The paper's results the model does not reach say so, in claims.json,
@@ -248,9 +248,14 @@ def test_reproduce_vpfs_quick(tmp_path: Path, seed: int | None) -> None:
     not_reproduced = {i for i, c in claims.items() if c["status"] == "not reproduced"}
     assert not_reproduced == {"v1-native", "v3-btio-c-model-bound", "v4-native", "v5-combined-gain-model-bound"}
     assert all(c["status"] == "reproduced" for i, c in claims.items() if i not in not_reproduced)
-    assert "claims: 6 reproduced, 4 not reproduced, 0 failed" in r.stdout
+    # The combined gain appears only with a model option on, and says so.
+    assert claims["v5-combined-gain-overloaded-device"]["model_option"].startswith("cluster.device.overload")
+    assert "claims: 7 reproduced (1 only with a model option), 4 not reproduced, 0 failed" in r.stdout
+    assert "REPRODUCED only with cluster.device.overload = { after = 4, loss = 0.03 }" in r.stdout
     report = (tmp_path / "report.md").read_text()
-    assert "6 reproduced, 4 not reproduced, 0 failed." in report and "| not reproduced |" in report
+    assert "7 reproduced (1 only with a model option), 4 not reproduced, 0 failed." in report
+    assert "| not reproduced |" in report
+    assert "| reproduced with cluster.device.overload = { after = 4, loss = 0.03 } |" in report
     for plot in ("runtime.png", "l_sweep.svg", "mdtest.png"):
         assert (tmp_path / plot).exists(), plot
 
@@ -266,6 +271,7 @@ def test_vpfs_claims_fail_when_the_sizes_move(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     results["l_sweep"] = {int(k): v for k, v in results["l_sweep"].items()}
+    results["l_sweep_overloaded"] = {int(k): v for k, v in results["l_sweep_overloaded"].items()}
     thresholds = [t for t in results["uneven"] if t != "sfq-d-plus"]
     assert all(c.passed for c in evaluate(results, thresholds))
 
@@ -308,6 +314,13 @@ def test_vpfs_claims_fail_when_the_sizes_move(tmp_path: Path) -> None:
     # A not-reproduced claim's bound still guards: L = 1 20% above the profiled L fails it.
     assert fails("v5-combined-gain-model-bound",
                  lambda m: m["l_sweep"][1].update(total_MBps=1.2 * m["l_sweep"][7]["total_MBps"]))
+
+    # With the overloaded device, the gain two-sided: +25% within a factor 1.5.
+    def overloaded_gain(gain: float) -> bool:
+        return fails("v5-combined-gain-overloaded-device", lambda m: m["l_sweep_overloaded"][1].update(
+            total_MBps=m["l_sweep_overloaded"][7]["total_MBps"] / (1 + gain)))
+
+    assert [overloaded_gain(g) for g in (0.15, 0.17, 0.25, 0.37, 0.40)] == [True, False, False, False, True]
 
 
 def test_policy_parameter_errors_name_the_key(small_scenario: Path) -> None:

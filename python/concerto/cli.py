@@ -342,6 +342,8 @@ def _report_claims(claims: list, out: Path) -> None:
     marks = {REPRODUCED: "[green]REPRODUCED[/]", FAILED: "[red]FAILED[/]"}
     for c in claims:
         mark = marks.get(c.status, "[yellow]NOT REPRODUCED[/] (its model bound holds)")
+        if c.status == REPRODUCED and c.model_option:
+            mark = f"[green]REPRODUCED[/] [yellow]only with {escape(c.model_option)}[/]"
         console.print(f"{mark} {escape(f'{c.id}: {c.claim}')}\n     expected: {escape(c.expected)}\n"
                       f"     measured: {escape(c.measured)}", highlight=False)
     console.print(f"claims: {counts_line(claims)}")

@@ -485,6 +485,24 @@ pub struct SsdConfig {
     pub bandwidth: Bandwidth,
     /// Requests whose latencies overlap (internal channels).
     pub parallelism: u32,
+    /// A device that loses throughput when overloaded (off by default:
+    /// the channel moves data at `bandwidth` however many requests wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overload: Option<Overload>,
+}
+
+/// Throughput lost to overload: each transfer over the channel takes
+/// `1 + loss * (n - after)` times as long when `n > after` requests are in
+/// the device as it starts (a disk array that seeks between more streams
+/// than it can keep sequential). A hypothesis for the vPFS+ paper's
+/// combined-throughput gain, not a measured property (docs/reproductions.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Overload {
+    /// Requests in the device the channel serves at full rate.
+    pub after: u32,
+    /// Fraction of a transfer's time added per request beyond `after`.
+    pub loss: f64,
 }
 
 impl Default for SsdConfig {
@@ -493,6 +511,7 @@ impl Default for SsdConfig {
             latency: Time::from_micros(60),
             bandwidth: Bandwidth(500e6),
             parallelism: 8,
+            overload: None,
         }
     }
 }
@@ -1399,6 +1418,23 @@ pub(crate) fn validate_device(at: &str, device: &DeviceConfig) -> Result<(), Con
         DeviceConfig::Ssd(s) => {
             positive_f(&key("bandwidth"), s.bandwidth.0)?;
             positive(&key("parallelism"), s.parallelism as u64)?;
+            if let Some(o) = &s.overload {
+                if !(o.loss.is_finite() && (0.0..=1.0).contains(&o.loss)) {
+                    return Err(ConfigError::at(
+                        key("overload.loss"),
+                        format!("{} must be between 0 and 1 (a fraction of a transfer's time per request)", o.loss),
+                    ));
+                }
+                if o.after == 0 || o.after > s.parallelism {
+                    return Err(ConfigError::at(
+                        key("overload.after"),
+                        format!(
+                            "{} must be from 1 to parallelism ({})",
+                            o.after, s.parallelism
+                        ),
+                    ));
+                }
+            }
         }
         DeviceConfig::Emulated(e) => e
             .validate()

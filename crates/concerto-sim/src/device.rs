@@ -358,6 +358,20 @@ impl Ssd {
         done
     }
 
+    /// `transfer` as it takes with the requests in the device at `begin`
+    /// (this one included), under the configured overload.
+    fn overloaded(&self, begin: Time, transfer: Time) -> Time {
+        let Some(o) = &self.cfg.overload else {
+            return transfer;
+        };
+        let in_device = 1 + self.channels.iter().filter(|&&busy| busy > begin).count() as u32;
+        let beyond = in_device.saturating_sub(o.after);
+        if beyond == 0 {
+            return transfer;
+        }
+        Time::from_secs_f64(transfer.as_secs_f64() * (1.0 + o.loss * beyond as f64))
+    }
+
     fn earliest_channel(&self) -> (usize, Time) {
         self.channels
             .iter()
@@ -371,7 +385,8 @@ impl Ssd {
         let (i, free) = self.earliest_channel();
         let begin = now.max(free);
         let data_start = (begin + self.cfg.latency).max(self.bus_free);
-        let done = data_start + self.cfg.bandwidth.transfer_time(bytes);
+        let transfer = self.cfg.bandwidth.transfer_time(bytes);
+        let done = data_start + self.overloaded(begin, transfer);
         self.bus_free = done;
         if let Some(c) = self.channels.get_mut(i) {
             *c = done;
@@ -594,11 +609,47 @@ mod tests {
     }
 
     #[test]
+    fn an_overloaded_ssd_moves_data_slower_only_beyond_its_threshold() {
+        let cfg = |overload| SsdConfig {
+            latency: Time::from_micros(100),
+            bandwidth: Bandwidth(1e9),
+            parallelism: 4,
+            overload,
+        };
+        // 1 MB at 1 GB/s is 1 ms; four at once end at 4 ms without overload.
+        let ends = |overload| {
+            let mut d = Ssd::new(cfg(overload));
+            (0..4)
+                .map(|_| d.start(Time::ZERO, 1_000_000))
+                .collect::<Vec<Time>>()
+        };
+        let plain = ends(None);
+        assert_eq!(plain[3], Time::from_micros(4100));
+        // After 2 in the device, each more adds 10% to a transfer: the
+        // first two run at full rate, the third at 1.1x, the fourth 1.2x.
+        let slowed = ends(Some(crate::config::Overload {
+            after: 2,
+            loss: 0.1,
+        }));
+        assert_eq!(&slowed[..2], &plain[..2]);
+        assert_eq!(slowed[2], Time::from_micros(3200));
+        assert_eq!(slowed[3], Time::from_micros(4400));
+        // One request at a time never counts as overload.
+        let mut d = Ssd::new(cfg(Some(crate::config::Overload {
+            after: 1,
+            loss: 0.5,
+        })));
+        let first = d.start(Time::ZERO, 1_000_000);
+        assert_eq!(d.start(first, 1_000_000), first + Time::from_micros(1100));
+    }
+
+    #[test]
     fn ssd_overlaps_latency_but_not_bandwidth() {
         let cfg = SsdConfig {
             latency: Time::from_micros(100),
             bandwidth: Bandwidth(1e9),
             parallelism: 4,
+            overload: None,
         };
         let mut d = Ssd::new(cfg);
         // Four small requests at once overlap their latency.

@@ -226,6 +226,16 @@ fn configuration_errors_name_their_key() {
         ),
         (&["cluster.servers=0"], "cluster.servers: must be > 0"),
         (
+            &[
+                "cluster.device={kind=\"ssd\", parallelism=14, overload={after=4, loss=1.5}}",
+            ],
+            "cluster.device.overload.loss: 1.5 must be between 0 and 1",
+        ),
+        (
+            &["cluster.device={kind=\"ssd\", parallelism=14, overload={after=15, loss=0.1}}"],
+            "cluster.device.overload.after: 15 must be from 1 to parallelism (14)",
+        ),
+        (
             &["cluster.stripe_count=9"],
             "cluster.stripe_count: 9 is larger than cluster.servers (8)",
         ),

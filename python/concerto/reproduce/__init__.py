@@ -21,13 +21,24 @@ class Claim:
     tolerance); when False, the paper's result is not reproduced and the
     check is a bound on the model that guards against regression (the claim's
     text says the paper's value, the model's and the cause). Its state is one
-    of three: reproduced, not reproduced (the bound holds), failed."""
+    of three: reproduced, not reproduced (the bound holds), failed.
+    ``model_option``: the documented model option the check runs with, when
+    the result appears only with it on (its state then reads
+    "reproduced with ...")."""
     id: str
     claim: str
     expected: str
     measured: str
     passed: bool
     reproduced: bool = True
+    model_option: str | None = None
+
+    @property
+    def shown_status(self) -> str:
+        """The state as reports print it: with the model option a result needs."""
+        if self.model_option and self.status == REPRODUCED:
+            return f"{REPRODUCED} with {self.model_option}"
+        return self.status
 
     @property
     def status(self) -> str:
@@ -62,9 +73,15 @@ def counts(claims: list[Claim]) -> dict[str, int]:
 
 
 def counts_line(claims: list[Claim]) -> str:
-    """"31 reproduced, 3 not reproduced, 0 failed"."""
+    """"31 reproduced, 3 not reproduced, 0 failed", saying how many of the
+    reproduced need a model option ("31 reproduced (1 only with a model
+    option), ...")."""
     n = counts(claims)
-    return ", ".join(f"{n[state]} {state}" for state in STATES)
+    optioned = sum(c.status == REPRODUCED and bool(c.model_option) for c in claims)
+    parts = [f"{n[state]} {state}" for state in STATES]
+    if optioned:
+        parts[0] += f" ({optioned} only with a model option)"
+    return ", ".join(parts)
 
 
 def experiments_dir() -> Path:
@@ -91,7 +108,7 @@ def report_head(title: str, paper: str, quick: bool, about: str, claims: list[Cl
         counts_line(claims) + ".",
         "",
         markdown_table(["", "claim", "expected", "measured"],
-                       [[c.status, c.claim, c.expected, c.measured] for c in claims]),
+                       [[c.shown_status, c.claim, c.expected, c.measured] for c in claims]),
         "",
     ]
 

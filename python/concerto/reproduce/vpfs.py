@@ -10,13 +10,16 @@ total-service sharing across servers with ``service-sync``. Writes
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Callable
+
+import tomli_w
 
 from concerto import _native, profile
 from concerto.report import markdown_table, policy_colour, pyplot, save, write_json
 from concerto.reproduce import Claim, experiments_dir, report_head, within_factor
-from concerto.sweep import Sweep, load_sweep, run_sweep
+from concerto.sweep import Sweep, load_sweep, parse_sweep, run_sweep
 
 POLICIES = ["fifo", "sfq-d", "sfq-d-plus", "capped"]
 CASES = {"btio_a": "BTIO Class A with IOR", "btio_c": "BTIO Class C with IOR", "wrf": "WRF with IOR"}
@@ -41,6 +44,15 @@ PAPER_SLOWER, SLOWER_FACTOR = 1.18, 1.2
 CLOSE = 0.05  # claim 3: "within a few percent"
 MODEL_CLOSE = 0.10  # claim 3's bound on the model, which differs (docs/reproductions.md)
 PEAK_TOLERANCE = 0.05  # claim 5: "at its peak", "gains little"
+# Claim 5's combined gain (SFQ(D)+ 25% above SFQ(D)), and the model option
+# it is tried with: a device that loses throughput when overloaded, each
+# channel transfer 3% longer per request in the device beyond 4 (the
+# paper's Figure 2 saturates large I/Os below 5), so that with 14 in it the
+# device moves 77% of its rate. The loss is the hypothesis's size, not a
+# measurement: the paper's Figure 2 shows no such loss (docs/reproductions.md).
+PAPER_COMBINED_GAIN, COMBINED_FACTOR = 0.25, 1.5
+OVERLOAD = {"after": 4, "loss": 0.03}
+OVERLOAD_OPTION = f"cluster.device.overload = {{ after = {OVERLOAD['after']}, loss = {OVERLOAD['loss']} }}"
 L_GAIN = 1.5  # claim 5: "substantially reduced" at L = 1 (WRF at the profiled L at least 1.5x)
 L_DROP = 0.10  # claim 5: "drops severely" at the largest L (at least 10%)
 MD_WEIGHTS = 2.0  # claim 6: app1 : app2
@@ -194,6 +206,10 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     status("profiling the device")
     prof = profile.profile(str(experiments_dir() / "vpfs" / "wrf_ior.toml"), {"count": PROFILE_COUNT})
     results["profile"] = prof["recommendation"]
+    status("WRF vs IOR on a device that loses throughput when overloaded (a model option)")
+    overloaded = _overloaded_sweep(results["profile"]["large_slots"], quick, seed, out, workers, dask)
+    results["l_sweep_overloaded"] = {L: _pick(overloaded, "sfq-d-plus", {"policy.large_slots": L})
+                                     for L in sorted({1, results["profile"]["large_slots"]})}
     status("two md-test instances, weights 2:1")
     md = _sweep("mdtest_pair.toml", mdtest_metrics, quick, seed, out, workers, dask)
     results["mdtest"] = _pick(md, "sfq-d-plus")
@@ -206,6 +222,23 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     claims = evaluate(results, thresholds)
     write_outputs(out, results, claims, quick)
     return claims
+
+
+def _overloaded_sweep(profiled: int, quick: bool, seed: int | None, out: Path, workers: int,
+                      dask: str | None) -> tuple[Sweep, list[dict]]:
+    """The WRF-with-IOR sweep under SFQ(D)+ at L = 1 and the profiled L, on
+    its device with the model option OVERLOAD on."""
+    path = experiments_dir() / "vpfs" / "wrf_ior.toml"
+    doc = tomllib.loads(path.read_text())
+    doc["scenario"]["cluster"]["device"]["overload"] = OVERLOAD
+    doc["sweep"] |= {"id": "wrf-ior-overloaded", "title": "WRF against IOR, overloaded device",
+                     "policies": ["sfq-d-plus"]}
+    doc["sweep"]["cases"] = [{"policy.large_slots": sorted({1, profiled})}]
+    sweep = parse_sweep(tomli_w.dumps(doc), f"{path} with {OVERLOAD_OPTION}", quick=quick)
+    if seed is not None:
+        sweep.seed = seed
+    sweep.measure = f"{__name__}:{pair_metrics.__name__}"
+    return sweep, run_sweep(sweep, out=out / "sweeps" / sweep.id, workers=workers, dask=dask, fresh=True).rows
 
 
 def _within(measured: float, paper: float) -> bool:
@@ -342,6 +375,21 @@ def evaluate(results: dict, thresholds: list[str]) -> list[Claim]:
         f"({small['total_MBps'] / at['total_MBps'] - 1:+.1%})",
         small["total_MBps"] <= (1 + PEAK_TOLERANCE) * at["total_MBps"],
         reproduced=False,
+    ))
+    over = results["l_sweep_overloaded"]
+    over_small, over_at = over[1], over[profiled]
+    gain = over_at["total_MBps"] / over_small["total_MBps"] - 1
+    claims.append(Claim(
+        "v5-combined-gain-overloaded-device",
+        "SFQ(D)+ at the profiled L gives combined throughput 25% above SFQ(D) (L = 1; paper, Figure 8), tried on "
+        "the hypothesis that the paper's storage lost throughput with many large I/Os in flight: the device with "
+        f"the model option {OVERLOAD_OPTION} (each transfer {OVERLOAD['loss']:.0%} longer per request beyond "
+        f"{OVERLOAD['after']}, so 77% of its rate with 14 in it; the paper's Figure 2 shows no such loss)",
+        f"the gain within a factor {COMBINED_FACTOR} of +{PAPER_COMBINED_GAIN:.0%}, either way",
+        f"L = 1: {over_small['total_MBps']:.1f} MB/s (WRF {over_small['app_MBps']:.1f}), L = {profiled}: "
+        f"{over_at['total_MBps']:.1f} MB/s (WRF {over_at['app_MBps']:.1f}): {gain:+.1%}",
+        within_factor(gain, PAPER_COMBINED_GAIN, COMBINED_FACTOR),
+        model_option=OVERLOAD_OPTION,
     ))
     md = results["mdtest"]
     both = [i for i, b in enumerate(md["backlogged"]) if b]
