@@ -345,7 +345,55 @@ def evaluate(results: dict[str, list[dict]]) -> list[Claim]:
         "; ".join(w_notes),
         w_ok,
     ))
+    claims.append(best_window_claim(results["fig8"]))
     return claims
+
+
+# The paper's best window per device (Figure 8: "1000ms results in the
+# lowest completion time in almost all cases in the HDD tests, and the
+# 250ms window size ... in SSD tests").
+PAPER_BEST_WINDOW = {"hdd": "1000ms", "ssd": "250ms"}
+# The model's bound: nothing in it makes a long window cost (no clock skew,
+# no starvation beyond the batching a window is for), so coordination's
+# completion time does not rise with the window by more than noise.
+WINDOW_NOISE = 0.02
+
+
+def best_window_claim(rows: list[dict]) -> Claim:
+    """Claim c7: the window with the lowest coordinated completion time, per
+    device and process count, is the paper's for the device in most process
+    counts; else (not reproduced) the model's bound: completion never more
+    than WINDOW_NOISE above its value at a shorter window."""
+    by_case: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        if r["policy"] == "coordinated":
+            p = r["params"]
+            by_case[(p["cluster.device.kind"], p["apps[0].processes"])][p["policy.window"]] = r["avg_completion_s"]
+    best_counts: dict[str, int] = defaultdict(int)
+    cases_per_device: dict[str, int] = defaultdict(int)
+    notes, rises = [], []
+    for (device, procs), by_window in sorted(by_case.items()):
+        windows = sorted(by_window, key=lambda w: _native.parse_duration(w))
+        best = min(windows, key=lambda w: by_window[w])
+        cases_per_device[device] += 1
+        best_counts[device] += best == PAPER_BEST_WINDOW[device]
+        notes.append(f"{device} P={procs}: best {best} ("
+                     + ", ".join(f"{w} {by_window[w] * 1e3:.1f} ms" for w in windows) + ")")
+        rises += [by_window[later] / by_window[earlier] - 1
+                  for i, earlier in enumerate(windows) for later in windows[i + 1:]]
+    reproduced = all(2 * best_counts[d] > n for d, n in cases_per_device.items())
+    worst_rise = max(rises, default=0.0)
+    return Claim(
+        "c7-best-window",
+        "The best window: 1000 ms gives the lowest average completion time in almost all HDD cases, 250 ms in the "
+        "SSD cases (Figure 8). Not reproduced when the model's best differs: nothing in the model makes a long "
+        "window cost (no clock skew between clients, no starvation beyond the batching a window is for), so a "
+        "longer window serves at least as well there; the bound it must meet instead",
+        f"the paper's window best in most process counts on each device; else coordinated completion never more "
+        f"than {WINDOW_NOISE:.0%} above its value at a shorter window",
+        "; ".join(notes) + f"; largest rise with a longer window {worst_rise:+.1%}",
+        **judged(reproduced, worst_rise <= WINDOW_NOISE),
+    )
 
 
 def finish_plot(sweep: Sweep, path: Path) -> None:
