@@ -323,3 +323,17 @@ def test_clusterfile_tolerances_fail_past_either_side(clusterfile: dict) -> None
 
     assert _status(evaluate, results, "c1c-contiguous-write-spread", spread(1.0)) == "reproduced"
     assert _status(evaluate, results, "c1c-contiguous-write-spread", spread(2.5)) == "failed"
+
+
+def test_a_result_reproduced_only_with_a_model_option_is_counted_and_shown_apart() -> None:
+    from concerto.reproduce import Claim, counts_line
+
+    plain = Claim("a", "x", "e", "m", passed=True)
+    optioned = Claim("b", "x", "e", "m", passed=True, model_option="cluster.device.overload = { after = 4, loss = 0.03 }")
+    refuted = Claim("c", "x", "e", "m", passed=True, reproduced=False, model_option="cluster.device.overload = {}")
+    assert counts_line([plain, optioned, refuted]) == (
+        "2 reproduced (1 only with a model option), 1 not reproduced, 0 failed")
+    assert counts_line([plain, refuted]) == "1 reproduced, 1 not reproduced, 0 failed"
+    assert optioned.shown_status == "reproduced with cluster.device.overload = { after = 4, loss = 0.03 }"
+    assert refuted.shown_status == "not reproduced" and plain.shown_status == "reproduced"
+    assert optioned.as_json()["model_option"].startswith("cluster.device.overload")

@@ -494,8 +494,9 @@ pub struct SsdConfig {
 /// Throughput lost to overload: each transfer over the channel takes
 /// `1 + loss * (n - after)` times as long when `n > after` requests are in
 /// the device as it starts (a disk array that seeks between more streams
-/// than it can keep sequential). A hypothesis for the vPFS+ paper's
-/// combined-throughput gain, not a measured property (docs/reproductions.md).
+/// than it can keep sequential). Tried as the cause of the vPFS+ paper's
+/// combined-throughput gain, and refuted by its BTIO results
+/// (docs/reproductions.md, v5): not a measured property.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Overload {
