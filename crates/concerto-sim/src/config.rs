@@ -536,6 +536,26 @@ pub struct NetworkConfig {
     /// request is read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_buffer: Option<Bytes>,
+    /// Incast (`queued` mode): a message that reaches a receiver whose
+    /// switch port already holds more than `buffer` bytes for it is lost
+    /// and arrives again after `timeout`. Absent: ports never drop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incast: Option<Incast>,
+}
+
+/// A switch port's buffer in front of each receiver and TCP's retransmission
+/// timeout: many servers answering one client at once (or many clients
+/// writing to one server) overflow the port, and a lost message is sent
+/// again only after the timeout. Tried as the cause of coordination's
+/// growth with the server count (docs/reproductions.md, c2b).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Incast {
+    /// Bytes a port holds for its receiver beyond the one it is passing on.
+    pub buffer: Bytes,
+    /// How long a lost message takes to arrive again (TCP's minimum
+    /// retransmission timeout, 200 ms in Linux).
+    pub timeout: Time,
 }
 
 /// How a message uses the two NICs it crosses.
@@ -575,6 +595,7 @@ impl Default for NetworkConfig {
             header_bytes: Bytes(256),
             mode: NetworkMode::Queued,
             flow_buffer: None,
+            incast: None,
         }
     }
 }
@@ -1218,6 +1239,7 @@ impl Scenario {
                 ("server_bandwidth", n.server_bandwidth != d.server_bandwidth),
                 ("header_bytes", n.header_bytes != d.header_bytes),
                 ("flow_buffer", n.flow_buffer.is_some()),
+                ("incast", n.incast.is_some()),
             ];
             if let Some((key, _)) = unused.iter().find(|(_, set)| *set) {
                 return Err(ConfigError::at(
@@ -1230,6 +1252,16 @@ impl Scenario {
             "cluster.network.server_bandwidth",
             c.network.server_bandwidth.0,
         )?;
+        if let Some(incast) = &c.network.incast {
+            if c.network.mode == NetworkMode::Exclusive {
+                return Err(ConfigError::at(
+                    "cluster.network.incast",
+                    "has no effect with mode = \"exclusive\", where a receiver takes one transfer at a time",
+                ));
+            }
+            positive("cluster.network.incast.buffer", incast.buffer.0)?;
+            positive("cluster.network.incast.timeout", incast.timeout.as_nanos())?;
+        }
         self.policy
             .validate()
             .map_err(|(field, msg)| ConfigError::at(format!("policy.{field}"), msg))?;

@@ -143,7 +143,18 @@ impl Network {
     pub fn receive(&self, now: Time, bytes: u64, dst: &mut Nic, dst_bw: Bandwidth) -> Time {
         match self.cfg.mode {
             NetworkMode::Queued => {
-                let done = now.max(dst.rx_free + dst_bw.transfer_time(bytes));
+                let transfer = dst_bw.transfer_time(bytes);
+                if let Some(incast) = &self.cfg.incast {
+                    // Bytes the receiver's port holds ahead of this message.
+                    let waiting = dst.rx_free.saturating_sub(now).as_secs_f64() * dst_bw.0;
+                    if waiting > 0.0 && waiting + bytes as f64 > incast.buffer.0 as f64 {
+                        // Lost: it comes again after the timeout, when the
+                        // port has long drained (its own transfer then is
+                        // not queued behind anything).
+                        return now + incast.timeout + transfer;
+                    }
+                }
+                let done = now.max(dst.rx_free + transfer);
                 dst.rx_free = done;
                 done
             }
@@ -166,6 +177,7 @@ mod tests {
             header_bytes: concerto_core::units::Bytes(0),
             mode,
             flow_buffer: None,
+            incast: None,
         })
     }
 
@@ -206,6 +218,31 @@ mod tests {
         // A sender serializes its own messages.
         let w3 = net.send(Time::ZERO, 1_000_000, end(&mut a), end(&mut b), &mut rng);
         assert_eq!(w3.arrival, Time::from_micros(2010));
+    }
+
+    #[test]
+    fn a_message_that_overflows_the_receivers_port_arrives_again_after_the_timeout() {
+        let mut net = network(NetworkMode::Queued);
+        net.cfg.incast = Some(crate::config::Incast {
+            buffer: concerto_core::units::Bytes(150_000),
+            timeout: Time::from_millis(200),
+        });
+        let mut c = Nic::default();
+        let bw = Bandwidth(1e9);
+        // 100 KB takes 100 us. The first is taken in by 100 us; the second,
+        // arriving at 10 us, finds 90 KB still ahead of it in the port
+        // (190 KB: over 150 KB) and is lost.
+        let t = Time::from_micros(10);
+        assert_eq!(net.receive(t, 100_000, &mut c, bw), Time::from_micros(100));
+        assert_eq!(
+            net.receive(t, 100_000, &mut c, bw),
+            t + Time::from_millis(200) + Time::from_micros(100)
+        );
+        // A small one fits behind the first (140 KB): it queues, not lost.
+        assert_eq!(net.receive(t, 50_000, &mut c, bw), Time::from_micros(150));
+        // Once the port has drained, a message passes however large.
+        let later = Time::from_millis(1);
+        assert_eq!(net.receive(later, 400_000, &mut c, bw), later);
     }
 
     #[test]

@@ -62,6 +62,49 @@ fn same_seed_gives_identical_results() {
 /// process reading from a fixed device then sees each read take exactly the
 /// service time, whatever the seed.
 #[test]
+fn incast_delays_a_read_whose_answers_overflow_the_clients_port_by_the_timeout() {
+    // One process reads 16 x 8 KiB, one piece from each of 16 servers,
+    // whose answers all reach its port at once.
+    let text = r#"
+name = "incast"
+[cluster]
+servers = 16
+stripe_unit = "8KiB"
+[cluster.network]
+client_bandwidth = "125MB/s"
+server_bandwidth = "125MB/s"
+jitter = "0ns"
+[cluster.device]
+kind = "fixed"
+service_time = "1ms"
+[policy]
+kind = "fifo"
+[[apps]]
+workload = "ior"
+processes = 1
+requests = 1
+request_size = "128KiB"
+op = "read"
+"#;
+    let plain = simulate(&scenario(text, &[]), 1, None).summary.makespan_s;
+    assert!(plain < 0.01, "{plain}");
+    let incast = |buffer: &str| {
+        let set = format!("cluster.network.incast={{buffer=\"{buffer}\", timeout=\"200ms\"}}");
+        simulate(&scenario(text, &[&set]), 1, None)
+            .summary
+            .makespan_s
+    };
+    // A port that holds 16 KiB loses answers: the read waits the timeout.
+    let lost = incast("16KiB");
+    assert!(
+        lost >= 0.2 && lost < 0.2 + plain + 0.001,
+        "{lost} vs {plain}"
+    );
+    // One that holds the whole burst loses none.
+    assert_eq!(incast("1MiB"), plain);
+}
+
+#[test]
 fn an_ideal_network_adds_no_time_and_draws_nothing() {
     let text = r#"
 name = "ideal-network"
@@ -225,6 +268,24 @@ fn configuration_errors_name_their_key() {
             "apps[0].request_size: must be > 0",
         ),
         (&["cluster.servers=0"], "cluster.servers: must be > 0"),
+        (
+            &["cluster.network.incast={buffer=0, timeout=\"200ms\"}"],
+            "cluster.network.incast.buffer: must be > 0",
+        ),
+        (
+            &[
+                "cluster.network.mode=\"exclusive\"",
+                "cluster.network.incast={buffer=\"64KiB\", timeout=\"200ms\"}",
+            ],
+            "cluster.network.incast: has no effect with mode = \"exclusive\"",
+        ),
+        (
+            &[
+                "cluster.network.mode=\"ideal\"",
+                "cluster.network.incast={buffer=\"64KiB\", timeout=\"200ms\"}",
+            ],
+            "cluster.network.incast: has no effect with mode = \"ideal\"",
+        ),
         (
             &[
                 "cluster.device={kind=\"ssd\", parallelism=14, overload={after=4, loss=1.5}}",
