@@ -9,7 +9,7 @@ use concerto_core::emulation::EmulatedDevice;
 use concerto_core::units::Bandwidth;
 use concerto_core::{Request, Time};
 
-use crate::config::{DeviceConfig, FixedConfig, HddConfig, ObjectPlacement, SsdConfig};
+use crate::scenario::{DeviceConfig, FixedConfig, HddConfig, ObjectPlacement, SsdConfig};
 
 pub enum Device {
     Fixed(Fixed),
@@ -627,7 +627,7 @@ mod tests {
         assert_eq!(plain[3], Time::from_micros(4100));
         // After 2 in the device, each more adds 10% to a transfer: the
         // first two run at full rate, the third at 1.1x, the fourth 1.2x.
-        let slowed = ends(Some(crate::config::Overload {
+        let slowed = ends(Some(crate::scenario::Overload {
             after: 2,
             loss: 0.1,
         }));
@@ -635,7 +635,7 @@ mod tests {
         assert_eq!(slowed[2], Time::from_micros(3200));
         assert_eq!(slowed[3], Time::from_micros(4400));
         // One request at a time never counts as overload.
-        let mut d = Ssd::new(cfg(Some(crate::config::Overload {
+        let mut d = Ssd::new(cfg(Some(crate::scenario::Overload {
             after: 1,
             loss: 0.5,
         })));

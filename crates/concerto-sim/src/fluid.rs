@@ -24,7 +24,7 @@ use concerto_core::job::{Decision, IoArbiter, PhaseInfo, SetRule, Sets};
 use concerto_core::units::Bandwidth;
 use concerto_core::{AppId, Time};
 
-use crate::config::ConfigError;
+use crate::scenario::ConfigError;
 
 /// One phase of an application: compute for `compute_s` seconds, then
 /// write or read `io_bytes`.
@@ -393,7 +393,7 @@ impl GeneratorSpec {
             };
         }
         for o in overrides {
-            crate::overrides::apply(&mut doc, o).map_err(|e| e.to_string())?;
+            crate::scenario::overrides::apply(&mut doc, o).map_err(|e| e.to_string())?;
         }
         let placed = |e: ConfigError| e.placed(text, table, overrides).to_string();
         let spec: GeneratorSpec = serde_path_to_error::deserialize(toml::Value::Table(doc))

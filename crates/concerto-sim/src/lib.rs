@@ -8,15 +8,14 @@
 //! Same scenario and seed give byte-identical results: all randomness comes
 //! from seeded ChaCha streams and event order is total (see [`engine`]).
 
-pub mod config;
 pub mod device;
 pub mod engine;
 pub mod fluid;
 pub mod model;
 pub mod network;
-pub mod overrides;
 pub mod profile;
 pub mod results;
+pub mod scenario;
 pub mod timeline;
 pub mod trace;
 pub mod workload;
@@ -25,9 +24,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
-pub use config::{ConfigError, Scenario};
 pub use model::Simulation;
 pub use results::{RunResult, RunSet, VERSION};
+pub use scenario::{ConfigError, Scenario};
 
 /// Operations completed so far, readable from another thread (the Python
 /// front polls it to draw a progress bar while the simulation runs).

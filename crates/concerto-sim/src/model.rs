@@ -31,10 +31,6 @@ use concerto_core::{
     AppId, Extent, ObjectId, Op, Request, RequestId, ServerPiece, StripeLayout, Time,
 };
 
-use crate::config::{
-    AppIdRule, DataOp, DeviceConfig, DiskScheduler, JobConfig, MdStep, MetadataPlacement,
-    Placement, Scenario, WorkloadKind,
-};
 use crate::device::{elevator_pick, object_base, Device, DiskWait};
 use crate::engine::{Class, EventQueue};
 use crate::fluid::{window_metrics, FluidApp, FluidPhase, FluidRun, PhaseRecord};
@@ -42,6 +38,10 @@ use crate::network::{End, Network, Nic};
 use crate::results::{
     AppResult, IorOperation, JobResult, MdPhase, PieceRecord, RunResult, ServerAppResult,
     ServerResult,
+};
+use crate::scenario::{
+    AppIdRule, DataOp, DeviceConfig, DiskScheduler, JobConfig, MdStep, MetadataPlacement,
+    Placement, Scenario, WorkloadKind,
 };
 use crate::timeline::{Backlog, Bins};
 use crate::workload::{self, MetaTarget, Step};

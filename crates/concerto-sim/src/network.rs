@@ -16,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use concerto_core::units::Bandwidth;
 use concerto_core::Time;
 
-use crate::config::{NetworkConfig, NetworkMode};
+use crate::scenario::{NetworkConfig, NetworkMode};
 
 #[derive(Clone, Copy, Default)]
 pub struct Nic {
@@ -223,7 +223,7 @@ mod tests {
     #[test]
     fn a_message_that_overflows_the_receivers_port_arrives_again_after_the_timeout() {
         let mut net = network(NetworkMode::Queued);
-        net.cfg.incast = Some(crate::config::Incast {
+        net.cfg.incast = Some(crate::scenario::Incast {
             buffer: concerto_core::units::Bytes(150_000),
             timeout: Time::from_millis(200),
         });

@@ -11,8 +11,8 @@ use rand_chacha::ChaCha8Rng;
 use concerto_core::profile::{Probe, Sample};
 use concerto_core::{Op, Request, Time};
 
-use crate::config::{ConfigError, DeviceConfig};
 use crate::device::Device;
+use crate::scenario::{ConfigError, DeviceConfig};
 
 /// Span of the device the profiled I/Os are spread over (random, aligned
 /// offsets, as independent applications' I/Os land).
@@ -51,7 +51,7 @@ impl DeviceProbe {
                 message,
             )
         })?;
-        crate::config::validate_device("device", &cfg)?;
+        crate::scenario::validate_device("device", &cfg)?;
         Ok(DeviceProbe::new(cfg, seed))
     }
 }

@@ -13,7 +13,7 @@ use crate::fluid::{PhaseRecord, WindowMetrics};
 use concerto_core::metrics::{bandwidth, mean_sd, Distribution};
 use concerto_core::{Op, PolicyConfig, Time};
 
-use crate::config::Scenario;
+use crate::scenario::Scenario;
 pub use crate::timeline::Timeline;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -56,7 +56,7 @@ pub struct AppResult {
 /// quotient).
 #[derive(Clone, Debug, Serialize)]
 pub struct MdPhase {
-    pub phase: crate::config::MdStep,
+    pub phase: crate::scenario::MdStep,
     pub items: u64,
     pub seconds: f64,
     pub ops_per_s: f64,

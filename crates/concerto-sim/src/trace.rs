@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::DataOp;
+use crate::scenario::DataOp;
 use concerto_core::Time;
 
 /// What `format` says.

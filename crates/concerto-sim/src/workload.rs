@@ -7,7 +7,7 @@ use concerto_core::client::collective::patterns::tile_extents;
 use concerto_core::{Extent, MetaOp};
 use smallvec::{smallvec, SmallVec};
 
-use crate::config::{AppSpec, BtioSubtype, DataOp, FileMode, MdStep, Pattern, WorkloadKind};
+use crate::scenario::{AppSpec, BtioSubtype, DataOp, FileMode, MdStep, Pattern, WorkloadKind};
 
 /// What one data step of one process accesses: a file of the application
 /// (an index into its files) and the file extents, ascending.
@@ -163,7 +163,7 @@ pub fn call_steps(
             // The phase's bytes in equal shares (the first ones a byte more),
             // each process's share contiguous, in requests of at most request_size.
             let total =
-                crate::config::phase_bytes(app.phases.as_ref().map_or(0.0, |p| p[k as usize][1]));
+                crate::scenario::phase_bytes(app.phases.as_ref().map_or(0.0, |p| p[k as usize][1]));
             let (share, extra) = (total / procs, total % procs);
             let mine = share + u64::from(r < extra);
             let mut offset = r * share + r.min(extra);
@@ -327,7 +327,7 @@ pub fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Scenario;
+    use crate::scenario::Scenario;
 
     fn app(extra: &str) -> AppSpec {
         let text = format!(

@@ -4,7 +4,7 @@
 //! (`apps[0].processes=32`). The value is read as a TOML value when it is
 //! one (`32`, `true`, `"x"`, `[1, 2]`) and as a string otherwise (`250ms`).
 
-use crate::config::ConfigError;
+use crate::scenario::ConfigError;
 
 enum Segment<'a> {
     Key(&'a str),

@@ -1,0 +1,751 @@
+//! The `[[apps]]` tables: each application's workload kind, its keys, and
+//! the validation that says which keys a kind takes.
+
+use super::*;
+
+/// How applications get their ids (the coordination paper orders by them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum AppIdRule {
+    /// Seeded random ids in `[min, max]`, distinct (the paper draws from [0, 32767]).
+    Random {
+        #[serde(default)]
+        min: u32,
+        #[serde(default = "default_max_app_id")]
+        max: u32,
+    },
+    /// `start`, `start + 1`, ... in the order applications are listed.
+    Sequential {
+        #[serde(default)]
+        start: u32,
+    },
+    /// Every `[[apps]]` entry gives `app_id`; instances count up from it.
+    Explicit,
+}
+
+pub(crate) fn default_max_app_id() -> u32 {
+    32767
+}
+
+impl Default for AppIdRule {
+    fn default() -> AppIdRule {
+        AppIdRule::Random {
+            min: 0,
+            max: default_max_app_id(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// IOR: `request_size` per call, contiguous (segmented) or strided.
+    Ior,
+    /// PIO-bench sequential / simple-strided access (the same shapes as IOR).
+    PioBench,
+    /// MPI-TILE-IO: each process reads or writes one tile of a 2-D dataset.
+    MpiTileIo,
+    /// noncontig: a vector of small elements interleaved across processes.
+    Noncontig,
+    /// NPB BTIO: `requests` output steps writing the solution, then as many
+    /// verification steps reading it back; each step moves `elements` cells
+    /// of `element_size` per process, as tiny I/Os one at a time (subtype
+    /// "simple") or aggregated by collective buffering into one I/O ("full").
+    Btio,
+    /// WRF-like: each call is `getattrs` getattr requests then one small
+    /// I/O of `request_size` to the process's own (checkpoint) file.
+    Wrf,
+    /// md-test: phases mktestdir, create, write, readdir, read, close, rm,
+    /// rmtestdir over `items` files per process in a directory per process;
+    /// each phase is one call (a barrier between phases when `barrier`).
+    MdTest,
+    /// Explicit phases (a job-level workload): `phases` lists `[compute
+    /// seconds, bytes]`; each call computes, then the processes write the
+    /// bytes (an equal share each, contiguous, in requests of at most
+    /// `request_size`, default 4 MiB) over the same region of one file.
+    Phases,
+    /// Collective I/O (resonant-io.txt): each call, every process asks for
+    /// what the `access` pattern gives it, and the `collective` planner
+    /// decides who sends which requests, in which order, and what the
+    /// processes exchange over the network.
+    Collective,
+    /// An explicit request trace (`trace`, docs/workloads.md): each rank
+    /// replays its own requests, one at a time, with no barriers.
+    Trace,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataOp {
+    #[default]
+    Read,
+    Write,
+}
+
+impl DataOp {
+    /// The direction of a collective call that reads or writes.
+    pub fn direction(self) -> concerto_core::client::collective::Direction {
+        match self {
+            DataOp::Read => concerto_core::client::collective::Direction::Read,
+            DataOp::Write => concerto_core::client::collective::Direction::Write,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    /// Each process owns a contiguous block and walks it (IOR segmented,
+    /// PIO-bench "sequential").
+    #[default]
+    Contiguous,
+    /// Call `k` of process `r` lands at `(k * processes + r) * request_size`
+    /// (IOR strided, PIO-bench "simple strided").
+    Strided,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BtioSubtype {
+    /// Independent I/O: every cell is its own small request.
+    #[default]
+    Simple,
+    /// Collective buffering: a step's cells go out as one request.
+    Full,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileMode {
+    /// N-to-1: all processes share one file.
+    #[default]
+    Shared,
+    /// N-to-N: a file per process.
+    PerProcess,
+}
+
+/// One kind of application; `instances` copies of it run concurrently.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default = "one")]
+    pub instances: u32,
+    #[serde(default = "one")]
+    pub processes: u32,
+    pub workload: WorkloadKind,
+    #[serde(default)]
+    pub op: DataOp,
+    /// Operations (I/O calls) per process.
+    #[serde(default = "one")]
+    pub requests: u32,
+    /// Bytes per call (ior, pio-bench).
+    #[serde(default)]
+    pub request_size: Option<Bytes>,
+    #[serde(default)]
+    pub pattern: Option<Pattern>,
+    #[serde(default)]
+    pub file: Option<FileMode>,
+    /// Process grid `[px, py]` (mpi-tile-io); `px * py` must equal `processes`.
+    #[serde(default)]
+    pub grid: Option<[u32; 2]>,
+    /// Tile size in elements `[x, y]` (mpi-tile-io).
+    #[serde(default)]
+    pub tile: Option<[u32; 2]>,
+    /// Element size (mpi-tile-io, noncontig).
+    #[serde(default)]
+    pub element_size: Option<Bytes>,
+    /// Elements per call (noncontig; btio simple: I/Os per step).
+    #[serde(default)]
+    pub elements: Option<u32>,
+    /// Getattr requests before each I/O (wrf).
+    #[serde(default)]
+    pub getattrs: Option<u32>,
+    /// Files per process (md-test).
+    #[serde(default)]
+    pub items: Option<u32>,
+    /// BTIO subtype (btio).
+    #[serde(default)]
+    pub subtype: Option<BtioSubtype>,
+    /// A barrier across the application's processes after every call, so
+    /// each call is one synchronized operation.
+    #[serde(default = "yes")]
+    pub barrier: bool,
+    /// Time between an operation's completion and the next call.
+    #[serde(default)]
+    pub compute_time: Time,
+    /// When the application issues its first call.
+    #[serde(default)]
+    pub start: Time,
+    #[serde(default)]
+    pub app_id: Option<u32>,
+    /// Proportional-share weight carried by every request (SFQ family).
+    #[serde(default = "unit_weight")]
+    pub weight: f64,
+    /// The user (numeric id) the application runs as, which QoS rules can
+    /// match; none when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<u32>,
+    /// Servers each of this application's files is striped over (default: cluster.stripe_count).
+    #[serde(default)]
+    pub stripe_count: Option<u32>,
+    /// Server holding the first stripe of this application's files (default: cluster.placement).
+    #[serde(default)]
+    pub first_server: Option<u32>,
+    /// Workload "phases": `[compute seconds, bytes]` per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Vec<[f64; 2]>>,
+    /// What a job-level arbiter knows of the application: its
+    /// characteristic time (what `set10` maps) ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w_iter: Option<Time>,
+    /// ... and the group it belongs to with the group's characteristic
+    /// time (what `clairvoyant` maps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_w_iter: Option<Time>,
+    /// mpi-tile-io: with `planes`, the dataset is 3-D, `planes` planes of
+    /// the 2-D one, and each process holds its tile in every plane (BTIO's
+    /// view: strides nested two deep).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planes: Option<u32>,
+    /// Clusterfile's client-side ordering: each data access is split into
+    /// blocks of at most `schedule_block` bytes of one server's data, sent
+    /// one at a time in this order (see `concerto_core::client::ordering`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<Ordering>,
+    /// The schedule block `b` (default: the stripe unit); needs `ordering`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_block: Option<Bytes>,
+    /// Collective I/O: what each process asks for per call, as a pattern
+    /// of `concerto_core::client::collective::patterns`
+    /// (`"demo:segment=64KiB"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<String>,
+    /// Collective I/O: the planner and its options (default: two-phase).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<PlannerChoice>,
+    /// IOR's own layout (ior only; IOR's -b): each call is then one whole
+    /// IOR operation, in which every process moves `segments` blocks of
+    /// this size in transfers of `request_size` (-t), one at a time; block
+    /// `s` of process `r` sits at `(s · processes + r) · block_size` of the
+    /// shared file, or at `s · block_size` of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<Bytes>,
+    /// With `block_size`: IOR's segment count (-s, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<u32>,
+    /// With `block_size`: the operations, in order, a barrier between
+    /// (IOR's -w and -r; default `[op]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operations: Option<Vec<DataOp>>,
+    /// md-test: the phases to run, in order (default: all eight, as
+    /// `workload::MDTEST_PHASES`); mdtest's -C, -T, -E and -r choose some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md_steps: Option<Vec<MdStep>>,
+    /// Workload "trace": the trace file (JSON, docs/workloads.md), a path
+    /// absolute or relative to the directory the simulator runs in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+    /// Workload "trace": which of the file's applications (default: its only one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_app: Option<String>,
+    /// The trace's application, read when the scenario is loaded.
+    #[serde(skip)]
+    pub trace_data: Option<std::sync::Arc<crate::trace::TraceApp>>,
+}
+
+/// One md-test phase: every process does it for each of its `items` files
+/// (or its directory), then the processes meet at a barrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MdStep {
+    /// Make the process's directory.
+    Mktestdir,
+    /// Create the files.
+    Create,
+    /// Write `request_size` bytes to each file (nothing without it).
+    Write,
+    /// List the directory.
+    Readdir,
+    /// Read `request_size` bytes of each file (a getattr without it).
+    Read,
+    /// A getattr of each file (mdtest's stat phase).
+    Stat,
+    /// PVFS2 has no close request: the phase only synchronizes.
+    Close,
+    /// Remove the files.
+    Rm,
+    /// Remove the directory.
+    Rmtestdir,
+}
+
+pub(crate) fn unit_weight() -> f64 {
+    1.0
+}
+
+pub(crate) fn one() -> u32 {
+    1
+}
+
+pub(crate) fn yes() -> bool {
+    true
+}
+
+impl AppSpec {
+    pub fn label(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| self.workload_name().to_string())
+    }
+
+    pub fn workload_name(&self) -> &'static str {
+        match self.workload {
+            WorkloadKind::Ior => "ior",
+            WorkloadKind::PioBench => "pio-bench",
+            WorkloadKind::MpiTileIo => "mpi-tile-io",
+            WorkloadKind::Noncontig => "noncontig",
+            WorkloadKind::Btio => "btio",
+            WorkloadKind::Wrf => "wrf",
+            WorkloadKind::MdTest => "md-test",
+            WorkloadKind::Phases => "phases",
+            WorkloadKind::Collective => "collective",
+            WorkloadKind::Trace => "trace",
+        }
+    }
+
+    /// The compute time before call `call`: after the previous call (or the
+    /// start), `compute_time` between calls, or the phase's own.
+    /// When process `rank` may issue call `call`, its previous call having
+    /// completed (or the application started) at `done`: after the
+    /// compute time, and for a trace no earlier than its recorded time.
+    pub fn issue_time(&self, rank: u32, call: u32, done: Time) -> Time {
+        let traced = self
+            .trace_data
+            .as_ref()
+            .and_then(|t| t.ranks.get(rank as usize)?.get(call as usize));
+        match traced {
+            Some(q) => q.issue_at(self.start, done),
+            None if call == 0 => done,
+            None => done + self.compute_before(call),
+        }
+    }
+
+    /// Calls process `rank` makes (a trace's ranks differ).
+    pub fn calls_of(&self, rank: u32) -> u32 {
+        match &self.trace_data {
+            Some(t) => t.ranks.get(rank as usize).map_or(0, |r| r.len() as u32),
+            None => self.calls(),
+        }
+    }
+
+    pub fn compute_before(&self, call: u32) -> Time {
+        match &self.phases {
+            Some(p) => Time::from_secs_f64(p[call as usize][0]),
+            None if call == 0 => Time::ZERO,
+            None => self.compute_time,
+        }
+    }
+
+    /// The bytes all of one instance's processes move in call `call`.
+    pub fn bytes_of_call(&self, call: u32) -> u64 {
+        match &self.phases {
+            Some(p) => phase_bytes(p[call as usize][1]),
+            None if self.workload == WorkloadKind::Collective => {
+                self.access_pattern().map_or(0, |p| {
+                    p.accesses(self.processes, call as u64)
+                        .iter()
+                        .map(|a| a.iter().map(|e| e.len).sum::<u64>())
+                        .sum()
+                })
+            }
+            None => self.bytes_per_call() * self.processes as u64,
+        }
+    }
+
+    /// A collective workload's access pattern (validated: `access` parses).
+    pub fn access_pattern(&self) -> Option<AccessPattern> {
+        AccessPattern::parse(self.access.as_deref()?).ok()
+    }
+
+    /// What the application tells a job-level arbiter.
+    pub fn phase_info(&self) -> concerto_core::job::PhaseInfo {
+        concerto_core::job::PhaseInfo {
+            w_iter: self.w_iter,
+            group: self
+                .group
+                .map(|g| (g, self.group_w_iter.unwrap_or(Time::ZERO))),
+        }
+    }
+
+    /// md-test's phases, in order.
+    pub fn md_steps(&self) -> &[MdStep] {
+        self.md_steps
+            .as_deref()
+            .unwrap_or(&crate::workload::MDTEST_PHASES)
+    }
+
+    /// The operations of an IOR-layout application, in order.
+    pub fn ior_operations(&self) -> Vec<DataOp> {
+        self.operations.clone().unwrap_or_else(|| vec![self.op])
+    }
+
+    /// Calls each process makes (md-test: one per phase; btio: output then
+    /// verification; ior with `block_size`: one per operation).
+    pub fn calls(&self) -> u32 {
+        match self.workload {
+            WorkloadKind::MdTest => self.md_steps().len() as u32,
+            WorkloadKind::Btio => self.requests.saturating_mul(2),
+            WorkloadKind::Ior if self.block_size.is_some() => self.ior_operations().len() as u32,
+            WorkloadKind::Trace => self.trace_data.as_ref().map_or(0, |t| {
+                t.ranks.iter().map(Vec::len).max().unwrap_or(0) as u32
+            }),
+            WorkloadKind::Phases => self.phases.as_ref().map_or(0, |p| p.len() as u32),
+            _ => self.requests,
+        }
+    }
+
+    /// Bytes one process moves per call (md-test: in its write phase).
+    pub fn bytes_per_call(&self) -> u64 {
+        let elements = || self.elements.unwrap_or(0) as u64 * self.element_size.map_or(0, |b| b.0);
+        match self.workload {
+            WorkloadKind::Ior if self.block_size.is_some() => {
+                self.block_size.map_or(0, |b| b.0) * self.segments.unwrap_or(1) as u64
+            }
+            WorkloadKind::Ior | WorkloadKind::PioBench | WorkloadKind::Wrf => {
+                self.request_size.map_or(0, |b| b.0)
+            }
+            WorkloadKind::Btio => elements(),
+            WorkloadKind::MdTest => {
+                self.request_size.map_or(0, |b| b.0) * self.items.unwrap_or(0) as u64
+            }
+            WorkloadKind::MpiTileIo => {
+                let [x, y] = self.tile.unwrap_or([0, 0]);
+                x as u64
+                    * y as u64
+                    * self.planes.unwrap_or(1) as u64
+                    * self.element_size.map_or(0, |b| b.0)
+            }
+            WorkloadKind::Noncontig => elements(),
+            // The first call's bytes, per process.
+            WorkloadKind::Collective => self.bytes_of_call(0) / self.processes.max(1) as u64,
+            // The largest request.
+            WorkloadKind::Trace => self.trace_data.as_ref().map_or(0, |t| {
+                t.ranks
+                    .iter()
+                    .flatten()
+                    .map(|q| q.length)
+                    .max()
+                    .unwrap_or(0)
+            }),
+            // The largest phase's share per process.
+            WorkloadKind::Phases => self.phases.as_ref().map_or(0, |p| {
+                p.iter().map(|x| phase_bytes(x[1])).max().unwrap_or(0)
+                    / self.processes.max(1) as u64
+            }),
+        }
+    }
+}
+
+/// A phase's bytes as a whole number (the file gives them as a number, as
+/// the fluid mode's workload files do).
+pub fn phase_bytes(bytes: f64) -> u64 {
+    bytes.round() as u64
+}
+
+pub(crate) fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigError> {
+    let key = |k: &str| format!("{at}.{k}");
+    positive(&key("instances"), app.instances as u64)?;
+    positive(&key("processes"), app.processes as u64)?;
+    positive(&key("requests"), app.requests as u64)?;
+    if let Some(name) = &app.name {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(ConfigError::at(
+                key("name"),
+                "use letters, digits, '-', '_' or '.'",
+            ));
+        }
+    }
+    let kind = app.workload_name();
+    let not_for =
+        |field: &str, present: bool, allowed: &[WorkloadKind]| -> Result<(), ConfigError> {
+            if present && !allowed.contains(&app.workload) {
+                return Err(ConfigError::at(
+                    key(field),
+                    format!("does not apply to workload \"{kind}\""),
+                ));
+            }
+            Ok(())
+        };
+    use WorkloadKind::*;
+    not_for(
+        "request_size",
+        app.request_size.is_some(),
+        &[Ior, PioBench, Wrf, MdTest, Phases],
+    )?;
+    not_for("phases", app.phases.is_some(), &[Phases])?;
+    not_for("pattern", app.pattern.is_some(), &[Ior, PioBench])?;
+    not_for("file", app.file.is_some(), &[Ior, PioBench])?;
+    not_for("grid", app.grid.is_some(), &[MpiTileIo])?;
+    not_for("tile", app.tile.is_some(), &[MpiTileIo])?;
+    not_for("planes", app.planes.is_some(), &[MpiTileIo])?;
+    if let Some(planes) = app.planes {
+        positive(&key("planes"), planes as u64)?;
+    }
+    if let Some(b) = app.schedule_block {
+        if app.ordering.is_none() {
+            return Err(ConfigError::at(
+                key("schedule_block"),
+                "needs ordering (\"first-ios\", \"random-ios\" or \"hash-ios\")",
+            ));
+        }
+        positive(&key("schedule_block"), b.0)?;
+    }
+    not_for(
+        "element_size",
+        app.element_size.is_some(),
+        &[MpiTileIo, Noncontig, Btio],
+    )?;
+    not_for("elements", app.elements.is_some(), &[Noncontig, Btio])?;
+    not_for("getattrs", app.getattrs.is_some(), &[Wrf])?;
+    not_for("access", app.access.is_some(), &[Collective])?;
+    not_for("collective", app.collective.is_some(), &[Collective])?;
+    not_for("items", app.items.is_some(), &[MdTest])?;
+    not_for("subtype", app.subtype.is_some(), &[Btio])?;
+    not_for("block_size", app.block_size.is_some(), &[Ior])?;
+    not_for("md_steps", app.md_steps.is_some(), &[MdTest])?;
+    not_for("trace", app.trace.is_some(), &[Trace])?;
+    not_for("trace_app", app.trace_app.is_some(), &[Trace])?;
+    if app.md_steps.as_ref().is_some_and(Vec::is_empty) {
+        return Err(ConfigError::at(key("md_steps"), "needs at least one phase"));
+    }
+    for (field, present) in [
+        ("segments", app.segments.is_some()),
+        ("operations", app.operations.is_some()),
+    ] {
+        if present && app.block_size.is_none() {
+            return Err(ConfigError::at(
+                key(field),
+                "goes with block_size (IOR's layout)",
+            ));
+        }
+    }
+    let required = |field: &str, present: bool| -> Result<(), ConfigError> {
+        if !present {
+            return Err(ConfigError::at(
+                key(field),
+                format!("required for workload \"{kind}\""),
+            ));
+        }
+        Ok(())
+    };
+    match app.workload {
+        Ior | PioBench => {
+            required("request_size", app.request_size.is_some())?;
+            let transfer = app.request_size.map_or(0, |b| b.0);
+            positive(&key("request_size"), transfer)?;
+            if let Some(block) = app.block_size {
+                positive(&key("block_size"), block.0)?;
+                if block.0 % transfer != 0 {
+                    return Err(ConfigError::at(
+                        key("block_size"),
+                        format!("{} bytes is not a whole number of transfers (request_size = {transfer})", block.0),
+                    ));
+                }
+                if !app.barrier {
+                    return Err(ConfigError::at(
+                        key("barrier"),
+                        "IOR's layout has a barrier between its operations",
+                    ));
+                }
+                if app.pattern.is_some() || app.requests != 1 {
+                    return Err(ConfigError::at(
+                        key(if app.pattern.is_some() {
+                            "pattern"
+                        } else {
+                            "requests"
+                        }),
+                        "block_size gives IOR's layout: the calls are its operations",
+                    ));
+                }
+                positive(&key("segments"), app.segments.unwrap_or(1) as u64)?;
+                if app.operations.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(ConfigError::at(
+                        key("operations"),
+                        "needs at least one operation",
+                    ));
+                }
+                let transfers = block.0 / transfer * app.segments.unwrap_or(1) as u64;
+                if transfers > MAX_IOR_TRANSFERS {
+                    return Err(ConfigError::at(
+                        key("block_size"),
+                        format!("{transfers} transfers per process and operation is over {MAX_IOR_TRANSFERS}"),
+                    ));
+                }
+            }
+        }
+        MpiTileIo => {
+            required("grid", app.grid.is_some())?;
+            required("tile", app.tile.is_some())?;
+            required("element_size", app.element_size.is_some())?;
+            let [px, py] = app.grid.unwrap_or_default();
+            let [tx, ty] = app.tile.unwrap_or_default();
+            for (name, v) in [("grid", px), ("grid", py), ("tile", tx), ("tile", ty)] {
+                positive(&key(name), v as u64)?;
+            }
+            positive(&key("element_size"), app.element_size.map_or(0, |b| b.0))?;
+            if px as u64 * py as u64 != app.processes as u64 {
+                return Err(ConfigError::at(
+                    key("grid"),
+                    format!(
+                        "{px} x {py} tiles does not match processes = {}",
+                        app.processes
+                    ),
+                ));
+            }
+        }
+        Noncontig | Btio => {
+            required("elements", app.elements.is_some())?;
+            required("element_size", app.element_size.is_some())?;
+            positive(&key("elements"), app.elements.unwrap_or(0) as u64)?;
+            positive(&key("element_size"), app.element_size.map_or(0, |b| b.0))?;
+        }
+        Trace => {
+            required("trace", app.trace.is_some())?;
+            if app.requests != 1 {
+                return Err(ConfigError::at(
+                    key("requests"),
+                    "does not apply to workload \"trace\" (its calls are the trace's requests)",
+                ));
+            }
+        }
+        Wrf => {
+            required("request_size", app.request_size.is_some())?;
+            positive(&key("request_size"), app.request_size.map_or(0, |b| b.0))?;
+        }
+        MdTest => {
+            required("items", app.items.is_some())?;
+            positive(&key("items"), app.items.unwrap_or(0) as u64)?;
+            if app.items.unwrap_or(0) as u64 * app.processes as u64 > MAX_FILES {
+                return Err(ConfigError::at(
+                    key("items"),
+                    format!("processes x items is over {MAX_FILES} files"),
+                ));
+            }
+            if let Some(size) = app.request_size {
+                positive(&key("request_size"), size.0)?;
+            }
+        }
+        Collective => {
+            required("access", app.access.is_some())?;
+            AccessPattern::parse(app.access.as_deref().unwrap_or_default())
+                .map_err(|e| ConfigError::at(key("access"), e))?;
+            let choice = app.collective.clone().unwrap_or_default();
+            choice.validate().map_err(|e| {
+                let option = e.split_whitespace().next().unwrap_or_default();
+                ConfigError::at(key(&format!("collective.{option}")), e)
+            })?;
+            // Whether the processes' writes overlap does not depend on the
+            // layout or the call: plan the first call once, here.
+            if let (Some(pattern), Ok(planner)) = (app.access_pattern(), choice.planner()) {
+                let layout = concerto_core::StripeLayout::round_robin(1 << 16, 1, 0, 1)
+                    .expect("one server, a non-zero unit");
+                planner
+                    .plan(
+                        app.op.direction(),
+                        &pattern.accesses(app.processes, 0),
+                        &layout,
+                    )
+                    .map_err(|e| ConfigError::at(key("access"), e.to_string()))?;
+            }
+            if !app.barrier {
+                return Err(ConfigError::at(
+                    key("barrier"),
+                    "must be true for workload \"collective\" (a collective call synchronizes its processes)",
+                ));
+            }
+            if app.ordering.is_some() {
+                return Err(ConfigError::at(
+                    key("ordering"),
+                    "does not apply to workload \"collective\" (its planner orders the requests)",
+                ));
+            }
+        }
+        Phases => {
+            required("phases", app.phases.is_some())?;
+            let phases = app.phases.as_deref().unwrap_or(&[]);
+            if phases.is_empty() {
+                return Err(ConfigError::at(key("phases"), "needs at least one phase"));
+            }
+            for (k, [compute, bytes]) in phases.iter().enumerate() {
+                for (j, v) in [(0, compute), (1, bytes)] {
+                    if !(v.is_finite() && *v >= 0.0) {
+                        return Err(ConfigError::at(
+                            format!("{at}.phases[{k}][{j}]"),
+                            format!("{v} must be a finite number >= 0"),
+                        ));
+                    }
+                }
+            }
+            if !app.barrier {
+                return Err(ConfigError::at(
+                    key("barrier"),
+                    "must be true for workload \"phases\" (each phase is one operation)",
+                ));
+            }
+            if let Some(size) = app.request_size {
+                positive(&key("request_size"), size.0)?;
+            }
+        }
+    }
+    if app.group.is_some() != app.group_w_iter.is_some() {
+        return Err(ConfigError::at(
+            key(if app.group.is_some() {
+                "group_w_iter"
+            } else {
+                "group"
+            }),
+            "group and group_w_iter go together (the group and its characteristic time)",
+        ));
+    }
+    if app.workload == MdTest && app.requests != 1 {
+        return Err(ConfigError::at(
+            key("requests"),
+            "does not apply to workload \"md-test\" (its calls are its eight phases; set items)",
+        ));
+    }
+    if app
+        .bytes_per_call()
+        .checked_mul(app.calls() as u64)
+        .and_then(|b| b.checked_mul(app.processes as u64))
+        .is_none_or(|b| b > 1 << 50)
+    {
+        return Err(ConfigError::at(
+            at,
+            "moves more than 1 PiB; reduce requests or sizes",
+        ));
+    }
+    match (rule, app.app_id) {
+        (AppIdRule::Explicit, None) => Err(ConfigError::at(
+            key("app_id"),
+            "required when app_ids.rule = \"explicit\"",
+        )),
+        (AppIdRule::Explicit, Some(id)) if id as u64 + app.instances as u64 > u32::MAX as u64 => {
+            Err(ConfigError::at(
+                key("app_id"),
+                "too large for the number of instances",
+            ))
+        }
+        (AppIdRule::Random { .. } | AppIdRule::Sequential { .. }, Some(_)) => Err(ConfigError::at(
+            key("app_id"),
+            "only used when app_ids.rule = \"explicit\"",
+        )),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,292 @@
+//! The `[cluster]` table: servers, striping, metadata placement and costs,
+//! and the network between clients and servers.
+
+use super::*;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Number of data servers.
+    pub servers: u32,
+    #[serde(
+        default = "default_stripe_unit",
+        deserialize_with = "concerto_core::units::deserialize_stripe_unit"
+    )]
+    pub stripe_unit: Bytes,
+    /// Servers per file; defaults to all of them.
+    #[serde(default)]
+    pub stripe_count: Option<u32>,
+    #[serde(default)]
+    pub placement: Placement,
+    /// Requests in service at once on each server's device (D).
+    #[serde(default = "default_depth")]
+    pub depth: u32,
+    /// An idle server takes up arriving requests in batches: the first
+    /// arrival is dispatched this long after it came, together with all that
+    /// arrived meanwhile (a server loop polling its network). Zero dispatches
+    /// at once.
+    #[serde(default)]
+    pub poll_interval: Time,
+    pub device: DeviceConfig,
+    #[serde(default)]
+    pub network: NetworkConfig,
+    #[serde(default)]
+    pub metadata: MetadataConfig,
+}
+
+pub(crate) fn default_stripe_unit() -> Bytes {
+    Bytes(64 * 1024)
+}
+
+pub(crate) fn default_depth() -> u32 {
+    1
+}
+
+impl ClusterConfig {
+    pub fn stripe_count(&self) -> u32 {
+        self.stripe_count.unwrap_or(self.servers)
+    }
+
+    /// Number of metadata servers.
+    pub fn metadata_servers(&self) -> u32 {
+        match self.metadata.placement {
+            MetadataPlacement::CoLocated => self.metadata.servers.unwrap_or(self.servers),
+            MetadataPlacement::Dedicated => self.metadata.servers.unwrap_or(1),
+        }
+    }
+}
+
+/// Where the metadata service runs and what its operations cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetadataConfig {
+    pub placement: MetadataPlacement,
+    /// Metadata servers: with `co-located`, how many of the data servers
+    /// (spread evenly) also serve metadata (default: all); with `dedicated`,
+    /// how many extra servers there are (default 1).
+    pub servers: Option<u32>,
+    /// Dedicated servers only: operations in service at once (default: cluster.depth).
+    pub depth: Option<u32>,
+    /// Dedicated servers only: their storage (default: cluster.device).
+    pub device: Option<DeviceConfig>,
+    /// Every data read is preceded by a getattr to the file's metadata
+    /// server, as the PVFS2 client protocol does.
+    pub getattr_before_read: bool,
+    /// Time each operation keeps the metadata server's storage busy.
+    pub costs: MetaCosts,
+}
+
+impl Default for MetadataConfig {
+    fn default() -> MetadataConfig {
+        MetadataConfig {
+            placement: MetadataPlacement::CoLocated,
+            servers: None,
+            depth: None,
+            device: None,
+            getattr_before_read: false,
+            costs: MetaCosts::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MetadataPlacement {
+    /// Metadata servers run on data servers and share their queue and
+    /// storage (the vPFS+ setup): metadata and data compete under one policy.
+    #[default]
+    CoLocated,
+    /// Separate servers, each with its own queue and storage.
+    Dedicated,
+}
+
+/// Service time of each metadata operation on the metadata server's storage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetaCosts {
+    pub mkdir: Time,
+    pub create: Time,
+    pub getattr: Time,
+    pub readdir: Time,
+    pub remove: Time,
+    pub rmdir: Time,
+    pub rename: Time,
+    pub setattr: Time,
+}
+
+impl Default for MetaCosts {
+    fn default() -> MetaCosts {
+        // The order of a small database transaction on flash: lookups are
+        // cheap, operations that add or drop a directory entry cost more.
+        MetaCosts {
+            mkdir: Time::from_micros(600),
+            create: Time::from_micros(500),
+            getattr: Time::from_micros(100),
+            readdir: Time::from_micros(300),
+            remove: Time::from_micros(500),
+            rmdir: Time::from_micros(600),
+            rename: Time::from_micros(600),
+            setattr: Time::from_micros(300),
+        }
+    }
+}
+
+impl MetaCosts {
+    pub fn of(&self, op: MetaOp) -> Time {
+        match op {
+            MetaOp::Mkdir => self.mkdir,
+            MetaOp::Create => self.create,
+            MetaOp::Getattr => self.getattr,
+            MetaOp::Readdir => self.readdir,
+            MetaOp::Remove => self.remove,
+            MetaOp::Rmdir => self.rmdir,
+            MetaOp::Rename => self.rename,
+            MetaOp::Setattr => self.setattr,
+        }
+    }
+}
+
+/// Which server holds a file's first stripe.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// File `i` starts on server `i mod servers`.
+    #[default]
+    RoundRobin,
+    /// A seeded random first server per file.
+    Random,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkConfig {
+    pub latency: Time,
+    /// Each message's latency gets a uniform random extra in `[0, jitter]`.
+    pub jitter: Time,
+    pub client_bandwidth: Bandwidth,
+    pub server_bandwidth: Bandwidth,
+    /// Bytes of request or reply header on the wire.
+    pub header_bytes: Bytes,
+    /// How NICs share the wire.
+    #[serde(skip_serializing_if = "NetworkMode::is_queued")]
+    pub mode: NetworkMode,
+    /// A read's reply streams out while the disk reads, this far behind it
+    /// (PVFS2's flow buffers): it ends no earlier than one buffer's transfer
+    /// after the disk is done. Absent: the reply leaves once the whole
+    /// request is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_buffer: Option<Bytes>,
+    /// Incast (`queued` mode): a message that reaches a receiver whose
+    /// switch port already holds more than `buffer` bytes for it is lost
+    /// and arrives again after `timeout`. Absent: ports never drop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incast: Option<Incast>,
+}
+
+/// A switch port's buffer in front of each receiver and TCP's retransmission
+/// timeout: many servers answering one client at once (or many clients
+/// writing to one server) overflow the port, and a lost message is sent
+/// again only after the timeout. Tried as the cause of coordination's
+/// growth with the server count (docs/reproductions.md, c2b).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Incast {
+    /// Bytes a port holds for its receiver beyond the one it is passing on.
+    pub buffer: Bytes,
+    /// How long a lost message takes to arrive again (TCP's minimum
+    /// retransmission timeout, 200 ms in Linux).
+    pub timeout: Time,
+}
+
+/// How a message uses the two NICs it crosses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    /// Each NIC serializes at its bandwidth on its own: the sender puts a
+    /// message on the wire when its NIC is free, and the receiver takes
+    /// messages in as they arrive, one after the other.
+    #[default]
+    Queued,
+    /// A transfer holds the sender's and the receiver's NIC together for its
+    /// whole length, at the slower of their bandwidths: every node does one
+    /// transfer at a time (the model of Jain et al. that Clusterfile's
+    /// scheduling assumes). A sender waits until the receiver is free.
+    Exclusive,
+    /// No network: a message takes no time and crosses no NIC. A request is
+    /// in its server's queue the instant it is sent, in the order sent, and
+    /// a reply is back the instant the server is done: the servers and
+    /// their devices alone (the model of a disk-only simulator).
+    Ideal,
+}
+
+impl NetworkMode {
+    fn is_queued(&self) -> bool {
+        *self == NetworkMode::Queued
+    }
+}
+
+impl Default for NetworkConfig {
+    fn default() -> NetworkConfig {
+        NetworkConfig {
+            latency: Time::from_micros(50),
+            jitter: Time::from_micros(50),
+            client_bandwidth: Bandwidth(1.25e9),
+            server_bandwidth: Bandwidth(1.25e9),
+            header_bytes: Bytes(256),
+            mode: NetworkMode::Queued,
+            flow_buffer: None,
+            incast: None,
+        }
+    }
+}
+
+pub(crate) fn validate_metadata(c: &ClusterConfig) -> Result<(), ConfigError> {
+    let m = &c.metadata;
+    if let Some(n) = m.servers {
+        positive("cluster.metadata.servers", n as u64)?;
+        if m.placement == MetadataPlacement::CoLocated && n > c.servers {
+            return Err(ConfigError::at(
+                "cluster.metadata.servers",
+                format!(
+                    "{n} co-located metadata servers but only {} data servers",
+                    c.servers
+                ),
+            ));
+        }
+        if n > 4096 {
+            return Err(ConfigError::at("cluster.metadata.servers", "at most 4096"));
+        }
+    }
+    if m.placement == MetadataPlacement::CoLocated {
+        if m.depth.is_some() {
+            return Err(ConfigError::at(
+                "cluster.metadata.depth",
+                "only for placement = \"dedicated\" (co-located metadata shares cluster.depth)",
+            ));
+        }
+        if m.device.is_some() {
+            return Err(ConfigError::at(
+                "cluster.metadata.device",
+                "only for placement = \"dedicated\" (co-located metadata shares cluster.device)",
+            ));
+        }
+    }
+    if let Some(d) = m.depth {
+        positive("cluster.metadata.depth", d as u64)?;
+    }
+    if let Some(device) = &m.device {
+        validate_device("cluster.metadata.device", device)?;
+    }
+    let costs = &m.costs;
+    for (name, t) in [
+        ("mkdir", costs.mkdir),
+        ("create", costs.create),
+        ("getattr", costs.getattr),
+        ("readdir", costs.readdir),
+        ("remove", costs.remove),
+        ("rmdir", costs.rmdir),
+    ] {
+        positive(&format!("cluster.metadata.costs.{name}"), t.as_nanos())?;
+    }
+    Ok(())
+}
