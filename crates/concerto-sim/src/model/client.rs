@@ -1,0 +1,407 @@
+//! The clients' side: applications released by the job arbiter, their
+//! processes' calls and steps, the pieces they send, and the replies that
+//! complete them.
+
+use super::*;
+
+impl<'a> Simulation<'a> {
+    /// The application asks to do its next operation: at once, or when the
+    /// job-level arbiter grants it. Its completion time counts from here.
+    pub(super) fn release(&mut self, app: u32, now: Time) {
+        self.apps[app as usize].op_issue = now;
+        let Some(arbiter) = &mut self.arbiter else {
+            return self.start_operation(app, now);
+        };
+        let a = &self.apps[app as usize];
+        let info = self.sc.apps[a.spec].phase_info();
+        if let Decision::Granted { priority } = arbiter.begin_phase(AppId(app), now, &info) {
+            self.grant(app, priority, now);
+        }
+    }
+
+    /// The arbiter let `app` start its phase at `priority`.
+    pub(super) fn grant(&mut self, app: u32, priority: f64, now: Time) {
+        let a = &mut self.apps[app as usize];
+        a.weight = self.sc.apps[a.spec].weight * priority;
+        a.phase_start = now;
+        a.phase_priority = priority;
+        self.start_operation(app, now);
+    }
+
+    pub(super) fn start_operation(&mut self, app: u32, now: Time) {
+        let a = &mut self.apps[app as usize];
+        let processes = self.sc.apps[a.spec].processes;
+        a.ranks_pending = processes;
+        if self.planners[a.spec].is_some() {
+            return self.start_collective(app, now);
+        }
+        let first = a.first_rank;
+        for r in 0..processes {
+            self.issue_call(first + r, now);
+        }
+    }
+
+    pub(super) fn issue_call(&mut self, rank: u32, now: Time) {
+        let rs = &mut self.ranks[rank as usize];
+        let a = &self.apps[rs.app as usize];
+        let spec = &self.sc.apps[a.spec];
+        let call = if spec.barrier { a.next_call } else { rs.call };
+        rs.call = call;
+        rs.issue = now;
+        rs.steps.clear();
+        workload::call_steps(
+            spec,
+            rs.rank,
+            call,
+            self.sc.cluster.metadata.getattr_before_read,
+            &mut rs.steps,
+        );
+        rs.steps.reverse();
+        if rs.steps.is_empty() {
+            // Nothing to send: the call completes once this instant's other events have run.
+            self.events
+                .schedule(now, Class::Normal, 0, Event::CallDone { rank });
+        } else {
+            self.issue_step(rank, now);
+        }
+    }
+
+    /// Sends the next step of the rank's current call.
+    pub(super) fn issue_step(&mut self, rank: u32, now: Time) {
+        let rs = &mut self.ranks[rank as usize];
+        let Some(step) = rs.steps.pop() else { return };
+        let a = &self.apps[rs.app as usize];
+        let (app_id, local_rank, call, dir_server) = (a.app_id, rs.rank, rs.call, rs.dir_server);
+        let (app_idx, spec_idx, weight) = (rs.app, a.spec, a.weight);
+        let user = self.sc.apps[spec_idx].user;
+        let template = move |op: Op, object: u64| Request {
+            id: RequestId(0),
+            app: AppId(app_id),
+            rank: local_rank,
+            issue_time: now,
+            op,
+            object: ObjectId(object),
+            offset: 0,
+            len: 0,
+            segments: Vec::new(),
+            weight: Some(weight),
+            user,
+        };
+        match step {
+            Step::Data { op, access } => {
+                let op = match op {
+                    DataOp::Read => Op::Read,
+                    DataOp::Write => Op::Write,
+                };
+                let file = self.apps[app_idx as usize].files[access.file as usize];
+                let spec = &self.sc.apps[spec_idx];
+                if let Some(ordering) = spec.ordering {
+                    let layout = &self.files[file as usize].layout;
+                    let b = spec.schedule_block.map_or(layout.unit(), |b| b.0);
+                    let blocks = ordering::blocks(layout, &access.extents, b);
+                    // hash-IOS staggers the processes of one application by
+                    // rank; random-IOS draws each process's order from the
+                    // run's seed, the application and the rank.
+                    let sequence = ordering::order(
+                        &blocks,
+                        local_rank,
+                        self.sc.cluster.servers,
+                        ordering,
+                        self.seed ^ (u64::from(app_idx) << 40),
+                    );
+                    self.ranks[rank as usize].pending = sequence.len() as u32;
+                    for &i in sequence.iter().rev() {
+                        let block = &blocks[i];
+                        let req =
+                            piece_request(template(op, file as u64), &block.extents, block.bytes);
+                        let piece =
+                            self.new_piece(rank, block.server, file, call, block.bytes, req, now);
+                        self.ranks[rank as usize].blocks.push(piece);
+                    }
+                    return self.send_block(rank, now);
+                }
+                // The buffer of pieces is reused from step to step.
+                let mut pieces = std::mem::take(&mut self.split);
+                self.files[file as usize]
+                    .layout
+                    .split_extents_into(&access.extents, &mut pieces);
+                self.ranks[rank as usize].pending = pieces.len() as u32;
+                for p in pieces.drain(..) {
+                    let req = piece_request(template(op, file as u64), &p.extents, p.bytes);
+                    let piece = self.new_piece(rank, p.server, file, call, p.bytes, req, now);
+                    self.send_request(piece, now);
+                }
+                self.split = pieces;
+            }
+            Step::Meta { op, target } => {
+                let a = &self.apps[app_idx as usize];
+                let (server, file, object) = match target {
+                    MetaTarget::File(f) => {
+                        let file = a.files[f as usize];
+                        (self.files[file as usize].meta_server, file, file as u64)
+                    }
+                    // Directories are named apart from files: the high bit marks them.
+                    MetaTarget::Dir => (dir_server, a.files[0], (1 << 63) | rank as u64),
+                };
+                self.ranks[rank as usize].pending = 1;
+                let req = template(Op::Meta(op), object);
+                let piece = self.new_piece(rank, server, file, call, 0, req, now);
+                self.send_request(piece, now);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new_piece(
+        &mut self,
+        rank: u32,
+        server: u32,
+        file: u32,
+        call: u32,
+        bytes: u64,
+        req: Request,
+        now: Time,
+    ) -> u32 {
+        self.alloc_piece(Piece {
+            rank,
+            server,
+            file,
+            op: req.op,
+            call,
+            bytes,
+            issue: now,
+            arrive: Time::ZERO,
+            start: Time::ZERO,
+            done: Time::ZERO,
+            req: Some(req),
+            ticket: None,
+            batch: collective::NO_BATCH,
+            cached: false,
+            data_in: Time::ZERO,
+        })
+    }
+
+    /// Puts a piece's request (with the data, for a write) on the wire to
+    /// its server; returns when the client's NIC has sent it.
+    pub(super) fn send_request(&mut self, piece: u32, now: Time) -> Time {
+        let p = &mut self.pieces[piece as usize];
+        p.issue = now;
+        if self.net.is_instant() {
+            // No network: in the server's queue now, in the order sent.
+            self.reach_server(piece, now);
+            return now;
+        }
+        let wire = self.net.header_bytes() + if p.op == Op::Write { p.bytes } else { 0 };
+        let sent = self.net.send(
+            now,
+            wire,
+            End {
+                nic: &mut self.clients[p.rank as usize],
+                bandwidth: self.net.client_bandwidth(),
+            },
+            End {
+                nic: &mut self.servers[p.server as usize].nic,
+                bandwidth: self.net.server_bandwidth(),
+            },
+            &mut self.rng_net,
+        );
+        // A streamed write reaches the server when its first buffer does.
+        let reach = match (p.op, self.net.streamed(wire)) {
+            (Op::Write, Some(behind)) => sent
+                .arrival
+                .saturating_sub(self.net.client_bandwidth().transfer_time(behind)),
+            _ => sent.arrival,
+        };
+        // Simultaneous arrivals at a server are taken in random order.
+        let tie = self.rng_tie.gen::<u32>();
+        self.events
+            .schedule(reach, Class::Normal, tie, Event::ReachServer { piece });
+        sent.sent
+    }
+
+    /// Sends the next block of a process that orders its blocks. The process
+    /// does one transfer at a time: a write block's successor goes once the
+    /// block has left the client's NIC; a read block's once its data has
+    /// come back (see `response`).
+    pub(super) fn send_block(&mut self, rank: u32, now: Time) {
+        let Some(piece) = self.ranks[rank as usize].blocks.pop() else {
+            return;
+        };
+        let is_write = self.pieces[piece as usize].op == Op::Write;
+        let sent = self.send_request(piece, now);
+        if is_write && !self.ranks[rank as usize].blocks.is_empty() {
+            self.events
+                .schedule(sent, Class::Normal, 0, Event::SendBlock { rank });
+        }
+    }
+
+    pub(super) fn alloc_piece(&mut self, p: Piece) -> u32 {
+        match self.free_pieces.pop() {
+            Some(i) => {
+                self.pieces[i as usize] = p;
+                i
+            }
+            None => {
+                self.pieces.push(p);
+                (self.pieces.len() - 1) as u32
+            }
+        }
+    }
+
+    pub(super) fn reach_client(&mut self, piece: u32, now: Time) {
+        let p = &self.pieces[piece as usize];
+        let wire = self.net.header_bytes() + if p.op == Op::Read { p.bytes } else { 0 };
+        let done = self.net.receive(
+            now,
+            wire,
+            &mut self.clients[p.rank as usize],
+            self.net.client_bandwidth(),
+        );
+        if done == now {
+            self.response(piece, now);
+        } else {
+            self.events
+                .schedule(done, Class::Normal, 0, Event::Response { piece });
+        }
+    }
+
+    pub(super) fn response(&mut self, piece: u32, now: Time) {
+        let p = &self.pieces[piece as usize];
+        let (rank, bytes, is_meta, is_read) = (p.rank, p.bytes, !p.op.is_data(), p.op == Op::Read);
+        let batch = p.batch;
+        if let Some(detail) = self.detail.as_mut() {
+            detail.push(PieceRecord {
+                app: self.ranks[rank as usize].app,
+                rank: self.ranks[rank as usize].rank,
+                call: p.call,
+                server: p.server,
+                op: p.op,
+                bytes,
+                issue: p.issue,
+                arrive: p.arrive,
+                start: p.start,
+                done: p.done,
+                response: now,
+            });
+        }
+        self.free_pieces.push(piece);
+        let rs = &mut self.ranks[rank as usize];
+        let a = &mut self.apps[rs.app as usize];
+        a.pieces += 1;
+        if batch != collective::NO_BATCH {
+            // A collective call counts the bytes it was asked for when it
+            // ends (its plan may read some twice or exchange them).
+            return self.batch_piece_done(rank, batch, now);
+        }
+        a.bytes += bytes;
+        a.metadata_ops += is_meta as u64;
+        rs.pending -= 1;
+        if rs.pending > 0 {
+            if is_read && !rs.blocks.is_empty() {
+                self.send_block(rank, now);
+            }
+            return;
+        }
+        if rs.steps.is_empty() {
+            self.call_done(rank, now);
+        } else {
+            self.issue_step(rank, now);
+        }
+    }
+
+    /// The rank's current call has finished all its steps.
+    pub(super) fn call_done(&mut self, rank: u32, now: Time) {
+        let rs = &mut self.ranks[rank as usize];
+        let app = rs.app;
+        let a = &mut self.apps[app as usize];
+        let spec = &self.sc.apps[a.spec];
+        if spec.barrier {
+            a.ranks_pending -= 1;
+            if a.ranks_pending == 0 {
+                self.operation_done(app, now);
+            }
+        } else {
+            a.completions.push((now - rs.issue).as_secs_f64());
+            rs.call += 1;
+            if let Some(p) = self.progress {
+                p.add(1);
+            }
+            if rs.call < spec.calls_of(rs.rank) {
+                self.events.schedule(
+                    spec.issue_time(rs.rank, rs.call, now),
+                    Class::Normal,
+                    0,
+                    Event::Call { rank },
+                );
+            } else {
+                a.ranks_finished += 1;
+                if a.ranks_finished == spec.processes {
+                    a.end = now;
+                }
+            }
+        }
+    }
+
+    pub(super) fn operation_done(&mut self, app: u32, now: Time) {
+        let a = &mut self.apps[app as usize];
+        let spec = &self.sc.apps[a.spec];
+        a.completions.push((now - a.op_issue).as_secs_f64());
+        if let Some(call) = a.collective.take() {
+            a.bytes += call.requested();
+        }
+        let issue = a.op_issue;
+        // The buffer is reused from operation to operation.
+        let mut finishes = std::mem::take(&mut self.finishes);
+        finishes.clear();
+        finishes.extend(
+            a.op_servers
+                .iter()
+                .map(|&s| (self.servers[s as usize].finish[&app].last - issue).as_secs_f64()),
+        );
+        if let Some(spread) = finish_spread(&finishes) {
+            a.spreads.push(spread);
+        }
+        self.finishes = finishes;
+        a.op_servers.clear();
+        let call = a.next_call;
+        a.next_call += 1;
+        if a.next_call < spec.calls() {
+            self.events.schedule(
+                now + spec.compute_before(a.next_call),
+                Class::Normal,
+                0,
+                Event::Release { app },
+            );
+        } else {
+            a.end = now;
+        }
+        self.count_progress();
+        if let Some(arbiter) = &mut self.arbiter {
+            let a = &self.apps[app as usize];
+            self.phases.push(PhaseRecord {
+                app,
+                phase: call,
+                request_s: a.op_issue.as_secs_f64(),
+                start_s: a.phase_start.as_secs_f64(),
+                end_s: now.as_secs_f64(),
+                bytes: spec.bytes_of_call(call) as f64,
+                priority: a.phase_priority,
+            });
+            for (next, priority) in arbiter.end_phase(AppId(app), now) {
+                self.grant(next.0, priority, now);
+            }
+        }
+    }
+}
+
+/// `req` narrowed to one server's piece of an access (a split piece or an
+/// ordered block): its object `extents` of `bytes` in all, as list I/O
+/// when there are several.
+pub(super) fn piece_request(mut req: Request, extents: &[Extent], bytes: u64) -> Request {
+    req.offset = extents[0].offset;
+    req.len = bytes;
+    if extents.len() > 1 {
+        req.segments = extents.to_vec();
+    }
+    req
+}
