@@ -10,150 +10,9 @@ impl<'a> Simulation<'a> {
         let mut setup = rng(seed, STREAM_SETUP);
         let n_instances: usize = sc.apps.iter().map(|a| a.instances as usize).sum();
 
-        let md = &cl.metadata;
-        let n_meta = cl.metadata_servers();
-        let meta_servers: Vec<u32> = match md.placement {
-            // Spread evenly over the data servers.
-            MetadataPlacement::CoLocated => (0..n_meta)
-                .map(|i| (i as u64 * cl.servers as u64 / n_meta as u64) as u32)
-                .collect(),
-            MetadataPlacement::Dedicated => (cl.servers..cl.servers + n_meta).collect(),
-        };
-        let roles: Vec<ServerRole> = match md.placement {
-            MetadataPlacement::CoLocated => (0..cl.servers)
-                .map(|i| {
-                    if meta_servers.contains(&i) {
-                        ServerRole::DataAndMetadata
-                    } else {
-                        ServerRole::Data
-                    }
-                })
-                .collect(),
-            MetadataPlacement::Dedicated => (0..cl.servers)
-                .map(|_| ServerRole::Data)
-                .chain((0..n_meta).map(|_| ServerRole::Metadata))
-                .collect(),
-        };
-        let servers = roles
-            .iter()
-            .map(|&role| ServerState {
-                role,
-                driver: {
-                    let mut d = Driver::new(
-                        &sc.policy,
-                        sc.device_defaults(if role == ServerRole::Metadata {
-                            md.depth.unwrap_or(cl.depth)
-                        } else {
-                            cl.depth
-                        }),
-                    );
-                    d.set_rules(&sc.qos, Time::ZERO);
-                    d
-                },
-                device: Device::new(match (role, &md.device) {
-                    (ServerRole::Metadata, Some(d)) => d,
-                    _ => &cl.device,
-                }),
-                nic: Nic::default(),
-                kick_pending: false,
-                wakeup: None,
-                requests: 0,
-                metadata_ops: 0,
-                bytes: 0,
-                busy: Time::ZERO,
-                device_free: Time::ZERO,
-                max_queue: 0,
-                finish: FxHashMap::default(),
-                timeline: sc
-                    .output
-                    .timeline
-                    .filter(|_| sc.output.server_timeline)
-                    .map(|w| (0..n_instances).map(|_| Backlog::new(w)).collect()),
-                reports_sent: 0,
-                elevator: role != ServerRole::Metadata
-                    && matches!(&cl.device,
-                        DeviceConfig::Hdd(h) if h.scheduler == DiskScheduler::Elevator),
-                disk_waiting: Vec::new(),
-                disk_busy: false,
-            })
-            .collect();
-
+        let (servers, meta_servers) = build_servers(sc, n_instances);
         let ids = assign_app_ids(sc, n_instances, &mut setup);
-        let mut apps = Vec::with_capacity(n_instances);
-        let mut ranks = Vec::new();
-        let mut files = Vec::new();
-        for (spec_idx, spec) in sc.apps.iter().enumerate() {
-            // Operations an instance completes: barrier-wide, or per process.
-            let operations = if spec.barrier {
-                spec.calls() as usize
-            } else {
-                (0..spec.processes).map(|r| spec.calls_of(r) as usize).sum()
-            };
-            for instance in 0..spec.instances {
-                let app_idx = apps.len() as u32;
-                let first_rank = ranks.len() as u32;
-                let mut app_files = Vec::new();
-                for _ in 0..workload::files_per_instance(spec) {
-                    let idx = files.len() as u32;
-                    let placed = match cl.placement {
-                        Placement::RoundRobin => idx % cl.servers,
-                        Placement::Random => setup.gen_range(0..cl.servers),
-                    };
-                    let first = spec.first_server.unwrap_or(placed);
-                    let count = spec.stripe_count.unwrap_or(cl.stripe_count());
-                    let layout =
-                        StripeLayout::round_robin(cl.stripe_unit.0, count, first, cl.servers)
-                            .expect(
-                                "validated: stripe unit > 0 and stripe count within the servers",
-                            );
-                    files.push(FileState {
-                        layout,
-                        meta_server: meta_servers[idx as usize % meta_servers.len()],
-                    });
-                    app_files.push(idx);
-                }
-                for rank in 0..spec.processes {
-                    let dir_server = meta_servers[ranks.len() % meta_servers.len()];
-                    ranks.push(RankState {
-                        app: app_idx,
-                        rank,
-                        pending: 0,
-                        call: 0,
-                        issue: Time::ZERO,
-                        steps: Vec::new(),
-                        dir_server,
-                        blocks: Vec::new(),
-                    });
-                }
-                apps.push(AppState {
-                    spec: spec_idx,
-                    instance,
-                    app_id: ids[app_idx as usize],
-                    first_rank,
-                    files: app_files,
-                    next_call: 0,
-                    ranks_pending: 0,
-                    ranks_finished: 0,
-                    op_issue: Time::ZERO,
-                    // One entry per operation (reserved: growing the
-                    // vectors of thousands of applications was measurable).
-                    completions: Vec::with_capacity(operations),
-                    spreads: Vec::with_capacity(if spec.barrier { operations } else { 0 }),
-                    op_servers: Vec::new(),
-                    bytes: 0,
-                    pieces: 0,
-                    metadata_ops: 0,
-                    start: spec.start,
-                    timeline: sc.output.timeline.map(Bins::new),
-                    end: spec.start,
-                    weight: spec.weight,
-                    phase_start: Time::ZERO,
-                    phase_priority: 1.0,
-                    collective: None,
-                    plan_cache: None,
-                });
-            }
-        }
+        let (apps, ranks, files) = build_applications(sc, &ids, &meta_servers, &mut setup);
         let clients = vec![Nic::default(); ranks.len()];
         Simulation {
             sc,
@@ -196,6 +55,165 @@ impl<'a> Simulation<'a> {
                 .collect(),
         }
     }
+}
+
+/// The servers of the cluster (data servers first, then dedicated metadata
+/// servers) and which of them serve metadata.
+fn build_servers(sc: &Scenario, n_instances: usize) -> (Vec<ServerState>, Vec<u32>) {
+    let cl = &sc.cluster;
+    let md = &cl.metadata;
+    let n_meta = cl.metadata_servers();
+    let meta_servers: Vec<u32> = match md.placement {
+        // Spread evenly over the data servers.
+        MetadataPlacement::CoLocated => (0..n_meta)
+            .map(|i| (i as u64 * cl.servers as u64 / n_meta as u64) as u32)
+            .collect(),
+        MetadataPlacement::Dedicated => (cl.servers..cl.servers + n_meta).collect(),
+    };
+    let roles: Vec<ServerRole> = match md.placement {
+        MetadataPlacement::CoLocated => (0..cl.servers)
+            .map(|i| {
+                if meta_servers.contains(&i) {
+                    ServerRole::DataAndMetadata
+                } else {
+                    ServerRole::Data
+                }
+            })
+            .collect(),
+        MetadataPlacement::Dedicated => (0..cl.servers)
+            .map(|_| ServerRole::Data)
+            .chain((0..n_meta).map(|_| ServerRole::Metadata))
+            .collect(),
+    };
+    let servers = roles
+        .iter()
+        .map(|&role| ServerState {
+            role,
+            driver: {
+                let mut d = Driver::new(
+                    &sc.policy,
+                    sc.device_defaults(if role == ServerRole::Metadata {
+                        md.depth.unwrap_or(cl.depth)
+                    } else {
+                        cl.depth
+                    }),
+                );
+                d.set_rules(&sc.qos, Time::ZERO);
+                d
+            },
+            device: Device::new(match (role, &md.device) {
+                (ServerRole::Metadata, Some(d)) => d,
+                _ => &cl.device,
+            }),
+            nic: Nic::default(),
+            kick_pending: false,
+            wakeup: None,
+            requests: 0,
+            metadata_ops: 0,
+            bytes: 0,
+            busy: Time::ZERO,
+            device_free: Time::ZERO,
+            max_queue: 0,
+            finish: FxHashMap::default(),
+            timeline: sc
+                .output
+                .timeline
+                .filter(|_| sc.output.server_timeline)
+                .map(|w| (0..n_instances).map(|_| Backlog::new(w)).collect()),
+            reports_sent: 0,
+            elevator: role != ServerRole::Metadata
+                && matches!(&cl.device,
+                    DeviceConfig::Hdd(h) if h.scheduler == DiskScheduler::Elevator),
+            disk_waiting: Vec::new(),
+            disk_busy: false,
+        })
+        .collect();
+    (servers, meta_servers)
+}
+
+/// Every application instance with its processes and files (each file's
+/// layout and metadata server), given the instances' ids; file placement
+/// draws from `setup`.
+fn build_applications(
+    sc: &Scenario,
+    ids: &[u32],
+    meta_servers: &[u32],
+    setup: &mut ChaCha8Rng,
+) -> (Vec<AppState>, Vec<RankState>, Vec<FileState>) {
+    let cl = &sc.cluster;
+    let mut apps = Vec::with_capacity(ids.len());
+    let mut ranks = Vec::new();
+    let mut files = Vec::new();
+    for (spec_idx, spec) in sc.apps.iter().enumerate() {
+        // Operations an instance completes: barrier-wide, or per process.
+        let operations = if spec.barrier {
+            spec.calls() as usize
+        } else {
+            (0..spec.processes).map(|r| spec.calls_of(r) as usize).sum()
+        };
+        for instance in 0..spec.instances {
+            let app_idx = apps.len() as u32;
+            let first_rank = ranks.len() as u32;
+            let mut app_files = Vec::new();
+            for _ in 0..workload::files_per_instance(spec) {
+                let idx = files.len() as u32;
+                let placed = match cl.placement {
+                    Placement::RoundRobin => idx % cl.servers,
+                    Placement::Random => setup.gen_range(0..cl.servers),
+                };
+                let first = spec.first_server.unwrap_or(placed);
+                let count = spec.stripe_count.unwrap_or(cl.stripe_count());
+                let layout = StripeLayout::round_robin(cl.stripe_unit.0, count, first, cl.servers)
+                    .expect("validated: stripe unit > 0 and stripe count within the servers");
+                files.push(FileState {
+                    layout,
+                    meta_server: meta_servers[idx as usize % meta_servers.len()],
+                });
+                app_files.push(idx);
+            }
+            for rank in 0..spec.processes {
+                let dir_server = meta_servers[ranks.len() % meta_servers.len()];
+                ranks.push(RankState {
+                    app: app_idx,
+                    rank,
+                    pending: 0,
+                    call: 0,
+                    issue: Time::ZERO,
+                    steps: Vec::new(),
+                    dir_server,
+                    blocks: Vec::new(),
+                });
+            }
+            apps.push(AppState {
+                spec: spec_idx,
+                instance,
+                app_id: ids[app_idx as usize],
+                first_rank,
+                files: app_files,
+                next_call: 0,
+                ranks_pending: 0,
+                ranks_finished: 0,
+                op_issue: Time::ZERO,
+                // One entry per operation (reserved: growing the
+                // vectors of thousands of applications was measurable).
+                completions: Vec::with_capacity(operations),
+                spreads: Vec::with_capacity(if spec.barrier { operations } else { 0 }),
+                op_servers: Vec::new(),
+                bytes: 0,
+                pieces: 0,
+                metadata_ops: 0,
+                start: spec.start,
+                timeline: sc.output.timeline.map(Bins::new),
+                end: spec.start,
+                weight: spec.weight,
+                phase_start: Time::ZERO,
+                phase_priority: 1.0,
+                collective: None,
+                plan_cache: None,
+            });
+        }
+    }
+    (apps, ranks, files)
 }
 
 fn assign_app_ids(sc: &Scenario, n: usize, rng: &mut ChaCha8Rng) -> Vec<u32> {
