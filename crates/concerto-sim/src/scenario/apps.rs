@@ -472,32 +472,7 @@ pub(crate) fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<
             ));
         }
     }
-    let kind = app.workload_name();
-    let not_for =
-        |field: &str, present: bool, allowed: &[WorkloadKind]| -> Result<(), ConfigError> {
-            if present && !allowed.contains(&app.workload) {
-                return Err(ConfigError::at(
-                    key(field),
-                    format!("does not apply to workload \"{kind}\""),
-                ));
-            }
-            Ok(())
-        };
-    use WorkloadKind::*;
-    not_for(
-        "request_size",
-        app.request_size.is_some(),
-        &[Ior, PioBench, Wrf, MdTest, Phases],
-    )?;
-    not_for("phases", app.phases.is_some(), &[Phases])?;
-    not_for("pattern", app.pattern.is_some(), &[Ior, PioBench])?;
-    not_for("file", app.file.is_some(), &[Ior, PioBench])?;
-    not_for("grid", app.grid.is_some(), &[MpiTileIo])?;
-    not_for("tile", app.tile.is_some(), &[MpiTileIo])?;
-    not_for("planes", app.planes.is_some(), &[MpiTileIo])?;
-    if let Some(planes) = app.planes {
-        positive(&key("planes"), planes as u64)?;
-    }
+    check_keys_apply(at, app)?;
     if let Some(b) = app.schedule_block {
         if app.ordering.is_none() {
             return Err(ConfigError::at(
@@ -506,24 +481,6 @@ pub(crate) fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<
             ));
         }
         positive(&key("schedule_block"), b.0)?;
-    }
-    not_for(
-        "element_size",
-        app.element_size.is_some(),
-        &[MpiTileIo, Noncontig, Btio],
-    )?;
-    not_for("elements", app.elements.is_some(), &[Noncontig, Btio])?;
-    not_for("getattrs", app.getattrs.is_some(), &[Wrf])?;
-    not_for("access", app.access.is_some(), &[Collective])?;
-    not_for("collective", app.collective.is_some(), &[Collective])?;
-    not_for("items", app.items.is_some(), &[MdTest])?;
-    not_for("subtype", app.subtype.is_some(), &[Btio])?;
-    not_for("block_size", app.block_size.is_some(), &[Ior])?;
-    not_for("md_steps", app.md_steps.is_some(), &[MdTest])?;
-    not_for("trace", app.trace.is_some(), &[Trace])?;
-    not_for("trace_app", app.trace_app.is_some(), &[Trace])?;
-    if app.md_steps.as_ref().is_some_and(Vec::is_empty) {
-        return Err(ConfigError::at(key("md_steps"), "needs at least one phase"));
     }
     for (field, present) in [
         ("segments", app.segments.is_some()),
@@ -536,174 +493,7 @@ pub(crate) fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<
             ));
         }
     }
-    let required = |field: &str, present: bool| -> Result<(), ConfigError> {
-        if !present {
-            return Err(ConfigError::at(
-                key(field),
-                format!("required for workload \"{kind}\""),
-            ));
-        }
-        Ok(())
-    };
-    match app.workload {
-        Ior | PioBench => {
-            required("request_size", app.request_size.is_some())?;
-            let transfer = app.request_size.map_or(0, |b| b.0);
-            positive(&key("request_size"), transfer)?;
-            if let Some(block) = app.block_size {
-                positive(&key("block_size"), block.0)?;
-                if block.0 % transfer != 0 {
-                    return Err(ConfigError::at(
-                        key("block_size"),
-                        format!("{} bytes is not a whole number of transfers (request_size = {transfer})", block.0),
-                    ));
-                }
-                if !app.barrier {
-                    return Err(ConfigError::at(
-                        key("barrier"),
-                        "IOR's layout has a barrier between its operations",
-                    ));
-                }
-                if app.pattern.is_some() || app.requests != 1 {
-                    return Err(ConfigError::at(
-                        key(if app.pattern.is_some() {
-                            "pattern"
-                        } else {
-                            "requests"
-                        }),
-                        "block_size gives IOR's layout: the calls are its operations",
-                    ));
-                }
-                positive(&key("segments"), app.segments.unwrap_or(1) as u64)?;
-                if app.operations.as_ref().is_some_and(Vec::is_empty) {
-                    return Err(ConfigError::at(
-                        key("operations"),
-                        "needs at least one operation",
-                    ));
-                }
-                let transfers = block.0 / transfer * app.segments.unwrap_or(1) as u64;
-                if transfers > MAX_IOR_TRANSFERS {
-                    return Err(ConfigError::at(
-                        key("block_size"),
-                        format!("{transfers} transfers per process and operation is over {MAX_IOR_TRANSFERS}"),
-                    ));
-                }
-            }
-        }
-        MpiTileIo => {
-            required("grid", app.grid.is_some())?;
-            required("tile", app.tile.is_some())?;
-            required("element_size", app.element_size.is_some())?;
-            let [px, py] = app.grid.unwrap_or_default();
-            let [tx, ty] = app.tile.unwrap_or_default();
-            for (name, v) in [("grid", px), ("grid", py), ("tile", tx), ("tile", ty)] {
-                positive(&key(name), v as u64)?;
-            }
-            positive(&key("element_size"), app.element_size.map_or(0, |b| b.0))?;
-            if px as u64 * py as u64 != app.processes as u64 {
-                return Err(ConfigError::at(
-                    key("grid"),
-                    format!(
-                        "{px} x {py} tiles does not match processes = {}",
-                        app.processes
-                    ),
-                ));
-            }
-        }
-        Noncontig | Btio => {
-            required("elements", app.elements.is_some())?;
-            required("element_size", app.element_size.is_some())?;
-            positive(&key("elements"), app.elements.unwrap_or(0) as u64)?;
-            positive(&key("element_size"), app.element_size.map_or(0, |b| b.0))?;
-        }
-        Trace => {
-            required("trace", app.trace.is_some())?;
-            if app.requests != 1 {
-                return Err(ConfigError::at(
-                    key("requests"),
-                    "does not apply to workload \"trace\" (its calls are the trace's requests)",
-                ));
-            }
-        }
-        Wrf => {
-            required("request_size", app.request_size.is_some())?;
-            positive(&key("request_size"), app.request_size.map_or(0, |b| b.0))?;
-        }
-        MdTest => {
-            required("items", app.items.is_some())?;
-            positive(&key("items"), app.items.unwrap_or(0) as u64)?;
-            if app.items.unwrap_or(0) as u64 * app.processes as u64 > MAX_FILES {
-                return Err(ConfigError::at(
-                    key("items"),
-                    format!("processes x items is over {MAX_FILES} files"),
-                ));
-            }
-            if let Some(size) = app.request_size {
-                positive(&key("request_size"), size.0)?;
-            }
-        }
-        Collective => {
-            required("access", app.access.is_some())?;
-            AccessPattern::parse(app.access.as_deref().unwrap_or_default())
-                .map_err(|e| ConfigError::at(key("access"), e))?;
-            let choice = app.collective.clone().unwrap_or_default();
-            choice.validate().map_err(|e| {
-                let option = e.split_whitespace().next().unwrap_or_default();
-                ConfigError::at(key(&format!("collective.{option}")), e)
-            })?;
-            // Whether the processes' writes overlap does not depend on the
-            // layout or the call: plan the first call once, here.
-            if let (Some(pattern), Ok(planner)) = (app.access_pattern(), choice.planner()) {
-                let layout = concerto_core::StripeLayout::round_robin(1 << 16, 1, 0, 1)
-                    .expect("one server, a non-zero unit");
-                planner
-                    .plan(
-                        app.op.direction(),
-                        &pattern.accesses(app.processes, 0),
-                        &layout,
-                    )
-                    .map_err(|e| ConfigError::at(key("access"), e.to_string()))?;
-            }
-            if !app.barrier {
-                return Err(ConfigError::at(
-                    key("barrier"),
-                    "must be true for workload \"collective\" (a collective call synchronizes its processes)",
-                ));
-            }
-            if app.ordering.is_some() {
-                return Err(ConfigError::at(
-                    key("ordering"),
-                    "does not apply to workload \"collective\" (its planner orders the requests)",
-                ));
-            }
-        }
-        Phases => {
-            required("phases", app.phases.is_some())?;
-            let phases = app.phases.as_deref().unwrap_or(&[]);
-            if phases.is_empty() {
-                return Err(ConfigError::at(key("phases"), "needs at least one phase"));
-            }
-            for (k, [compute, bytes]) in phases.iter().enumerate() {
-                for (j, v) in [(0, compute), (1, bytes)] {
-                    if !(v.is_finite() && *v >= 0.0) {
-                        return Err(ConfigError::at(
-                            format!("{at}.phases[{k}][{j}]"),
-                            format!("{v} must be a finite number >= 0"),
-                        ));
-                    }
-                }
-            }
-            if !app.barrier {
-                return Err(ConfigError::at(
-                    key("barrier"),
-                    "must be true for workload \"phases\" (each phase is one operation)",
-                ));
-            }
-            if let Some(size) = app.request_size {
-                positive(&key("request_size"), size.0)?;
-            }
-        }
-    }
+    check_kind(at, app)?;
     if app.group.is_some() != app.group_w_iter.is_some() {
         return Err(ConfigError::at(
             key(if app.group.is_some() {
@@ -714,7 +504,7 @@ pub(crate) fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<
             "group and group_w_iter go together (the group and its characteristic time)",
         ));
     }
-    if app.workload == MdTest && app.requests != 1 {
+    if app.workload == WorkloadKind::MdTest && app.requests != 1 {
         return Err(ConfigError::at(
             key("requests"),
             "does not apply to workload \"md-test\" (its calls are its eight phases; set items)",
@@ -731,6 +521,12 @@ pub(crate) fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<
             "moves more than 1 PiB; reduce requests or sizes",
         ));
     }
+    check_app_id(at, app, rule)
+}
+
+/// An application's `app_id`: given exactly when the rule is explicit.
+fn check_app_id(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigError> {
+    let key = |k: &str| format!("{at}.{k}");
     match (rule, app.app_id) {
         (AppIdRule::Explicit, None) => Err(ConfigError::at(
             key("app_id"),

@@ -290,3 +290,58 @@ pub(crate) fn validate_metadata(c: &ClusterConfig) -> Result<(), ConfigError> {
     }
     Ok(())
 }
+
+/// The cluster's servers, striping, device and metadata.
+pub(crate) fn validate_cluster(c: &ClusterConfig) -> Result<(), ConfigError> {
+    positive("cluster.servers", c.servers as u64)?;
+    positive("cluster.stripe_unit", c.stripe_unit.0)?;
+    positive("cluster.depth", c.depth as u64)?;
+    if let Some(count) = c.stripe_count {
+        positive("cluster.stripe_count", count as u64)?;
+        if count > c.servers {
+            return Err(ConfigError::at(
+                "cluster.stripe_count",
+                format!("{count} is larger than cluster.servers ({})", c.servers),
+            ));
+        }
+    }
+    validate_device("cluster.device", &c.device)?;
+    validate_metadata(c)?;
+    Ok(())
+}
+
+/// The network's bandwidths, and options that would change nothing in its mode.
+pub(crate) fn validate_network(n: &NetworkConfig) -> Result<(), ConfigError> {
+    positive_f("cluster.network.client_bandwidth", n.client_bandwidth.0)?;
+    if n.mode == NetworkMode::Ideal {
+        // Keys that would change nothing are mistakes, not settings.
+        let d = NetworkConfig::default();
+        let unused = [
+            ("latency", n.latency != d.latency),
+            ("jitter", n.jitter != d.jitter),
+            ("client_bandwidth", n.client_bandwidth != d.client_bandwidth),
+            ("server_bandwidth", n.server_bandwidth != d.server_bandwidth),
+            ("header_bytes", n.header_bytes != d.header_bytes),
+            ("flow_buffer", n.flow_buffer.is_some()),
+            ("incast", n.incast.is_some()),
+        ];
+        if let Some((key, _)) = unused.iter().find(|(_, set)| *set) {
+            return Err(ConfigError::at(
+                format!("cluster.network.{key}"),
+                "has no effect with mode = \"ideal\", where messages take no time",
+            ));
+        }
+    }
+    positive_f("cluster.network.server_bandwidth", n.server_bandwidth.0)?;
+    if let Some(incast) = &n.incast {
+        if n.mode == NetworkMode::Exclusive {
+            return Err(ConfigError::at(
+                "cluster.network.incast",
+                "has no effect with mode = \"exclusive\", where a receiver takes one transfer at a time",
+            ));
+        }
+        positive("cluster.network.incast.buffer", incast.buffer.0)?;
+        positive("cluster.network.incast.timeout", incast.timeout.as_nanos())?;
+    }
+    Ok(())
+}

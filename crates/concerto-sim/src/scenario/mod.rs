@@ -18,11 +18,13 @@ mod cluster;
 mod device;
 mod error;
 pub mod overrides;
+mod workloads;
 
 pub use apps::*;
 pub use cluster::*;
 pub use device::*;
 pub use error::*;
+pub(crate) use workloads::{check_keys_apply, check_kind};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -232,21 +234,16 @@ impl Scenario {
 
     /// Checks values that types alone do not rule out.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let c = &self.cluster;
-        positive("cluster.servers", c.servers as u64)?;
-        positive("cluster.stripe_unit", c.stripe_unit.0)?;
-        positive("cluster.depth", c.depth as u64)?;
-        if let Some(count) = c.stripe_count {
-            positive("cluster.stripe_count", count as u64)?;
-            if count > c.servers {
-                return Err(ConfigError::at(
-                    "cluster.stripe_count",
-                    format!("{count} is larger than cluster.servers ({})", c.servers),
-                ));
-            }
-        }
-        validate_device("cluster.device", &c.device)?;
-        validate_metadata(c)?;
+        validate_cluster(&self.cluster)?;
+        self.validate_output()?;
+        validate_network(&self.cluster.network)?;
+        self.validate_policy()?;
+        self.validate_job()?;
+        self.validate_placement()?;
+        self.validate_apps()
+    }
+
+    fn validate_output(&self) -> Result<(), ConfigError> {
         if let Some(t) = self.output.timeline {
             if t < Time::from_millis(1) {
                 return Err(ConfigError::at(
@@ -261,44 +258,11 @@ impl Scenario {
                 "needs output.timeline (the bin width)",
             ));
         }
-        positive_f(
-            "cluster.network.client_bandwidth",
-            c.network.client_bandwidth.0,
-        )?;
-        if c.network.mode == NetworkMode::Ideal {
-            // Keys that would change nothing are mistakes, not settings.
-            let d = NetworkConfig::default();
-            let n = &c.network;
-            let unused = [
-                ("latency", n.latency != d.latency),
-                ("jitter", n.jitter != d.jitter),
-                ("client_bandwidth", n.client_bandwidth != d.client_bandwidth),
-                ("server_bandwidth", n.server_bandwidth != d.server_bandwidth),
-                ("header_bytes", n.header_bytes != d.header_bytes),
-                ("flow_buffer", n.flow_buffer.is_some()),
-                ("incast", n.incast.is_some()),
-            ];
-            if let Some((key, _)) = unused.iter().find(|(_, set)| *set) {
-                return Err(ConfigError::at(
-                    format!("cluster.network.{key}"),
-                    "has no effect with mode = \"ideal\", where messages take no time",
-                ));
-            }
-        }
-        positive_f(
-            "cluster.network.server_bandwidth",
-            c.network.server_bandwidth.0,
-        )?;
-        if let Some(incast) = &c.network.incast {
-            if c.network.mode == NetworkMode::Exclusive {
-                return Err(ConfigError::at(
-                    "cluster.network.incast",
-                    "has no effect with mode = \"exclusive\", where a receiver takes one transfer at a time",
-                ));
-            }
-            positive("cluster.network.incast.buffer", incast.buffer.0)?;
-            positive("cluster.network.incast.timeout", incast.timeout.as_nanos())?;
-        }
+        Ok(())
+    }
+
+    /// The servers' policy and the administrator's QoS rules.
+    fn validate_policy(&self) -> Result<(), ConfigError> {
         self.policy
             .validate()
             .map_err(|(field, msg)| ConfigError::at(format!("policy.{field}"), msg))?;
@@ -313,6 +277,11 @@ impl Scenario {
         self.qos
             .validate()
             .map_err(|(field, msg)| ConfigError::at(format!("qos.{field}"), msg))?;
+        Ok(())
+    }
+
+    /// The job-level arbiter: its rule, and what its metrics need.
+    fn validate_job(&self) -> Result<(), ConfigError> {
         if let Some(job) = &self.job {
             job.rule
                 .validate()
@@ -341,6 +310,12 @@ impl Scenario {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Each application's weight and where its files go on the cluster.
+    fn validate_placement(&self) -> Result<(), ConfigError> {
+        let c = &self.cluster;
         for (i, app) in self.apps.iter().enumerate() {
             if !(app.weight.is_finite() && app.weight > 0.0) {
                 return Err(ConfigError::at(
@@ -370,6 +345,11 @@ impl Scenario {
             }
         }
 
+        Ok(())
+    }
+
+    /// Every application, their number, and the ids they get.
+    fn validate_apps(&self) -> Result<(), ConfigError> {
         if self.apps.is_empty() {
             return Err(ConfigError::at(
                 "apps",
