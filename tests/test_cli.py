@@ -516,3 +516,17 @@ def test_tables_in_an_80_column_terminal_keep_their_names_whole(small_scenario: 
     assert "coordinated" in r.stdout and "sfq-d-plus" in r.stdout, r.stdout
     assert "…" not in r.stdout, r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 80
+
+
+def test_option_values_are_read_as_the_native_side_reads_set_values() -> None:
+    # One reader for `cluster up --set`, `profile --device` and `sim --set`:
+    # a TOML value when the text is one, else the text itself.
+    from concerto import profile, tomlvalue
+    from concerto.cluster import policy_table
+
+    assert [tomlvalue.read(t) for t in ("32", "1e3", "true", '"x"', "[1, 2]", "250ms", "ssd")] == [
+        32, 1000.0, True, "x", [1, 2], "250ms", "ssd"]
+    device = tomllib.loads(profile.device_toml("kind=fixed,service_time=2ms,channels=4,bandwidth=1e8,seek=true"))
+    assert device == {"kind": "fixed", "service_time": "2ms", "channels": 4, "bandwidth": 1e8, "seek": True}
+    assert policy_table("sfq-d-plus", {"backfill": "false", "depth": "14"}) == {
+        "kind": "sfq-d-plus", "backfill": False, "depth": 14}

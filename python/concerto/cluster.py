@@ -16,13 +16,12 @@ import os
 import signal
 import subprocess
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import tomli_w
 
-from concerto import _native, auth, binaries, netns
+from concerto import _native, auth, binaries, netns, tomlvalue
 from concerto.fs import Client
 
 THROTTLES = ("hdd", "ssd", "none")
@@ -280,16 +279,9 @@ def policy_table(name: str, params: dict) -> dict:
     """A ``[policy]`` table from a name and parameters: a string value is read
     as TOML (``"5"`` is the number 5, as with ``sim --set``; a bare word
     stays a string), other values are taken as they are."""
-    return {"kind": name, **{k: _toml_value(v) if isinstance(v, str) else v for k, v in params.items()}}
+    return {"kind": name, **{k: tomlvalue.read(v) if isinstance(v, str) else v for k, v in params.items()}}
 
 
 def policy_toml(name: str, params: dict) -> str:
     """The text of :func:`policy_table`, as servers take it over the wire."""
     return tomli_w.dumps(policy_table(name, params))
-
-
-def _toml_value(text: str):
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text

@@ -119,6 +119,16 @@ class File:
     def fsync(self) -> None:
         self._client._native.fsync(self._handle)
 
+    def copy_in(self, local_path: str | Path, chunk: int, on_progress=None) -> int:
+        """Writes the local file's bytes from offset 0, ``chunk`` bytes at a time (copied in Rust, not
+        through Python); ``on_progress(bytes so far)`` after each chunk. Returns the bytes written."""
+        return self._client._native.copy_in(self._handle, str(local_path), chunk, on_progress)
+
+    def copy_out(self, local_path: str | Path, size: int, chunk: int, on_progress=None) -> int:
+        """Writes up to ``size`` bytes from offset 0 into a new local file (copied in Rust, not
+        through Python); ``on_progress(bytes so far)`` after each chunk. Returns the bytes copied."""
+        return self._client._native.copy_out(self._handle, str(local_path), size, chunk, on_progress)
+
     def close(self) -> None:
         """Makes what this file wrote durable (on the servers it wrote to) and lets it go; a file
         opened for writing that is never closed is let go when its client goes."""

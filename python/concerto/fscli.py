@@ -658,13 +658,9 @@ def fs_put(ctx, local_path: Path, remote: str, unit, count) -> None:
     f = client.create(remote, unit=unit, count=count, exclusive=False)
     client.truncate(remote, 0)
     size = local_path.stat().st_size
-    with open(local_path, "rb") as src, _transfer_bar(remote) as bar:
+    with _transfer_bar(remote) as bar:
         task = bar.add_task("put", total=size)
-        offset = 0
-        while chunk := src.read(CHUNK):
-            f.write(offset, chunk)
-            offset += len(chunk)
-            bar.update(task, completed=offset)
+        f.copy_in(local_path, CHUNK, lambda done: bar.update(task, completed=done))
     f.fsync()
     f.close()
     console.print(f"{remote}: {terminal.size(size)} over {len(f.servers)} servers")
@@ -683,16 +679,9 @@ def fs_get(ctx, remote: str, local_path: Path) -> None:
     size = client.stat(remote).size
     tmp = local_path.with_name(local_path.name + ".part")
     try:
-        with open(tmp, "wb") as dst, _transfer_bar(remote) as bar:
+        with _transfer_bar(remote) as bar:
             task = bar.add_task("get", total=size)
-            offset = 0
-            while offset < size:
-                data = f.read(offset, min(CHUNK, size - offset))
-                if not data:
-                    break
-                dst.write(data)
-                offset += len(data)
-                bar.update(task, completed=offset)
+            offset = f.copy_out(tmp, size, CHUNK, lambda done: bar.update(task, completed=done))
         os.replace(tmp, local_path)
     except BaseException:
         tmp.unlink(missing_ok=True)  # never leave a partial copy behind

@@ -10,18 +10,16 @@ directory, or a running data server through its own request path
 from __future__ import annotations
 
 import json
-import re
 import tomllib
 from pathlib import Path
 
 import tomli_w
 from rich.table import Table
 
-from concerto import _native
+from concerto import _native, tomlvalue
 from concerto.report import fmt_bw, fmt_time, pyplot, save, write_json
 from concerto.terminal import exact_size
 
-_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 
 def device_toml(spec: str) -> str:
@@ -52,12 +50,8 @@ def device_toml(spec: str) -> str:
         pairs[key.strip()] = value.strip()
     if "kind" not in pairs:
         raise _native.ConfigError("--device: say which kind of device (kind=ssd, kind=hdd or kind=fixed)")
-    # A number stays a number (`channels=4`); anything else is a string (`latency=2ms`).
-    return _dump({k: _number(v) if _NUMBER.match(v) else v for k, v in pairs.items()})
-
-
-def _number(text: str) -> int | float:
-    return float(text) if "." in text else int(text)
+    # Each value as `--set` reads it: `channels=4` a number, `latency=2ms` a string.
+    return _dump({k: tomlvalue.read(v) for k, v in pairs.items()})
 
 
 def _dump(table: dict) -> str:

@@ -292,6 +292,86 @@ impl FsClientHandle {
         self.run(py, self.inner.fsync(&file.handle))
     }
 
+    /// Copies the local file at `path` into `file` from offset 0, `chunk`
+    /// bytes at a time, the bytes never passing through Python;
+    /// `on_progress(bytes so far)` after each chunk. Returns the bytes copied.
+    #[pyo3(signature = (file, path, chunk, on_progress=None))]
+    fn copy_in(
+        &self,
+        py: Python<'_>,
+        file: &FsFile,
+        path: std::path::PathBuf,
+        chunk: usize,
+        on_progress: Option<PyObject>,
+    ) -> PyResult<u64> {
+        use std::io::Read;
+        let local_err = |e: std::io::Error| PyOSError::new_err(format!("{}: {e}", path.display()));
+        let mut src = std::fs::File::open(&path).map_err(local_err)?;
+        let mut buf = vec![0u8; chunk.max(1)];
+        let mut offset = 0u64;
+        loop {
+            let n = py.allow_threads(|| {
+                // Fill the chunk (a read may return less than asked).
+                let mut filled = 0;
+                while filled < buf.len() {
+                    match src.read(&mut buf[filled..])? {
+                        0 => break,
+                        n => filled += n,
+                    }
+                }
+                Ok::<usize, std::io::Error>(filled)
+            });
+            let n = n.map_err(local_err)?;
+            if n == 0 {
+                break;
+            }
+            self.run(py, self.inner.write(&file.handle, offset, &buf[..n]))?;
+            offset += n as u64;
+            if let Some(progress) = &on_progress {
+                progress.call1(py, (offset,))?;
+            }
+        }
+        Ok(offset)
+    }
+
+    /// Copies `size` bytes of `file` from offset 0 into a new local file at
+    /// `path`, `chunk` bytes at a time, the bytes never passing through
+    /// Python; stops early at the end of the file. `on_progress(bytes so
+    /// far)` after each chunk. Returns the bytes copied.
+    #[pyo3(signature = (file, path, size, chunk, on_progress=None))]
+    fn copy_out(
+        &self,
+        py: Python<'_>,
+        file: &FsFile,
+        path: std::path::PathBuf,
+        size: u64,
+        chunk: u64,
+        on_progress: Option<PyObject>,
+    ) -> PyResult<u64> {
+        use std::io::Write;
+        let local_err = |e: std::io::Error| PyOSError::new_err(format!("{}: {e}", path.display()));
+        let mut dst = std::fs::File::create(&path).map_err(local_err)?;
+        let mut offset = 0u64;
+        while offset < size {
+            let data = self.run(
+                py,
+                self.inner
+                    .read(&file.handle, offset, chunk.max(1).min(size - offset)),
+            )?;
+            if data.is_empty() {
+                break;
+            }
+            py.allow_threads(|| dst.write_all(&data))
+                .map_err(local_err)?;
+            offset += data.len() as u64;
+            if let Some(progress) = &on_progress {
+                progress.call1(py, (offset,))?;
+            }
+        }
+        py.allow_threads(|| dst.flush()).map_err(local_err)?;
+        Ok(offset)
+    }
+
     /// JSON: inode, kind, size, times, layout (unit, servers), default layout, entries.
     fn stat(&self, py: Python<'_>, path: &str) -> PyResult<String> {
         Ok(stat_json(&self.run(py, self.inner.stat(path))?))
