@@ -37,6 +37,7 @@
 //! unmounted it.
 
 mod filesystem;
+mod inodes;
 mod mountpoint;
 mod phases;
 
