@@ -242,10 +242,9 @@ fn check_collective(at: &str, app: &AppSpec) -> Result<(), ConfigError> {
     AccessPattern::parse(app.access.as_deref().unwrap_or_default())
         .map_err(|e| ConfigError::at(key("access"), e))?;
     let choice = app.collective.clone().unwrap_or_default();
-    choice.validate().map_err(|e| {
-        let option = e.split_whitespace().next().unwrap_or_default();
-        ConfigError::at(key(&format!("collective.{option}")), e)
-    })?;
+    choice
+        .validate()
+        .map_err(|e| ConfigError::at(key(&format!("collective.{}", e.option)), e.to_string()))?;
     // Whether the processes' writes overlap does not depend on the
     // layout or the call: plan the first call once, here.
     if let (Some(pattern), Ok(planner)) = (app.access_pattern(), choice.planner()) {

@@ -76,15 +76,25 @@ pub struct PlannerChoice {
     pub group_delay: Option<Time>,
 }
 
+/// An option of a [`PlannerChoice`] that is wrong, and why ("cb_nodes does
+/// not apply to strategy \"resonant\"").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{option} {problem}")]
+pub struct OptionError {
+    /// The option as written (`cb_nodes`).
+    pub option: &'static str,
+    pub problem: String,
+}
+
 impl PlannerChoice {
     /// Checks the options against the strategy; the error names the option.
-    pub fn validate(&self) -> Result<(), String> {
-        let not_for = |option: &str, given: bool, strategies: &[Strategy]| {
+    pub fn validate(&self) -> Result<(), OptionError> {
+        let not_for = |option: &'static str, given: bool, strategies: &[Strategy]| {
             if given && !strategies.contains(&self.strategy) {
-                Err(format!(
-                    "{option} does not apply to strategy {:?}",
-                    self.strategy.name()
-                ))
+                Err(OptionError {
+                    option,
+                    problem: format!("does not apply to strategy {:?}", self.strategy.name()),
+                })
             } else {
                 Ok(())
             }
@@ -106,8 +116,11 @@ impl PlannerChoice {
             self.group_delay.is_some(),
             &[Strategy::Resonant],
         )?;
-        let positive = |option: &str, v: Option<u64>| match v {
-            Some(0) => Err(format!("{option} must be > 0")),
+        let positive = |option: &'static str, v: Option<u64>| match v {
+            Some(0) => Err(OptionError {
+                option,
+                problem: "must be > 0".into(),
+            }),
             _ => Ok(()),
         };
         positive("max_segments", self.max_segments.map(|n| n as u64))?;
@@ -119,7 +132,8 @@ impl PlannerChoice {
 
     /// The planner, with the defaults filled in.
     pub fn planner(&self) -> Result<Box<dyn Planner + Send + Sync>, PlanError> {
-        self.validate().map_err(PlanError::Invalid)?;
+        self.validate()
+            .map_err(|e| PlanError::Invalid(e.to_string()))?;
         Ok(match self.strategy {
             Strategy::Independent => Box::new(Independent {
                 max_segments: self
@@ -162,13 +176,18 @@ mod tests {
     #[test]
     fn options_that_do_not_apply_are_named() {
         let c: PlannerChoice = toml::from_str("strategy = \"resonant\"\ncb_nodes = 2").unwrap();
+        let err = c.validate().unwrap_err();
+        assert_eq!(err.option, "cb_nodes");
         assert_eq!(
-            c.validate().unwrap_err(),
+            err.to_string(),
             "cb_nodes does not apply to strategy \"resonant\""
         );
         let c: PlannerChoice =
             toml::from_str("strategy = \"two-phase\"\nmax_segments = 0").unwrap();
-        assert_eq!(c.validate().unwrap_err(), "max_segments must be > 0");
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "max_segments must be > 0"
+        );
         assert!(toml::from_str::<PlannerChoice>("strategy = \"elevator\"").is_err());
     }
 
