@@ -19,7 +19,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
 pub fn loopback_cluster(rt: &tokio::runtime::Runtime, dir: &Path) -> (LocalCluster, FsClient) {
     let spec = LocalClusterSpec {
         servers: 4,
-        policy: PolicyConfig::Fifo {},
+        policy: PolicyConfig::Fifo(Default::default()),
         stripe_unit: 256 * 1024,
         throttle: None,
         timeout_ms: 30_000,

@@ -26,7 +26,10 @@ fn profile_server(device: EmulationConfig, spec: &ProfileSpec) -> Profile {
     let cfg = ServerConfig {
         depth: 64,
         throttle: Some(device),
-        ..ServerConfig::data(dir.path().to_path_buf(), PolicyConfig::Fifo {})
+        ..ServerConfig::data(
+            dir.path().to_path_buf(),
+            PolicyConfig::Fifo(Default::default()),
+        )
     };
     let admin = cfg.admin_credential().unwrap();
     let s = rt.block_on(server::start(cfg)).unwrap();

@@ -80,7 +80,7 @@ const MIN_LEASE: std::time::Duration = std::time::Duration::from_millis(300);
 const MAX_LEASE: std::time::Duration = std::time::Duration::from_secs(3600);
 
 fn default_policy() -> PolicyConfig {
-    PolicyConfig::Fifo {}
+    PolicyConfig::Fifo(Default::default())
 }
 
 #[derive(Debug, Deserialize)]

@@ -44,7 +44,7 @@ impl LocalClusterSpec {
     pub fn fifo(servers: u32) -> LocalClusterSpec {
         LocalClusterSpec {
             servers,
-            policy: PolicyConfig::Fifo {},
+            policy: PolicyConfig::Fifo(Default::default()),
             stripe_unit: 65536,
             throttle: None,
             timeout_ms: 10_000,

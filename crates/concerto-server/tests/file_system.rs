@@ -290,7 +290,10 @@ async fn statistics_count_per_application_and_serve_prometheus() {
     // The metrics port, on a server started with one.
     let cfg = concerto_server::server::ServerConfig {
         metrics: Some("127.0.0.1:0".parse().unwrap()),
-        ..concerto_server::server::ServerConfig::data(dir.path().join("m"), PolicyConfig::Fifo {})
+        ..concerto_server::server::ServerConfig::data(
+            dir.path().join("m"),
+            PolicyConfig::Fifo(Default::default()),
+        )
     };
     let s = concerto_server::server::start(cfg).await.unwrap();
     let get = |path: &'static str| async move {
@@ -322,7 +325,7 @@ async fn statistics_count_per_application_and_serve_prometheus() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_server_gives_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut spec = spec(PolicyConfig::Fifo {});
+    let mut spec = spec(PolicyConfig::Fifo(Default::default()));
     spec.timeout_ms = 500;
     let mut c = LocalCluster::start(dir.path(), spec).await.unwrap();
     let fs = client(&c, 1, 0);
@@ -451,7 +454,7 @@ async fn service_reports_cross_between_real_servers_and_even_out_total_service()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_past_the_end_return_the_file_and_read_ahead_follows_growth() {
     let dir = tempfile::tempdir().unwrap();
-    let c = LocalCluster::start(dir.path(), spec(PolicyConfig::Fifo {}))
+    let c = LocalCluster::start(dir.path(), spec(PolicyConfig::Fifo(Default::default())))
         .await
         .unwrap();
     let fs = client(&c, 1, 0);

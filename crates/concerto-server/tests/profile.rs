@@ -25,7 +25,10 @@ fn a_throttled_server_is_profiled_through_its_own_request_path() {
     let cfg = ServerConfig {
         depth: 8,
         throttle: Some(EmulationConfig::hdd()),
-        ..ServerConfig::data(dir.path().to_path_buf(), PolicyConfig::Fifo {})
+        ..ServerConfig::data(
+            dir.path().to_path_buf(),
+            PolicyConfig::Fifo(Default::default()),
+        )
     };
     let admin = cfg.admin_credential().unwrap();
     let s = rt.block_on(server::start(cfg)).unwrap();

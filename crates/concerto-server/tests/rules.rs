@@ -26,7 +26,7 @@ burst = "256KiB"
 fn spec() -> LocalClusterSpec {
     LocalClusterSpec {
         servers: 2,
-        policy: PolicyConfig::Fifo {},
+        policy: PolicyConfig::Fifo(Default::default()),
         stripe_unit: 256 * 1024,
         throttle: Some(EmulationConfig {
             bandwidth: Bandwidth(200e6),
@@ -66,7 +66,10 @@ async fn rules_apply_everywhere_or_nowhere_and_survive_a_restart() {
     }
     c.shutdown().await;
     // A server started again on the same data directory has them.
-    let cfg = ServerConfig::data(dir.path().join("s1"), PolicyConfig::Fifo {});
+    let cfg = ServerConfig::data(
+        dir.path().join("s1"),
+        PolicyConfig::Fifo(Default::default()),
+    );
     let key = cfg.admin_credential().unwrap();
     let s = server::start(cfg).await.unwrap();
     let conn = concerto_proto::connection::ServerConnection::connect(
@@ -89,7 +92,7 @@ async fn rules_apply_everywhere_or_nowhere_and_survive_a_restart() {
     .unwrap();
     let e = server::start(ServerConfig::data(
         dir.path().join("s1"),
-        PolicyConfig::Fifo {},
+        PolicyConfig::Fifo(Default::default()),
     ))
     .await
     .err()

@@ -10,11 +10,57 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::sfq::{cost_bytes, weight_of};
-use super::RequestQueue;
+use serde::{Deserialize, Serialize};
+
+use super::sfq::{cost_bytes, default_metadata_cost, weight_of};
+use super::{positive, PolicySpec, RequestQueue, DEFAULT_DEPTH};
 use crate::request::{AppId, Request};
 use crate::time::Time;
-use crate::units::Bandwidth;
+use crate::units::{Bandwidth, Bytes};
+
+/// `kind = "capped"`: the slots, and the capacity shared out (the device's
+/// rated bandwidth when not given).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CappedConfig {
+    pub depth: u32,
+    pub capacity: Option<Bandwidth>,
+    pub metadata_cost: Bytes,
+}
+
+impl Default for CappedConfig {
+    fn default() -> CappedConfig {
+        CappedConfig {
+            depth: DEFAULT_DEPTH,
+            capacity: None,
+            metadata_cost: default_metadata_cost(),
+        }
+    }
+}
+
+impl PolicySpec for CappedConfig {
+    const NAME: &'static str = "capped";
+    fn build(&self, _default_window: Time) -> Box<dyn RequestQueue> {
+        // Resolved by the driver from the device; 100 MB/s only for a queue
+        // built by hand without a device (tests, benchmarks).
+        Box::new(Capped::new(
+            self.capacity.unwrap_or(Bandwidth(100e6)),
+            self.depth,
+            self.metadata_cost.0,
+        ))
+    }
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        positive("depth", self.depth as u64)?;
+        positive("metadata_cost", self.metadata_cost.0)?;
+        match self.capacity {
+            Some(c) if !(c.0.is_finite() && c.0 > 0.0) => Err(("capacity", "must be > 0".into())),
+            _ => Ok(()),
+        }
+    }
+    fn resolve(&mut self, _default_window: Time, device_capacity: Bandwidth) {
+        self.capacity.get_or_insert(device_capacity);
+    }
+}
 
 struct Held {
     req: Request,

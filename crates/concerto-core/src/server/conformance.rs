@@ -228,6 +228,17 @@ fn policy_names_round_trip() {
         let p = PolicyConfig::from_name(name).unwrap();
         assert_eq!(p.name(), *name);
         assert_eq!(p.build(Time::from_millis(1)).name(), *name);
+        // The name a file writes (`kind`, the variant's kebab-case) is the
+        // spec's NAME, and the table it writes reads back the same.
+        let text = toml::to_string(&p).unwrap();
+        assert!(text.starts_with(&format!("kind = \"{name}\"\n")), "{text}");
+        assert_eq!(toml::from_str::<PolicyConfig>(&text).unwrap(), p);
+        // A key no policy takes is refused, naming it.
+        let err = toml::from_str::<PolicyConfig>(&format!("{text}bogus = 1\n")).unwrap_err();
+        assert!(
+            err.message().contains("unknown field `bogus`"),
+            "{name}: {err}"
+        );
     }
     assert!(PolicyConfig::from_name("lottery").is_none());
 }

@@ -15,9 +15,39 @@ use std::collections::BinaryHeap;
 
 use serde::{Deserialize, Serialize};
 
-use super::RequestQueue;
+use super::{PolicySpec, RequestQueue};
 use crate::request::Request;
 use crate::time::Time;
+use crate::units::Bandwidth;
+
+/// `kind = "coordinated"`: the time window and where issue times come from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CoordinatedConfig {
+    /// Time window width; `None` means the device class default
+    /// (1000 ms for HDD-class devices, 250 ms for SSD-class).
+    pub window: Option<Time>,
+    pub time_source: TimeSource,
+}
+
+impl PolicySpec for CoordinatedConfig {
+    const NAME: &'static str = "coordinated";
+    fn build(&self, default_window: Time) -> Box<dyn RequestQueue> {
+        Box::new(Coordinated::new(
+            self.window.unwrap_or(default_window),
+            self.time_source,
+        ))
+    }
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        match self.window {
+            Some(w) if w.is_zero() => Err(("window", "must be > 0".into())),
+            _ => Ok(()),
+        }
+    }
+    fn resolve(&mut self, default_window: Time, _device_capacity: Bandwidth) {
+        self.window.get_or_insert(default_window);
+    }
+}
 
 /// Which clock stamps a request for windowing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

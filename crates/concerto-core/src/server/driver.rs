@@ -119,7 +119,7 @@ impl Driver {
             defaults,
             generations: Vec::with_capacity(2),
             next_generation: 0,
-            policy: PolicyConfig::Fifo {},
+            policy: PolicyConfig::Fifo(Default::default()),
             started: Vec::new(),
             rules: QosStage::default(),
             grants: HashMap::new(),
@@ -520,7 +520,10 @@ mod tests {
     fn a_capped_job_gets_its_rate_and_the_others_the_rest() {
         // Job 1 capped at 10 MB/s on a FIFO server with room for all;
         // job 2 uncapped. Each has a backlog of 1 MiB writes.
-        let mut d = Driver::new(&PolicyConfig::Fifo {}, defaults(DeviceClass::Flash));
+        let mut d = Driver::new(
+            &PolicyConfig::Fifo(Default::default()),
+            defaults(DeviceClass::Flash),
+        );
         let mut rules = rate_rules(0);
         rules.rules.push(QosRule {
             name: "job1".into(),
@@ -589,17 +592,20 @@ mod tests {
             let d = Driver::new(&coordinated, defaults(class));
             assert_eq!(
                 d.policy(),
-                &PolicyConfig::Coordinated {
+                &PolicyConfig::Coordinated(super::super::CoordinatedConfig {
                     window: Some(window),
                     time_source: Default::default()
-                }
+                })
             );
         }
     }
 
     #[test]
     fn the_policy_depth_overrides_the_device_default() {
-        let fifo = Driver::new(&PolicyConfig::Fifo {}, defaults(DeviceClass::Rotational));
+        let fifo = Driver::new(
+            &PolicyConfig::Fifo(Default::default()),
+            defaults(DeviceClass::Rotational),
+        );
         assert_eq!(fifo.depth(), 2);
         let sfq = Driver::new(
             &PolicyConfig::from_name("sfq-d").unwrap(),
@@ -610,7 +616,10 @@ mod tests {
 
     #[test]
     fn a_switch_drains_the_old_generation_first() {
-        let mut d = Driver::new(&PolicyConfig::Fifo {}, defaults(DeviceClass::Rotational));
+        let mut d = Driver::new(
+            &PolicyConfig::Fifo(Default::default()),
+            defaults(DeviceClass::Rotational),
+        );
         let now = Time::ZERO;
         for id in 0..4 {
             d.enqueue(write(id, 1, 4096), now);
@@ -653,7 +662,7 @@ mod tests {
             depth: 8,
             ..defaults(DeviceClass::Rotational)
         };
-        let mut d = Driver::new(&PolicyConfig::Fifo {}, deep);
+        let mut d = Driver::new(&PolicyConfig::Fifo(Default::default()), deep);
         d.set_grants([(AppId(1), 0.1), (AppId(2), 0.5), (AppId(9), f64::NAN)]);
         assert_eq!(d.grants(), [(AppId(1), 0.1), (AppId(2), 0.5)]);
         let mut weighted = write(2, 2, 4096);

@@ -2,9 +2,23 @@
 
 use std::collections::VecDeque;
 
-use super::RequestQueue;
+use serde::{Deserialize, Serialize};
+
+use super::{PolicySpec, RequestQueue};
 use crate::request::Request;
 use crate::time::Time;
+
+/// `kind = "fifo"`: no parameters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FifoConfig {}
+
+impl PolicySpec for FifoConfig {
+    const NAME: &'static str = "fifo";
+    fn build(&self, _default_window: Time) -> Box<dyn RequestQueue> {
+        Box::new(Fifo::new())
+    }
+}
 
 #[derive(Default)]
 pub struct Fifo {

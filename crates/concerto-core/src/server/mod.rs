@@ -15,14 +15,14 @@ mod qos;
 mod service_sync;
 mod sfq;
 
-pub use capped::Capped;
-pub use coordinated::{Coordinated, TimeSource};
+pub use capped::{Capped, CappedConfig};
+pub use coordinated::{Coordinated, CoordinatedConfig, TimeSource};
 pub use driver::{DeviceClass, DeviceDefaults, Driver, Ticket};
-pub use fifo::Fifo;
-pub use per_object::PerObjectFcfs;
+pub use fifo::{Fifo, FifoConfig};
+pub use per_object::{PerObjectConfig, PerObjectFcfs};
 pub use qos::{OpClass, QosRule, QosRules, QosStage};
-pub use service_sync::ServiceSync;
-pub use sfq::{Sfq, SfqParams, SlotCosts};
+pub use service_sync::{ServiceSync, ServiceSyncConfig};
+pub use sfq::{CostRow, Sfq, SfqConfig, SfqDConfig, SfqDPlusConfig, SfqParams, SlotCosts};
 
 use std::collections::BTreeMap;
 
@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::request::{AppId, Request};
 use crate::time::Time;
-use crate::units::{Bandwidth, Bytes};
+use crate::units::Bandwidth;
 
 /// Service one server gave each application since its previous report:
 /// `(application, bytes, weight)`, ordered by application. Servers running
@@ -116,383 +116,108 @@ pub trait RequestQueue: Send {
     }
 }
 
-/// Which policy a server runs, as written in a scenario or server config.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum PolicyConfig {
-    /// Arrival order. (Empty struct variants, not unit ones: serde's
-    /// `deny_unknown_fields` refuses a stray key only in a struct variant.)
-    Fifo {},
-    /// PVFS2's default: a FIFO per object, objects served round-robin.
-    PerObject {},
-    /// Server-side I/O coordination: time window, then application id.
-    Coordinated {
-        /// Time window width; `None` means the device class default
-        /// (1000 ms for HDD-class devices, 250 ms for SSD-class).
-        #[serde(default)]
-        window: Option<Time>,
-        #[serde(default)]
-        time_source: TimeSource,
-    },
-    /// Start-time fair queuing, one request in service at a time.
-    Sfq {
-        #[serde(default = "default_metadata_cost")]
-        metadata_cost: Bytes,
-    },
-    /// SFQ(D): SFQ order, up to `depth` requests in service.
-    SfqD {
-        #[serde(default = "default_depth")]
-        depth: u32,
-        #[serde(default = "default_metadata_cost")]
-        metadata_cost: Bytes,
-    },
-    /// SFQ(D)+: size-aware slot costs and backfill.
-    SfqDPlus {
-        #[serde(default = "default_depth")]
-        depth: u32,
-        /// Requests of at least this size are large.
-        #[serde(default = "default_small_threshold")]
-        small_threshold: Bytes,
-        /// Slots a large request holds (L).
-        #[serde(default = "default_large_slots")]
-        large_slots: u32,
-        /// Overrides the two above: rows of `{ size, slots }`.
-        #[serde(default)]
-        cost_table: Option<Vec<CostRow>>,
-        #[serde(default = "default_true")]
-        backfill: bool,
-        #[serde(default = "default_metadata_cost")]
-        metadata_cost: Bytes,
-    },
-    /// Non-work-conserving SFQ(D): applications are held to their share of `capacity`.
-    Capped {
-        #[serde(default = "default_depth")]
-        depth: u32,
-        capacity: Option<Bandwidth>,
-        #[serde(default = "default_metadata_cost")]
-        metadata_cost: Bytes,
-    },
-    /// SFQ(D)+ on every server plus exchanges of per-application service,
-    /// so that total service across servers follows the weights.
-    ServiceSync {
-        #[serde(default = "default_depth")]
-        depth: u32,
-        /// Requests of at least this size are large.
-        #[serde(default = "default_small_threshold")]
-        small_threshold: Bytes,
-        /// Slots a large request holds (L).
-        #[serde(default = "default_large_slots")]
-        large_slots: u32,
-        /// Overrides the two above: rows of `{ size, slots }`.
-        #[serde(default)]
-        cost_table: Option<Vec<CostRow>>,
-        #[serde(default = "default_true")]
-        backfill: bool,
-        #[serde(default = "default_metadata_cost")]
-        metadata_cost: Bytes,
-        /// Report after serving this many bytes since the last report.
-        #[serde(default = "default_sync_threshold")]
-        threshold: Bytes,
-        /// Also report at least this often (when there is news).
-        #[serde(default)]
-        interval: Option<Time>,
-    },
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CostRow {
-    pub size: Bytes,
-    pub slots: u32,
-}
-
-/// SFQ(D)+'s slot costs from its configuration: an explicit table when
-/// given, else one slot below `small_threshold` and `large_slots` from it.
-fn slot_costs(
-    small_threshold: Bytes,
-    large_slots: u32,
-    table: &Option<Vec<CostRow>>,
-) -> Result<SlotCosts, String> {
-    match table {
-        Some(rows) => SlotCosts::table(rows.iter().map(|r| (r.size.0, r.slots)).collect()),
-        None => Ok(SlotCosts::two_class(small_threshold.0, large_slots)),
+/// A policy's configuration: the keys of its `[policy]` table (serde, with
+/// its defaults) and how it builds its queue. Each lives beside its queue;
+/// [`PolicyConfig`] registers it with one line.
+pub trait PolicySpec: Default {
+    /// Its name in configuration (`kind = "..."`).
+    const NAME: &'static str;
+    /// Its queue. Call [`validate`](Self::validate) first; defaults still
+    /// unresolved take `default_window`.
+    fn build(&self, default_window: Time) -> Box<dyn RequestQueue>;
+    /// Checks parameter values; returns (field, problem) on error.
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        Ok(())
     }
+    /// Fills in defaults that depend on the device: the coordination window
+    /// for its class, the capacity it shares out.
+    fn resolve(&mut self, _default_window: Time, _device_capacity: Bandwidth) {}
 }
 
-/// SFQ(D)+'s queue parameters, shared by `sfq-d-plus` and `service-sync`.
-fn sfq_d_plus_params(
-    depth: u32,
-    costs: SlotCosts,
-    backfill: bool,
-    metadata_cost: Bytes,
-) -> SfqParams {
-    SfqParams {
-        metadata_cost: metadata_cost.0,
-        ..SfqParams::sfq_d_plus(depth, costs, backfill)
+/// A parameter that must not be zero.
+pub(crate) fn positive(field: &'static str, v: u64) -> Result<(), (&'static str, String)> {
+    if v == 0 {
+        Err((field, "must be > 0".to_string()))
+    } else {
+        Ok(())
     }
 }
 
 /// D from the vPFS+ profiling (Section III-B).
 pub const DEFAULT_DEPTH: u32 = 14;
 
-fn default_depth() -> u32 {
-    DEFAULT_DEPTH
-}
-fn default_true() -> bool {
-    true
-}
-fn default_metadata_cost() -> Bytes {
-    SfqParams::DEFAULT_METADATA_COST
-}
-fn default_small_threshold() -> Bytes {
-    SfqParams::DEFAULT_SMALL_THRESHOLD
-}
-fn default_large_slots() -> u32 {
-    SfqParams::DEFAULT_LARGE_SLOTS
-}
-fn default_sync_threshold() -> Bytes {
-    Bytes(4 << 20)
-}
-
-impl PolicyConfig {
-    /// Every policy name accepted in configuration.
-    pub const NAMES: &'static [&'static str] = &[
-        "fifo",
-        "per-object",
-        "coordinated",
-        "sfq",
-        "sfq-d",
-        "sfq-d-plus",
-        "capped",
-        "service-sync",
-    ];
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            PolicyConfig::Fifo {} => "fifo",
-            PolicyConfig::PerObject {} => "per-object",
-            PolicyConfig::Coordinated { .. } => "coordinated",
-            PolicyConfig::Sfq { .. } => "sfq",
-            PolicyConfig::SfqD { .. } => "sfq-d",
-            PolicyConfig::SfqDPlus { .. } => "sfq-d-plus",
-            PolicyConfig::Capped { .. } => "capped",
-            PolicyConfig::ServiceSync { .. } => "service-sync",
+/// Declares [`PolicyConfig`] from one line per policy: its variant (whose
+/// kebab-case name is the policy's `kind`) and its [`PolicySpec`].
+macro_rules! policies {
+    ($($(#[$doc:meta])* $variant:ident($spec:ty)),* $(,)?) => {
+        /// Which policy a server runs, as written in a scenario or server config.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "kind", rename_all = "kebab-case")]
+        pub enum PolicyConfig {
+            $($(#[$doc])* $variant($spec)),*
         }
-    }
 
-    /// The default configuration of the policy called `name`.
-    pub fn from_name(name: &str) -> Option<PolicyConfig> {
-        Some(match name {
-            "fifo" => PolicyConfig::Fifo {},
-            "per-object" => PolicyConfig::PerObject {},
-            "coordinated" => PolicyConfig::Coordinated {
-                window: None,
-                time_source: TimeSource::default(),
-            },
-            "sfq" => PolicyConfig::Sfq {
-                metadata_cost: default_metadata_cost(),
-            },
-            "sfq-d" => PolicyConfig::SfqD {
-                depth: DEFAULT_DEPTH,
-                metadata_cost: default_metadata_cost(),
-            },
-            "sfq-d-plus" => PolicyConfig::SfqDPlus {
-                depth: DEFAULT_DEPTH,
-                small_threshold: default_small_threshold(),
-                large_slots: default_large_slots(),
-                cost_table: None,
-                backfill: true,
-                metadata_cost: default_metadata_cost(),
-            },
-            "capped" => PolicyConfig::Capped {
-                depth: DEFAULT_DEPTH,
-                capacity: None,
-                metadata_cost: default_metadata_cost(),
-            },
-            "service-sync" => PolicyConfig::ServiceSync {
-                depth: DEFAULT_DEPTH,
-                small_threshold: default_small_threshold(),
-                large_slots: default_large_slots(),
-                cost_table: None,
-                backfill: true,
-                metadata_cost: default_metadata_cost(),
-                threshold: default_sync_threshold(),
-                interval: None,
-            },
-            _ => return None,
-        })
-    }
+        impl PolicyConfig {
+            /// Every policy name accepted in configuration.
+            pub const NAMES: &'static [&'static str] = &[$(<$spec as PolicySpec>::NAME),*];
 
-    /// Fills in defaults that depend on the device: the coordination window
-    /// for its class and, for `capped`, the capacity it shares out.
-    pub fn resolve(&mut self, default_window: Time, device_capacity: Bandwidth) {
-        match self {
-            PolicyConfig::Coordinated { window, .. } => {
-                window.get_or_insert(default_window);
-            }
-            PolicyConfig::Capped { capacity, .. } => {
-                capacity.get_or_insert(device_capacity);
-            }
-            _ => {}
-        }
-    }
-
-    /// Builds the queue. Call [`validate`](Self::validate) first; unresolved
-    /// defaults take `default_window`, and an invalid cost table falls back
-    /// to unit costs rather than panicking.
-    pub fn build(&self, default_window: Time) -> Box<dyn RequestQueue> {
-        let costs = |t: &Bytes, l: &u32, table: &Option<Vec<CostRow>>| {
-            slot_costs(*t, *l, table).unwrap_or_else(|_| SlotCosts::unit())
-        };
-        match self {
-            PolicyConfig::Fifo {} => Box::new(Fifo::new()),
-            PolicyConfig::PerObject {} => Box::new(PerObjectFcfs::new()),
-            PolicyConfig::Coordinated {
-                window,
-                time_source,
-            } => Box::new(Coordinated::new(
-                window.unwrap_or(default_window),
-                *time_source,
-            )),
-            PolicyConfig::Sfq { metadata_cost } => Box::new(Sfq::new(
-                "sfq",
-                SfqParams {
-                    metadata_cost: metadata_cost.0,
-                    ..SfqParams::sfq()
-                },
-            )),
-            PolicyConfig::SfqD {
-                depth,
-                metadata_cost,
-            } => Box::new(Sfq::new(
-                "sfq-d",
-                SfqParams {
-                    metadata_cost: metadata_cost.0,
-                    ..SfqParams::sfq_d(*depth)
-                },
-            )),
-            PolicyConfig::SfqDPlus {
-                depth,
-                small_threshold,
-                large_slots,
-                cost_table,
-                backfill,
-                metadata_cost,
-            } => {
-                let c = costs(small_threshold, large_slots, cost_table);
-                Box::new(Sfq::new(
-                    "sfq-d-plus",
-                    sfq_d_plus_params(*depth, c, *backfill, *metadata_cost),
-                ))
-            }
-            PolicyConfig::Capped {
-                depth,
-                capacity,
-                metadata_cost,
-            } => Box::new(Capped::new(
-                capacity.unwrap_or(Bandwidth(100e6)),
-                *depth,
-                metadata_cost.0,
-            )),
-            PolicyConfig::ServiceSync {
-                depth,
-                small_threshold,
-                large_slots,
-                cost_table,
-                backfill,
-                metadata_cost,
-                threshold,
-                interval,
-            } => {
-                let c = costs(small_threshold, large_slots, cost_table);
-                Box::new(ServiceSync::new(
-                    sfq_d_plus_params(*depth, c, *backfill, *metadata_cost),
-                    threshold.0,
-                    *interval,
-                ))
-            }
-        }
-    }
-
-    /// Checks parameter values; returns (field, problem) on error.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        let positive = |field: &'static str, v: u64| {
-            if v == 0 {
-                Err((field, "must be > 0".to_string()))
-            } else {
-                Ok(())
-            }
-        };
-        let check_costs = |t: &Bytes,
-                           l: &u32,
-                           table: &Option<Vec<CostRow>>|
-         -> Result<(), (&'static str, String)> {
-            positive("small_threshold", t.0)?;
-            positive("large_slots", *l as u64)?;
-            slot_costs(*t, *l, table)
-                .map(|_| ())
-                .map_err(|m| ("cost_table", m))
-        };
-        match self {
-            PolicyConfig::Fifo {} | PolicyConfig::PerObject {} => Ok(()),
-            PolicyConfig::Coordinated { window, .. } => match window {
-                Some(w) if w.is_zero() => Err(("window", "must be > 0".into())),
-                _ => Ok(()),
-            },
-            PolicyConfig::Sfq { metadata_cost } => positive("metadata_cost", metadata_cost.0),
-            PolicyConfig::SfqD {
-                depth,
-                metadata_cost,
-            } => {
-                positive("depth", *depth as u64)?;
-                positive("metadata_cost", metadata_cost.0)
-            }
-            PolicyConfig::SfqDPlus {
-                depth,
-                small_threshold,
-                large_slots,
-                cost_table,
-                metadata_cost,
-                ..
-            } => {
-                positive("depth", *depth as u64)?;
-                positive("metadata_cost", metadata_cost.0)?;
-                check_costs(small_threshold, large_slots, cost_table)
-            }
-            PolicyConfig::Capped {
-                depth,
-                capacity,
-                metadata_cost,
-            } => {
-                positive("depth", *depth as u64)?;
-                positive("metadata_cost", metadata_cost.0)?;
-                match capacity {
-                    Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
-                        Err(("capacity", "must be > 0".into()))
-                    }
-                    _ => Ok(()),
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(PolicyConfig::$variant(_) => <$spec as PolicySpec>::NAME),*
                 }
             }
-            PolicyConfig::ServiceSync {
-                depth,
-                small_threshold,
-                large_slots,
-                cost_table,
-                metadata_cost,
-                threshold,
-                interval,
-                ..
-            } => {
-                positive("depth", *depth as u64)?;
-                positive("metadata_cost", metadata_cost.0)?;
-                positive("threshold", threshold.0)?;
-                if interval.is_some_and(|i| i.is_zero()) {
-                    return Err(("interval", "must be > 0".into()));
+
+            /// The default configuration of the policy called `name`.
+            pub fn from_name(name: &str) -> Option<PolicyConfig> {
+                $(if name == <$spec as PolicySpec>::NAME {
+                    return Some(PolicyConfig::$variant(<$spec>::default()));
+                })*
+                None
+            }
+
+            /// Fills in defaults that depend on the device: the coordination
+            /// window for its class and, for `capped`, the capacity it shares out.
+            pub fn resolve(&mut self, default_window: Time, device_capacity: Bandwidth) {
+                match self {
+                    $(PolicyConfig::$variant(p) => p.resolve(default_window, device_capacity)),*
                 }
-                check_costs(small_threshold, large_slots, cost_table)
+            }
+
+            /// Builds the queue. Call [`validate`](Self::validate) first;
+            /// unresolved defaults take `default_window`.
+            pub fn build(&self, default_window: Time) -> Box<dyn RequestQueue> {
+                match self {
+                    $(PolicyConfig::$variant(p) => p.build(default_window)),*
+                }
+            }
+
+            /// Checks parameter values; returns (field, problem) on error.
+            pub fn validate(&self) -> Result<(), (&'static str, String)> {
+                match self {
+                    $(PolicyConfig::$variant(p) => p.validate()),*
+                }
             }
         }
-    }
+    };
+}
+
+policies! {
+    /// Arrival order.
+    Fifo(FifoConfig),
+    /// PVFS2's default: a FIFO per object, objects served round-robin.
+    PerObject(PerObjectConfig),
+    /// Server-side I/O coordination: time window, then application id.
+    Coordinated(CoordinatedConfig),
+    /// Start-time fair queuing, one request in service at a time.
+    Sfq(SfqConfig),
+    /// SFQ(D): SFQ order, up to `depth` requests in service.
+    SfqD(SfqDConfig),
+    /// SFQ(D)+: size-aware slot costs and backfill.
+    SfqDPlus(SfqDPlusConfig),
+    /// Non-work-conserving SFQ(D): applications held to their share of `capacity`.
+    Capped(CappedConfig),
+    /// SFQ(D)+ on every server plus exchanges of per-application service.
+    ServiceSync(ServiceSyncConfig),
 }
 
 /// Default time windows from the coordination paper.

@@ -4,9 +4,23 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::RequestQueue;
+use serde::{Deserialize, Serialize};
+
+use super::{PolicySpec, RequestQueue};
 use crate::request::{ObjectId, Request};
 use crate::time::Time;
+
+/// `kind = "per-object"`: no parameters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerObjectConfig {}
+
+impl PolicySpec for PerObjectConfig {
+    const NAME: &'static str = "per-object";
+    fn build(&self, _default_window: Time) -> Box<dyn RequestQueue> {
+        Box::new(PerObjectFcfs::new())
+    }
+}
 
 #[derive(Default)]
 struct ObjectQueue {

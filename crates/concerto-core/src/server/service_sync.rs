@@ -15,10 +15,82 @@
 
 use std::collections::BTreeMap;
 
-use super::sfq::{cost_bytes, weight_of, Sfq, SfqParams};
-use super::{RequestQueue, ServiceReport};
+use serde::{Deserialize, Serialize};
+
+use super::sfq::{cost_bytes, weight_of, CostRow, Sfq, SfqDPlusConfig, SfqParams};
+use super::{positive, PolicySpec, RequestQueue, ServiceReport};
 use crate::request::{AppId, Request};
 use crate::time::Time;
+use crate::units::Bytes;
+
+/// `kind = "service-sync"`: SFQ(D)+'s parameters, and when to report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceSyncConfig {
+    pub depth: u32,
+    /// Requests of at least this size are large.
+    pub small_threshold: Bytes,
+    /// Slots a large request holds (L).
+    pub large_slots: u32,
+    /// Overrides the two above: rows of `{ size, slots }`.
+    pub cost_table: Option<Vec<CostRow>>,
+    pub backfill: bool,
+    pub metadata_cost: Bytes,
+    /// Report after serving this many bytes since the last report.
+    pub threshold: Bytes,
+    /// Also report at least this often (when there is news).
+    pub interval: Option<Time>,
+}
+
+impl ServiceSyncConfig {
+    /// The SFQ(D)+ each server runs.
+    fn sfq(&self) -> SfqDPlusConfig {
+        SfqDPlusConfig {
+            depth: self.depth,
+            small_threshold: self.small_threshold,
+            large_slots: self.large_slots,
+            cost_table: self.cost_table.clone(),
+            backfill: self.backfill,
+            metadata_cost: self.metadata_cost,
+        }
+    }
+}
+
+impl Default for ServiceSyncConfig {
+    fn default() -> ServiceSyncConfig {
+        let sfq = SfqDPlusConfig::default();
+        ServiceSyncConfig {
+            depth: sfq.depth,
+            small_threshold: sfq.small_threshold,
+            large_slots: sfq.large_slots,
+            cost_table: sfq.cost_table,
+            backfill: sfq.backfill,
+            metadata_cost: sfq.metadata_cost,
+            threshold: Bytes(4 << 20),
+            interval: None,
+        }
+    }
+}
+
+impl PolicySpec for ServiceSyncConfig {
+    const NAME: &'static str = "service-sync";
+    fn build(&self, _default_window: Time) -> Box<dyn RequestQueue> {
+        Box::new(ServiceSync::new(
+            self.sfq().params(),
+            self.threshold.0,
+            self.interval,
+        ))
+    }
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        positive("depth", self.depth as u64)?;
+        positive("metadata_cost", self.metadata_cost.0)?;
+        positive("threshold", self.threshold.0)?;
+        if self.interval.is_some_and(|i| i.is_zero()) {
+            return Err(("interval", "must be > 0".into()));
+        }
+        self.sfq().validate()
+    }
+}
 
 pub struct ServiceSync {
     sfq: Sfq,

@@ -27,10 +27,154 @@ use std::collections::{BinaryHeap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::RequestQueue;
+use super::{positive, PolicySpec, RequestQueue, DEFAULT_DEPTH};
 use crate::request::{AppId, Request};
 use crate::time::Time;
 use crate::units::Bytes;
+
+pub(crate) fn default_metadata_cost() -> Bytes {
+    SfqParams::DEFAULT_METADATA_COST
+}
+
+/// `kind = "sfq"`: one request in service at a time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SfqConfig {
+    pub metadata_cost: Bytes,
+}
+
+impl Default for SfqConfig {
+    fn default() -> SfqConfig {
+        SfqConfig {
+            metadata_cost: default_metadata_cost(),
+        }
+    }
+}
+
+impl PolicySpec for SfqConfig {
+    const NAME: &'static str = "sfq";
+    fn build(&self, _default_window: Time) -> Box<dyn RequestQueue> {
+        Box::new(Sfq::new(
+            Self::NAME,
+            SfqParams {
+                metadata_cost: self.metadata_cost.0,
+                ..SfqParams::sfq()
+            },
+        ))
+    }
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        positive("metadata_cost", self.metadata_cost.0)
+    }
+}
+
+/// `kind = "sfq-d"`: up to `depth` requests in service.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SfqDConfig {
+    pub depth: u32,
+    pub metadata_cost: Bytes,
+}
+
+impl Default for SfqDConfig {
+    fn default() -> SfqDConfig {
+        SfqDConfig {
+            depth: DEFAULT_DEPTH,
+            metadata_cost: default_metadata_cost(),
+        }
+    }
+}
+
+impl PolicySpec for SfqDConfig {
+    const NAME: &'static str = "sfq-d";
+    fn build(&self, _default_window: Time) -> Box<dyn RequestQueue> {
+        Box::new(Sfq::new(
+            Self::NAME,
+            SfqParams {
+                metadata_cost: self.metadata_cost.0,
+                ..SfqParams::sfq_d(self.depth)
+            },
+        ))
+    }
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        positive("depth", self.depth as u64)?;
+        positive("metadata_cost", self.metadata_cost.0)
+    }
+}
+
+/// One row of an explicit slot-cost table: requests of at least `size`
+/// hold `slots`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostRow {
+    pub size: Bytes,
+    pub slots: u32,
+}
+
+/// `kind = "sfq-d-plus"`: size-aware slot costs and backfill.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SfqDPlusConfig {
+    pub depth: u32,
+    /// Requests of at least this size are large.
+    pub small_threshold: Bytes,
+    /// Slots a large request holds (L).
+    pub large_slots: u32,
+    /// Overrides the two above: rows of `{ size, slots }`.
+    pub cost_table: Option<Vec<CostRow>>,
+    pub backfill: bool,
+    pub metadata_cost: Bytes,
+}
+
+impl Default for SfqDPlusConfig {
+    fn default() -> SfqDPlusConfig {
+        SfqDPlusConfig {
+            depth: DEFAULT_DEPTH,
+            small_threshold: SfqParams::DEFAULT_SMALL_THRESHOLD,
+            large_slots: SfqParams::DEFAULT_LARGE_SLOTS,
+            cost_table: None,
+            backfill: true,
+            metadata_cost: default_metadata_cost(),
+        }
+    }
+}
+
+impl SfqDPlusConfig {
+    /// Its slot costs: an explicit table when given, else one slot below
+    /// `small_threshold` and `large_slots` from it.
+    fn costs(&self) -> Result<SlotCosts, String> {
+        match &self.cost_table {
+            Some(rows) => SlotCosts::table(rows.iter().map(|r| (r.size.0, r.slots)).collect()),
+            None => Ok(SlotCosts::two_class(
+                self.small_threshold.0,
+                self.large_slots,
+            )),
+        }
+    }
+
+    /// The queue's parameters (an invalid cost table, which `validate`
+    /// refuses, falls back to unit costs rather than panicking).
+    pub(crate) fn params(&self) -> SfqParams {
+        let costs = self.costs().unwrap_or_else(|_| SlotCosts::unit());
+        SfqParams {
+            metadata_cost: self.metadata_cost.0,
+            ..SfqParams::sfq_d_plus(self.depth, costs, self.backfill)
+        }
+    }
+}
+
+impl PolicySpec for SfqDPlusConfig {
+    const NAME: &'static str = "sfq-d-plus";
+    fn build(&self, _default_window: Time) -> Box<dyn RequestQueue> {
+        Box::new(Sfq::new(Self::NAME, self.params()))
+    }
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        positive("depth", self.depth as u64)?;
+        positive("metadata_cost", self.metadata_cost.0)?;
+        positive("small_threshold", self.small_threshold.0)?;
+        positive("large_slots", self.large_slots as u64)?;
+        self.costs().map(|_| ()).map_err(|m| ("cost_table", m))
+    }
+}
 
 /// How many of the D slots a request of a given size holds.
 ///

@@ -81,7 +81,7 @@ fn default_seed() -> u64 {
 }
 
 fn default_policy() -> PolicyConfig {
-    PolicyConfig::Fifo {}
+    PolicyConfig::Fifo(Default::default())
 }
 
 fn no_rules(r: &QosRules) -> bool {
@@ -266,7 +266,10 @@ impl Scenario {
         self.policy
             .validate()
             .map_err(|(field, msg)| ConfigError::at(format!("policy.{field}"), msg))?;
-        if let PolicyConfig::Capped { capacity: None, .. } = self.policy {
+        if let PolicyConfig::Capped(concerto_core::server::CappedConfig {
+            capacity: None, ..
+        }) = &self.policy
+        {
             if self.cluster.device.nominal_bandwidth().is_none() {
                 return Err(ConfigError::at(
                     "policy.capacity",
