@@ -46,8 +46,13 @@ SHARE_TOLERANCE = 0.05
 PER_SERVER_RATIO = 2.0
 PER_SERVER_TOLERANCE = 0.15
 # A round counts when both applications had requests waiting at every server
-# they wrote to for at least this share of the measured window.
-BACKLOGGED = 0.9
+# they share for at least this share of the measured window. A client that
+# leaves its queue empty for a share s of the window moves its application's
+# service by up to about s, whatever the policy does; so starvation may
+# explain at most half of the claim's tolerance: 1 - tolerance / 2 (97.5% for
+# service-sync's 5%, 92.5% for SFQ(D)+'s 15%). With 90% for both, a round
+# of a CI run under load counted at 92% backlogged gave service-sync 1.092.
+BACKLOGGED = {"sfq-d-plus": 1 - PER_SERVER_TOLERANCE / 2, "service-sync": 1 - SHARE_TOLERANCE / 2}
 # Writes each rank makes before the window opens (connections, caches and
 # the policy's first tags settle).
 WARMUP_CALLS = 5
@@ -172,24 +177,26 @@ def run_real(sc: dict, policy: dict, calls: int, rounds: int, directory: Path,
     """Rounds on a fresh real cluster (``sc``: the scenario table) until
     ``rounds`` of them kept both applications backlogged (or MAX_TRIES times
     as many were tried); the ratio is the median of those rounds. A round where
-    an application had requests waiting less than BACKLOGGED of the window
-    measured its client, not the scheduler, and does not count."""
+    an application had requests waiting less than BACKLOGGED (for the
+    policy's claim) of the window measured its client, not the scheduler,
+    and does not count."""
     dev = sc["cluster"]["device"]
     unit = sc["cluster"]["stripe_unit"]
     spec = local.ClusterSpec(servers=sc["cluster"]["servers"], policy=policy["kind"],
                              policy_params={k: v for k, v in policy.items() if k != "kind"},
                              device={k: v for k, v in dev.items() if k != "kind"}, stripe_unit=unit, timeout_s=60.0)
+    needed = BACKLOGGED[policy["kind"]]
     path = local.up(directory, spec)
     tried: list[dict] = []
     try:
-        while sum(r["backlogged"] >= BACKLOGGED for r in tried) < rounds and len(tried) < MAX_TRIES * rounds:
+        while sum(r["backlogged"] >= needed for r in tried) < rounds and len(tried) < MAX_TRIES * rounds:
             tried.append(run_round(path, sc, calls, WARMUP_CALLS, len(tried)))
             r = tried[-1]
-            status(f"  round {len(tried)}: wide/narrow {r['ratio']:.3f}, backlogged {r['backlogged']:.0%} of "
-                   f"{r['window_s']:.2f} s" + ("" if r["backlogged"] >= BACKLOGGED else " (client-bound, not counted)"))
+            status(f"  round {len(tried)}: wide/narrow {r['ratio']:.3f}, backlogged {r['backlogged']:.1%} of "
+                   f"{r['window_s']:.2f} s" + ("" if r["backlogged"] >= needed else " (client-bound, not counted)"))
     finally:
         local.down(directory)
-    counted = [r for r in tried if r["backlogged"] >= BACKLOGGED]
+    counted = [r for r in tried if r["backlogged"] >= needed]
     return {"ratio": statistics.median(r["ratio"] for r in counted) if counted else float("nan"),
             "narrow_MB": statistics.median(r["narrow_MB"] for r in counted) if counted else 0.0,
             "wide_MB": statistics.median(r["wide_MB"] for r in counted) if counted else 0.0,
@@ -207,8 +214,9 @@ def evaluate(results: dict, rounds: int) -> list[Claim]:
                     f"within {SHARE_TOLERANCE:.0%} of 1, with reports exchanged")
         if world == "real":
             expected += (f"; each the median of {rounds} rounds in which both applications had requests waiting at "
-                         f"their servers {BACKLOGGED:.0%} of the time (else the clients, not the scheduler, were "
-                         "measured)")
+                         f"their servers {BACKLOGGED['sfq-d-plus']:.1%} (SFQ(D)+) or "
+                         f"{BACKLOGGED['service-sync']:.1%} (service-sync) of the time, so that starved clients "
+                         "explain at most half the tolerance (else the clients, not the scheduler, were measured)")
             runs = {p: results[p]["real"] for p in ("sfq-d-plus", "service-sync")}
             measured += "; rounds counted / tried: " + ", ".join(
                 f"{p} {r['counted']} / {len(r['rounds'])}" for p, r in runs.items())
