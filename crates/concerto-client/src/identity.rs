@@ -337,13 +337,18 @@ mod tests {
             .spawn()
             .unwrap();
         // setsid forks when it leads a process group; poll until `sleep`
-        // runs in a session of its own.
+        // runs in a session of its own with its environment in place (the
+        // kernel names the new executable in /proc/PID/exe before it sets
+        // up the environment: under load, reading between the two found
+        // an empty environ).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let sleeper = loop {
             // SAFETY: getsid only reads the process table.
             let own = |pid: u32| unsafe { libc::getsid(pid as libc::pid_t) } == pid as i32;
             let exe = std::fs::read_link(format!("/proc/{}/exe", rank.id())).ok();
-            if own(rank.id()) && exe.is_some_and(|e| e.ends_with("sleep")) {
+            let environ = std::fs::read(format!("/proc/{}/environ", rank.id())).unwrap_or_default();
+            let has_rank = environ.split(|&b| b == 0).any(|kv| kv == b"PMI_RANK=1");
+            if own(rank.id()) && exe.is_some_and(|e| e.ends_with("sleep")) && has_rank {
                 break rank.id();
             }
             assert!(
