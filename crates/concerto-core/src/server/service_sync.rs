@@ -24,6 +24,9 @@ use crate::time::Time;
 use crate::units::Bytes;
 
 /// `kind = "service-sync"`: SFQ(D)+'s parameters, and when to report.
+/// SFQ(D)+'s six keys are repeated here rather than flattened in: serde
+/// cannot refuse unknown keys (`deny_unknown_fields`) in a struct with a
+/// flattened field, and a misspelt key must be an error.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServiceSyncConfig {
