@@ -132,16 +132,32 @@ pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
     Ok(bps)
 }
 
+/// The decimal size units, largest first, each with its size and the
+/// binary unit it is usually meant as.
+pub const DECIMAL_UNITS: [(u64, &str, &str); 4] = [
+    (1_000_000_000_000, "TB", "TiB"),
+    (1_000_000_000, "GB", "GiB"),
+    (1_000_000, "MB", "MiB"),
+    (1_000, "KB", "KiB"),
+];
+
 /// The binary unit a decimal size unit is usually meant as (`"KB"` for
 /// `"KiB"`), or `None` when `unit` is not decimal.
 fn binary_for_decimal(unit: &str) -> Option<&'static str> {
-    Some(match unit {
-        "KB" | "kB" => "KiB",
-        "MB" => "MiB",
-        "GB" => "GiB",
-        "TB" => "TiB",
-        _ => return None,
-    })
+    let unit = if unit == "kB" { "KB" } else { unit };
+    DECIMAL_UNITS
+        .iter()
+        .find(|(_, decimal, _)| *decimal == unit)
+        .map(|(_, _, binary)| *binary)
+}
+
+/// `bytes` as a whole number of the largest decimal unit that divides it
+/// (`4000` is 4 KB), with that unit and the binary one usually meant.
+pub fn as_decimal(bytes: u64) -> Option<(u64, &'static str, &'static str)> {
+    DECIMAL_UNITS
+        .iter()
+        .find(|(size, _, _)| bytes > 0 && bytes % size == 0)
+        .map(|&(size, decimal, binary)| (bytes / size, decimal, binary))
 }
 
 /// Stripe units are whole pages on the real servers.

@@ -72,13 +72,9 @@ pub fn check_stripe_unit(unit: u64) -> Result<(), String> {
 /// When `bytes` is a whole number of a decimal unit (`4000` is 4 KB), the
 /// size probably meant: written in that unit, it was read as powers of 1000.
 fn decimal_unit_hint(bytes: u64) -> String {
-    [(1_000_000_000, "GB", "GiB"), (1_000_000, "MB", "MiB"), (1_000, "KB", "KiB")]
-        .into_iter()
-        .find(|(size, _, _)| bytes > 0 && bytes % size == 0)
-        .map_or(String::new(), |(size, decimal, binary)| {
-            let n = bytes / size;
-            format!(" ({n}{decimal} is {bytes} bytes, since KB, MB and GB are powers of 1000; write {n}{binary} for a power of two)")
-        })
+    concerto_core::units::as_decimal(bytes).map_or(String::new(), |(n, decimal, binary)| {
+        format!(" ({n}{decimal} is {bytes} bytes, since KB, MB and GB are powers of 1000; write {n}{binary} for a power of two)")
+    })
 }
 
 /// A layout a client may ask for: a valid stripe unit, a count above 0.

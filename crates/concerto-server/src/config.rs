@@ -189,7 +189,7 @@ fn default_unit() -> Bytes {
 
 /// Reads a server file.
 pub fn server_config(text: &str) -> Result<ServerConfig, String> {
-    server_config_warned(text).map(|(config, _)| config)
+    validated(parse::<ServerFile>(text)?)
 }
 
 /// Reads a server file; with it, a warning for each value in it that is

@@ -135,7 +135,13 @@ def _pick(swept: tuple[Sweep, list[dict]], policy: str, where: dict | None = Non
 
 def _sweep(name: str, measure: Callable, quick: bool, seed: int | None, out: Path, workers: int,
            dask: str | None) -> tuple[Sweep, list[dict]]:
-    sweep = load_sweep(experiments_dir() / "vpfs" / name, quick=quick)
+    return _run(load_sweep(experiments_dir() / "vpfs" / name, quick=quick), measure, seed, out, workers, dask)
+
+
+def _run(sweep: Sweep, measure: Callable, seed: int | None, out: Path, workers: int,
+         dask: str | None) -> tuple[Sweep, list[dict]]:
+    """Runs one of the reproduction's sweeps afresh (the seed overridden when
+    given), each run measured by ``measure``."""
     if seed is not None:
         sweep.seed = seed
     sweep.measure = f"{__name__}:{measure.__name__}"
@@ -245,10 +251,7 @@ def _overloaded_sweep(name: str, policies: list[str], cases: list[dict] | None, 
     if cases is not None:
         doc["sweep"]["cases"] = cases
     sweep = parse_sweep(tomli_w.dumps(doc), f"{path} with {OVERLOAD_OPTION}", quick=quick)
-    if seed is not None:
-        sweep.seed = seed
-    sweep.measure = f"{__name__}:{pair_metrics.__name__}"
-    return sweep, run_sweep(sweep, out=out / "sweeps" / sweep.id, workers=workers, dask=dask, fresh=True).rows
+    return _run(sweep, pair_metrics, seed, out, workers, dask)
 
 
 def _overload_claim(results: dict, profiled: int) -> Claim:

@@ -127,7 +127,7 @@ impl Scenario {
         table: Option<&str>,
         overrides: &[String],
     ) -> Result<Scenario, ConfigError> {
-        Scenario::from_toml_table_warned(text, table, overrides).map(|(scenario, _)| scenario)
+        Scenario::read(text, table, overrides, false).map(|(scenario, _)| scenario)
     }
 
     /// As [`from_toml_table`](Self::from_toml_table); with the scenario, a
@@ -137,6 +137,17 @@ impl Scenario {
         text: &str,
         table: Option<&str>,
         overrides: &[String],
+    ) -> Result<(Scenario, Vec<ConfigError>), ConfigError> {
+        Scenario::read(text, table, overrides, true)
+    }
+
+    /// Reads and validates; with `warn`, also reads once more per trap to
+    /// place its warning (see `concerto_core::traps`).
+    fn read(
+        text: &str,
+        table: Option<&str>,
+        overrides: &[String],
+        warn: bool,
     ) -> Result<(Scenario, Vec<ConfigError>), ConfigError> {
         let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ConfigError::Syntax(format!(
@@ -169,7 +180,11 @@ impl Scenario {
                 }
             })
         };
-        let (mut scenario, warnings): (Scenario, _) = concerto_core::traps::read_warned(read)?;
+        let (mut scenario, warnings): (Scenario, _) = if warn {
+            concerto_core::traps::read_warned(read)?
+        } else {
+            (read()?, Vec::new())
+        };
         scenario.validate().map_err(placed)?;
         scenario.load_traces().map_err(placed)?;
         Ok((scenario, warnings))
