@@ -81,6 +81,18 @@ impl ClientError {
         }
     }
 
+    /// True when the server said it takes no more from this client now
+    /// (worth trying again later).
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Server {
+                kind: ErrorKind::Busy,
+                ..
+            }
+        )
+    }
+
     /// True when the server could not be reached or stopped answering.
     pub fn is_unavailable(&self) -> bool {
         matches!(
@@ -89,6 +101,11 @@ impl ClientError {
         )
     }
 }
+
+/// The first pause before a handshake the server answered `Busy` is tried
+/// again, and the longest (the pause doubles between).
+const BUSY_FIRST_PAUSE: Duration = Duration::from_millis(5);
+const BUSY_LONGEST_PAUSE: Duration = Duration::from_millis(500);
 
 /// The client's side of the handshake: hello, the server's challenge, our
 /// proof, and the server's welcome with its own proof.
@@ -100,6 +117,17 @@ async fn handshake(
 ) -> Result<Grant, ClientError> {
     let closed = || ClientError::Closed { server };
     let refused = |message: String| ClientError::Auth { server, message };
+    // What the server said instead of going on: `Busy` is no refusal of
+    // the key (the address has its cap of connections, or newer
+    // handshakes closed this one) and is worth trying again.
+    let stopped = |kind: ErrorKind, message: String| match kind {
+        ErrorKind::Busy => ClientError::Server {
+            server,
+            kind,
+            message: format!("server {server}: {message}"),
+        },
+        _ => refused(message),
+    };
     async fn next(
         server: SocketAddr,
         frames: &mut FramedRead<StampedRead, LengthDelimitedCodec>,
@@ -125,7 +153,7 @@ async fn handshake(
     .map_err(|_| closed())?;
     let theirs = match next(server, frames).await? {
         Message::Challenge { nonce } => nonce,
-        Message::Error { message, .. } => return Err(refused(message)),
+        Message::Error { kind, message } => return Err(stopped(kind, message)),
         _ => return Err(ClientError::Unexpected { server }),
     };
     let mac = auth::proof(auth::Side::Client, &credential.secret, &id, &ours, &theirs);
@@ -150,16 +178,7 @@ async fn handshake(
                 )))
             }
         }
-        // The key was fine, but the server takes no more connections from this address now.
-        Message::Error {
-            kind: ErrorKind::Busy,
-            message,
-        } => Err(ClientError::Server {
-            server,
-            kind: ErrorKind::Busy,
-            message: format!("server {server}: {message}"),
-        }),
-        Message::Error { message, .. } => Err(refused(message)),
+        Message::Error { kind, message } => Err(stopped(kind, message)),
         _ => Err(ClientError::Unexpected { server }),
     }
 }
@@ -241,8 +260,49 @@ impl Drop for ServerConnection {
 
 impl ServerConnection {
     /// Connects and authenticates with `credential` (the handshake of
-    /// [`crate::auth`]), all within `timeout`.
+    /// [`crate::auth`]), all within `timeout`. A server that answers
+    /// `Busy`, or closes the connection before the handshake is done, is
+    /// tried again after a growing pause until `timeout`; then its last
+    /// answer is the error. (A server that cannot be reached is not.)
     pub async fn connect(
+        server: SocketAddr,
+        timeout: Duration,
+        credential: &Credential,
+    ) -> Result<ServerConnection, ClientError> {
+        let deadline = Instant::now() + timeout;
+        let mut pause = BUSY_FIRST_PAUSE;
+        let mut last_busy = None;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match Self::connect_once(server, left, credential).await {
+                // The server's last word says more than the time running out.
+                Err(ClientError::Timeout { server, .. }) => {
+                    return Err(last_busy.unwrap_or(ClientError::Timeout { server, timeout }))
+                }
+                // Busy, or closed in the middle of the handshake: the
+                // server closes the oldest of too many handshakes from one
+                // address, saying so, but its words can be lost to the
+                // reset of a socket closed with our next frame unread.
+                Err(e) if e.is_busy() || matches!(e, ClientError::Closed { .. }) => {
+                    // Clients that were closed together should not all
+                    // come back together: a random part of the pause.
+                    let jitter = auth::random().map_or(0, |r| u64::from(r[0]));
+                    let wait = pause.mul_f64(0.5 + jitter as f64 / 510.0);
+                    if Instant::now() + wait >= deadline {
+                        return Err(e);
+                    }
+                    if e.is_busy() {
+                        last_busy = Some(e);
+                    }
+                    tokio::time::sleep(wait).await;
+                    pause = (pause * 2).min(BUSY_LONGEST_PAUSE);
+                }
+                done => return done,
+            }
+        }
+    }
+
+    async fn connect_once(
         server: SocketAddr,
         timeout: Duration,
         credential: &Credential,

@@ -77,8 +77,12 @@ pub(crate) async fn accept(
 /// this closes the address's oldest handshake rather than being refused:
 /// whoever holds idle unauthenticated connections cannot keep out a client
 /// of the same address (every job on a compute node shares it), whose
-/// handshake is the newest and done in a few round trips.
-const PENDING_PER_ADDRESS: usize = 16;
+/// handshake is the newest and done in a few round trips. The closed one
+/// is told `Busy` and its client tries again. As many as a compute node
+/// has cores, so that every rank of a job starting at once handshakes
+/// without being closed (with 16, two jobs of 24 processes together on
+/// one node had handshakes closed, and before clients retried, failed).
+const PENDING_PER_ADDRESS: usize = 128;
 /// Handshakes in progress at once from every address; past it new
 /// connections are closed at once.
 const PENDING_TOTAL: usize = 1024;
@@ -346,14 +350,16 @@ async fn connection(
     let handshake = tokio::select! {
         done = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut frames, &out_tx, &keys, admit)) => {
             done.unwrap_or_else(|_| {
+                // Not a key's failure: the protocol wants the handshake in time.
                 Err((
-                    ErrorKind::Denied,
+                    ErrorKind::Protocol,
                     format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
                 ))
             })
         }
+        // Not a key's failure either: the client may try again (and does).
         Ok(()) = &mut evicted => Err((
-            ErrorKind::Denied,
+            ErrorKind::Busy,
             format!("{PENDING_PER_ADDRESS} newer handshakes from {} came in before it finished", from.ip()),
         )),
     };

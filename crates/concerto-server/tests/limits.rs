@@ -418,7 +418,7 @@ async fn half_sent_frames_hold_at_most_their_addresss_budget() {
 
 /// The lockout of issue 38: a client with no key holds many connections
 /// that never authenticate, from the address a tenant shares with it (every
-/// job on a compute node does). Each new connection past 16 handshakes from
+/// job on a compute node does). Each new connection past 128 handshakes from
 /// one address closes the oldest, so the tenant's, the newest, gets in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_handshakes_cannot_keep_a_client_of_their_address_out() {
@@ -437,15 +437,123 @@ async fn idle_handshakes_cannot_keep_a_client_of_their_address_out() {
         );
     }
     // The idle ones were closed, oldest first, all but the newest few.
-    for sock in &mut idle[..280] {
+    for sock in &mut idle[..300 - 128] {
         closed_by_server(sock, "an idle handshake").await;
     }
     assert!(
         s.log()
-            .contains("16 newer handshakes from 127.0.0.3 came in before it finished"),
+            .contains("128 newer handshakes from 127.0.0.3 came in before it finished"),
         "{}",
         s.log()
     );
+}
+
+/// A handshake that newer ones from its address closed is told `Busy`
+/// with the reason, not that its key was refused: nothing was wrong with
+/// the key, and the client tries again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_closed_by_newer_ones_is_told_busy_not_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), "", 1024);
+    let mut first = connect_from([127, 0, 0, 4], s.addr).await.unwrap();
+    send(
+        &mut first,
+        0,
+        Message::Hello {
+            key_id: s.admin.id.clone(),
+            nonce: auth::random().unwrap(),
+        },
+    )
+    .await;
+    assert!(matches!(
+        receive(&mut first).await,
+        Message::Challenge { .. }
+    ));
+    let mut newer = Vec::new();
+    for _ in 0..128 {
+        newer.push(connect_from([127, 0, 0, 4], s.addr).await.unwrap());
+    }
+    let answer = receive(&mut first).await;
+    let Message::Error { kind, message } = answer else {
+        panic!("the oldest handshake was not closed: {answer:?}")
+    };
+    assert_eq!(kind, ErrorKind::Busy, "{message}");
+    assert!(
+        message.contains("128 newer handshakes from 127.0.0.4 came in before it finished"),
+        "{message}"
+    );
+}
+
+/// A client the server answers `Busy` (here: its address has the cap of
+/// connections) tries again until its timeout, and gets in once a place
+/// is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_answered_busy_tries_again_and_gets_in_when_a_place_frees() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), "max_connections_per_client = 1", 1024);
+    let holder = ServerConnection::connect(s.addr, TIMEOUT, &s.admin)
+        .await
+        .unwrap();
+    let (addr, admin) = (s.addr, s.admin.clone());
+    let waiting =
+        tokio::spawn(async move { ServerConnection::connect(addr, TIMEOUT, &admin).await });
+    let deadline = Instant::now() + TIMEOUT;
+    while !s.log().contains("1 connections from 127.0.0.1 already") {
+        assert!(Instant::now() < deadline, "never refused: {}", s.log());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        !waiting.is_finished(),
+        "the client gave up at the first Busy"
+    );
+    drop(holder);
+    let second = waiting.await.unwrap().expect("connects once a place frees");
+    second.ping().await.unwrap();
+}
+
+/// A client that stays `Busy` until its timeout fails with the server's
+/// last answer, not with a timeout that hides it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_busy_until_its_timeout_fails_with_the_servers_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), "max_connections_per_client = 1", 1024);
+    let _holder = ServerConnection::connect(s.addr, TIMEOUT, &s.admin)
+        .await
+        .unwrap();
+    let e = ServerConnection::connect(s.addr, Duration::from_secs(2), &s.admin)
+        .await
+        .err()
+        .expect("a second connection over the cap");
+    assert!(e.is_busy(), "{e}");
+    assert!(
+        e.to_string()
+            .contains("1 connections from 127.0.0.1 already"),
+        "{e}"
+    );
+}
+
+/// Every rank of a large job on one node handshaking at once gets in:
+/// past 128 handshakes of one address the oldest are closed `Busy`, and
+/// their clients try again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_hundred_clients_of_one_address_handshaking_at_once_all_get_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), "max_connections_per_client = 1000", 2048);
+    let clients: Vec<_> = (0..400)
+        .map(|_| {
+            let (addr, admin) = (s.addr, s.admin.clone());
+            tokio::spawn(async move { ServerConnection::connect(addr, TIMEOUT, &admin).await })
+        })
+        .collect();
+    let mut open = Vec::new();
+    for c in clients {
+        open.push(c.await.unwrap().expect("every client gets in"));
+    }
+    for c in &open {
+        c.ping().await.unwrap();
+    }
+    let closed = s.log().matches("newer handshakes from").count();
+    eprintln!("400 clients at once: {closed} handshakes closed by newer ones and tried again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -455,7 +563,7 @@ async fn running_out_of_file_descriptors_backs_off_and_recovers() {
     let s = start(dir.path(), "max_connections_per_client = 1000", 64);
     served(&s, 0).await;
     // Connections that never authenticate, until the server's accept fails;
-    // from many addresses, since one address holds at most 16 handshakes.
+    // from many addresses, since one address holds at most 128 handshakes.
     let mut held = Vec::new();
     let deadline = Instant::now() + TIMEOUT;
     while !s.log().contains("cannot accept a connection") {
