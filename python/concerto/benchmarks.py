@@ -2,11 +2,14 @@
 
 ``concerto sim workload from-ior "-a POSIX -t 1m -b 16m -s 4 -F -w -r"``
 prints the ``[[apps]]`` table the simulator runs for that command line, and
-``from-mdtest`` does the same for mdtest. The options are parsed by hand
-(with ``shlex`` for the quoting) because the point is IOR's and mdtest's
-own option letters, which no argument parser library knows; every option
-is either modelled, accepted with no effect in the simulator (and said so
-in docs/workloads.md), or refused with a message naming it.
+``from-mdtest`` does the same for mdtest. The command line may be the one
+a user ran, launcher and all (``mpirun -np 4 ior ...``, ``srun -n 4
+mdtest ...``): the launcher's rank count is used and its other options
+ignored. The options are parsed by hand (with ``shlex`` for the quoting)
+because the point is IOR's and mdtest's own option letters, which no
+argument parser library knows; every option is either modelled, accepted
+with no effect on timing in the simulator (and said so in
+docs/workloads.md), or refused with a message naming it.
 """
 
 from __future__ import annotations
@@ -48,32 +51,80 @@ def _count(option: str, text: str, minimum: int = 1) -> int:
 class _Parsed:
     flags: set[str]
     values: dict[str, str]
+    #: The ranks the launcher starts, and how it was told (``mpirun -np 4``).
+    ranks: tuple[int, str] | None = None
+
+
+#: Programs that start MPI ranks, whose rank count a pasted command line gives.
+LAUNCHERS = ("mpirun", "mpiexec", "mpiexec.hydra", "orterun", "srun", "aprun")
+#: Their options that give the rank count (``-n 4``, ``-n4``, ``--ntasks=4``).
+_RANK_OPTIONS = ("-np", "-n", "--np", "--n", "--ntasks")
+
+
+def _launched(program: str, words: list[str]) -> tuple[list[str], tuple[int, str] | None]:
+    """The words after the program, and the ranks a leading launcher
+    starts (``mpirun -np 4 ior ...``). Environment assignments before the
+    launcher (``OMP_NUM_THREADS=1``) and the launcher's other options
+    (hosts, mapping, binding) have no effect on the model."""
+    i = 0
+    while i < len(words) and (words[i] == "env" or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i])):
+        i += 1
+    is_program = lambda w: w == program or w.endswith(f"/{program}")  # noqa: E731
+    if i < len(words) and words[i].rsplit("/", 1)[-1] in LAUNCHERS:
+        launcher = words[i].rsplit("/", 1)[-1]
+        at = next((j for j in range(i + 1, len(words)) if is_program(words[j])), None)
+        if at is None:
+            raise BenchmarkArgsError(f"{launcher}: no {program} on the command line after it")
+        ranks = None
+        opts = words[i + 1:at]
+        for j, w in enumerate(opts):
+            name, eq, value = w.partition("=")
+            if not eq:
+                glued = next((o for o in ("-np", "-n") if w.startswith(o) and w[len(o):].isdigit()), None)
+                if glued:
+                    name, value = glued, w[len(glued):]
+                elif w in _RANK_OPTIONS and j + 1 < len(opts):
+                    value = opts[j + 1]
+            if name in _RANK_OPTIONS and value:
+                told = f"{launcher} {name} {value}"
+                n = _count(f"{launcher} {name}", value)
+                if ranks is not None and ranks[0] != n:
+                    raise BenchmarkArgsError(f"{ranks[1]} and {told} disagree")
+                ranks = (n, told)
+        return words[at + 1:], ranks
+    if i < len(words) and is_program(words[i]):
+        i += 1
+    return words[i:], None
 
 
 def _parse(program: str, args: str, flags: dict[str, str], valued: dict[str, str],
            refused: dict[str, str]) -> _Parsed:
-    """Splits ``args`` into the flags and valued options the tables name;
-    anything else is an error naming it."""
+    """Splits ``args`` into the launcher's ranks and the flags and valued
+    options the tables name; anything else is an error naming it."""
     try:
         words = shlex.split(args)
     except ValueError as e:
         raise BenchmarkArgsError(f"{program} command line: {e}") from None
-    if words and words[0] in (program, f"./{program}") or (words and words[0].endswith(f"/{program}")):
-        words = words[1:]
-    parsed = _Parsed(set(), {})
+    words, ranks = _launched(program, words)
+    parsed = _Parsed(set(), {}, ranks)
     i = 0
     while i < len(words):
         w = words[i]
-        if w in refused:
-            raise BenchmarkArgsError(f"{program} {w}: {refused[w]}")
+        name, eq, value = w.partition("=")
+        if w in refused or (eq and name in refused):
+            raise BenchmarkArgsError(f"{program} {w}: {refused[name if eq else w]}")
         if w in flags:
             parsed.flags.add(w)
+        elif re.fullmatch(r"-(\w)\1+", w) and w[:2] in flags:  # -vv
+            parsed.flags.add(w[:2])
         elif w in valued:
             if i + 1 >= len(words):
                 raise BenchmarkArgsError(f"{program} {w}: needs a value ({valued[w]})")
             parsed.values[w] = words[i + 1]
             i += 1
-        elif len(w) > 2 and w[:2] in valued:  # -t1m
+        elif eq and name.startswith("--") and name in valued:  # --option=value
+            parsed.values[name] = value
+        elif len(w) > 2 and not w.startswith("--") and w[:2] in valued:  # -t1m
             parsed.values[w[:2]] = w[2:]
         else:
             raise BenchmarkArgsError(f"{program} {w}: not an option the simulator models "
@@ -82,43 +133,64 @@ def _parse(program: str, args: str, flags: dict[str, str], valued: dict[str, str
     return parsed
 
 
-def _tasks(program: str, values: dict[str, str], processes: int | None) -> int:
-    """The tasks: the command line's -N or --processes (agreeing when both
-    are given), else 1; and no -i repetitions, which are the simulator's
-    own (--reps), not part of the workload."""
-    if "-i" in values and _count(f"{program} -i", values["-i"]) > 1:
-        raise BenchmarkArgsError(f"{program} -i {values['-i']}: repetitions are the simulator's --reps (different "
-                                 "seeds), not part of the workload")
-    if "-N" not in values:
-        return processes or 1
-    tasks = _count(f"{program} -N", values["-N"])
-    if processes is not None and tasks != processes:
-        raise BenchmarkArgsError(f"{program} -N {values['-N']} and --processes {processes} disagree")
-    return tasks
+def _ranks(program: str, parsed: _Parsed, processes: int | None) -> tuple[int, str] | None:
+    """The ranks started: the launcher's or --processes (agreeing when
+    both are given), with how they were told; None when neither says."""
+    given = (processes, f"--processes {processes}") if processes is not None else None
+    if parsed.ranks and given and parsed.ranks[0] != given[0]:
+        raise BenchmarkArgsError(f"{parsed.ranks[1]} and {given[1]} disagree")
+    return parsed.ranks or given
 
 
-#: IOR options: (what it is, how the simulator takes it).
+#: IOR options: (what it is, how the simulator takes it). The flags and
+#: valued options the simulator does not model change what IOR checks,
+#: prints or names, or repeat the run, not the timing of its operations
+#: (IOR times its data checks apart from the write and read bandwidths).
 IOR_FLAGS = {
-    "-w": "write", "-r": "read", "-F": "file per process", "-C": "reorder tasks for the read",
+    "-w": "write", "-r": "read", "-F": "file per process", "-c": "collective I/O (with -a MPIIO)",
+    "-C": "reorder tasks for the read", "-Z": "reorder tasks at random for the read",
     "-e": "fsync after the write", "-g": "barriers between operations", "-k": "keep the file",
-    "-v": "verbose", "-q": "quit on error",
+    "-K": "keep the file after errors", "-E": "use the existing file", "-u": "a directory per task",
+    "-m": "a file per repetition", "-W": "check the written data", "-R": "check the read data",
+    "-H": "show MPI-IO hints", "-v": "verbose", "-q": "quit on error",
 }
 IOR_VALUED = {
     "-a": "API: POSIX or MPIIO", "-b": "block size", "-t": "transfer size", "-s": "segment count",
-    "-N": "number of tasks", "-o": "test file name", "-i": "repetitions",
+    "-N": "number of tasks", "-o": "test file name", "-i": "repetitions", "-O": "directives",
+    "-X": "seed of the random task order", "-Q": "task offset of the reordered read",
+    "-d": "delay between repetitions", "-G": "time-stamp signature of the data", "-l": "data packet type",
+    "-j": "outlier threshold (a warning)",
 }
 IOR_REFUSED = {
-    "-c": "collective I/O is not what the ior workload models: use workload \"collective\" (docs/configuration.md)",
     "-z": "random offsets are not modelled",
     "-Y": "an fsync after every write is not modelled",
     "-D": "a deadline for stonewalling is not modelled",
-    "-O": "directives (-O) are not modelled",
     "-B": "O_DIRECT is not modelled (the simulator has no client cache)",
     "-x": "single-shared-file stonewalling is not modelled",
-    "-l": "data checks are not modelled",
-    "-W": "write checks are not modelled",
-    "-R": "read checks are not modelled",
+    "-U": "an MPI-IO hints file is not modelled (the collective workload's options are in the scenario)",
 }
+#: ``-O`` directives that change only IOR's output.
+IOR_OUTPUT_DIRECTIVES = ("summaryFormat", "summaryFile")
+
+
+def _ior_directives(text: str) -> None:
+    """``-O key=value[,key=value]``: only those that change the output."""
+    for directive in text.split(","):
+        key = directive.partition("=")[0].strip()
+        if key not in IOR_OUTPUT_DIRECTIVES:
+            raise BenchmarkArgsError(f"ior -O {directive}: not modelled (accepted: "
+                                     f"{', '.join(IOR_OUTPUT_DIRECTIVES)}, which change the output only)")
+
+
+def _ior_tasks(p: _Parsed, processes: int | None) -> int:
+    """IOR's tasks: -N of the ranks started (all of them without -N)."""
+    ranks = _ranks("ior", p, processes)
+    if "-N" not in p.values:
+        return ranks[0] if ranks else 1
+    tasks = _count("ior -N", p.values["-N"])
+    if ranks and tasks > ranks[0]:
+        raise BenchmarkArgsError(f"ior -N {p.values['-N']}: more tasks than the {ranks[0]} ranks {ranks[1]} starts")
+    return tasks
 
 
 def from_ior(args: str, processes: int | None = None, name: str | None = None) -> dict:
@@ -127,16 +199,22 @@ def from_ior(args: str, processes: int | None = None, name: str | None = None) -
     v = p.values
     api = v.get("-a", "POSIX").upper()
     if api not in ("POSIX", "MPIIO"):
-        raise BenchmarkArgsError(f"ior -a {v['-a']}: only POSIX and MPIIO (independent) are modelled")
+        raise BenchmarkArgsError(f"ior -a {v['-a']}: only POSIX and MPIIO are modelled")
+    if "-O" in v:
+        _ior_directives(v["-O"])
+    if "-i" in v:
+        _count("ior -i", v["-i"])
     transfer = ior_size("ior -t", v.get("-t", "256k"))
     block = ior_size("ior -b", v.get("-b", "1m"))
     if transfer == 0 or block == 0 or block % transfer:
         raise BenchmarkArgsError(f"ior -b {v.get('-b', '1m')} -t {v.get('-t', '256k')}: the block size must be a "
                                  "whole, non-zero number of transfers")
     segments = _count("ior -s", v.get("-s", "1"))
-    tasks = _tasks("ior", v, processes)
+    tasks = _ior_tasks(p, processes)
     # IOR writes and reads when told neither.
     operations = [op for flag, op in (("-w", "write"), ("-r", "read")) if flag in p.flags] or ["write", "read"]
+    if "-c" in p.flags:
+        return _ior_collective(p, api, operations, tasks, transfer, block, segments, name)
     app = {
         "name": name or "ior",
         "workload": "ior",
@@ -151,16 +229,45 @@ def from_ior(args: str, processes: int | None = None, name: str | None = None) -
     return app
 
 
+def _ior_collective(p: _Parsed, api: str, operations: list[str], tasks: int, transfer: int, block: int,
+                    segments: int, name: str | None) -> dict:
+    """``ior -a MPIIO -c``: the collective workload with IOR's layout
+    (pattern ``ior``), one call per transfer, planned as ROMIO does by
+    default (two-phase)."""
+    if api != "MPIIO":
+        raise BenchmarkArgsError("ior -c: collective I/O goes through MPI-IO; add -a MPIIO (IOR requires it too)")
+    if "-F" in p.flags:
+        raise BenchmarkArgsError("ior -c with -F: a collective call on each task's own file is independent I/O; "
+                                 "drop -c (or -F)")
+    if len(operations) > 1:
+        raise BenchmarkArgsError("ior -c with both -w and -r: the collective workload runs one operation per "
+                                 "application; import -c -w and -c -r as two runs")
+    return {
+        "name": name or "ior",
+        "workload": "collective",
+        "processes": tasks,
+        "op": operations[0],
+        "requests": segments * (block // transfer),
+        "access": f"ior:block={block},transfer={transfer}",
+        "collective": {"strategy": "two-phase"},
+    }
+
+
 MDTEST_FLAGS = {
     "-u": "a directory per task", "-F": "files only", "-C": "create only", "-T": "stat only",
     "-E": "read only", "-r": "remove only", "-v": "verbose", "-y": "sync after each write",
+    "-X": "verify the data read", "--verify-read": "verify the data read",
+    "--verify-write": "verify the data written", "-P": "print rates and times", "-Y": "sync after each phase",
+    "--print-all-procs": "every process prints", "--showRankStatistics": "per-rank statistics",
 }
 MDTEST_VALUED = {
     "-n": "items per task", "-w": "bytes written to each file", "-e": "bytes read from each file",
-    "-i": "repetitions", "-d": "test directory", "-N": "number of tasks",
+    "-i": "repetitions", "-d": "test directory", "-N": "stride between the task that writes and the one that "
+    "reads (against the client's cache)", "-a": "API", "-G": "seed of the data", "-V": "verbosity level",
+    "--saveRankPerformanceDetails": "a file of per-rank figures",
 }
 MDTEST_REFUSED = {
-    "-D": "directories only is not modelled (the md-test workload's items are files)",
+    "-D": "directories only: the md-test workload's items are files (its directory phases are not modelled)",
     "-z": "a directory tree (depth) is not modelled: each task has one directory",
     "-b": "a directory tree (branching) is not modelled: each task has one directory",
     "-L": "leaf-only trees are not modelled",
@@ -168,6 +275,12 @@ MDTEST_REFUSED = {
     "-I": "items per directory in a tree are not modelled",
     "-R": "random stat order is not modelled",
     "-t": "the unique working directory option is not modelled",
+    "-W": "a stonewall deadline is not modelled",
+    "-x": "a stonewall status file is not modelled",
+    "-k": "mknod instead of creat is not modelled",
+    "-f": "a sweep of task counts (first) is not modelled: import one count (--processes or the launcher's)",
+    "-l": "a sweep of task counts (last) is not modelled: import one count (--processes or the launcher's)",
+    "-s": "a sweep of task counts (stride) is not modelled: import one count (--processes or the launcher's)",
 }
 
 #: mdtest's steps for its -C/-T/-E/-r choices, as the md-test workload names them.
@@ -183,7 +296,16 @@ def from_mdtest(args: str, processes: int | None = None, name: str | None = None
     if "-u" not in p.flags:
         raise BenchmarkArgsError("mdtest without -u (every task in one shared directory) is not modelled: the "
                                  "md-test workload gives each task its own directory; pass -u")
-    tasks = _tasks("mdtest", v, processes)
+    if "-F" not in p.flags:
+        raise BenchmarkArgsError("mdtest without -F runs its directory phases too (Directory creation, stat, "
+                                 "removal), which the md-test workload does not model: pass -F for its file phases")
+    if v.get("-a", "POSIX").upper() != "POSIX":
+        raise BenchmarkArgsError(f"mdtest -a {v['-a']}: only POSIX is modelled")
+    for option in ("-i", "-N"):
+        if option in v:
+            _count(f"mdtest {option}", v[option], minimum=0 if option == "-N" else 1)
+    ranks = _ranks("mdtest", p, processes)
+    tasks = ranks[0] if ranks else 1
     write = ior_size("mdtest -w", v.get("-w", "0"))
     read = ior_size("mdtest -e", v.get("-e", "0"))
     if write and read and write != read:

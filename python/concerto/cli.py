@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -187,18 +188,20 @@ def sim_workload() -> None:
 
 
 def _benchmark_command(convert):
-    def command(args: str, processes: int | None, name: str | None) -> None:
+    def command(args: tuple[str, ...], processes: int | None, name: str | None) -> None:
         from concerto import benchmarks
 
+        # One quoted command line as it is, or the words of one pasted unquoted.
+        line = args[0] if len(args) == 1 else shlex.join(args)
         try:
-            click.echo(benchmarks.apps_toml(convert(benchmarks)(args, processes, name)), nl=False)
+            click.echo(benchmarks.apps_toml(convert(benchmarks)(line, processes, name)), nl=False)
         except benchmarks.BenchmarkArgsError as e:
             raise UsageProblem(str(e)) from e
     return command
 
 
 _bench_opts = [
-    click.argument("args"),
+    click.argument("args", nargs=-1, required=True),
     click.option("--processes", type=click.IntRange(min=1, max=1_000_000), default=None,
                  help="Tasks, as mpirun -np gives them (default: the command line's -N, else 1)."),
     click.option("--name", default=None, help="The application's name in the scenario."),
@@ -240,11 +243,13 @@ def sim_workload_from_darshan(log: Path, as_phases: bool, bandwidth: str | None,
 
 
 sim_workload.command("from-ior", context_settings={"ignore_unknown_options": True}, help="Print the [[apps]] table that runs an IOR command line ("
-                     "\"-a POSIX -t 1m -b 16m -s 4 -F -w -r\"); append it to a scenario's cluster. "
+                     "\"-a POSIX -t 1m -b 16m -s 4 -F -w -r\", or as it was run: \"mpirun -np 4 ior ...\"); "
+                     "append it to a scenario's cluster. "
                      "docs/workloads.md lists the options modelled.")(
     _with(_bench_opts, _benchmark_command(lambda b: b.from_ior)))
 sim_workload.command("from-mdtest", context_settings={"ignore_unknown_options": True}, help="Print the [[apps]] table that runs an mdtest command line ("
-                     "\"-n 1000 -u -w 4096 -e 4096\"); append it to a scenario's cluster. "
+                     "\"-n 1000 -u -F -w 4096 -e 4096\", or as it was run: \"srun -n 4 mdtest ...\"); "
+                     "append it to a scenario's cluster. "
                      "docs/workloads.md lists the options modelled.")(
     _with(_bench_opts, _benchmark_command(lambda b: b.from_mdtest)))
 
@@ -476,8 +481,8 @@ def plan_transfers(matrix: Path | None, random_spec: str | None, weighted: bool,
 
 @plan.command("collective")
 @click.option("--pattern", required=True, metavar="SPEC",
-              help="The access pattern: demo:segment=S, mpi-io-test:segment=S, ior-mpi-io:segment=S[,file=F] or "
-                   "noncontig:elmtcount=N[,call=BYTES], hpio:count=N,size=S[,spacing=G], coll-perf:n=N or "
+              help="The access pattern: demo:segment=S, mpi-io-test:segment=S, ior-mpi-io:segment=S[,file=F], "
+                   "ior:transfer=T[,block=B], noncontig:elmtcount=N[,call=BYTES], hpio:count=N,size=S[,spacing=G], coll-perf:n=N or "
                    "tiles:grid=PXxPY,tile=TXxTY,element=S[,planes=Z].")
 @click.option("--procs", type=click.IntRange(min=1, max=1_000_000), required=True, help="Processes.")
 @click.option("--servers", type=click.IntRange(min=1, max=100_000), required=True, help="I/O servers.")

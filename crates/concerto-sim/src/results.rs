@@ -57,6 +57,8 @@ pub struct AppResult {
 #[derive(Clone, Debug, Serialize)]
 pub struct MdPhase {
     pub phase: crate::scenario::MdStep,
+    /// The row of mdtest's summary it counts under ("File creation"), if any.
+    pub operation: Option<&'static str>,
     pub items: u64,
     pub seconds: f64,
     pub ops_per_s: f64,

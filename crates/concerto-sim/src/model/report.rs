@@ -49,6 +49,7 @@ impl<'a> Simulation<'a> {
                                 };
                                 MdPhase {
                                     phase,
+                                    operation: phase.mdtest_operation(),
                                     items,
                                     seconds,
                                     ops_per_s: if seconds > 0.0 {

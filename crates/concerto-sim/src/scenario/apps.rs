@@ -282,6 +282,24 @@ pub enum MdStep {
     Rmtestdir,
 }
 
+impl MdStep {
+    /// The row of mdtest's summary this phase counts under: mdtest creates,
+    /// writes and closes each file in one loop, its "File creation", so
+    /// `create` and `write` share that row; `readdir` and `close` have no
+    /// row of their own.
+    pub fn mdtest_operation(self) -> Option<&'static str> {
+        match self {
+            MdStep::Mktestdir => Some("Tree creation"),
+            MdStep::Create | MdStep::Write => Some("File creation"),
+            MdStep::Stat => Some("File stat"),
+            MdStep::Read => Some("File read"),
+            MdStep::Rm => Some("File removal"),
+            MdStep::Rmtestdir => Some("Tree removal"),
+            MdStep::Readdir | MdStep::Close => None,
+        }
+    }
+}
+
 pub(crate) fn unit_weight() -> f64 {
     1.0
 }

@@ -19,6 +19,11 @@ pub enum Pattern {
     /// ior-mpi-io: the file is cut into P equal blocks, one per process;
     /// in call k every process asks for the k-th segment of its block.
     IorMpiIo { segment: u64, file: u64 },
+    /// IOR's shared file with collective I/O (`ior -a MPIIO -c`): segment
+    /// s holds one block per process, process i's at (s·P + i)·block; each
+    /// call moves one transfer of every process's block, in order, so call
+    /// c is transfer c mod (block / transfer) of segment c div it.
+    Ior { block: u64, transfer: u64 },
     /// noncontig: a vector datatype over P columns; each row holds one
     /// block of `elmtcount` 4-byte elements per process; a call covers
     /// `call_bytes` of the file.
@@ -42,7 +47,7 @@ pub enum Pattern {
     },
 }
 
-const NAMES: &str = "demo, mpi-io-test, ior-mpi-io, noncontig, hpio, coll-perf, tiles";
+const NAMES: &str = "demo, mpi-io-test, ior-mpi-io, ior, noncontig, hpio, coll-perf, tiles";
 
 /// `p` as three factors, largest first, as close to each other as possible.
 pub fn dims3(p: u64) -> [u64; 3] {
@@ -110,6 +115,7 @@ impl Pattern {
         let known: &[&str] = match name {
             "demo" | "mpi-io-test" => &["segment"],
             "ior-mpi-io" => &["segment", "file"],
+            "ior" => &["block", "transfer"],
             "noncontig" => &["elmtcount", "call"],
             "tiles" => &["grid", "tile", "planes", "element"],
             "hpio" => &["count", "size", "spacing"],
@@ -168,6 +174,16 @@ impl Pattern {
                 segment: size("segment", None)?,
                 file: size("file", Some(1 << 30))?,
             },
+            "ior" => {
+                let transfer = size("transfer", None)?;
+                let block = size("block", Some(transfer))?;
+                if block % transfer != 0 {
+                    return Err(format!(
+                        "{name}: block={block} is not a whole number of transfers of {transfer} bytes"
+                    ));
+                }
+                Pattern::Ior { block, transfer }
+            }
             "hpio" => Pattern::Hpio {
                 count: size("count", None)?,
                 size: size("size", None)?,
@@ -196,6 +212,8 @@ impl Pattern {
             Pattern::Demo { segment } => Some(4 * p * segment),
             Pattern::MpiIoTest { segment } => Some(p * segment),
             Pattern::IorMpiIo { .. } => None,
+            // Calls within a block move by a transfer, to the next segment by more.
+            Pattern::Ior { block, transfer } => (block == transfer).then_some(p * block),
             Pattern::Noncontig {
                 elmtcount,
                 call_bytes,
@@ -237,6 +255,14 @@ impl Pattern {
                     } else {
                         vec![Extent::new(i * block + at, segment)]
                     }
+                }
+                Pattern::Ior { block, transfer } => {
+                    let per_block = block / transfer;
+                    let (segment, k) = (call / per_block, call % per_block);
+                    vec![Extent::new(
+                        (segment * p + i) * block + k * transfer,
+                        transfer,
+                    )]
                 }
                 Pattern::Hpio {
                     count,
@@ -407,6 +433,42 @@ mod tests {
         assert!(Pattern::parse("tiles:grid=3,tile=1x1,element=8")
             .unwrap_err()
             .contains("not AxB"));
+    }
+
+    /// IOR's layout: block s·P + i of the file is process i's s-th, moved a
+    /// transfer per call; the calls of one block are contiguous per process.
+    #[test]
+    fn the_ior_pattern_lays_blocks_out_as_ior_does() {
+        let ior = Pattern::parse("ior:block=4KiB,transfer=1KiB").unwrap();
+        assert_eq!(
+            ior,
+            Pattern::Ior {
+                block: 4096,
+                transfer: 1024
+            }
+        );
+        // Call 5 = segment 1, transfer 1; process 2 of 3: block 1·3 + 2 = 5.
+        assert_eq!(
+            ior.accesses(3, 5)[2],
+            vec![Extent::new(5 * 4096 + 1024, 1024)]
+        );
+        // Every byte of two segments, once.
+        let mut all: Vec<Extent> = (0..8).flat_map(|c| ior.accesses(3, c)).flatten().collect();
+        all.sort_by_key(|e| e.offset);
+        assert!(all
+            .windows(2)
+            .all(|w| w[0].offset + w[0].len == w[1].offset));
+        assert_eq!(all.iter().map(|e| e.len).sum::<u64>(), 2 * 3 * 4096);
+        assert_eq!(ior.call_shift(3), None);
+        let whole = Pattern::parse("ior:transfer=1MiB").unwrap();
+        assert_eq!(whole.call_shift(4), Some(4 << 20));
+        assert_eq!(
+            whole.accesses(4, 2)[1],
+            vec![Extent::new((2 * 4 + 1) << 20, 1 << 20)]
+        );
+        assert!(Pattern::parse("ior:block=3KiB,transfer=2KiB")
+            .unwrap_err()
+            .contains("not a whole number of transfers"));
     }
 
     #[test]
