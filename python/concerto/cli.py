@@ -641,6 +641,52 @@ def demo_iosets(out: Path, quick: bool, cluster_dir: Path | None) -> None:
     run(out, quick, console, cluster_dir)
 
 
+@main.command("twin", context_settings={"ignore_unknown_options": True})
+@click.argument("command", nargs=-1, required=True)
+@click.option("--servers", type=click.IntRange(min=1, max=64), default=4, show_default=True)
+@click.option("--throttle", type=click.Choice(["hdd", "ssd"]), default="hdd", show_default=True,
+              help="The servers' emulated device (the simulator gets its model).")
+@click.option("--stripe-unit", default="64KiB", show_default=True, callback=stripe_unit_arg(real=True))
+@click.option("--depth", type=click.IntRange(min=1, max=1024), default=8, show_default=True,
+              help="Requests in service per server.")
+@click.option("--policy", type=click.Choice(_native.policy_names()), default="fifo", show_default=True)
+@click.option("--reps", type=click.IntRange(min=1, max=100), default=3, show_default=True,
+              help="Real runs (the median) and simulator seeds (the mean).")
+@click.option("--processes", type=click.IntRange(min=1, max=256), default=None,
+              help="Tasks, when the command line has no launcher (mpirun -np N).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/twin"),
+              show_default=True)
+@guarded
+def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit: int, depth: int, policy: str,
+             reps: int, processes: int | None, out: Path) -> None:
+    """Run an IOR or mdtest command line on a local throttled cluster (the project's own IOR-like and
+    mdtest-like drivers, through the mount) and in the simulator on its twin; print each operation side by
+    side with sim / real. E.g. concerto twin mpirun -np 4 ior -t 1m -b 4m -s 4 -F -w -r"""
+    from rich import box
+    from rich.table import Table
+
+    from concerto import twin
+
+    line = command[0] if len(command) == 1 else shlex.join(command)
+    spec = twin.TwinSpec(servers=servers, throttle=throttle, stripe_unit=stripe_unit, depth=depth, policy=policy,
+                         reps=reps)
+    try:
+        result = twin.run(line, spec, out, processes, say=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
+    except twin.TwinProblem as e:
+        raise UsageProblem(str(e)) from e
+    t = Table(title=f"{escape(line)}: {servers} {throttle}-class servers, {policy}, {result['unit']}",
+              title_justify="left", box=box.SIMPLE_HEAD,
+              caption=f"real: median of {reps} runs through the mount; sim: mean of {reps} seeds on the throttle's "
+                      "device model", caption_justify="left")
+    for col in ("operation", "real", "sim", "sim / real"):
+        t.add_column(col, justify="left" if col == "operation" else "right")
+    for r in result["rows"]:
+        ratio = f"{r['sim_over_real']:.2f}" if r["sim_over_real"] is not None else "-"
+        t.add_row(r["operation"], f"{r['real']:.1f}", f"{r['sim']:.1f}", ratio)
+    console.print(t)
+    console.print(f"figures: {out / 'twin.json'}")
+
+
 @main.group()
 def bench() -> None:
     """Measure the real file system (criterion's benchmarks are `make bench`)."""

@@ -1,0 +1,76 @@
+"""`concerto twin`: an IOR or mdtest command line run by the project's own
+drivers on a local throttled cluster through the mount, and in the
+simulator on the cluster's twin, side by side. Needs root and /dev/fuse,
+as CI has."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from concerto import benchmarks, twin
+from conftest import concerto
+
+IOR = ["mpirun", "-np", "2", "ior", "-t", "256k", "-b", "1m", "-s", "2", "-F"]
+
+
+def _twin(tmp_path: Path, name: str, *args: str) -> dict:
+    out = tmp_path / name
+    r = concerto("twin", *args, "--reps", "1", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "sim / real" in r.stdout
+    return json.loads((out / "twin.json").read_text())
+
+
+def test_twin_runs_ior_on_both_sides_and_each_row_is_its_sides_figures(tmp_path):
+    result = _twin(tmp_path, "ior", *IOR, "-w", "-r")
+    assert result["unit"] == "MiB/s" and result["app"]["processes"] == 2
+    rows = result["rows"]
+    assert [r["operation"] for r in rows] == ["write", "read"]
+    for r in rows:
+        assert r["real"] > 0 and r["sim"] > 0
+        assert r["sim_over_real"] == pytest.approx(r["sim"] / r["real"])
+    # The simulated side is the simulator's for the same command line.
+    app = benchmarks.from_ior(" ".join(IOR + ["-w", "-r"]))
+    expected = twin.simulated("ior", {**app, "name": "ior"}, twin.TwinSpec(reps=1))
+    assert [r["sim"] for r in rows] == pytest.approx(list(expected.values()))
+
+
+def test_ior_file_per_process_writes_agree_within_15_percent_on_hdd_class_servers(tmp_path):
+    # The data path is calibrated by construction (the throttle enforces
+    # the device model the simulator is given): a write, fsynced, through
+    # the mount is within the issue's 15% of the simulator's prediction.
+    # Stated tolerance, two-sided.
+    (row,) = _twin(tmp_path, "agree", *IOR, "-w")["rows"]
+    assert 0.85 <= row["sim_over_real"] <= 1.15, row
+
+
+def test_a_faster_throttle_moves_both_sides_of_the_table(tmp_path):
+    hdd = _twin(tmp_path, "hdd", *IOR, "-w", "--throttle", "hdd")["rows"][0]
+    ssd = _twin(tmp_path, "ssd", *IOR, "-w", "--throttle", "ssd")["rows"][0]
+    # The HDD class seeks 8 ms between the two tasks' files; the SSD class
+    # does not and has 5x the bandwidth: far more than noise apart.
+    assert ssd["real"] > 2 * hdd["real"], (hdd, ssd)
+    assert ssd["sim"] > 2 * hdd["sim"], (hdd, ssd)
+
+
+def test_twin_runs_mdtest_phases_under_mdtests_names(tmp_path):
+    result = _twin(tmp_path, "md", "srun", "-n", "2", "mdtest", "-n", "20", "-u", "-F", "-w", "4k", "-e", "4k")
+    assert result["unit"] == "ops/s"
+    assert [r["operation"] for r in result["rows"]] == [
+        "Tree creation", "File creation", "File stat", "File read", "File removal", "Tree removal"]
+    for r in result["rows"]:
+        assert r["real"] > 0 and r["sim"] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["mpirun", "-np", "2", "ior", "-a", "MPIIO", "-c", "-w"], "collective I/O on real servers"),
+    (["mpirun", "-np", "2", "a.out"], "no ior or mdtest on the command line"),
+    (["ior", "-z"], "ior -z: random offsets are not modelled"),
+    (["mdtest", "-n", "5", "-u"], "mdtest without -F"),
+])
+def test_a_command_line_twin_cannot_run_is_refused_by_name(tmp_path, args, message):
+    r = concerto("twin", *args, "--out", str(tmp_path))
+    assert r.returncode == 2 and message in r.stderr, r.stderr
