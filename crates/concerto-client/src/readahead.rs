@@ -115,8 +115,6 @@ impl FsClient {
                 .state
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            // A fresh handle's first read at 0 counts: a program that
-            // starts at the beginning usually goes on.
             let sequential = offset == s.next;
             let now = Instant::now();
             // Stale or no longer wanted: dropped.
@@ -136,7 +134,11 @@ impl FsClient {
                 .collect();
             (waits, sequential)
         };
-        if sequential {
+        // Fetching starts at a handle's second sequential read, not its
+        // first: a program that opens a small file and reads it whole
+        // (mdtest's read phase) would otherwise have a chunk fetched from
+        // every server of the layout for nothing.
+        if sequential && offset > 0 {
             self.fetch_ahead(file, offset + len, generation);
         }
         // The chunks in order from `offset`, as long as they join up.
@@ -206,8 +208,12 @@ impl FsClient {
             .unwrap_or_else(|p| p.into_inner());
         s.window = (s.window * 2).clamp(FIRST_WINDOW, MAX_WINDOW);
         let end = (from + s.window).min(s.end_seen.unwrap_or(u64::MAX));
-        // Fetches start at chunk boundaries past what is held.
-        let mut start = s.chunks.back().map_or(from - from % chunk, |c| c.end());
+        // Fetches start past what is held, or at the stripe where the
+        // reads are (whole stripes: one request per server per chunk);
+        // not at a chunk boundary, which would fetch again what the
+        // handle's first reads read.
+        let stripe = file.layout.unit() * file.layout.stripe_count() as u64;
+        let mut start = s.chunks.back().map_or(from - from % stripe, |c| c.end());
         while start < end {
             let Ok(room) = self
                 .shared
