@@ -114,8 +114,12 @@ def _summary(per_app: list[dict]) -> dict:
 def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: str = "hdd") -> str:
     """A scenario's ``[cluster]`` of ``servers`` on the ``emulated`` device the
     throttle preset enforces on a real cluster: the simulator's twin of a
-    ``cluster up --throttle PRESET``."""
+    ``cluster up --throttle PRESET``: the throttle's device, and its
+    metadata service as the local cluster has it (one server, server 0,
+    every operation costing what the throttle charges it)."""
     dev = json.loads(_native.emulation_preset(preset))
+    cost = f'"{dev["metadata_ns"]}ns"'
+    costs = ", ".join(f"{op} = {cost}" for op in METADATA_OPERATIONS)
     return f"""[cluster]
 servers = {servers}
 stripe_unit = {stripe_unit}
@@ -126,7 +130,14 @@ bandwidth = {dev["bandwidth_Bps"]}
 latency = "{dev["latency_ns"]}ns"
 seek = "{dev["seek_ns"]}ns"
 parallelism = {dev["parallelism"]}
+[cluster.metadata]
+servers = 1
+costs = {{ {costs} }}
 """
+
+
+#: The simulator's metadata operations (`[cluster.metadata] costs`).
+METADATA_OPERATIONS = ("mkdir", "create", "getattr", "readdir", "remove", "rmdir", "rename", "setattr")
 
 
 def scenario_toml(policy: str) -> str:

@@ -8,7 +8,8 @@ and read with ``pwrite``/``pread`` of ``-t`` bytes, mdtest's phases as its
 loops. The simulated side runs the same command line, imported as
 ``concerto sim workload from-ior/from-mdtest`` does, on the cluster's twin:
 the throttle's device model, the same servers, stripe unit, depth, policy,
-and one co-located metadata server (the local cluster's server 0). Each
+and one co-located metadata server (the local cluster's server 0) whose
+operations cost what the throttle charges them. Each
 operation's figure is IOR's or mdtest's own: the bytes (items) all tasks
 moved over the time from the operation's start to its last task's end.
 
@@ -93,8 +94,6 @@ def sim_scenario(app: dict, spec: TwinSpec) -> str:
     """The simulated side: the app on the throttled cluster's twin."""
     return f"""name = "twin-{app['name']}"
 {emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle)}
-[cluster.metadata]
-servers = 1
 [policy]
 kind = "{spec.policy}"
 {benchmarks.apps_toml(app)}"""

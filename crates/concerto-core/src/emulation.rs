@@ -13,6 +13,12 @@ use crate::server::DeviceClass;
 use crate::time::Time;
 use crate::units::Bandwidth;
 
+/// What a metadata operation costs a throttled server's device, whatever
+/// the operation: the real servers' throttle charges it, and the
+/// simulator's twin of a throttled cluster gives every operation this cost
+/// (`concerto twin`, `concerto demo`), so both worlds pay the same.
+pub const METADATA_SERVICE: Time = Time::from_micros(300);
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmulationConfig {

@@ -579,13 +579,16 @@ pub fn list_keys(ring: &str) -> PyResult<String> {
     Ok(to_json(&keys))
 }
 
-/// A throttle preset (`hdd`, `ssd`) as JSON: bandwidth_Bps, latency_ns, seek_ns, parallelism.
+/// A throttle preset (`hdd`, `ssd`) as JSON: bandwidth_Bps, latency_ns,
+/// seek_ns, parallelism, and metadata_ns (what the throttle charges every
+/// metadata operation).
 #[pyfunction]
 pub fn emulation_preset(name: &str) -> PyResult<String> {
     let p = concerto_core::emulation::EmulationConfig::preset(name)
         .ok_or_else(|| PyValueError::new_err(format!("unknown preset {name:?} (hdd, ssd)")))?;
     Ok(json!({
         "bandwidth_Bps": p.bandwidth.0, "latency_ns": p.latency.as_nanos(), "seek_ns": p.seek.as_nanos(), "parallelism": p.parallelism,
+        "metadata_ns": concerto_core::emulation::METADATA_SERVICE.as_nanos(),
     })
     .to_string())
 }

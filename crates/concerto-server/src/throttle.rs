@@ -10,7 +10,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use concerto_core::emulation::{EmulatedDevice, EmulationConfig};
+use concerto_core::emulation::{EmulatedDevice, EmulationConfig, METADATA_SERVICE};
 use concerto_core::Time;
 
 /// Linux lets a sleeping thread wake up to 50 us late by default (its
@@ -34,9 +34,6 @@ pub struct Throttle {
     device: Mutex<EmulatedDevice>,
     start: Instant,
 }
-
-/// A metadata operation's service time on a throttled device.
-const METADATA_SERVICE: Time = Time::from_micros(300);
 
 impl Throttle {
     pub fn new(cfg: EmulationConfig) -> Throttle {
