@@ -9,7 +9,9 @@ loops. The simulated side runs the same command line, imported as
 ``concerto sim workload from-ior/from-mdtest`` does, on the cluster's twin:
 the throttle's device model, the same servers, stripe unit, depth, policy,
 and one co-located metadata server (the local cluster's server 0) whose
-operations cost what the throttle charges them. Each
+operations cost what the throttle charges them, asked what the FUSE mount
+asks (``posix_mount``: the kernel's lookups before creates, an open before
+a read). Each
 operation's figure is IOR's or mdtest's own: the bytes (items) all tasks
 moved over the time from the operation's start to its last task's end.
 
@@ -93,7 +95,7 @@ def imported(command: str, processes: int | None) -> tuple[str, dict]:
 def sim_scenario(app: dict, spec: TwinSpec) -> str:
     """The simulated side: the app on the throttled cluster's twin."""
     return f"""name = "twin-{app['name']}"
-{emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle)}
+{emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle)}posix_mount = true
 [policy]
 kind = "{spec.policy}"
 {benchmarks.apps_toml(app)}"""

@@ -7,7 +7,9 @@ use concerto_core::client::collective::patterns::tile_extents;
 use concerto_core::{Extent, MetaOp};
 use smallvec::{smallvec, SmallVec};
 
-use crate::scenario::{AppSpec, BtioSubtype, DataOp, FileMode, MdStep, Pattern, WorkloadKind};
+use crate::scenario::{
+    AppSpec, BtioSubtype, DataOp, FileMode, MdStep, MetadataConfig, Pattern, WorkloadKind,
+};
 
 /// What one data step of one process accesses: a file of the application
 /// (an index into its files) and the file extents, ascending.
@@ -61,16 +63,19 @@ pub fn files_per_instance(app: &AppSpec) -> u32 {
     }
 }
 
-/// Appends to `out` the steps of call `call` of process `rank`, in order.
-/// With `getattr_before_read`, every data read is preceded by a getattr of
-/// its file (the PVFS2 client protocol).
+/// Appends to `out` the steps of call `call` of process `rank`, in order,
+/// as the client `metadata` describes sends them: with
+/// `getattr_before_read`, every data read is preceded by a getattr of its
+/// file (the PVFS2 client protocol); with `posix_mount`, md-test's
+/// requests are the FUSE mount's ([`md_test_steps`]).
 pub fn call_steps(
     app: &AppSpec,
     rank: u32,
     call: u32,
-    getattr_before_read: bool,
+    metadata: &MetadataConfig,
     out: &mut Vec<Step>,
 ) {
+    let (getattr_before_read, posix_mount) = (metadata.getattr_before_read, metadata.posix_mount);
     let data = |op: DataOp, access: Access, out: &mut Vec<Step>| {
         if getattr_before_read && op == DataOp::Read {
             out.push(Step::Meta {
@@ -182,56 +187,83 @@ pub fn call_steps(
                 offset += len;
             }
         }
-        WorkloadKind::MdTest => {
-            let items = app.items.unwrap_or(1);
-            let file = |i: u32| rank * items + i;
-            let meta = |op: MetaOp, target: MetaTarget| Step::Meta { op, target };
-            match app.md_steps().get(call as usize).copied() {
-                Some(MdStep::Mktestdir) => out.push(meta(MetaOp::Mkdir, MetaTarget::Dir)),
-                Some(MdStep::Create) => {
-                    out.extend((0..items).map(|i| meta(MetaOp::Create, MetaTarget::File(file(i)))))
-                }
-                Some(MdStep::Stat) => {
-                    out.extend((0..items).map(|i| meta(MetaOp::Getattr, MetaTarget::File(file(i)))))
-                }
-                Some(MdStep::Write) if size > 0 => {
-                    for i in 0..items {
-                        data(
-                            DataOp::Write,
-                            Access {
-                                file: file(i),
-                                extents: smallvec![Extent::new(0, size)],
-                            },
-                            out,
-                        );
-                    }
-                }
-                Some(MdStep::Readdir) => out.push(meta(MetaOp::Readdir, MetaTarget::Dir)),
-                Some(MdStep::Read) => {
-                    for i in 0..items {
-                        if size > 0 {
-                            data(
-                                DataOp::Read,
-                                Access {
-                                    file: file(i),
-                                    extents: smallvec![Extent::new(0, size)],
-                                },
-                                out,
-                            );
-                        } else {
-                            out.push(meta(MetaOp::Getattr, MetaTarget::File(file(i))));
-                        }
-                    }
-                }
-                // PVFS2 has no close request: the phase only synchronizes.
-                Some(MdStep::Close) => {}
-                Some(MdStep::Rm) => {
-                    out.extend((0..items).map(|i| meta(MetaOp::Remove, MetaTarget::File(file(i)))))
-                }
-                Some(MdStep::Rmtestdir) => out.push(meta(MetaOp::Rmdir, MetaTarget::Dir)),
-                Some(MdStep::Write) | None => {}
+        WorkloadKind::MdTest => md_test_steps(app, rank, call, posix_mount, out, data),
+    }
+}
+
+/// md-test's phase `call` of process `rank`: its items' requests. With
+/// `posix_mount`, as Concerto's FUSE mount sends them: a new name's create
+/// or mkdir comes after the kernel's lookup of it (which misses), and a
+/// file is opened (one request) before it is read.
+fn md_test_steps(
+    app: &AppSpec,
+    rank: u32,
+    call: u32,
+    posix_mount: bool,
+    out: &mut Vec<Step>,
+    data: impl Fn(DataOp, Access, &mut Vec<Step>),
+) {
+    let items = app.items.unwrap_or(1);
+    let size = app.request_size.map_or(0, |b| b.0);
+    let file = |i: u32| rank * items + i;
+    let meta = |op: MetaOp, target: MetaTarget| Step::Meta { op, target };
+    // The kernel's lookup of a name, or the open of a file: one getattr-class request.
+    let lookup = |target: MetaTarget, out: &mut Vec<Step>| {
+        if posix_mount {
+            out.push(meta(MetaOp::Getattr, target));
+        }
+    };
+    match app.md_steps().get(call as usize).copied() {
+        Some(MdStep::Mktestdir) => {
+            lookup(MetaTarget::Dir, out);
+            out.push(meta(MetaOp::Mkdir, MetaTarget::Dir));
+        }
+        Some(MdStep::Create) => {
+            for i in 0..items {
+                lookup(MetaTarget::File(file(i)), out);
+                out.push(meta(MetaOp::Create, MetaTarget::File(file(i))));
             }
         }
+        Some(MdStep::Stat) => {
+            out.extend((0..items).map(|i| meta(MetaOp::Getattr, MetaTarget::File(file(i)))))
+        }
+        Some(MdStep::Write) if size > 0 => {
+            for i in 0..items {
+                data(
+                    DataOp::Write,
+                    Access {
+                        file: file(i),
+                        extents: smallvec![Extent::new(0, size)],
+                    },
+                    out,
+                );
+            }
+        }
+        Some(MdStep::Readdir) => out.push(meta(MetaOp::Readdir, MetaTarget::Dir)),
+        Some(MdStep::Read) => {
+            for i in 0..items {
+                if size > 0 {
+                    lookup(MetaTarget::File(file(i)), out);
+                    data(
+                        DataOp::Read,
+                        Access {
+                            file: file(i),
+                            extents: smallvec![Extent::new(0, size)],
+                        },
+                        out,
+                    );
+                } else {
+                    out.push(meta(MetaOp::Getattr, MetaTarget::File(file(i))));
+                }
+            }
+        }
+        // PVFS2 has no close request: the phase only synchronizes.
+        Some(MdStep::Close) => {}
+        Some(MdStep::Rm) => {
+            out.extend((0..items).map(|i| meta(MetaOp::Remove, MetaTarget::File(file(i)))))
+        }
+        Some(MdStep::Rmtestdir) => out.push(meta(MetaOp::Rmdir, MetaTarget::Dir)),
+        Some(MdStep::Write) | None => {}
     }
 }
 
@@ -357,7 +389,7 @@ mod tests {
         assert_eq!(ior.bytes_per_call(), 600);
         for (call, op) in [(0, DataOp::Write), (1, DataOp::Read)] {
             let mut steps = Vec::new();
-            call_steps(&ior, 1, call, false, &mut steps);
+            call_steps(&ior, 1, call, &MetadataConfig::default(), &mut steps);
             let offsets: Vec<u64> = steps
                 .iter()
                 .map(|s| match s {
@@ -372,11 +404,42 @@ mod tests {
         }
         let fpp = app("workload = \"ior\"\nprocesses = 4\nrequest_size = 100\nblock_size = 200\nsegments = 2\nfile = \"per-process\"");
         let mut steps = Vec::new();
-        call_steps(&fpp, 3, 0, false, &mut steps);
+        call_steps(&fpp, 3, 0, &MetadataConfig::default(), &mut steps);
         assert_eq!(steps.len(), 4);
         assert!(
             matches!(&steps[3], Step::Data { access, .. } if access.file == 3 && access.extents[0].offset == 300)
         );
+    }
+
+    /// Through a POSIX mount, md-test's creates and mkdirs follow the
+    /// kernel's lookup of the new name and its reads the file's open; the
+    /// PVFS2 client sends the operation alone.
+    #[test]
+    fn a_posix_mount_looks_names_up_before_creating_and_opens_before_reading() {
+        let md = app("workload = \"md-test\"\nprocesses = 2\nitems = 2\nrequest_size = 4096\nmd_steps = [\"mktestdir\", \"create\", \"read\", \"stat\"]");
+        let mount = MetadataConfig {
+            posix_mount: true,
+            ..MetadataConfig::default()
+        };
+        let kinds = |call: u32, metadata: &MetadataConfig| {
+            let mut steps = Vec::new();
+            call_steps(&md, 1, call, metadata, &mut steps);
+            steps
+                .iter()
+                .map(|s| match s {
+                    Step::Meta { op, .. } => format!("{op:?}"),
+                    Step::Data { op, access } => format!("{op:?} {}", access.file),
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(0, &mount), ["Getattr", "Mkdir"]);
+        assert_eq!(kinds(1, &mount), ["Getattr", "Create", "Getattr", "Create"]);
+        assert_eq!(kinds(2, &mount), ["Getattr", "Read 2", "Getattr", "Read 3"]);
+        assert_eq!(kinds(3, &mount), ["Getattr", "Getattr"]);
+        let pvfs2 = MetadataConfig::default();
+        assert_eq!(kinds(0, &pvfs2), ["Mkdir"]);
+        assert_eq!(kinds(1, &pvfs2), ["Create", "Create"]);
+        assert_eq!(kinds(2, &pvfs2), ["Read 2", "Read 3"]);
     }
 
     #[test]

@@ -53,7 +53,7 @@ impl<'a> Simulation<'a> {
             spec,
             rs.rank,
             call,
-            self.sc.cluster.metadata.getattr_before_read,
+            &self.sc.cluster.metadata,
             &mut rs.steps,
         );
         rs.steps.reverse();

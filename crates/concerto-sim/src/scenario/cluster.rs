@@ -72,6 +72,11 @@ pub struct MetadataConfig {
     /// Every data read is preceded by a getattr to the file's metadata
     /// server, as the PVFS2 client protocol does.
     pub getattr_before_read: bool,
+    /// The clients are Concerto's FUSE mount: md-test's creates and mkdirs
+    /// come after the kernel's lookup of the new name (a getattr that
+    /// misses), and its reads after the file's open (a getattr-class
+    /// request), as docs/filesystem.md counts them.
+    pub posix_mount: bool,
     /// Time each operation keeps the metadata server's storage busy.
     pub costs: MetaCosts,
 }
@@ -84,6 +89,7 @@ impl Default for MetadataConfig {
             depth: None,
             device: None,
             getattr_before_read: false,
+            posix_mount: false,
             costs: MetaCosts::default(),
         }
     }
