@@ -70,6 +70,7 @@ def test_twin_runs_mdtest_phases_under_mdtests_names(tmp_path):
     (["mpirun", "-np", "2", "a.out"], "no ior or mdtest on the command line"),
     (["ior", "-z"], "ior -z: random offsets are not modelled"),
     (["mdtest", "-n", "5", "-u"], "mdtest without -F"),
+    (["ior", "-w", "--write-behind", "lots"], "--write-behind lots"),
 ])
 def test_a_command_line_twin_cannot_run_is_refused_by_name(tmp_path, args, message):
     r = concerto("twin", *args, "--out", str(tmp_path))

@@ -654,11 +654,13 @@ def demo_iosets(out: Path, quick: bool, cluster_dir: Path | None) -> None:
               help="Real runs (the median) and simulator seeds (the mean).")
 @click.option("--processes", type=click.IntRange(min=1, max=256), default=None,
               help="Tasks, when the command line has no launcher (mpirun -np N).")
+@click.option("--write-behind", default="0", show_default=True, metavar="SIZE",
+              help="The mount's write-behind (0: writes go through, as the simulator's client sends them).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/twin"),
               show_default=True)
 @guarded
 def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit: int, depth: int, policy: str,
-             reps: int, processes: int | None, out: Path) -> None:
+             reps: int, processes: int | None, write_behind: str, out: Path) -> None:
     """Run an IOR or mdtest command line on a local throttled cluster (the project's own IOR-like and
     mdtest-like drivers, through the mount) and in the simulator on its twin; print each operation side by
     side with sim / real. E.g. concerto twin mpirun -np 4 ior -t 1m -b 4m -s 4 -F -w -r"""
@@ -668,8 +670,12 @@ def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit:
     from concerto import twin
 
     line = command[0] if len(command) == 1 else shlex.join(command)
+    try:
+        _native.parse_size(write_behind)
+    except ValueError as e:
+        raise UsageProblem(f"--write-behind {write_behind}: {e}") from e
     spec = twin.TwinSpec(servers=servers, throttle=throttle, stripe_unit=stripe_unit, depth=depth, policy=policy,
-                         reps=reps)
+                         reps=reps, write_behind=write_behind)
     try:
         result = twin.run(line, spec, out, processes, say=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     except twin.TwinProblem as e:

@@ -15,9 +15,15 @@ a read). Each
 operation's figure is IOR's or mdtest's own: the bytes (items) all tasks
 moved over the time from the operation's start to its last task's end.
 
-The mount writes through (no write-behind), so that a write has reached
-the servers when it returns, as in the simulator; the page cache is
-dropped before each IOR read, so that it reaches the servers.
+The mount writes through by default (``write_behind = "0"``), so that
+each write the program makes is a request to the servers when it returns,
+as the simulator's client sends it: the simulator models neither the
+mount's write-behind, which gathers a task's writes into larger requests,
+nor its read-ahead (a gap the twin shows; docs/reproductions.md). An IOR
+write operation ends with each task's fsync and an mdtest file's close
+flushes it, so that every write has reached the servers when its
+operation ends, whatever the mode. The page cache is dropped before each
+IOR read, so that it reaches the servers.
 """
 
 from __future__ import annotations
@@ -60,6 +66,8 @@ class TwinSpec:
     policy: str = "fifo"
     #: Real repetitions (the median is reported) and simulator seeds (the mean).
     reps: int = 3
+    #: The mount's write-behind ("0": writes go through).
+    write_behind: str = "0"
 
 
 def program_of(command: str) -> str:
@@ -285,7 +293,7 @@ def run(command: str, spec: TwinSpec, out: Path, processes: int | None = None,
     real: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="concerto-twin-") as tmp:
         try:
-            with mounted_cluster(Path(tmp), cluster, write_behind="0") as mnt:
+            with mounted_cluster(Path(tmp), cluster, write_behind=spec.write_behind) as mnt:
                 for rep in range(spec.reps):
                     say(f"real cluster: {program}, round {rep + 1}/{spec.reps}")
                     root = mnt / f"round{rep}"
