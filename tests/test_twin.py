@@ -75,3 +75,44 @@ def test_twin_runs_mdtest_phases_under_mdtests_names(tmp_path):
 def test_a_command_line_twin_cannot_run_is_refused_by_name(tmp_path, args, message):
     r = concerto("twin", *args, "--out", str(tmp_path))
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_the_calibration_probe_recovers_a_known_client_overhead_from_a_known_truth():
+    # The probe's inversion, with the simulator itself as the "real" side
+    # whose client overhead is known: what calibrate computes is it, within 10%.
+    from concerto import calibrate
+
+    app = calibrate.probe_app(50)
+    none = calibrate._stat_latency(twin.simulated("mdtest", app, twin.TwinSpec(reps=2)))
+    for truth_ns in (40_000, 250_000):
+        truth = calibrate._stat_latency(twin.simulated("mdtest", app, twin.TwinSpec(reps=2,
+                                                                                  client_overhead_ns=truth_ns)))
+        assert calibrate.overhead_from(truth, none) == pytest.approx(truth_ns * 1e-9, rel=0.10)
+    assert calibrate.overhead_from(0.001, 0.002) == 0.0, "a client faster than the model costs nothing"
+
+
+def test_calibrate_measures_the_client_overhead_and_the_twin_charges_it(tmp_path):
+    r = concerto("calibrate", "--items", "100", "--reps", "1", "--out", str(tmp_path / "cal"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert result["client_overhead_ns"] == round(max(0.0, result["real_stat_s"] - result["simulated_stat_s"]) * 1e9)
+    calibration = tmp_path / "cal" / "calibration.toml"
+    from concerto.calibrate import read_overhead
+
+    assert read_overhead(calibration) == result["client_overhead_ns"]
+    # Another run, with the overhead charged: one task's stats agree
+    # within 15% (the target), two-sided.
+    out = _twin(tmp_path, "calibrated", "mdtest", "-n", "100", "-u", "-F", "-C", "-T", "-r", "--processes", "1",
+                "--calibration", str(calibration))
+    stat = next(r for r in out["rows"] if r["operation"] == "File stat")
+    assert 0.85 <= stat["sim_over_real"] <= 1.15, stat
+
+
+def test_a_calibration_file_without_the_overhead_is_refused_naming_it(tmp_path):
+    bad = tmp_path / "calibration.toml"
+    bad.write_text("[cluster]\nservers = 4\n")
+    r = concerto("twin", "ior", "-w", "--calibration", str(bad), "--out", str(tmp_path))
+    assert r.returncode == 2 and f"{bad}: no cluster.client_overhead" in r.stderr, r.stderr
+    bad.write_text("[cluster]\nclient_overhead = \"soon\"\n")
+    r = concerto("twin", "ior", "-w", "--calibration", str(bad), "--out", str(tmp_path))
+    assert r.returncode == 2 and "cluster.client_overhead = 'soon'" in r.stderr, r.stderr

@@ -656,11 +656,13 @@ def demo_iosets(out: Path, quick: bool, cluster_dir: Path | None) -> None:
               help="Tasks, when the command line has no launcher (mpirun -np N).")
 @click.option("--write-behind", default="0", show_default=True, metavar="SIZE",
               help="The mount's write-behind (0: writes go through, as the simulator's client sends them).")
+@click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A calibration.toml of `concerto calibrate`: the simulator charges its client overhead.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/twin"),
               show_default=True)
 @guarded
 def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit: int, depth: int, policy: str,
-             reps: int, processes: int | None, write_behind: str, out: Path) -> None:
+             reps: int, processes: int | None, write_behind: str, calibration: Path | None, out: Path) -> None:
     """Run an IOR or mdtest command line on a local throttled cluster (the project's own IOR-like and
     mdtest-like drivers, through the mount) and in the simulator on its twin; print each operation side by
     side with sim / real. E.g. concerto twin mpirun -np 4 ior -t 1m -b 4m -s 4 -F -w -r"""
@@ -677,6 +679,10 @@ def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit:
     spec = twin.TwinSpec(servers=servers, throttle=throttle, stripe_unit=stripe_unit, depth=depth, policy=policy,
                          reps=reps, write_behind=write_behind)
     try:
+        if calibration is not None:
+            from concerto.calibrate import read_overhead
+
+            spec.client_overhead_ns = read_overhead(calibration)
         result = twin.run(line, spec, out, processes, say=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     except twin.TwinProblem as e:
         raise UsageProblem(str(e)) from e
@@ -690,7 +696,40 @@ def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit:
         ratio = f"{r['sim_over_real']:.2f}" if r["sim_over_real"] is not None else "-"
         t.add_row(r["operation"], f"{r['real']:.1f}", f"{r['sim']:.1f}", ratio)
     console.print(t)
+    if spec.client_overhead_ns:
+        console.print(f"simulated with a client overhead of {spec.client_overhead_ns / 1000:.0f} us per step "
+                      f"({escape(str(calibration))})")
     console.print(f"figures: {out / 'twin.json'}")
+
+
+@main.command("calibrate")
+@click.option("--servers", type=click.IntRange(min=1, max=64), default=4, show_default=True)
+@click.option("--throttle", type=click.Choice(["hdd", "ssd"]), default="hdd", show_default=True)
+@click.option("--stripe-unit", default="64KiB", show_default=True, callback=stripe_unit_arg(real=True))
+@click.option("--depth", type=click.IntRange(min=1, max=1024), default=8, show_default=True)
+@click.option("--items", type=click.IntRange(min=10, max=1_000_000), default=300, show_default=True,
+              help="Files the probe stats.")
+@click.option("--reps", type=click.IntRange(min=1, max=100), default=3, show_default=True,
+              help="Real runs of the probe (the median).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/calibrate"),
+              show_default=True)
+@guarded
+def calibrate_cmd(servers: int, throttle: str, stripe_unit: int, depth: int, items: int, reps: int,
+                  out: Path) -> None:
+    """Measure what a request costs a client before it reaches a server (the kernel, FUSE, the library) on a
+    local throttled cluster, against the simulator's twin; write calibration.toml for `concerto twin
+    --calibration`."""
+    from concerto import calibrate, twin
+
+    spec = twin.TwinSpec(servers=servers, throttle=throttle, stripe_unit=stripe_unit, depth=depth, reps=reps)
+    try:
+        result = calibrate.calibrate(spec, items, say=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
+    except twin.TwinProblem as e:
+        raise UsageProblem(str(e)) from e
+    path = calibrate.write(result, out)
+    console.print(f"a stat: {result['real_stat_s'] * 1e6:.0f} us real, {result['simulated_stat_s'] * 1e6:.0f} us "
+                  f"simulated without client overhead: client_overhead = {result['client_overhead_ns'] / 1000:.0f} us")
+    console.print(f"wrote {path}")
 
 
 @main.group()

@@ -111,12 +111,15 @@ def _summary(per_app: list[dict]) -> dict:
     }
 
 
-def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: str = "hdd") -> str:
+def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: str = "hdd",
+                          client_overhead_ns: int = 0) -> str:
     """A scenario's ``[cluster]`` of ``servers`` on the ``emulated`` device the
     throttle preset enforces on a real cluster: the simulator's twin of a
     ``cluster up --throttle PRESET``: the throttle's device, and its
     metadata service as the local cluster has it (one server, server 0,
-    every operation costing what the throttle charges it)."""
+    every operation costing what the throttle charges it), and the
+    clients' overhead per step when one was measured (``concerto
+    calibrate``)."""
     dev = json.loads(_native.emulation_preset(preset))
     cost = f'"{dev["metadata_ns"]}ns"'
     costs = ", ".join(f"{op} = {cost}" for op in METADATA_OPERATIONS)
@@ -124,6 +127,7 @@ def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: st
 servers = {servers}
 stripe_unit = {stripe_unit}
 depth = {depth}
+client_overhead = "{client_overhead_ns}ns"
 [cluster.device]
 kind = "emulated"
 bandwidth = {dev["bandwidth_Bps"]}

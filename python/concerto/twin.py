@@ -68,6 +68,9 @@ class TwinSpec:
     reps: int = 3
     #: The mount's write-behind ("0": writes go through).
     write_behind: str = "0"
+    #: What each step costs a client before it leaves, as ``concerto
+    #: calibrate`` measured it (nanoseconds; 0: none).
+    client_overhead_ns: int = 0
 
 
 def program_of(command: str) -> str:
@@ -103,7 +106,8 @@ def imported(command: str, processes: int | None) -> tuple[str, dict]:
 def sim_scenario(app: dict, spec: TwinSpec) -> str:
     """The simulated side: the app on the throttled cluster's twin."""
     return f"""name = "twin-{app['name']}"
-{emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle)}posix_mount = true
+{emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle,
+                       spec.client_overhead_ns)}posix_mount = true
 [policy]
 kind = "{spec.policy}"
 {benchmarks.apps_toml(app)}"""
@@ -204,10 +208,17 @@ def md_operations(steps: list[str]) -> list[str]:
 
 
 def _md_rank(root: str, app: dict, rank: int, barrier, out) -> None:
-    """One mdtest task (-u): its own directory, its items through the phases."""
+    """One mdtest task (-u): its own directory, its items through the
+    phases. The kernel's names and attributes are forgotten before each
+    phase (as mdtest's -N stride does across nodes), so that each phase
+    asks the servers what a cold client asks, whatever time passed since
+    the last one: a lookup of each name, then the operation."""
     directory = os.path.join(root, f"mdtest_tree.{rank}")
     size = app.get("request_size", 0)
     for op in md_operations(app["md_steps"]):
+        barrier.wait()
+        if rank == 0:
+            Path("/proc/sys/vm/drop_caches").write_text("2")
         barrier.wait()
         start = time.monotonic()
         if op == "mktestdir":
@@ -275,9 +286,10 @@ def real_once(program: str, app: dict, root: Path) -> list[tuple[str, float]]:
     return rows
 
 
-def run(command: str, spec: TwinSpec, out: Path, processes: int | None = None,
-        say: Callable[[str], None] = print) -> dict:
-    """Both sides of one command line; writes ``twin.json`` and returns it."""
+def real_runs(program: str, app: dict, spec: TwinSpec, say: Callable[[str], None]) -> dict[str, list[float]]:
+    """``spec.reps`` real runs of the app on a local cluster started and
+    mounted for them (and taken down after): per operation (numbered, as
+    ``simulated`` keys them), its figure in each run."""
     from concerto.fsbench import BenchProblem, mounted_cluster
 
     if spec.throttle not in THROTTLES:
@@ -285,9 +297,6 @@ def run(command: str, spec: TwinSpec, out: Path, processes: int | None = None,
                           f"{', '.join(THROTTLES)}")
     if os.geteuid() != 0:
         raise TwinProblem("the real side mounts the cluster and drops the page cache: run as root")
-    program, app = imported(command, processes)
-    say(f"simulator: {program}, {app['processes']} tasks")
-    sim = simulated(program, app, spec)
     cluster = local.ClusterSpec(servers=spec.servers, policy=spec.policy, throttle=spec.throttle,
                                 stripe_unit=spec.stripe_unit, depth=spec.depth)
     real: dict[str, list[float]] = {}
@@ -302,6 +311,16 @@ def run(command: str, spec: TwinSpec, out: Path, processes: int | None = None,
                         real.setdefault(f"{i}:{name}", []).append(value)
         except (BenchProblem, local.ClusterError) as e:
             raise TwinProblem(str(e)) from e
+    return real
+
+
+def run(command: str, spec: TwinSpec, out: Path, processes: int | None = None,
+        say: Callable[[str], None] = print) -> dict:
+    """Both sides of one command line; writes ``twin.json`` and returns it."""
+    program, app = imported(command, processes)
+    say(f"simulator: {program}, {app['processes']} tasks")
+    sim = simulated(program, app, spec)
+    real = real_runs(program, app, spec, say)
     if list(real) != list(sim):
         raise TwinProblem(f"the two sides ran different operations: real {list(real)}, simulated {list(sim)}")
     rows = []

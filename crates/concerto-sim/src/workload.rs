@@ -192,9 +192,11 @@ pub fn call_steps(
 }
 
 /// md-test's phase `call` of process `rank`: its items' requests. With
-/// `posix_mount`, as Concerto's FUSE mount sends them: a new name's create
-/// or mkdir comes after the kernel's lookup of it (which misses), and a
-/// file is opened (one request) before it is read.
+/// `posix_mount`, as Concerto's FUSE mount sends them from a client that
+/// has not seen the names (`concerto twin` forgets them before each
+/// phase): every operation on a name comes after the kernel's lookup of
+/// it (which misses for a create or mkdir, and is all a stat asks), and a
+/// file is opened (one request more) before it is read.
 fn md_test_steps(
     app: &AppSpec,
     rank: u32,
@@ -224,6 +226,7 @@ fn md_test_steps(
                 out.push(meta(MetaOp::Create, MetaTarget::File(file(i))));
             }
         }
+        // Through the mount, the lookup is the stat.
         Some(MdStep::Stat) => {
             out.extend((0..items).map(|i| meta(MetaOp::Getattr, MetaTarget::File(file(i)))))
         }
@@ -243,6 +246,8 @@ fn md_test_steps(
         Some(MdStep::Read) => {
             for i in 0..items {
                 if size > 0 {
+                    // The lookup, then the open.
+                    lookup(MetaTarget::File(file(i)), out);
                     lookup(MetaTarget::File(file(i)), out);
                     data(
                         DataOp::Read,
@@ -260,9 +265,15 @@ fn md_test_steps(
         // PVFS2 has no close request: the phase only synchronizes.
         Some(MdStep::Close) => {}
         Some(MdStep::Rm) => {
-            out.extend((0..items).map(|i| meta(MetaOp::Remove, MetaTarget::File(file(i)))))
+            for i in 0..items {
+                lookup(MetaTarget::File(file(i)), out);
+                out.push(meta(MetaOp::Remove, MetaTarget::File(file(i))));
+            }
         }
-        Some(MdStep::Rmtestdir) => out.push(meta(MetaOp::Rmdir, MetaTarget::Dir)),
+        Some(MdStep::Rmtestdir) => {
+            lookup(MetaTarget::Dir, out);
+            out.push(meta(MetaOp::Rmdir, MetaTarget::Dir));
+        }
         Some(MdStep::Write) | None => {}
     }
 }
@@ -411,12 +422,13 @@ mod tests {
         );
     }
 
-    /// Through a POSIX mount, md-test's creates and mkdirs follow the
-    /// kernel's lookup of the new name and its reads the file's open; the
-    /// PVFS2 client sends the operation alone.
+    /// Through a POSIX mount that has not seen the names, every md-test
+    /// operation follows the kernel's lookup of its name (a stat is the
+    /// lookup), and a read the file's open too; the PVFS2 client sends the
+    /// operation alone.
     #[test]
-    fn a_posix_mount_looks_names_up_before_creating_and_opens_before_reading() {
-        let md = app("workload = \"md-test\"\nprocesses = 2\nitems = 2\nrequest_size = 4096\nmd_steps = [\"mktestdir\", \"create\", \"read\", \"stat\"]");
+    fn a_posix_mount_looks_names_up_before_each_operation_and_opens_before_reading() {
+        let md = app("workload = \"md-test\"\nprocesses = 2\nitems = 2\nrequest_size = 4096\nmd_steps = [\"mktestdir\", \"create\", \"read\", \"stat\", \"rm\", \"rmtestdir\"]");
         let mount = MetadataConfig {
             posix_mount: true,
             ..MetadataConfig::default()
@@ -434,8 +446,13 @@ mod tests {
         };
         assert_eq!(kinds(0, &mount), ["Getattr", "Mkdir"]);
         assert_eq!(kinds(1, &mount), ["Getattr", "Create", "Getattr", "Create"]);
-        assert_eq!(kinds(2, &mount), ["Getattr", "Read 2", "Getattr", "Read 3"]);
+        assert_eq!(
+            kinds(2, &mount),
+            ["Getattr", "Getattr", "Read 2", "Getattr", "Getattr", "Read 3"]
+        );
         assert_eq!(kinds(3, &mount), ["Getattr", "Getattr"]);
+        assert_eq!(kinds(4, &mount), ["Getattr", "Remove", "Getattr", "Remove"]);
+        assert_eq!(kinds(5, &mount), ["Getattr", "Rmdir"]);
         let pvfs2 = MetadataConfig::default();
         assert_eq!(kinds(0, &pvfs2), ["Mkdir"]);
         assert_eq!(kinds(1, &pvfs2), ["Create", "Create"]);

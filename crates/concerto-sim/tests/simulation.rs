@@ -751,3 +751,42 @@ fn metadata_weights_hold_on_a_backlogged_metadata_server() {
         "2:1 weights gave {ratio} over {bins} bins"
     );
 }
+
+/// The client's overhead delays each step of a call before it leaves, and
+/// nothing else: one process stating 50 files one at a time takes exactly
+/// 50 overheads longer (the same seed draws the same network jitter); the
+/// servers see the same requests.
+#[test]
+fn client_overhead_delays_each_step_by_exactly_itself() {
+    let text = r#"
+name = "overhead"
+[cluster]
+servers = 2
+[cluster.device]
+kind = "fixed"
+service_time = "300us"
+[[apps]]
+workload = "md-test"
+processes = 1
+items = 50
+md_steps = ["mktestdir", "create", "stat", "rm", "rmtestdir"]
+"#;
+    let phases = |sets: &[&str]| {
+        let run = simulate(&scenario(text, sets), 3, None);
+        let a = &run.apps[0];
+        (
+            a.mdtest.as_ref().unwrap().iter().map(|p| p.seconds).collect::<Vec<_>>(),
+            a.requests,
+        )
+    };
+    let (plain, requests) = phases(&[]);
+    let (slowed, same_requests) = phases(&["cluster.client_overhead=\"120us\""]);
+    assert_eq!(requests, same_requests);
+    let items = [1.0, 50.0, 50.0, 50.0, 1.0];
+    for ((p, s), n) in plain.iter().zip(&slowed).zip(items) {
+        assert!(
+            ((s - p) - n * 120e-6).abs() < 1e-9,
+            "a phase of {n} steps: {p} s without, {s} s with 120 us each"
+        );
+    }
+}

@@ -62,7 +62,19 @@ impl<'a> Simulation<'a> {
             self.events
                 .schedule(now, Class::Normal, 0, Event::CallDone { rank });
         } else {
+            self.next_step(rank, now);
+        }
+    }
+
+    /// The rank's next step leaves once its client overhead is spent (at
+    /// once without one).
+    fn next_step(&mut self, rank: u32, now: Time) {
+        let overhead = self.sc.cluster.client_overhead;
+        if overhead.is_zero() {
             self.issue_step(rank, now);
+        } else {
+            self.events
+                .schedule(now + overhead, Class::Normal, 0, Event::Step { rank });
         }
     }
 
@@ -305,7 +317,7 @@ impl<'a> Simulation<'a> {
         if rs.steps.is_empty() {
             self.call_done(rank, now);
         } else {
-            self.issue_step(rank, now);
+            self.next_step(rank, now);
         }
     }
 

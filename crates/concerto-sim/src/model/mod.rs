@@ -63,6 +63,10 @@ enum Event {
     Call {
         rank: u32,
     },
+    /// One process's next step leaves, its client overhead spent.
+    Step {
+        rank: u32,
+    },
     /// A call with no server traffic (md-test's close) completes.
     CallDone {
         rank: u32,
@@ -355,6 +359,7 @@ impl<'a> Simulation<'a> {
         match event {
             Event::Release { app } => self.release(app, now),
             Event::Call { rank } => self.issue_call(rank, now),
+            Event::Step { rank } => self.issue_step(rank, now),
             Event::CallDone { rank } => self.call_done(rank, now),
             Event::ReachServer { piece } => self.reach_server(piece, now),
             Event::Arrive { piece } => self.arrive(piece, now),

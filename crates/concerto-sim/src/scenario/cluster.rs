@@ -27,6 +27,12 @@ pub struct ClusterConfig {
     /// at once.
     #[serde(default)]
     pub poll_interval: Time,
+    /// What each step of a call costs its process before the step's
+    /// requests leave: the system call, the kernel, FUSE and the client
+    /// library, which the servers never see (what `concerto calibrate`
+    /// measures). Zero: a step leaves at once.
+    #[serde(default)]
+    pub client_overhead: Time,
     pub device: DeviceConfig,
     #[serde(default)]
     pub network: NetworkConfig,
@@ -72,10 +78,11 @@ pub struct MetadataConfig {
     /// Every data read is preceded by a getattr to the file's metadata
     /// server, as the PVFS2 client protocol does.
     pub getattr_before_read: bool,
-    /// The clients are Concerto's FUSE mount: md-test's creates and mkdirs
-    /// come after the kernel's lookup of the new name (a getattr that
-    /// misses), and its reads after the file's open (a getattr-class
-    /// request), as docs/filesystem.md counts them.
+    /// The clients are Concerto's FUSE mount, not having seen the names:
+    /// each md-test operation comes after the kernel's lookup of its name
+    /// (a getattr; it misses for a create or mkdir, and is all a stat
+    /// asks), and a read after the file's open too, as docs/filesystem.md
+    /// counts them.
     pub posix_mount: bool,
     /// Time each operation keeps the metadata server's storage busy.
     pub costs: MetaCosts,
