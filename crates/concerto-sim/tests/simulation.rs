@@ -775,7 +775,12 @@ md_steps = ["mktestdir", "create", "stat", "rm", "rmtestdir"]
         let run = simulate(&scenario(text, sets), 3, None);
         let a = &run.apps[0];
         (
-            a.mdtest.as_ref().unwrap().iter().map(|p| p.seconds).collect::<Vec<_>>(),
+            a.mdtest
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|p| p.seconds)
+                .collect::<Vec<_>>(),
             a.requests,
         )
     };
