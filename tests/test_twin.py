@@ -83,9 +83,9 @@ def test_the_calibration_probe_recovers_a_known_client_overhead_from_a_known_tru
     from concerto import calibrate
 
     app = calibrate.probe_app(50)
-    none = calibrate._stat_latency(twin.simulated("mdtest", app, twin.TwinSpec(reps=2)))
+    none = calibrate.stat_latency(twin.simulated("mdtest", app, twin.TwinSpec(reps=2)))
     for truth_ns in (40_000, 250_000):
-        truth = calibrate._stat_latency(twin.simulated("mdtest", app, twin.TwinSpec(reps=2,
+        truth = calibrate.stat_latency(twin.simulated("mdtest", app, twin.TwinSpec(reps=2,
                                                                                   client_overhead_ns=truth_ns)))
         assert calibrate.overhead_from(truth, none) == pytest.approx(truth_ns * 1e-9, rel=0.10)
     assert calibrate.overhead_from(0.001, 0.002) == 0.0, "a client faster than the model costs nothing"

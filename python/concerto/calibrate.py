@@ -34,7 +34,7 @@ def probe_app(items: int) -> dict:
     return benchmarks.from_mdtest(f"-n {items} -u -F -C -T -r", processes=1, name="probe")
 
 
-def _stat_latency(figures: dict[str, float]) -> float:
+def stat_latency(figures: dict[str, float]) -> float:
     """Seconds per stat of one task, from its ``File stat`` rate."""
     rate = next((v for k, v in figures.items() if k.split(":", 1)[1] == PROBE_ROW), None)
     if not rate:
@@ -55,7 +55,7 @@ def calibrate(spec: TwinSpec, items: int, say: Callable[[str], None] = print) ->
     overhead."""
     app = probe_app(items)
     base = replace(spec, client_overhead_ns=0)
-    simulated_s = _stat_latency(simulated("mdtest", app, base))
+    simulated_s = stat_latency(simulated("mdtest", app, base))
     runs = real_runs("mdtest", app, base, say)
     real_rates = next(v for k, v in runs.items() if k.split(":", 1)[1] == PROBE_ROW)
     real_s = statistics.median(1.0 / r for r in real_rates)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
 import shlex
 import statistics
 import tempfile
@@ -170,8 +171,8 @@ def _ior_rank(root: str, app: dict, rank: int, barrier, out) -> None:
         out.put((rank, op, start, time.monotonic()))
 
 
-#: What each md-test step does to one item (file i of the task's directory).
 def _md_item(step: str, directory: str, i: int, size: int) -> None:
+    """What an md-test operation does to one item (file ``i`` of the task's directory)."""
     path = os.path.join(directory, f"file.mdtest.{i}")
     if step == "create":
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
@@ -250,7 +251,7 @@ def _run_tasks(target, root: Path, app: dict, operations: int) -> list[tuple[flo
         for _ in range(tasks * operations):
             try:
                 rank, _op, start, end = out.get(timeout=OPERATION_TIMEOUT_S)
-            except Exception:
+            except queue.Empty:
                 failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
                 raise TwinProblem(f"a task of the real run failed or hung (exit codes {failed})") from None
             k = seen.get(rank, 0)

@@ -274,7 +274,7 @@ impl ServerConnection {
         let mut last_busy = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match Self::connect_once(server, left, credential).await {
+            match Self::connect_once(server, left, timeout, credential).await {
                 // The server's last word says more than the time running out.
                 Err(ClientError::Timeout { server, .. }) => {
                     return Err(last_busy.unwrap_or(ClientError::Timeout { server, timeout }))
@@ -302,8 +302,11 @@ impl ServerConnection {
         }
     }
 
+    /// One attempt, within `left`; the connection's requests then time
+    /// out after `timeout` (the caller's, not what was left of it).
     async fn connect_once(
         server: SocketAddr,
+        left: Duration,
         timeout: Duration,
         credential: &Credential,
     ) -> Result<ServerConnection, ClientError> {
@@ -322,7 +325,7 @@ impl ServerConnection {
             let grant = handshake(server, &mut frames, &mut writer, credential).await?;
             Ok::<_, ClientError>((frames, writer, grant))
         };
-        let (mut frames, writer, grant) = tokio::time::timeout(timeout, opened)
+        let (mut frames, writer, grant) = tokio::time::timeout(left, opened)
             .await
             .map_err(|_| ClientError::Timeout { server, timeout })??;
         let pending: Pending = Arc::default();
