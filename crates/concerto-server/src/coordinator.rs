@@ -160,6 +160,11 @@ struct Coordinator {
     stats: Arc<Mutex<CoordinatorStats>>,
     grants_total: u64,
     leases_expired: u64,
+    /// Answers decided while handling one command or expiry, sent only
+    /// after the statistics and grants are published: a client told it is
+    /// granted (or that a switch is done) and then asking for statistics
+    /// sees the state that answer came from.
+    outbox: Vec<(Reply, Message)>,
 }
 
 impl Coordinator {
@@ -179,6 +184,7 @@ impl Coordinator {
             stats,
             grants_total: 0,
             leases_expired: 0,
+            outbox: Vec::new(),
         };
         c.publish(Instant::now());
         c
@@ -212,14 +218,19 @@ impl Coordinator {
             PhaseCommand::Begin { app, wait, reply } => self.begin(app, wait, reply, now),
             PhaseCommand::End { app, reply } => {
                 self.end(app, now);
-                reply.send(Message::Done);
+                self.answer(reply, Message::Done);
             }
             PhaseCommand::Switch { rule, reply } => {
                 self.switch(rule, now);
-                reply.send(Message::Done);
+                self.answer(reply, Message::Done);
             }
         }
         self.publish(now);
+    }
+
+    /// Queues an answer for after the next `publish`.
+    fn answer(&mut self, reply: Reply, message: Message) {
+        self.outbox.push((reply, message));
     }
 
     fn begin(&mut self, app: u32, wait: Duration, reply: Reply, now: Instant) {
@@ -261,9 +272,15 @@ impl Coordinator {
                     turn.since = now;
                     self.grants_total += 1;
                 }
-                reply.send(self.granted(priority));
+                {
+                    let m = self.granted(priority);
+                    self.answer(reply, m);
+                }
             }
-            Decision::Queued if wait.is_zero() => reply.send(self.queued(app)),
+            Decision::Queued if wait.is_zero() => {
+                let m = self.queued(app);
+                self.answer(reply, m);
+            }
             Decision::Queued => self.waiters.entry(app).or_default().push(Waiter {
                 reply,
                 until: now + wait,
@@ -310,7 +327,8 @@ impl Coordinator {
                     turn.since = now;
                     self.grants_total += 1;
                     for w in self.waiters.remove(&app).unwrap_or_default() {
-                        w.reply.send(self.granted(priority));
+                        let m = self.granted(priority);
+                        self.answer(w.reply, m);
                     }
                 }
                 Decision::Granted { .. } => {}
@@ -339,11 +357,14 @@ impl Coordinator {
             *seen = now;
         }
         for w in self.waiters.remove(&app).unwrap_or_default() {
-            w.reply.send(Message::Queued {
-                set: 0,
-                ahead: 0,
-                lease_ms: 0,
-            });
+            self.answer(
+                w.reply,
+                Message::Queued {
+                    set: 0,
+                    ahead: 0,
+                    lease_ms: 0,
+                },
+            );
         }
         let t = self.time(now);
         for (next, priority) in self.arbiter.end_phase(AppId(app), t) {
@@ -357,7 +378,8 @@ impl Coordinator {
             turn.lease_until = now + self.cfg.lease;
             self.grants_total += 1;
             for w in self.waiters.remove(&next.0).unwrap_or_default() {
-                w.reply.send(self.granted(priority));
+                let m = self.granted(priority);
+                self.answer(w.reply, m);
             }
         }
     }
@@ -421,7 +443,8 @@ impl Coordinator {
             let waiting = self.waiters.remove(&app).unwrap_or_default();
             let (done, still): (Vec<_>, Vec<_>) = waiting.into_iter().partition(|w| w.until <= now);
             for w in done {
-                w.reply.send(self.queued(app));
+                let m = self.queued(app);
+                self.answer(w.reply, m);
             }
             if !still.is_empty() {
                 self.waiters.insert(app, still);
@@ -504,6 +527,9 @@ impl Coordinator {
             leases_expired: self.leases_expired,
             measured,
         };
+        for (reply, message) in self.outbox.drain(..) {
+            reply.send(message);
+        }
     }
 }
 
