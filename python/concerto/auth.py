@@ -76,7 +76,7 @@ def ensure_local(directory: Path) -> Path:
 
 
 def issue(ring: Path, job: int, key_id: str | None, weight: float | None, out: Path | None,
-          user: int | None = None) -> tuple[str, Path]:
+          user: int | None = None, groups: list[int] | None = None) -> tuple[str, Path]:
     """Adds a tenant key for ``job``; writes its credential (default
     ``job-<JOB>.key`` beside the ring). Returns the key id and the file."""
     key_id = key_id or f"job-{job}"
@@ -84,7 +84,7 @@ def issue(ring: Path, job: int, key_id: str | None, weight: float | None, out: P
     if out.exists():
         raise KeyFileError(f"{out}: exists already (give --out, or revoke the key first)")
     try:
-        ring_text, credential = _native.issue_key(_read(ring), key_id, job, weight, user)
+        ring_text, credential = _native.issue_key(_read(ring), key_id, job, weight, user, groups or [])
     except ValueError as e:
         raise KeyFileError(f"{ring}: {e}") from None
     # The credential first: a key in the ring whose credential was lost

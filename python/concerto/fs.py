@@ -49,6 +49,9 @@ class Stat:
     servers: list[int] | None
     default_layout: dict | None
     entries: int
+    uid: int
+    gid: int
+    mode: int  # permission bits, st_mode & 0o7777
 
     @property
     def is_dir(self) -> bool:
@@ -192,15 +195,16 @@ class Client:
         (then close it: the metadata service learns its size from the close)."""
         return File(self, self._native.open(path, write))
 
-    def mkdir(self, path: str, *, parents: bool = False) -> None:
+    def mkdir(self, path: str, *, parents: bool = False, mode: int = 0o755) -> None:
+        """Makes a directory with permission bits ``mode``, owned by the key's user."""
         if not parents:
-            self._native.mkdir(path)
+            self._native.mkdir(path, mode)
             return
         at = ""
         for name in [p for p in path.split("/") if p]:
             at += "/" + name
             try:
-                self._native.mkdir(at)
+                self._native.mkdir(at, mode)
             except FileExistsError:
                 if not self.stat(at).is_dir:
                     raise NotADirectoryError(f"{at}: not a directory") from None
@@ -223,6 +227,22 @@ class Client:
 
     def stat(self, path: str) -> Stat:
         return _stat(self._native.stat(path))
+
+    def chmod(self, path: str, mode: int) -> Stat:
+        """Sets the permission bits (the owner or the admin key); raises PermissionError naming why not."""
+        return _stat(self._native.set_attr(path, mode, None, None))
+
+    def chown(self, path: str, uid: int | None = None, gid: int | None = None) -> Stat:
+        """Gives the file to ``uid`` (the admin key only) and/or group ``gid`` (its owner, to a group its key names)."""
+        return _stat(self._native.set_attr(path, None, uid, gid))
+
+    def access(self, path: str, mode: int) -> bool:
+        """Whether the key's user may ``os.R_OK | os.W_OK | os.X_OK`` ``path``, as :func:`os.access`."""
+        try:
+            self._native.access(path, mode)
+        except PermissionError:
+            return False
+        return True
 
     def listdir(self, path: str = "/") -> list[DirEntry]:
         return [DirEntry(**e) for e in json.loads(self._native.readdir(path))]
@@ -292,7 +312,8 @@ def _stat(text: str) -> Stat:
     layout = s["layout"] or {}
     return Stat(inode=s["inode"], kind=s["kind"], size=s["size"], ctime_ns=s["ctime_ns"], mtime_ns=s["mtime_ns"],
                 stripe_unit=layout.get("unit"), servers=layout.get("servers"),
-                default_layout=s["default_layout"], entries=s["entries"])
+                default_layout=s["default_layout"], entries=s["entries"], uid=s["uid"], gid=s["gid"],
+                mode=s["mode"])
 
 
 def connect(cluster: str | Path | None = None, **identity) -> Client:

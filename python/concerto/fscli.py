@@ -577,16 +577,19 @@ def auth_init(ring: Path) -> None:
 @click.option("--id", "key_id", default=None, help="The key's name (default job-JOB).")
 @click.option("--weight", type=float, default=None,
               help="The job's proportional-share weight (default: the policy's default).")
-@click.option("--user", type=click.IntRange(min=0, max=2**32 - 1), default=None,
-              help="The user (numeric id) the job runs as, which QoS rules can match (cluster rule add --user).")
+@click.option("--user", type=click.IntRange(min=1, max=2**32 - 1), default=None,
+              help="The user (numeric id, not 0) the job runs as: it owns the files the job creates and "
+                   "permissions are checked against it; QoS rules can match it. Without one the key acts as nobody.")
+@click.option("--groups", default=None, metavar="GID,...",
+              help="The user's groups (numeric ids), the first its primary group (default: the user's own).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the credential (default: ID.key beside the ring), mode 0600.")
 @fs_guarded
 def auth_issue(ring: Path, job: int, key_id: str | None, weight: float | None, user: int | None,
-               out: Path | None) -> None:
+               groups: str | None, out: Path | None) -> None:
     """Issue a tenant key for a job. The servers accept it from their next connection on;
     the job's processes use it with CONCERTO_CREDENTIAL=FILE."""
-    key_id, path = auth.issue(ring, job, key_id, weight, out, user=user)
+    key_id, path = auth.issue(ring, job, key_id, weight, out, user=user, groups=_group_list(groups))
     console.print(f"issued key {key_id} for job {job}: {path} (use CONCERTO_CREDENTIAL={path})")
 
 
@@ -604,11 +607,12 @@ def auth_revoke(ring: Path, key_id: str) -> None:
 @_ring_opt
 @fs_guarded
 def auth_list(ring: Path) -> None:
-    """The ring's keys: id, role, job, weight and user (never the secrets)."""
-    table = Table("id", "role", "job", "weight", "user")
+    """The ring's keys: id, role, job, weight, user and groups (never the secrets)."""
+    table = Table("id", "role", "job", "weight", "user", "groups")
     for k in auth.keys(ring):
+        user = {"admin": "root", "tenant": "nobody"}.get(k["role"], "") if k["user"] is None else str(k["user"])
         table.add_row(k["id"], k["role"], "" if k["job"] is None else str(k["job"]),
-                      "" if k["weight"] is None else f"{k['weight']:g}", "" if k["user"] is None else str(k["user"]))
+                      "" if k["weight"] is None else f"{k['weight']:g}", user, ",".join(map(str, k["groups"])))
     console.print(table)
 
 
@@ -616,7 +620,7 @@ def auth_list(ring: Path) -> None:
 @cluster_opt
 @click.pass_context
 def fs(ctx, cluster_file: Path | None) -> None:
-    """Use the file system: put, get, ls, stat, rm, mkdir, layout, setstripe."""
+    """Use the file system: put, get, ls, stat, rm, mkdir, chmod, chown, layout, setstripe."""
     ctx.obj = cluster_file
 
 
@@ -698,15 +702,16 @@ def fs_ls(ctx, directory: str) -> None:
     """List a directory."""
     client = _client(ctx)
     t = Table(box=None)
-    for col, justify in (("name", "left"), ("kind", "left"), ("size", "right"), ("layout", "left")):
+    for col, justify in (("mode", "left"), ("owner", "left"), ("size", "right"), ("layout", "left"),
+                         ("name", "left")):
         t.add_column(col, justify=justify)
     for e in client.listdir(directory):
-        path = directory.rstrip("/") + "/" + e.name
-        if e.kind == "directory":
-            t.add_row(e.name + "/", "dir", "-", "")
+        s = client.stat(directory.rstrip("/") + "/" + e.name)
+        mode, owner = terminal.mode_string(s.kind, s.mode), f"{s.uid}:{s.gid}"
+        if s.is_dir:
+            t.add_row(mode, owner, "-", "", e.name + "/")
         else:
-            s = client.stat(path)
-            t.add_row(e.name, "file", terminal.size(s.size), f"{terminal.size(s.stripe_unit)} x {len(s.servers)}")
+            t.add_row(mode, owner, terminal.size(s.size), f"{terminal.size(s.stripe_unit)} x {len(s.servers)}", e.name)
     console.print(t)
 
 
@@ -720,13 +725,71 @@ def fs_stat(ctx, path: str) -> None:
     s = _client(ctx).stat(path)
     import datetime as dt
     when = dt.datetime.fromtimestamp(s.mtime_ns / 1e9).isoformat(sep=" ", timespec="seconds") if s.mtime_ns else "-"
-    console.print(f"[bold]{path}[/]: {s.kind}, inode {s.inode}")
+    console.print(f"[bold]{path}[/]: {s.kind}, inode {s.inode}, {terminal.mode_string(s.kind, s.mode)} "
+                  f"({s.mode:04o}) owned by {s.uid}:{s.gid}")
     if s.is_dir:
         d = s.default_layout or {}
         console.print(f"  entries: {s.entries}; default layout: {terminal.size(d.get('unit', 0))} x {d.get('count', '?')} servers")
     else:
         console.print(f"  size: {s.size} bytes ({terminal.size(s.size)}); layout: {terminal.size(s.stripe_unit)} x {len(s.servers)} servers {s.servers}")
     console.print(f"  modified: {when}")
+
+
+def _group_list(text: str | None) -> list[int]:
+    if text is None:
+        return []
+    try:
+        groups = [int(g) for g in text.split(",") if g.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give numeric group ids separated by commas (e.g. 100,2001)",
+                                 param_hint="--groups") from None
+    if not groups or any(not 0 <= g < 2**32 for g in groups):
+        raise click.BadParameter(f"{text!r}: group ids are numbers from 0 to 4294967295", param_hint="--groups")
+    return groups
+
+
+def _mode_arg(ctx, param, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        mode = int(value, 8)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an octal mode (e.g. 750 or 1777)") from None
+    if not 0 <= mode <= 0o7777:
+        raise click.BadParameter(f"{value!r}: a mode is at most 7777 (octal)")
+    return mode
+
+
+def _owner_arg(ctx, param, value: str) -> tuple[int | None, int | None]:
+    user, _, group = value.partition(":")
+    try:
+        return (int(user) if user else None, int(group) if group else None)
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give numeric ids, UID, UID:GID or :GID") from None
+
+
+@fs.command("chmod")
+@fs_cluster_opt
+@click.argument("mode", callback=_mode_arg)
+@click.argument("path")
+@click.pass_context
+@fs_guarded
+def fs_chmod(ctx, mode: int, path: str) -> None:
+    """Set a file's or directory's permission bits (octal MODE; its owner or the admin key)."""
+    s = _client(ctx).chmod(path, mode)
+    console.print(f"{path}: {terminal.mode_string(s.kind, s.mode)} {s.uid}:{s.gid}")
+
+
+@fs.command("chown")
+@fs_cluster_opt
+@click.argument("owner", metavar="UID[:GID]", callback=_owner_arg)
+@click.argument("path")
+@click.pass_context
+@fs_guarded
+def fs_chown(ctx, owner: tuple[int | None, int | None], path: str) -> None:
+    """Give a file to another user (the admin key only) or group (its owner, to a group its key names)."""
+    s = _client(ctx).chown(path, *owner)
+    console.print(f"{path}: {terminal.mode_string(s.kind, s.mode)} {s.uid}:{s.gid}")
 
 
 @fs.command("rm")
@@ -747,11 +810,13 @@ def fs_rm(ctx, path: str) -> None:
 @fs_cluster_opt
 @click.argument("directory")
 @click.option("-p", "--parents", is_flag=True, help="Create missing parents; no error if it exists.")
+@click.option("-m", "--mode", default="755", show_default=True, callback=_mode_arg,
+              help="Permission bits (octal).")
 @click.pass_context
 @fs_guarded
-def fs_mkdir(ctx, directory: str, parents: bool) -> None:
+def fs_mkdir(ctx, directory: str, parents: bool, mode: int) -> None:
     """Create a directory (it inherits its parent's default layout)."""
-    _client(ctx).mkdir(directory, parents=parents)
+    _client(ctx).mkdir(directory, parents=parents, mode=mode)
 
 
 @fs.command("layout")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 
 import humanize
 from rich.console import Console
@@ -68,3 +69,8 @@ def exact_size(n: int) -> str:
     """A size as it was given: in KiB, MiB or GiB when it is a whole number of
     KiB (64 KiB, 1.5 MiB), else in bytes."""
     return f"{n} B" if n == 0 or n % 1024 else humanize.naturalsize(n, binary=True, format="%g")
+
+
+def mode_string(kind: str, mode: int) -> str:
+    """Permission bits as ``ls -l`` shows them: drwxrwxrwt, -rw-r-----."""
+    return stat.filemode((stat.S_IFDIR if kind == "directory" else stat.S_IFREG) | mode)

@@ -74,7 +74,17 @@ pub struct Stat {
     /// A directory's default layout (unit, count) and number of entries.
     pub default_layout: Option<(u64, u32)>,
     pub entries: u64,
+    /// The owner, the group and the permission bits (`st_mode & 07777`).
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
 }
+
+/// The mode [`FsClient::create`] gives a file: what `open(2)`'s 0666
+/// gives under the usual umask 022.
+pub const DEFAULT_FILE_MODE: u32 = 0o644;
+/// The mode [`FsClient::mkdir`] gives a directory (0777 under umask 022).
+pub const DEFAULT_DIR_MODE: u32 = 0o755;
 
 impl Stat {
     fn of(attr: &MetaAttr, path: &str) -> Result<Stat, ClientError> {
@@ -90,6 +100,9 @@ impl Stat {
             },
             default_layout: attr.default_layout,
             entries: attr.entries,
+            uid: attr.uid,
+            gid: attr.gid,
+            mode: attr.mode,
         })
     }
 }
@@ -260,10 +273,65 @@ impl FsClient {
         }
     }
 
+    /// Makes a directory of mode [`DEFAULT_DIR_MODE`].
     pub async fn mkdir(&self, path: &str) -> Result<(), ClientError> {
-        self.meta_attr(MetaRequest::Mkdir { path: path.into() })
-            .await
-            .map(|_| ())
+        self.mkdir_mode(path, DEFAULT_DIR_MODE).await.map(|_| ())
+    }
+
+    /// Makes a directory with permission bits `mode` (the caller's umask
+    /// already applied): its attributes.
+    pub async fn mkdir_mode(&self, path: &str, mode: u32) -> Result<Stat, ClientError> {
+        concerto_proto::check_mode_bits(mode).map_err(ClientError::Invalid)?;
+        let attr = self
+            .meta_attr(MetaRequest::Mkdir {
+                path: path.into(),
+                mode,
+            })
+            .await?;
+        Stat::of(&attr, path)
+    }
+
+    /// chmod (`mode`), chown (`uid`: the admin key only) and chgrp (`gid`:
+    /// the owner, to a group its key names); the new attributes.
+    pub async fn set_attr(
+        &self,
+        path: &str,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> Result<Stat, ClientError> {
+        if let Some(mode) = mode {
+            concerto_proto::check_mode_bits(mode).map_err(ClientError::Invalid)?;
+        }
+        let attr = self
+            .meta_attr(MetaRequest::SetAttr {
+                path: path.into(),
+                mode,
+                uid,
+                gid,
+            })
+            .await?;
+        Stat::of(&attr, path)
+    }
+
+    /// access(2): `Ok` when the key's user may read (4), write (2) and/or
+    /// search (1) `path` as `mask` says; a `Denied` error naming why not.
+    pub async fn access(&self, path: &str, mask: u32) -> Result<(), ClientError> {
+        if mask > 7 {
+            return Err(ClientError::Invalid(format!(
+                "access mask {mask}: must combine read (4), write (2) and search (1)"
+            )));
+        }
+        match self
+            .meta(MetaRequest::Access {
+                path: path.into(),
+                mask,
+            })
+            .await?
+        {
+            MetaReply::Done => Ok(()),
+            _ => self.unexpected(),
+        }
     }
 
     pub async fn rmdir(&self, path: &str) -> Result<(), ClientError> {
@@ -298,33 +366,37 @@ impl FsClient {
         Ok(handle)
     }
 
-    /// Creates a file (an error if it exists when `exclusive`, else opens
-    /// it) and opens it for writing; one request. Close it with
-    /// [`FsClient::close`].
+    /// Creates a file of mode [`DEFAULT_FILE_MODE`] (an error if it exists
+    /// when `exclusive`, else opens it) and opens it for writing; one
+    /// request. Close it with [`FsClient::close`].
     pub async fn create(
         &self,
         path: &str,
         layout: LayoutRequest,
         exclusive: bool,
     ) -> Result<FileHandle, ClientError> {
-        self.create_stat(path, layout, exclusive)
+        self.create_stat(path, layout, exclusive, DEFAULT_FILE_MODE)
             .await
             .map(|(f, _)| f)
     }
 
-    /// [`FsClient::create`], with the file's attributes as the service
-    /// answered them (a FUSE create replies with both).
+    /// [`FsClient::create`] with permission bits `mode` (the caller's
+    /// umask applied), and the file's attributes as the service answered
+    /// them (a FUSE create replies with both).
     pub async fn create_stat(
         &self,
         path: &str,
         layout: LayoutRequest,
         exclusive: bool,
+        mode: u32,
     ) -> Result<(FileHandle, Stat), ClientError> {
+        concerto_proto::check_mode_bits(mode).map_err(ClientError::Invalid)?;
         let attr = self
             .meta_attr(MetaRequest::Create {
                 path: path.into(),
                 layout,
                 exclusive,
+                mode,
             })
             .await?;
         Ok((self.handle(&attr, path, true)?, Stat::of(&attr, path)?))

@@ -68,7 +68,6 @@ struct Ctx {
     client: FsClient,
     state: Arc<Mutex<State>>,
     ttl: Duration,
-    owner: (u32, u32),
     /// Callers' I/O phases, found in their streams (with a coordinator).
     phases: Option<Arc<ImplicitPhases>>,
 }
@@ -87,9 +86,9 @@ impl Ctx {
     }
 
     fn attr(&self, s: &Stat) -> FileAttr {
-        let (kind, perm, nlink) = match s.kind {
-            FileKind::Directory => (FileType::Directory, 0o755, 2),
-            FileKind::File => (FileType::RegularFile, 0o644, 1),
+        let (kind, nlink) = match s.kind {
+            FileKind::Directory => (FileType::Directory, 2),
+            FileKind::File => (FileType::RegularFile, 1),
         };
         let blksize = s
             .layout
@@ -104,10 +103,10 @@ impl Ctx {
             ctime: time(s.ctime_ns),
             crtime: time(s.ctime_ns),
             kind,
-            perm,
+            perm: s.mode as u16,
             nlink,
-            uid: self.owner.0,
-            gid: self.owner.1,
+            uid: s.uid,
+            gid: s.gid,
             rdev: 0,
             blksize,
             flags: 0,
@@ -256,8 +255,6 @@ impl ConcertoFuse {
                 client,
                 state: Arc::new(Mutex::new(State::new())),
                 ttl: options.attr_ttl,
-                // SAFETY: geteuid and getegid only read the process's credentials.
-                owner: unsafe { (libc::geteuid(), libc::getegid()) },
                 phases: options
                     .detect_phases
                     .then(|| ImplicitPhases::start(PhaseConfig::default(), runtime.clone())),
@@ -366,15 +363,17 @@ impl Filesystem for ConcertoFuse {
         self.run(req, reply, |ctx| async move { ctx.stat_inode(ino).await });
     }
 
-    /// Only the size can change (truncate); modes, owners and times are not
-    /// stored, so those changes are accepted and the attributes stay as they are.
+    /// The size (truncate), the mode (chmod) and the owner and group
+    /// (chown, chgrp) change on the metadata service, which checks them
+    /// against the key's user; times other than those it keeps are not
+    /// stored, so those changes are accepted and the attributes stay.
     fn setattr(
         &mut self,
         req: &Request<'_>,
         ino: u64,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
         size: Option<u64>,
         _atime: Option<TimeOrNow>,
         _mtime: Option<TimeOrNow>,
@@ -387,6 +386,11 @@ impl Filesystem for ConcertoFuse {
         reply: ReplyAttr,
     ) {
         self.run(req, reply, |ctx| async move {
+            if mode.is_some() || uid.is_some() || gid.is_some() {
+                let path = ctx.state().path(ino)?;
+                let mode = mode.map(|m| m & concerto_proto::MAX_MODE);
+                ctx.client.set_attr(&path, mode, uid, gid).await?;
+            }
             if let Some(size) = size {
                 let path = ctx.state().path(ino)?;
                 ctx.client.truncate(&path, size).await?;
@@ -395,20 +399,38 @@ impl Filesystem for ConcertoFuse {
         });
     }
 
+    /// access(2) and the shell's `test -r/-w/-x`: asked of the metadata
+    /// service for the key's user (the mount does not use the kernel's
+    /// `default_permissions`: the key, not the local uid, is who acts).
+    fn access(&mut self, req: &Request<'_>, ino: u64, mask: i32, reply: ReplyEmpty) {
+        self.run(req, reply, |ctx| async move {
+            let path = ctx.state().path(ino)?;
+            if mask == libc::F_OK {
+                ctx.stat_inode(ino).await?;
+                return Ok(());
+            }
+            Ok(ctx.client.access(&path, (mask & 7) as u32).await?)
+        });
+    }
+
     fn mkdir(
         &mut self,
         req: &Request<'_>,
         parent: u64,
         name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        mode: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         let path = self.state().child(parent, name);
         self.run(req, reply, |ctx| async move {
             let path = path?;
-            ctx.client.mkdir(&path).await?;
-            ctx.entry(&path).await
+            let stat = ctx
+                .client
+                .mkdir_mode(&path, mode & !umask & concerto_proto::MAX_MODE)
+                .await?;
+            ctx.state().looked_up(stat.inode, &path);
+            Ok(ctx.attr(&stat))
         });
     }
 
@@ -484,8 +506,8 @@ impl Filesystem for ConcertoFuse {
         req: &Request<'_>,
         parent: u64,
         name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        mode: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
@@ -496,7 +518,12 @@ impl Filesystem for ConcertoFuse {
             // One request: the reply says what was created.
             let (file, stat) = ctx
                 .client
-                .create_stat(&path, LayoutRequest::default(), exclusive)
+                .create_stat(
+                    &path,
+                    LayoutRequest::default(),
+                    exclusive,
+                    mode & !umask & concerto_proto::MAX_MODE,
+                )
                 .await?;
             ctx.state().looked_up(stat.inode, &path);
             Ok((ctx.attr(&stat), ctx.keep_open(file)))

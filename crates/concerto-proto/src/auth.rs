@@ -35,6 +35,8 @@ pub const SECRET_LEN: usize = 32;
 pub const NONCE_LEN: usize = 32;
 /// Longest key id.
 pub const MAX_KEY_ID: usize = 128;
+/// The most groups a key may name (NFS's AUTH_SYS carries 16; Linux allows 65536).
+pub const MAX_GROUPS: usize = 256;
 
 /// A nonce or a MAC as it travels.
 pub type Nonce = [u8; NONCE_LEN];
@@ -108,10 +110,70 @@ pub struct Key {
     /// The user (numeric id) a tenant's job runs as, set by the
     /// administrator: QoS rules can match it (all of a user's jobs together).
     pub user: Option<u32>,
+    /// The groups (numeric ids) a tenant's user is in, the first its
+    /// primary group (files it creates get it); none: the user's own
+    /// group, numbered as the user (a user-private group).
+    pub groups: Vec<u32>,
     pub secret: Secret,
 }
 
+/// The user nothing is granted to: what a tenant key naming no user (and
+/// a peer key) acts as on files, as NFS squashes root.
+pub const NOBODY: u32 = 65534;
+
+/// Who a key's requests are on files: the user and groups POSIX
+/// permissions are checked against. Only the administrator's key is root
+/// (uid 0); a tenant is its key's user, never what a request claims.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub uid: u32,
+    /// The primary group: new files get it.
+    pub gid: u32,
+    /// Every group the user is in, the primary one included.
+    pub groups: Vec<u32>,
+}
+
+impl Principal {
+    pub fn root() -> Principal {
+        Principal {
+            uid: 0,
+            gid: 0,
+            groups: vec![0],
+        }
+    }
+
+    pub fn nobody() -> Principal {
+        Principal {
+            uid: NOBODY,
+            gid: NOBODY,
+            groups: vec![NOBODY],
+        }
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.uid == 0
+    }
+
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.groups.contains(&gid)
+    }
+}
+
 impl Key {
+    /// The principal its requests act as on files.
+    pub fn principal(&self) -> Principal {
+        match (self.grant, self.user) {
+            (Grant::Admin, _) => Principal::root(),
+            (Grant::Tenant { .. }, Some(uid)) if uid != 0 => {
+                let gid = self.groups.first().copied().unwrap_or(uid);
+                let mut groups = vec![gid];
+                groups.extend(self.groups.iter().copied().filter(|&g| g != gid));
+                Principal { uid, gid, groups }
+            }
+            _ => Principal::nobody(),
+        }
+    }
+
     /// What its holder keeps: the id and the secret (and the job it acts as).
     pub fn credential(&self) -> Credential {
         Credential {
@@ -137,6 +199,8 @@ struct KeyEntry {
     weight: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     user: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    groups: Vec<u32>,
     secret: String,
 }
 
@@ -207,12 +271,34 @@ impl KeyRing {
             if e.user.is_some() && e.role != Role::Tenant {
                 return Err(at("user", "only a tenant key names a user".into()));
             }
+            if e.user == Some(0) {
+                return Err(at(
+                    "user",
+                    "0 is root: only the admin key acts as root (tenants are squashed)".into(),
+                ));
+            }
+            if !e.groups.is_empty() && e.user.is_none() {
+                return Err(at(
+                    "groups",
+                    "groups need a user (a key without one acts as nobody)".into(),
+                ));
+            }
+            if e.groups.len() > MAX_GROUPS {
+                return Err(at(
+                    "groups",
+                    format!(
+                        "{} groups is over the limit of {MAX_GROUPS}",
+                        e.groups.len()
+                    ),
+                ));
+            }
             let secret = Secret::from_hex(&e.secret).map_err(|m| at("secret", m))?;
             keys.push(Key {
                 id: e.id,
                 grant,
                 weight: e.weight,
                 user: e.user,
+                groups: e.groups,
                 secret,
             });
         }
@@ -234,6 +320,7 @@ impl KeyRing {
                 grant,
                 weight: None,
                 user: None,
+                groups: Vec::new(),
                 secret: Secret::generate()?,
             })
         };
@@ -282,6 +369,7 @@ impl KeyRing {
                         job,
                         weight: k.weight,
                         user: k.user,
+                        groups: k.groups.clone(),
                         secret: k.secret.to_hex(),
                     }
                 })

@@ -33,7 +33,7 @@ use crate::namespace;
 use crate::stats::{Arrival, ServerStats};
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 10;
+pub const VERSION: u16 = 11;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -84,6 +84,20 @@ pub fn check_layout_request(l: &LayoutRequest) -> Result<(), String> {
     }
     if l.count == Some(0) {
         return Err("stripe count 0: must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// The permission bits a file may have: rwx for owner, group and others,
+/// set-user-id, set-group-id and sticky (`07777`).
+pub const MAX_MODE: u32 = 0o7777;
+
+/// A mode a client may give: permission bits only (no file type).
+pub fn check_mode_bits(mode: u32) -> Result<(), String> {
+    if mode > MAX_MODE {
+        return Err(format!(
+            "mode {mode:#o} has bits beyond the permission bits {MAX_MODE:#o}"
+        ));
     }
     Ok(())
 }
@@ -367,15 +381,34 @@ pub struct LayoutRequest {
 /// Metadata operations; paths are absolute (`/a/b`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum MetaRequest {
+    /// Makes a directory with permission bits `mode` (the caller's umask
+    /// applied; at most [`MAX_MODE`]), owned by the key's user.
     Mkdir {
         path: String,
+        mode: u32,
     },
     /// Creates a file with its layout fixed from `layout` or the
-    /// directory's default, and opens it for writing (see `Open`).
+    /// directory's default, and opens it for writing (see `Open`);
+    /// `mode` as for `Mkdir`.
     Create {
         path: String,
         layout: LayoutRequest,
         exclusive: bool,
+        mode: u32,
+    },
+    /// chmod (`mode`), chown (`uid`: the administrator only) and chgrp
+    /// (`gid`: the owner, to a group it is in); the new attributes.
+    SetAttr {
+        path: String,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    },
+    /// Whether the key's user may read (4), write (2) or search/execute
+    /// (1) `path`, as access(2): `Done`, or `Denied` naming why.
+    Access {
+        path: String,
+        mask: u32,
     },
     /// A file's or directory's attributes (stat).
     Lookup {
@@ -445,6 +478,7 @@ impl MetaRequest {
             MetaRequest::Mkdir { .. } => MetaOp::Mkdir,
             MetaRequest::Create { .. } => MetaOp::Create,
             MetaRequest::Lookup { .. }
+            | MetaRequest::Access { .. }
             | MetaRequest::Open { .. }
             | MetaRequest::Getattr { .. }
             | MetaRequest::Exists { .. }
@@ -455,6 +489,7 @@ impl MetaRequest {
             MetaRequest::Rename { .. } => MetaOp::Rename,
             MetaRequest::Truncate { .. }
             | MetaRequest::SetStripe { .. }
+            | MetaRequest::SetAttr { .. }
             | MetaRequest::Close { .. }
             | MetaRequest::Sync => MetaOp::Setattr,
         }
@@ -462,8 +497,10 @@ impl MetaRequest {
 
     pub fn paths(&self) -> Vec<&str> {
         match self {
-            MetaRequest::Mkdir { path }
+            MetaRequest::Mkdir { path, .. }
             | MetaRequest::Create { path, .. }
+            | MetaRequest::SetAttr { path, .. }
+            | MetaRequest::Access { path, .. }
             | MetaRequest::Lookup { path }
             | MetaRequest::Open { path, .. }
             | MetaRequest::Readdir { path, .. }
@@ -512,6 +549,11 @@ pub struct MetaAttr {
     pub default_layout: Option<(u64, u32)>,
     /// Entries in a directory.
     pub entries: u64,
+    /// The owner, the group and the permission bits (with set-group-id
+    /// and sticky, as `st_mode & 07777`).
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -679,6 +721,13 @@ fn check_layout(l: &LayoutRequest) -> Result<(), ProtocolError> {
     })
 }
 
+fn check_mode(mode: u32) -> Result<(), ProtocolError> {
+    check_mode_bits(mode).map_err(|message| ProtocolError::Field {
+        field: "mode",
+        message,
+    })
+}
+
 fn check_text(name: &'static str, text: &str) -> Result<(), ProtocolError> {
     if text.len() > MAX_TEXT {
         return field(
@@ -841,9 +890,21 @@ impl Envelope {
                     })?;
                 }
                 match op {
-                    MetaRequest::Create { layout, .. } | MetaRequest::SetStripe { layout, .. } => {
+                    MetaRequest::Create { layout, mode, .. } => {
+                        check_mode(*mode)?;
                         check_layout(layout)
                     }
+                    MetaRequest::SetStripe { layout, .. } => check_layout(layout),
+                    MetaRequest::Mkdir { mode, .. }
+                    | MetaRequest::SetAttr {
+                        mode: Some(mode), ..
+                    } => check_mode(*mode),
+                    MetaRequest::Access { mask, .. } if *mask > 7 => field(
+                        "mask",
+                        format!(
+                            "{mask} is not a combination of read (4), write (2) and search (1)"
+                        ),
+                    ),
                     MetaRequest::Readdir {
                         after: Some(name), ..
                     } => check_text("after", name),
@@ -982,6 +1043,53 @@ mod tests {
         })
     }
 
+    #[test]
+    fn a_mode_beyond_the_permission_bits_or_a_bad_access_mask_is_a_field_error() {
+        let t = Tags {
+            app: 1,
+            rank: 0,
+            issue_ns: 0,
+            weight: None,
+        };
+        let check = |op: MetaRequest| Envelope::new(1, Message::Meta { tags: t, op }).validate();
+        let bad = [
+            MetaRequest::Mkdir {
+                path: "/d".into(),
+                mode: 0o10000,
+            },
+            MetaRequest::SetAttr {
+                path: "/d".into(),
+                mode: Some(0o170755),
+                uid: None,
+                gid: None,
+            },
+        ];
+        for op in bad {
+            match check(op) {
+                Err(ProtocolError::Field {
+                    field: "mode",
+                    message,
+                }) => {
+                    assert!(message.contains("beyond the permission bits"), "{message}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let mask = MetaRequest::Access {
+            path: "/d".into(),
+            mask: 8,
+        };
+        assert!(matches!(
+            check(mask),
+            Err(ProtocolError::Field { field: "mask", .. })
+        ));
+        let fine = MetaRequest::Mkdir {
+            path: "/d".into(),
+            mode: 0o7777,
+        };
+        assert!(check(fine).is_ok());
+    }
+
     fn meta() -> impl Strategy<Value = MetaRequest> {
         let layout = (
             proptest::option::of((1u64..1 << 12).prop_map(|k| k * MIN_STRIPE_UNIT)),
@@ -989,14 +1097,28 @@ mod tests {
         )
             .prop_map(|(unit, count)| LayoutRequest { unit, count });
         prop_oneof![
-            path().prop_map(|path| MetaRequest::Mkdir { path }),
-            (path(), layout, any::<bool>()).prop_map(|(path, layout, exclusive)| {
-                MetaRequest::Create {
+            (path(), 0u32..=MAX_MODE).prop_map(|(path, mode)| MetaRequest::Mkdir { path, mode }),
+            (path(), layout, any::<bool>(), 0u32..=MAX_MODE).prop_map(
+                |(path, layout, exclusive, mode)| MetaRequest::Create {
                     path,
                     layout,
                     exclusive,
+                    mode,
                 }
-            }),
+            ),
+            (
+                path(),
+                proptest::option::of(0u32..=MAX_MODE),
+                proptest::option::of(any::<u32>()),
+                proptest::option::of(any::<u32>())
+            )
+                .prop_map(|(path, mode, uid, gid)| MetaRequest::SetAttr {
+                    path,
+                    mode,
+                    uid,
+                    gid
+                }),
+            (path(), 0u32..8).prop_map(|(path, mask)| MetaRequest::Access { path, mask }),
             path().prop_map(|path| MetaRequest::Lookup { path }),
             (path(), proptest::option::of("[a-z]{1,8}"))
                 .prop_map(|(path, after)| MetaRequest::Readdir { path, after }),
@@ -1225,6 +1347,7 @@ mod tests {
                 count: None,
             },
             exclusive: true,
+            mode: 0o644,
         };
         assert!(matches!(
             Envelope::new(

@@ -186,8 +186,26 @@ impl FsClientHandle {
         self.inner.identity().rank
     }
 
-    fn mkdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
-        self.run(py, self.inner.mkdir(path))
+    #[pyo3(signature = (path, mode=concerto_client::DEFAULT_DIR_MODE))]
+    fn mkdir(&self, py: Python<'_>, path: &str, mode: u32) -> PyResult<()> {
+        self.run(py, self.inner.mkdir_mode(path, mode)).map(|_| ())
+    }
+    /// chmod, chown and chgrp in one request; the new attributes as JSON.
+    #[pyo3(signature = (path, mode=None, uid=None, gid=None))]
+    fn set_attr(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> PyResult<String> {
+        Ok(stat_json(
+            &self.run(py, self.inner.set_attr(path, mode, uid, gid))?,
+        ))
+    }
+    fn access(&self, py: Python<'_>, path: &str, mask: u32) -> PyResult<()> {
+        self.run(py, self.inner.access(path, mask))
     }
     fn rmdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
         self.run(py, self.inner.rmdir(path))
@@ -486,7 +504,7 @@ fn stat_json(s: &concerto_client::Stat) -> String {
         "inode": s.inode, "kind": s.kind, "size": s.size, "ctime_ns": s.ctime_ns, "mtime_ns": s.mtime_ns,
         "layout": s.layout.as_ref().map(|l| json!({"unit": l.unit(), "servers": l.servers()})),
         "default_layout": s.default_layout.map(|(unit, count)| json!({"unit": unit, "count": count})),
-        "entries": s.entries,
+        "entries": s.entries, "uid": s.uid, "gid": s.gid, "mode": s.mode,
     })
     .to_string()
 }
@@ -514,13 +532,14 @@ pub fn generate_keys() -> PyResult<(String, String)> {
 /// Adds a tenant key for `job` to the ring (TOML); returns the new ring
 /// and the key's credential.
 #[pyfunction]
-#[pyo3(signature = (ring, id, job, weight=None, user=None))]
+#[pyo3(signature = (ring, id, job, weight=None, user=None, groups=Vec::new()))]
 pub fn issue_key(
     ring: &str,
     id: &str,
     job: u32,
     weight: Option<f64>,
     user: Option<u32>,
+    groups: Vec<u32>,
 ) -> PyResult<(String, String)> {
     let mut ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
     if let Some(w) = weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
@@ -533,10 +552,16 @@ pub fn issue_key(
         grant: Grant::Tenant { job },
         weight,
         user,
+        groups,
         secret: Secret::generate().map_err(PyOSError::new_err)?,
     };
     let credential = key.credential().to_toml();
     ring.add(key).map_err(PyValueError::new_err)?;
+    // The ring's own checks (user 0, groups without a user), as the
+    // servers will read it.
+    let ring = KeyRing::parse(&ring.to_toml()).map_err(|e| {
+        PyValueError::new_err(e.replace(&format!("keys[{}].", ring.keys().len() - 1), "--"))
+    })?;
     Ok((ring.to_toml(), credential))
 }
 
@@ -573,7 +598,7 @@ pub fn list_keys(ring: &str) -> PyResult<String> {
                 Grant::Peer => ("peer", None),
                 Grant::Tenant { job } => ("tenant", Some(job)),
             };
-            json!({"id": k.id, "role": role, "job": job, "weight": k.weight, "user": k.user})
+            json!({"id": k.id, "role": role, "job": job, "weight": k.weight, "user": k.user, "groups": k.groups})
         })
         .collect();
     Ok(to_json(&keys))

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, Request, RequestId, Time};
-use concerto_proto::auth::{self, Grant, Key};
+use concerto_proto::auth::{self, Grant, Key, Principal};
 use concerto_proto::{frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Tags};
 
 use crate::coordinator::PhaseCommand;
@@ -422,6 +422,8 @@ async fn serve<R: AsyncRead + Unpin>(
     sched: &mpsc::Sender<Command>,
     stopped: &mut watch::Receiver<bool>,
 ) {
+    // Who the key is on files, once for all its requests.
+    let who = Arc::new(key.principal());
     let budgets = Budgets::new(
         limits.memory,
         peer.slot.budget.clone(),
@@ -455,7 +457,7 @@ async fn serve<R: AsyncRead + Unpin>(
             out: Some(out_tx.clone()),
             permit: Some(permit),
         };
-        let cmd = match command(env.message, key, peer.conn, reply) {
+        let cmd = match command(env.message, key, &who, peer.conn, reply) {
             Ok(cmd) => cmd,
             Err(close) => {
                 if close {
@@ -472,7 +474,13 @@ async fn serve<R: AsyncRead + Unpin>(
 
 /// The command a request asks for; `Err(close)` when it was answered here
 /// (and whether the connection must close).
-fn command(message: Message, key: &Key, conn: u64, reply: Reply) -> Result<Command, bool> {
+fn command(
+    message: Message,
+    key: &Key,
+    principal: &Arc<Principal>,
+    conn: u64,
+    reply: Reply,
+) -> Result<Command, bool> {
     // A tenant's requests weigh what the administrator set for its key,
     // and are its key's user's; only the administrator's own requests may
     // carry a weight.
@@ -488,6 +496,7 @@ fn command(message: Message, key: &Key, conn: u64, reply: Reply) -> Result<Comma
         action,
         reply,
         conn,
+        who: principal.clone(),
     };
     Ok(match message {
         Message::Write {

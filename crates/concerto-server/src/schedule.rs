@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
 
 use concerto_core::server::{Driver, QosRules, ServiceReport, Ticket};
 use concerto_core::{AppId, Op, Request, RequestId, Time};
+use concerto_proto::auth::Principal;
 use concerto_proto::{Envelope, ErrorKind, Member, Message, MetaRequest};
 
 use crate::coordinator::{CoordinatorHandle, PhaseCommand};
@@ -97,6 +98,8 @@ pub(crate) struct Job {
     pub reply: Reply,
     /// The connection it came on.
     pub conn: u64,
+    /// Who its key is on files.
+    pub who: Arc<Principal>,
 }
 
 /// The storage executor's side of a request.
@@ -259,6 +262,7 @@ struct Waiting {
     reply: Reply,
     arrived: Time,
     conn: u64,
+    who: Arc<Principal>,
 }
 
 /// A request the storage finished: which, and the bytes it moved.
@@ -358,6 +362,7 @@ impl Loop {
         };
         let caller = Caller {
             conn: w.conn,
+            who: w.who,
             tags: concerto_proto::Tags {
                 app: req.app.0,
                 rank: req.rank,
@@ -395,7 +400,10 @@ impl Loop {
                 tokio::task::spawn_blocking(move || reply.send(then()));
             }
         };
-        if let Some(outcome) = self.backend.execute_inline(&action, at, caller, now_ns) {
+        if let Some(outcome) = self
+            .backend
+            .execute_inline(&action, at, caller.clone(), now_ns)
+        {
             return finish(outcome, reply);
         }
         tokio::task::spawn_blocking(move || {
@@ -449,6 +457,7 @@ impl Loop {
                         reply: job.reply,
                         arrived,
                         conn: job.conn,
+                        who: job.who,
                     },
                 );
                 driver.enqueue(job.req, arrived);
@@ -456,6 +465,7 @@ impl Loop {
             Command::Direct(job) => {
                 let caller = Caller {
                     conn: job.conn,
+                    who: job.who,
                     tags: concerto_proto::Tags {
                         app: job.req.app.0,
                         rank: job.req.rank,

@@ -33,6 +33,7 @@ fn ring() -> KeyRing {
         grant: Grant::Tenant { job: 7 },
         weight: None,
         user: None,
+        groups: Vec::new(),
         secret: Secret::generate().unwrap(),
     })
     .unwrap();
@@ -427,6 +428,7 @@ async fn sfq_last_writer(rules: &str, abuser_tags: Tags) -> u8 {
             grant: Grant::Tenant { job },
             weight: None,
             user: Some(user),
+            groups: Vec::new(),
             secret: Secret::generate().unwrap(),
         })
         .unwrap();

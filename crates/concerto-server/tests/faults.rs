@@ -211,6 +211,7 @@ fn the_reserve_pays_for_a_delete_on_a_full_disk() {
                 path: format!("/f{i}"),
                 layout: LayoutRequest::default(),
                 exclusive: true,
+                mode: 0o644,
             };
             assert!(matches!(apply(create), Message::MetaReply { .. }));
         }
@@ -252,6 +253,7 @@ fn a_crash_keeps_what_was_synced_and_never_reuses_an_inode_number() {
             path: path.into(),
             layout: LayoutRequest::default(),
             exclusive: true,
+            mode: 0o644,
         };
         match common::apply(on, op) {
             Message::MetaReply {

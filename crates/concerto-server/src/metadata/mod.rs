@@ -10,6 +10,7 @@
 //! gave its slot back, so that a server that is both a metadata and a
 //! data server never waits on itself).
 
+mod access;
 mod namespace;
 mod reaper;
 mod sizes;
@@ -25,6 +26,7 @@ use tokio::runtime::Handle;
 use tokio::sync::watch;
 
 use concerto_core::StripeLayout;
+use concerto_proto::auth::Principal;
 use concerto_proto::{
     FileKind, FsCounts, Message, MetaAttr, MetaReply, MetaRequest, Tags, WireLayout,
 };
@@ -42,11 +44,12 @@ use store::{Store, Wait};
 pub const BYTES_PER_INODE: u64 = 1024;
 
 /// Who sent a metadata request: its connection (which holds files open
-/// for writing) and its tags.
-#[derive(Clone, Copy, Debug)]
+/// for writing), its tags, and the identity its key acts as on files.
+#[derive(Clone, Debug)]
 pub struct Caller {
     pub conn: u64,
     pub tags: Tags,
+    pub who: Arc<Principal>,
 }
 
 /// A request's answer: now, or once the file's data servers said how
@@ -91,6 +94,9 @@ fn attr(ino: u64, node: &Inode, size: Option<u64>) -> MetaAttr {
         layout: node.layout.clone(),
         default_layout: node.default_layout,
         entries: node.entries,
+        uid: node.uid,
+        gid: node.gid,
+        mode: node.mode,
     }
 }
 
@@ -171,13 +177,14 @@ impl MetadataService {
         wait: Wait,
     ) -> Result<Outcome, MetaError> {
         let conn = caller.conn;
+        let who = &caller.who;
         let result = match op {
             MetaRequest::Lookup { path } => {
-                let found = self.store.read(wait, |ops| ops.lookup(path));
+                let found = self.store.read(wait, |ops| ops.lookup(path, who));
                 if is_busy(&found) {
                     return Err(MetaError::Busy);
                 }
-                return Ok(self.with_size(found, caller));
+                return Ok(self.with_size(found, caller.tags));
             }
             MetaRequest::Getattr { inode } => {
                 let found = self.store.read(wait, |ops| ops.get(*inode));
@@ -188,11 +195,11 @@ impl MetadataService {
                     n.map(|n| (*inode, n))
                         .ok_or_else(|| MetaError::NotFound(format!("inode {inode:#x}")))
                 });
-                return Ok(self.with_size(found, caller));
+                return Ok(self.with_size(found, caller.tags));
             }
             MetaRequest::Open { path, write } => self
                 .store
-                .read(wait, |ops| ops.lookup(path))
+                .read(wait, |ops| ops.open(path, *write, who))
                 .and_then(|(ino, node)| {
                     let size = self.sizes().size(ino).ok();
                     if *write && node.kind == FileKind::File {
@@ -206,10 +213,11 @@ impl MetadataService {
                 path,
                 layout,
                 exclusive,
+                mode,
             } => self
                 .store
                 .change(wait, true, |ops, alloc| {
-                    ops.make(path, Some(*layout), *exclusive, now_ns, alloc)
+                    ops.make(path, (Some(*layout), *exclusive, *mode), who, now_ns, alloc)
                 })
                 .and_then(|(made, _)| {
                     let mut sizes = self.sizes();
@@ -225,15 +233,15 @@ impl MetadataService {
                     };
                     Ok(MetaReply::Attr(attr(made.ino, &made.node, size)))
                 }),
-            MetaRequest::Mkdir { path } => self
+            MetaRequest::Mkdir { path, mode } => self
                 .store
                 .change(wait, true, |ops, alloc| {
-                    ops.make(path, None, true, now_ns, alloc)
+                    ops.make(path, (None, true, *mode), who, now_ns, alloc)
                 })
                 .map(|(made, _)| MetaReply::Attr(attr(made.ino, &made.node, Some(0)))),
             MetaRequest::Readdir { path, after } => self
                 .store
-                .read(wait, |ops| ops.readdir(path, after.as_deref()))
+                .read(wait, |ops| ops.readdir(path, after.as_deref(), who))
                 .map(|(entries, more)| MetaReply::Entries { entries, more }),
             MetaRequest::Unlink { path } | MetaRequest::Rmdir { path } => {
                 let kind = match op {
@@ -241,7 +249,7 @@ impl MetadataService {
                     _ => FileKind::Directory,
                 };
                 self.store
-                    .change(wait, false, |ops, _| ops.remove(path, kind, now_ns))
+                    .change(wait, false, |ops, _| ops.remove(path, kind, who, now_ns))
                     .map(|((ino, node), _)| {
                         if kind == FileKind::File {
                             self.sizes().forget(ino);
@@ -252,7 +260,7 @@ impl MetadataService {
             }
             MetaRequest::Rename { from, to } => self
                 .store
-                .change(wait, false, |ops, _| ops.rename(from, to, now_ns))
+                .change(wait, false, |ops, _| ops.rename(from, to, who, now_ns))
                 .map(|(replaced, _)| {
                     MetaReply::Replaced(replaced.map(|(ino, node)| {
                         if node.kind == FileKind::File {
@@ -264,15 +272,35 @@ impl MetadataService {
                 }),
             MetaRequest::Truncate { path, size } => self
                 .store
-                .change(wait, false, |ops, _| ops.truncate(path, now_ns))
+                .change(wait, false, |ops, _| ops.truncate(path, who, now_ns))
                 .map(|((ino, node), _)| {
                     self.sizes().truncated(ino, conn, *size);
                     MetaReply::Attr(attr(ino, &node, Some(*size)))
                 }),
             MetaRequest::SetStripe { path, layout } => self
                 .store
-                .change(wait, false, |ops, _| ops.set_stripe(path, *layout, now_ns))
+                .change(wait, false, |ops, _| {
+                    ops.set_stripe(path, *layout, who, now_ns)
+                })
                 .map(|((ino, node), _)| MetaReply::Attr(attr(ino, &node, None))),
+            MetaRequest::SetAttr {
+                path,
+                mode,
+                uid,
+                gid,
+            } => self
+                .store
+                .change(wait, false, |ops, _| {
+                    ops.set_attr(path, (*mode, *uid, *gid), who, now_ns)
+                })
+                .map(|((ino, node), _)| {
+                    let size = self.sizes().size(ino).ok();
+                    MetaReply::Attr(attr(ino, &node, size))
+                }),
+            MetaRequest::Access { path, mask } => self
+                .store
+                .read(wait, |ops| ops.access(path, *mask, who))
+                .map(|()| MetaReply::Done),
             MetaRequest::Statfs => self.store.read(wait, |ops| ops.counts()).map(
                 |(files, directories, default_layout)| {
                     MetaReply::Statfs(FsCounts {
@@ -323,11 +351,7 @@ impl MetadataService {
 
     /// A lookup's answer with the file's size: known, or asked of its data
     /// servers once the request's slot is free.
-    fn with_size(
-        self: &Arc<Self>,
-        found: Result<(u64, Inode), MetaError>,
-        caller: Caller,
-    ) -> Outcome {
+    fn with_size(self: &Arc<Self>, found: Result<(u64, Inode), MetaError>, tags: Tags) -> Outcome {
         let (ino, node) = match found {
             Ok(f) => f,
             Err(e) => return Outcome::Now(reply(self, Err(e))),
@@ -346,7 +370,7 @@ impl MetadataService {
         };
         let service = self.clone();
         Outcome::Later(Box::new(move || {
-            let glimpsed = service.glimpse(ino, &layout, caller.tags);
+            let glimpsed = service.glimpse(ino, &layout, tags);
             let result = glimpsed.map(|(size, mtime_ns)| {
                 service.sizes().glimpsed(ino, generation, size);
                 let mut a = attr(ino, &node, Some(size));

@@ -22,6 +22,9 @@ use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::access::{self, READ, SEARCH, WRITE};
+
+use concerto_proto::auth::Principal;
 use concerto_proto::namespace;
 use concerto_proto::{DirEntry, ErrorKind, FileKind, LayoutRequest, WireLayout, MAX_ENTRIES};
 
@@ -72,6 +75,9 @@ pub enum MetaError {
     IsADirectory(String),
     #[error("{0}")]
     Invalid(String),
+    /// The key's user may not (the message names the operation, the file and why).
+    #[error("{0}")]
+    Denied(String),
     #[error("metadata store: {0}")]
     Store(String),
     /// The store's disk failed; the store is closed and opened again by
@@ -98,6 +104,7 @@ impl MetaError {
             MetaError::NotADirectory(_) => ErrorKind::NotADirectory,
             MetaError::IsADirectory(_) => ErrorKind::IsADirectory,
             MetaError::Invalid(_) => ErrorKind::Invalid,
+            MetaError::Denied(_) => ErrorKind::Denied,
             MetaError::Store(_)
             | MetaError::StoreIo(_)
             | MetaError::Unavailable(_)
@@ -140,10 +147,56 @@ pub(super) struct Inode {
     pub layout: Option<WireLayout>,
     pub default_layout: Option<(u64, u32)>,
     pub entries: u64,
+    pub uid: u32,
+    pub gid: u32,
+    /// Permission bits, set-user-id, set-group-id and sticky (`07777`).
+    pub mode: u32,
+}
+
+/// An inode as a store from before owners and modes kept it: read as
+/// owned by root and open to everyone (0666 files, 0777 directories), as
+/// it was, until the administrator changes it.
+#[derive(Deserialize)]
+struct InodeWithoutOwner {
+    kind: FileKind,
+    ctime_ns: u64,
+    mtime_ns: u64,
+    layout: Option<WireLayout>,
+    default_layout: Option<(u64, u32)>,
+    entries: u64,
+}
+
+impl From<InodeWithoutOwner> for Inode {
+    fn from(o: InodeWithoutOwner) -> Inode {
+        Inode {
+            mode: match o.kind {
+                FileKind::File => 0o666,
+                FileKind::Directory => 0o777,
+            },
+            kind: o.kind,
+            ctime_ns: o.ctime_ns,
+            mtime_ns: o.mtime_ns,
+            layout: o.layout,
+            default_layout: o.default_layout,
+            entries: o.entries,
+            uid: 0,
+            gid: 0,
+        }
+    }
 }
 
 fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     bincode::serialize(value).unwrap_or_default()
+}
+
+/// An inode's record; one too short for an owner and mode is from a store
+/// made before them.
+fn decode(ino: u64, bytes: &[u8]) -> Result<Inode, MetaError> {
+    bincode::deserialize::<Inode>(bytes).or_else(|e| {
+        bincode::deserialize::<InodeWithoutOwner>(bytes)
+            .map(Inode::from)
+            .map_err(|_| MetaError::Store(format!("inode {ino} is corrupt: {e}")))
+    })
 }
 
 fn load<T: ReadableTable<u64, &'static [u8]>>(
@@ -152,14 +205,18 @@ fn load<T: ReadableTable<u64, &'static [u8]>>(
 ) -> Result<Option<Inode>, MetaError> {
     match inodes.get(ino)? {
         None => Ok(None),
-        Some(bytes) => bincode::deserialize(bytes.value())
-            .map(Some)
-            .map_err(|e| MetaError::Store(format!("inode {ino} is corrupt: {e}"))),
+        Some(bytes) => decode(ino, bytes.value()).map(Some),
     }
 }
 
-/// Walks `names` from the root: the inode they name, or the error a shell would show.
-fn resolve<I, E>(inodes: &I, entries: &E, names: &[&str]) -> Result<(u64, Inode), MetaError>
+/// Walks `names` from the root: the inode they name, or the error a shell
+/// would show; `who` must may search every directory on the way.
+fn resolve<I, E>(
+    inodes: &I,
+    entries: &E,
+    names: &[&str],
+    who: &Principal,
+) -> Result<(u64, Inode), MetaError>
 where
     I: ReadableTable<u64, &'static [u8]>,
     E: ReadableTable<(u64, &'static str), u64>,
@@ -172,6 +229,7 @@ where
         if node.kind != FileKind::Directory {
             return Err(MetaError::NotADirectory(shown(i)));
         }
+        access::check(who, &node, SEARCH, "search", &shown(i))?;
         ino = entries
             .get((ino, *name))?
             .ok_or_else(|| MetaError::NotFound(shown(i + 1)))?
@@ -186,12 +244,17 @@ where
     Ok((ino, node))
 }
 
-fn resolve_dir<I, E>(inodes: &I, entries: &E, names: &[&str]) -> Result<(u64, Inode), MetaError>
+fn resolve_dir<I, E>(
+    inodes: &I,
+    entries: &E,
+    names: &[&str],
+    who: &Principal,
+) -> Result<(u64, Inode), MetaError>
 where
     I: ReadableTable<u64, &'static [u8]>,
     E: ReadableTable<(u64, &'static str), u64>,
 {
-    let (ino, node) = resolve(inodes, entries, names)?;
+    let (ino, node) = resolve(inodes, entries, names, who)?;
     if node.kind != FileKind::Directory {
         return Err(MetaError::NotADirectory(format!("/{}", names.join("/"))));
     }
@@ -227,6 +290,9 @@ pub(super) fn format_if_new(
             layout: None,
             default_layout: Some((cfg.default_unit, count)),
             entries: 0,
+            uid: 0,
+            gid: 0,
+            mode: access::ROOT_MODE,
         };
         inodes.insert(ROOT, encode(&root).as_slice())?;
         counters.insert(INODE_LIMIT, ROOT + 1)?;
@@ -262,13 +328,39 @@ pub(super) struct Ops<'a> {
 }
 
 impl Ops<'_> {
-    pub fn lookup(&self, path: &str) -> Result<(u64, Inode), MetaError> {
+    pub fn lookup(&self, path: &str, who: &Principal) -> Result<(u64, Inode), MetaError> {
         let names = namespace::components(path).map_err(MetaError::Invalid)?;
         resolve(
             &self.txn.open_table(INODES)?,
             &self.txn.open_table(ENTRIES)?,
             &names,
+            who,
         )
+    }
+
+    /// A file opened for reading, or for writing too: `who` must may.
+    pub fn open(
+        &self,
+        path: &str,
+        write: bool,
+        who: &Principal,
+    ) -> Result<(u64, Inode), MetaError> {
+        let (ino, node) = self.lookup(path, who)?;
+        if node.kind == FileKind::File {
+            let (want, operation) = if write {
+                (WRITE, "open for writing")
+            } else {
+                (READ, "open for reading")
+            };
+            access::check(who, &node, want, operation, path)?;
+        }
+        Ok((ino, node))
+    }
+
+    /// access(2): whether `who` may do `mask` on `path`.
+    pub fn access(&self, path: &str, mask: u32, who: &Principal) -> Result<(), MetaError> {
+        let (_, node) = self.lookup(path, who)?;
+        access::check(who, &node, mask, "access", path)
     }
 
     pub fn get(&self, ino: u64) -> Result<Option<Inode>, MetaError> {
@@ -279,10 +371,12 @@ impl Ops<'_> {
         &self,
         path: &str,
         after: Option<&str>,
+        who: &Principal,
     ) -> Result<(Vec<DirEntry>, bool), MetaError> {
         let names = namespace::components(path).map_err(MetaError::Invalid)?;
         let (inodes, entries) = (self.txn.open_table(INODES)?, self.txn.open_table(ENTRIES)?);
-        let (ino, _) = resolve_dir(&inodes, &entries, &names)?;
+        let (ino, dir) = resolve_dir(&inodes, &entries, &names, who)?;
+        access::check(who, &dir, READ, "list", path)?;
         let start = match after {
             Some(name) => Bound::Excluded((ino, name)),
             None => Bound::Included((ino, "")),
@@ -346,11 +440,13 @@ impl Ops<'_> {
     }
 
     /// mkdir (`layout` is `None`) or create; a new inode number comes from `alloc`.
+    /// mkdir (`layout` is `None`) or create, with permission bits `mode`,
+    /// as `who`; a new inode number comes from `alloc`.
     pub fn make(
         &self,
         path: &str,
-        layout: Option<LayoutRequest>,
-        exclusive: bool,
+        (layout, exclusive, mode): (Option<LayoutRequest>, bool, u32),
+        who: &Principal,
         now_ns: u64,
         alloc: &mut dyn FnMut() -> Result<u64, MetaError>,
     ) -> Result<Made, MetaError> {
@@ -358,41 +454,51 @@ impl Ops<'_> {
         let mut inodes = self.txn.open_table(INODES)?;
         let mut entries = self.txn.open_table(ENTRIES)?;
         let mut counters = self.txn.open_table(COUNTERS)?;
-        let (parent, mut dir) = resolve_dir(&inodes, &entries, &parent_names)?;
+        let (parent, mut dir) = resolve_dir(&inodes, &entries, &parent_names, who)?;
+        access::check(who, &dir, SEARCH, "search", &parent_path(&parent_names))?;
         if let Some(existing) = entries.get((parent, name))?.map(|v| v.value()) {
             let node = load(&inodes, existing)?
                 .ok_or_else(|| MetaError::Store(format!("{path}: missing inode")))?;
             return match (layout, exclusive, node.kind) {
-                (Some(_), false, FileKind::File) => Ok(Made {
-                    ino: existing,
-                    node,
-                    created: false,
-                }),
+                (Some(_), false, FileKind::File) => {
+                    access::check(who, &node, WRITE, "open for writing", path)?;
+                    Ok(Made {
+                        ino: existing,
+                        node,
+                        created: false,
+                    })
+                }
                 (Some(_), false, FileKind::Directory) => Err(MetaError::IsADirectory(path.into())),
                 _ => Err(MetaError::Exists(path.into())),
             };
         }
+        let operation = if layout.is_some() { "create" } else { "mkdir" };
+        access::check(who, &dir, WRITE | SEARCH, operation, path)?;
         // What can refuse is checked before the tables change, so a refused
         // operation leaves the open transaction as it was (a refused layout
         // only skips an inode number).
         let ino = alloc()?;
-        let node = match layout {
-            Some(req) => Inode {
-                kind: FileKind::File,
-                ctime_ns: now_ns,
-                mtime_ns: now_ns,
-                layout: Some(self.layout_for(ino, &dir, req)?),
-                default_layout: None,
-                entries: 0,
+        let kind = match layout {
+            Some(_) => FileKind::File,
+            None => FileKind::Directory,
+        };
+        let (uid, gid, mode) = access::new_owner(who, &dir, kind, mode);
+        let node = Inode {
+            kind,
+            ctime_ns: now_ns,
+            mtime_ns: now_ns,
+            layout: match layout {
+                Some(req) => Some(self.layout_for(ino, &dir, req)?),
+                None => None,
             },
-            None => Inode {
-                kind: FileKind::Directory,
-                ctime_ns: now_ns,
-                mtime_ns: now_ns,
-                layout: None,
-                default_layout: dir.default_layout,
-                entries: 0,
+            default_layout: match layout {
+                Some(_) => None,
+                None => dir.default_layout,
             },
+            entries: 0,
+            uid,
+            gid,
+            mode,
         };
         bump(
             &mut counters,
@@ -426,13 +532,19 @@ impl Ops<'_> {
         &self,
         path: &str,
         kind: FileKind,
+        who: &Principal,
         now_ns: u64,
     ) -> Result<(u64, Inode), MetaError> {
         let (parent_names, name) = namespace::parent_and_name(path).map_err(MetaError::Invalid)?;
         let mut inodes = self.txn.open_table(INODES)?;
         let mut entries = self.txn.open_table(ENTRIES)?;
         let mut counters = self.txn.open_table(COUNTERS)?;
-        let (parent, mut dir) = resolve_dir(&inodes, &entries, &parent_names)?;
+        let (parent, mut dir) = resolve_dir(&inodes, &entries, &parent_names, who)?;
+        let operation = match kind {
+            FileKind::File => "unlink",
+            FileKind::Directory => "rmdir",
+        };
+        access::check(who, &dir, WRITE | SEARCH, operation, path)?;
         let ino = entries
             .get((parent, name))?
             .map(|v| v.value())
@@ -451,6 +563,7 @@ impl Ops<'_> {
             }
             _ => {}
         }
+        access::check_sticky(who, &dir, &node, operation, path)?;
         entries.remove((parent, name))?;
         inodes.remove(ino)?;
         bump(
@@ -475,6 +588,7 @@ impl Ops<'_> {
         &self,
         from: &str,
         to: &str,
+        who: &Principal,
         now_ns: u64,
     ) -> Result<Option<(u64, Inode)>, MetaError> {
         let (from_parent_names, from_name) =
@@ -484,7 +598,8 @@ impl Ops<'_> {
         let mut inodes = self.txn.open_table(INODES)?;
         let mut entries = self.txn.open_table(ENTRIES)?;
         let mut counters = self.txn.open_table(COUNTERS)?;
-        let (from_parent, _) = resolve_dir(&inodes, &entries, &from_parent_names)?;
+        let (from_parent, from_dir) = resolve_dir(&inodes, &entries, &from_parent_names, who)?;
+        access::check(who, &from_dir, WRITE | SEARCH, "rename", from)?;
         let ino = entries
             .get((from_parent, from_name))?
             .map(|v| v.value())
@@ -505,7 +620,14 @@ impl Ops<'_> {
                 "cannot move {from} into itself ({to})"
             )));
         }
-        let (to_parent, _) = resolve_dir(&inodes, &entries, &to_parent_names)?;
+        let (to_parent, to_dir) = resolve_dir(&inodes, &entries, &to_parent_names, who)?;
+        access::check(who, &to_dir, WRITE | SEARCH, "rename", to)?;
+        access::check_sticky(who, &from_dir, &node, "rename", from)?;
+        // A directory moved to another parent has its `..` changed: Linux
+        // asks for write permission on it.
+        if node.kind == FileKind::Directory && from_parent != to_parent {
+            access::check(who, &node, WRITE, "rename", from)?;
+        }
         let mut replaced = None;
         if let Some(target) = entries.get((to_parent, to_name))?.map(|v| v.value()) {
             if target == ino {
@@ -525,6 +647,7 @@ impl Ops<'_> {
                 }
                 _ => {}
             }
+            access::check_sticky(who, &to_dir, &old, "rename", to)?;
             inodes.remove(target)?;
             bump(
                 &mut counters,
@@ -558,17 +681,42 @@ impl Ops<'_> {
     }
 
     /// Records a truncate: the file's times move, the client resizes its objects.
-    pub fn truncate(&self, path: &str, now_ns: u64) -> Result<(u64, Inode), MetaError> {
-        self.update(path, now_ns, |node| match node.kind {
-            FileKind::File => Ok(()),
+    pub fn truncate(
+        &self,
+        path: &str,
+        who: &Principal,
+        now_ns: u64,
+    ) -> Result<(u64, Inode), MetaError> {
+        self.update(path, who, now_ns, |node| match node.kind {
+            FileKind::File => access::check(who, node, WRITE, "truncate", path),
             FileKind::Directory => Err(MetaError::IsADirectory(path.into())),
         })
+    }
+
+    /// chmod, chown and chgrp ([`access::set_attr`] says who may): the
+    /// change time moves, the modification time does not.
+    pub fn set_attr(
+        &self,
+        path: &str,
+        (mode, uid, gid): (Option<u32>, Option<u32>, Option<u32>),
+        who: &Principal,
+        now_ns: u64,
+    ) -> Result<(u64, Inode), MetaError> {
+        let names = namespace::components(path).map_err(MetaError::Invalid)?;
+        let mut inodes = self.txn.open_table(INODES)?;
+        let entries = self.txn.open_table(ENTRIES)?;
+        let (ino, mut node) = resolve(&inodes, &entries, &names, who)?;
+        (node.uid, node.gid, node.mode) = access::set_attr(who, &node, path, mode, uid, gid)?;
+        node.ctime_ns = now_ns;
+        inodes.insert(ino, encode(&node).as_slice())?;
+        Ok((ino, node))
     }
 
     pub fn set_stripe(
         &self,
         path: &str,
         req: LayoutRequest,
+        who: &Principal,
         now_ns: u64,
     ) -> Result<(u64, Inode), MetaError> {
         let total = self.cfg.data_servers.len() as u32;
@@ -578,7 +726,12 @@ impl Ops<'_> {
             )));
         }
         let (unit, count) = (self.cfg.default_unit, self.cfg.default_count);
-        self.update(path, now_ns, |node| match node.kind {
+        self.update(path, who, now_ns, |node| match node.kind {
+            FileKind::Directory if !(who.is_root() || who.uid == node.uid) => Err(access::denied(
+                "setstripe",
+                path,
+                format!("only the directory's owner {} or root may", node.uid),
+            )),
             FileKind::Directory => {
                 let (old_unit, old_count) = node.default_layout.unwrap_or((unit, count));
                 node.default_layout =
@@ -595,13 +748,14 @@ impl Ops<'_> {
     fn update(
         &self,
         path: &str,
+        who: &Principal,
         now_ns: u64,
         change: impl FnOnce(&mut Inode) -> Result<(), MetaError>,
     ) -> Result<(u64, Inode), MetaError> {
         let names = namespace::components(path).map_err(MetaError::Invalid)?;
         let mut inodes = self.txn.open_table(INODES)?;
         let entries = self.txn.open_table(ENTRIES)?;
-        let (ino, mut node) = resolve(&inodes, &entries, &names)?;
+        let (ino, mut node) = resolve(&inodes, &entries, &names, who)?;
         change(&mut node)?;
         node.ctime_ns = now_ns;
         node.mtime_ns = now_ns;
@@ -628,6 +782,11 @@ impl Ops<'_> {
         }
         Ok(())
     }
+}
+
+/// A directory's path from its names, for messages.
+fn parent_path(names: &[&str]) -> String {
+    format!("/{}", names.join("/"))
 }
 
 /// Up to `limit` committed orphans (inode and the servers holding its
@@ -657,4 +816,51 @@ pub(super) fn orphans(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a store from before owners wrote for an inode.
+    #[derive(Serialize)]
+    struct Old {
+        kind: FileKind,
+        ctime_ns: u64,
+        mtime_ns: u64,
+        layout: Option<WireLayout>,
+        default_layout: Option<(u64, u32)>,
+        entries: u64,
+    }
+
+    #[test]
+    fn an_inode_from_before_owners_reads_as_roots_and_open_to_all_as_it_was() {
+        let old = Old {
+            kind: FileKind::File,
+            ctime_ns: 5,
+            mtime_ns: 6,
+            layout: Some(WireLayout {
+                unit: 65536,
+                servers: vec![0, 1],
+            }),
+            default_layout: None,
+            entries: 0,
+        };
+        let node = decode(7, &bincode::serialize(&old).unwrap()).unwrap();
+        assert_eq!((node.uid, node.gid, node.mode), (0, 0, 0o666));
+        assert_eq!((node.ctime_ns, node.mtime_ns), (5, 6));
+        assert_eq!(node.layout.unwrap().servers, vec![0, 1]);
+        let dir = Old {
+            kind: FileKind::Directory,
+            layout: None,
+            ..old
+        };
+        let node = decode(8, &bincode::serialize(&dir).unwrap()).unwrap();
+        assert_eq!(node.mode, 0o777);
+        // A new record reads as itself, and garbage as corrupt.
+        let again = decode(9, &encode(&node)).unwrap();
+        assert_eq!((again.kind, again.mode), (FileKind::Directory, 0o777));
+        let e = decode(10, &[1, 2, 3]).unwrap_err();
+        assert!(e.to_string().contains("inode 10 is corrupt"), "{e}");
+    }
 }

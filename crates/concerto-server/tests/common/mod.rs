@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use concerto_proto::auth::Principal;
 use concerto_proto::{Message, MetaRequest, Tags};
 use concerto_server::members::Members;
 use concerto_server::metadata::{Caller, MetadataConfig, MetadataService, Outcome};
@@ -50,9 +51,16 @@ pub fn metadata_service(
     (service, stop)
 }
 
-/// One request to the service, answered now (it must not wait on data servers).
+/// One request to the service as root (the admin key), answered now (it
+/// must not wait on data servers).
 #[allow(dead_code)]
 pub fn apply(service: &Arc<MetadataService>, op: MetaRequest) -> Message {
+    apply_as(service, op, Principal::root())
+}
+
+/// [`apply`] as `who`.
+#[allow(dead_code)]
+pub fn apply_as(service: &Arc<MetadataService>, op: MetaRequest, who: Principal) -> Message {
     let caller = Caller {
         conn: 1,
         tags: Tags {
@@ -61,6 +69,7 @@ pub fn apply(service: &Arc<MetadataService>, op: MetaRequest) -> Message {
             issue_ns: 0,
             weight: None,
         },
+        who: Arc::new(who),
     };
     match service.apply(&op, caller, 1) {
         Outcome::Now(m) => m,

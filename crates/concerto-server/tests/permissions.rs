@@ -1,0 +1,279 @@
+//! Owners and modes on a loopback cluster, through the client library with
+//! tenant keys bound to users: what one user's key may do to another's
+//! files is what POSIX permissions say, decided by the key's user (never a
+//! request's claim), with errors that name the operation and the file.
+
+use concerto_client::{FsClient, Identity, Stat};
+use concerto_proto::auth::{Grant, Key, KeyRing, Secret, NOBODY};
+use concerto_proto::connection::ClientError;
+use concerto_proto::{ErrorKind, LayoutRequest};
+use concerto_server::local::{LocalCluster, LocalClusterSpec};
+
+/// Alice (1001) and Bob (1002) share group 100; Carol (1003) is alone in
+/// 300; `anon`'s key names no user.
+const USERS: [(&str, u32, Option<u32>, &[u32]); 4] = [
+    ("alice", 1, Some(1001), &[100]),
+    ("bob", 2, Some(1002), &[100, 400]),
+    ("carol", 3, Some(1003), &[300]),
+    ("anon", 4, None, &[]),
+];
+
+struct Users {
+    cluster: LocalCluster,
+    ring: KeyRing,
+    _dir: tempfile::TempDir,
+}
+
+impl Users {
+    async fn start() -> Users {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ring = KeyRing::generate().unwrap();
+        for (id, job, user, groups) in USERS {
+            ring.add(Key {
+                id: id.into(),
+                grant: Grant::Tenant { job },
+                weight: None,
+                user,
+                groups: groups.to_vec(),
+                secret: Secret::generate().unwrap(),
+            })
+            .unwrap();
+        }
+        let cluster =
+            LocalCluster::start_with_keys(dir.path(), LocalClusterSpec::fifo(2), ring.clone())
+                .await
+                .unwrap();
+        Users {
+            cluster,
+            ring,
+            _dir: dir,
+        }
+    }
+
+    fn client(&self, id: &str) -> FsClient {
+        let key = self.ring.get(id).unwrap();
+        let app = match key.grant {
+            Grant::Tenant { job } => job,
+            _ => 9,
+        };
+        FsClient::new(
+            self.cluster.cluster.clone(),
+            Identity::new(app, 0),
+            key.credential(),
+        )
+    }
+
+    fn admin(&self) -> FsClient {
+        FsClient::new(
+            self.cluster.cluster.clone(),
+            Identity::new(9, 0),
+            self.cluster.admin.clone(),
+        )
+    }
+}
+
+/// A file of `mode` written by `c`.
+async fn file(c: &FsClient, path: &str, mode: u32) -> Stat {
+    let (f, stat) = c
+        .create_stat(path, LayoutRequest::default(), true, mode)
+        .await
+        .unwrap();
+    c.write(&f, 0, b"secret data").await.unwrap();
+    c.close(&f).await.unwrap();
+    stat
+}
+
+/// The refusal's kind and message: `Denied`, naming the operation and the path.
+fn denied<T: std::fmt::Debug>(r: Result<T, ClientError>, operation: &str, path: &str) -> String {
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("{operation} {path}: permission denied")),
+        "{text}"
+    );
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_belongs_to_the_user_its_key_names_with_the_mode_asked_for() {
+    let u = Users::start().await;
+    let alice = u.client("alice");
+    let s = file(&alice, "/a", 0o640).await;
+    assert_eq!((s.uid, s.gid, s.mode), (1001, 100, 0o640));
+    alice.mkdir_mode("/d", 0o750).await.unwrap();
+    let d = alice.stat("/d").await.unwrap();
+    assert_eq!((d.uid, d.gid, d.mode), (1001, 100, 0o750));
+    // The root is shared scratch: sticky and open to all, owned by root.
+    let root = alice.stat("/").await.unwrap();
+    assert_eq!((root.uid, root.gid, root.mode), (0, 0, 0o1777));
+    // A key that names no user acts as nobody.
+    let n = file(&u.client("anon"), "/n", 0o600).await;
+    assert_eq!((n.uid, n.gid), (NOBODY, NOBODY));
+    u.cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_user_cannot_read_write_truncate_or_remove_a_private_file() {
+    let u = Users::start().await;
+    let (alice, carol) = (u.client("alice"), u.client("carol"));
+    file(&alice, "/private", 0o600).await;
+    denied(
+        carol.open("/private", false).await,
+        "open for reading",
+        "/private",
+    );
+    denied(
+        carol.open("/private", true).await,
+        "open for writing",
+        "/private",
+    );
+    denied(carol.truncate("/private", 0).await, "truncate", "/private");
+    denied(
+        carol
+            .create("/private", LayoutRequest::default(), false)
+            .await,
+        "open for writing",
+        "/private",
+    );
+    // The root is sticky: only the owner (or root) removes or renames.
+    let why = denied(carol.unlink("/private").await, "unlink", "/private");
+    assert!(why.contains("sticky"), "{why}");
+    denied(
+        carol.rename("/private", "/mine").await,
+        "rename",
+        "/private",
+    );
+    // Nor can a file of Carol's replace it.
+    file(&carol, "/c", 0o644).await;
+    denied(carol.rename("/c", "/private").await, "rename", "/private");
+    denied(
+        carol.set_attr("/private", Some(0o666), None, None).await,
+        "chmod",
+        "/private",
+    );
+    // Alice's own file is hers; the data is intact.
+    let f = alice.open("/private", false).await.unwrap();
+    assert_eq!(&alice.read(&f, 0, 11).await.unwrap()[..], b"secret data");
+    alice.unlink("/private").await.unwrap();
+    u.cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_and_other_bits_decide_for_members_and_others() {
+    let u = Users::start().await;
+    let (alice, bob, carol) = (u.client("alice"), u.client("bob"), u.client("carol"));
+    file(&alice, "/g", 0o640).await;
+    // Bob is in group 100: he reads, but may not write.
+    bob.open("/g", false).await.unwrap();
+    denied(bob.open("/g", true).await, "open for writing", "/g");
+    denied(carol.open("/g", false).await, "open for reading", "/g");
+    alice.set_attr("/g", Some(0o664), None, None).await.unwrap();
+    let f = bob.open("/g", true).await.unwrap();
+    bob.close(&f).await.unwrap();
+    alice.set_attr("/g", Some(0o604), None, None).await.unwrap();
+    // Others' bits now let Carol read; the group's deny Bob, as POSIX says.
+    carol.open("/g", false).await.unwrap();
+    denied(bob.open("/g", false).await, "open for reading", "/g");
+    // access(2) answers the same.
+    carol.access("/g", 4).await.unwrap();
+    denied(carol.access("/g", 2).await, "access", "/g");
+    u.cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_without_search_or_read_permission_hides_its_files() {
+    let u = Users::start().await;
+    let (alice, carol) = (u.client("alice"), u.client("carol"));
+    alice.mkdir_mode("/home", 0o700).await.unwrap();
+    file(&alice, "/home/f", 0o644).await;
+    denied(carol.stat("/home/f").await, "search", "/home");
+    denied(carol.readdir("/home").await, "list", "/home");
+    denied(
+        carol
+            .create("/home/x", LayoutRequest::default(), true)
+            .await,
+        "search",
+        "/home",
+    );
+    // Search without read: names known are reachable, the list is not.
+    alice
+        .set_attr("/home", Some(0o711), None, None)
+        .await
+        .unwrap();
+    assert_eq!(carol.stat("/home/f").await.unwrap().uid, 1001);
+    denied(carol.readdir("/home").await, "list", "/home");
+    denied(
+        carol
+            .create("/home/x", LayoutRequest::default(), true)
+            .await,
+        "create",
+        "/home/x",
+    );
+    denied(carol.mkdir("/home/sub").await, "mkdir", "/home/sub");
+    u.cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_admin_key_gives_files_away_and_owners_change_groups_they_are_in() {
+    let u = Users::start().await;
+    let (alice, bob, admin) = (u.client("alice"), u.client("bob"), u.admin());
+    file(&bob, "/b", 0o644).await;
+    denied(
+        bob.set_attr("/b", None, Some(1001), None).await,
+        "chown",
+        "/b",
+    );
+    denied(
+        bob.set_attr("/b", None, None, Some(300)).await,
+        "chgrp",
+        "/b",
+    );
+    let s = bob.set_attr("/b", None, None, Some(400)).await.unwrap();
+    assert_eq!((s.uid, s.gid), (1002, 400));
+    denied(
+        alice.set_attr("/b", None, None, Some(100)).await,
+        "chgrp",
+        "/b",
+    );
+    let s = admin
+        .set_attr("/b", Some(0o600), Some(1001), Some(100))
+        .await
+        .unwrap();
+    assert_eq!((s.uid, s.gid, s.mode), (1001, 100, 0o600));
+    // Now Alice's, and private: Bob lost it.
+    alice.open("/b", true).await.unwrap();
+    denied(bob.open("/b", false).await, "open for reading", "/b");
+    // The admin key is root: it reads anything, and can close the root.
+    admin.open("/b", false).await.unwrap();
+    admin.set_attr("/", Some(0o755), None, None).await.unwrap();
+    denied(
+        alice.create("/new", LayoutRequest::default(), true).await,
+        "create",
+        "/new",
+    );
+    u.cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_group_id_project_directory_shares_its_group_with_new_files() {
+    let u = Users::start().await;
+    let (admin, alice, bob) = (u.admin(), u.client("alice"), u.client("bob"));
+    admin.mkdir_mode("/project", 0o2770).await.unwrap();
+    admin
+        .set_attr("/project", None, None, Some(100))
+        .await
+        .unwrap();
+    let s = file(&alice, "/project/data", 0o660).await;
+    assert_eq!((s.uid, s.gid), (1001, 100));
+    let f = bob.open("/project/data", true).await.unwrap();
+    bob.close(&f).await.unwrap();
+    let d = bob.mkdir_mode("/project/sub", 0o770).await.unwrap();
+    assert_eq!((d.gid, d.mode), (100, 0o2770));
+    denied(
+        u.client("carol").stat("/project/data").await,
+        "search",
+        "/project",
+    );
+    u.cluster.shutdown().await;
+}
