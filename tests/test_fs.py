@@ -438,7 +438,14 @@ def test_server_check_validates_without_starting(tmp_path):
     r = subprocess.run([sys.executable, "-m", "concerto", "server", "--config", str(cfg), "--check"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "server: missing field `keys`" in r.stderr, r.stderr
+    # A ring others may read is refused, naming the fix (as ssh refuses an unprotected key).
     cfg.write_text(text)
+    keys.chmod(0o644)
+    r = subprocess.run([sys.executable, "-m", "concerto", "server", "--config", str(cfg), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and f"server.keys: {keys}: mode 0644 lets others" in r.stderr, r.stderr
+    assert f"chmod 600 {keys}" in r.stderr
+    keys.chmod(0o600)
     r = subprocess.run([sys.executable, "-m", "concerto", "server", "--config", str(cfg), "--check"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr

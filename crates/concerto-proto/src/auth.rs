@@ -305,9 +305,9 @@ impl KeyRing {
         Ok(KeyRing { keys })
     }
 
+    /// The ring in `path`, which only its owner may read (see [`read_private`]).
     pub fn load(path: &Path) -> Result<KeyRing, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = read_private(path).map_err(|e| format!("{}: {e}", path.display()))?;
         KeyRing::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
@@ -408,9 +408,9 @@ impl Credential {
         })
     }
 
+    /// The credential in `path`, which only its owner may read (see [`read_private`]).
     pub fn load(path: &Path) -> Result<Credential, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("credential {}: cannot read: {e}", path.display()))?;
+        let text = read_private(path).map_err(|e| format!("credential {}: {e}", path.display()))?;
         Credential::parse(&text).map_err(|e| format!("credential {}: {e}", path.display()))
     }
 
@@ -422,6 +422,24 @@ impl Credential {
         })
         .unwrap_or_default()
     }
+}
+
+/// A file of secrets (a key ring, a credential): refused when its group or
+/// others may read or write it, as ssh refuses an unprotected private key —
+/// a secret others could read is no longer the owner's, and a server
+/// that ran with it would let them in as the keys it holds.
+pub fn read_private(path: &Path) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "mode {mode:04o} lets others than its owner read or change the secrets it holds; \
+             `chmod 600 {}` (concerto auth writes its files so)",
+            path.display()
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
 }
 
 /// Which end of the handshake a proof is from: each end's proof is made
@@ -472,6 +490,79 @@ pub fn verify(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_key_ring_or_credential_others_may_read_is_refused_naming_the_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ring = dir.path().join("keys.toml");
+        let generated = KeyRing::generate().unwrap();
+        std::fs::write(&ring, generated.to_toml()).unwrap();
+        let cred = dir.path().join("admin.key");
+        let admin = generated.with_grant(Grant::Admin).unwrap().credential();
+        std::fs::write(&cred, admin.to_toml()).unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o620] {
+            std::fs::set_permissions(&ring, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = KeyRing::load(&ring).unwrap_err();
+            assert!(
+                e.contains(&format!("mode {mode:04o} lets others")) && e.contains("chmod 600"),
+                "{e}"
+            );
+            std::fs::set_permissions(&cred, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = Credential::load(&cred).unwrap_err();
+            assert!(
+                e.starts_with("credential ") && e.contains("chmod 600"),
+                "{e}"
+            );
+        }
+        for mode in [0o600, 0o400] {
+            std::fs::set_permissions(&ring, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(KeyRing::load(&ring).unwrap(), generated);
+            std::fs::set_permissions(&cred, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(Credential::load(&cred).unwrap(), admin);
+        }
+    }
+
+    #[test]
+    fn a_tenant_key_acts_as_its_user_and_groups_and_root_is_the_admin_key_alone() {
+        let tenant = |user, groups: &[u32]| Key {
+            id: "t".into(),
+            grant: Grant::Tenant { job: 1 },
+            weight: None,
+            user,
+            groups: groups.to_vec(),
+            secret: Secret::generate().unwrap(),
+        };
+        let p = tenant(Some(1001), &[]).principal();
+        assert_eq!((p.uid, p.gid, p.groups), (1001, 1001, vec![1001]));
+        let p = tenant(Some(1001), &[100, 200, 100]).principal();
+        assert_eq!((p.uid, p.gid, p.groups), (1001, 100, vec![100, 200]));
+        assert_eq!(tenant(None, &[]).principal(), Principal::nobody());
+        let admin = KeyRing::generate().unwrap();
+        assert!(admin
+            .with_grant(Grant::Admin)
+            .unwrap()
+            .principal()
+            .is_root());
+        assert_eq!(
+            admin.with_grant(Grant::Peer).unwrap().principal(),
+            Principal::nobody()
+        );
+        let ring = |entry: &str| {
+            KeyRing::parse(&format!(
+                "[[keys]]\nid = \"t\"\nrole = \"tenant\"\njob = 1\n{entry}\nsecret = \"{}\"\n",
+                "ab".repeat(32)
+            ))
+        };
+        let e = ring("user = 0").unwrap_err();
+        assert!(e.starts_with("keys[0].user: 0 is root"), "{e}");
+        let e = ring("groups = [100]").unwrap_err();
+        assert!(e.starts_with("keys[0].groups: groups need a user"), "{e}");
+        assert_eq!(
+            ring("user = 5\ngroups = [7, 8]").unwrap().keys()[0].groups,
+            vec![7, 8]
+        );
+    }
     use super::*;
 
     fn ring_text() -> String {

@@ -324,6 +324,8 @@ mod tests {
             concerto_proto::auth::KeyRing::generate().unwrap().to_toml(),
         )
         .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
         let text = SERVER.replace("KEYS", &keys.display().to_string());
         (dir, text)
     }

@@ -67,6 +67,12 @@ fn start(dir: &Path, limits: &str, max_files: u32) -> Server {
     let ring = KeyRing::generate().unwrap();
     let admin = ring.with_grant(Grant::Admin).unwrap().credential();
     std::fs::write(dir.join("keys.toml"), ring.to_toml()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        dir.join("keys.toml"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     let config = dir.join("server.toml");
     std::fs::write(
         &config,
