@@ -31,6 +31,7 @@ fn check_extents(extents: &[Extent]) -> Result<u64, ClientError> {
 /// once, here, straight into the requests' payloads.
 pub struct PreparedWrite {
     inode: u64,
+    capability: crate::capabilities::Held,
     tags: Tags,
     /// Server, object extents and payload, in sending order.
     requests: Vec<(u32, Vec<Extent>, Bytes)>,
@@ -103,6 +104,7 @@ impl FsClient {
             .collect();
         Ok(PreparedWrite {
             inode: file.inode,
+            capability: file.capability.clone(),
             tags: self.identity.tags(),
             requests,
             in_flight: plan.in_flight,
@@ -118,6 +120,7 @@ impl FsClient {
     pub async fn send_write(&self, write: PreparedWrite) -> Result<(), ClientError> {
         let PreparedWrite {
             inode,
+            capability,
             tags,
             requests,
             in_flight,
@@ -125,13 +128,14 @@ impl FsClient {
             ..
         } = write;
         let servers: Vec<u32> = requests.iter().map(|r| r.0).collect();
+        let object = self.object(inode, &capability, true).await?;
         let sent = in_order(
             requests
                 .into_iter()
                 .map(|(server, extents, bytes)| async move {
                     self.connection(server)
                         .await?
-                        .write(tags, inode, extents, bytes)
+                        .write(tags, object, extents, bytes)
                         .await
                 }),
             in_flight,
@@ -255,11 +259,14 @@ impl FsClient {
         let plan = self.plan(file, extents);
         let batches = plan.blocks;
         let tags = self.identity.tags();
+        let object = self
+            .object(file.inode, &file.capability, file.writable)
+            .await?;
         let replies = in_order(
             batches.iter().map(|b| async move {
                 self.connection(b.server)
                     .await?
-                    .read(tags, file.inode, b.extents.clone())
+                    .read(tags, object, b.extents.clone())
                     .await
             }),
             plan.in_flight,
@@ -332,10 +339,13 @@ impl FsClient {
         dirty: BTreeSet<u32>,
     ) -> Result<(), ClientError> {
         let tags = self.identity.tags();
+        let object = self
+            .object(file.inode, &file.capability, file.writable)
+            .await?;
         let data = try_join_all(
             dirty
                 .iter()
-                .map(|&s| async move { self.connection(s).await?.fsync(tags, file.inode).await }),
+                .map(|&s| async move { self.connection(s).await?.fsync(tags, object).await }),
         );
         let (data, names) = futures::future::join(data, self.sync_namespace()).await;
         if data.is_err() {
@@ -349,10 +359,13 @@ impl FsClient {
     /// the file (`concerto fs layout`; one request per server).
     pub async fn object_sizes(&self, file: &FileHandle) -> Result<Vec<u64>, ClientError> {
         let tags = self.identity.tags();
+        let object = self
+            .object(file.inode, &file.capability, file.writable)
+            .await?;
         try_join_all(file.layout.servers().iter().map(|&s| async move {
             self.connection(s)
                 .await?
-                .object_size(tags, file.inode)
+                .object_size(tags, object)
                 .await
                 .map(|(len, _)| len)
         }))

@@ -13,6 +13,7 @@
 //! database or FUSE code — so the Python module and MPI-IO programs that
 //! use it stay small.
 
+mod capabilities;
 mod closer;
 mod data;
 pub mod identity;
@@ -59,6 +60,8 @@ pub struct FileHandle {
     pub writable: bool,
     /// This handle's read-ahead (shared by its clones).
     readahead: Arc<readahead::ReadAhead>,
+    /// Its right to the file's objects (shared by its clones).
+    capability: capabilities::Held,
 }
 
 /// What `stat` returns.
@@ -359,6 +362,7 @@ impl FsClient {
             layout: layout_of(attr, path)?,
             writable,
             readahead: Arc::default(),
+            capability: capabilities::Held::new(attr.capability),
         };
         if writable {
             self.shared.files.opened_for_write(attr.inode);
@@ -530,6 +534,10 @@ impl FsClient {
         let layout = layout_of(&attr, path)?;
         let layout = &layout;
         let tags = self.identity.tags();
+        let object = concerto_proto::connection::Object {
+            id: attr.inode,
+            cap: attr.capability,
+        };
         try_join_all(
             layout
                 .servers()
@@ -538,7 +546,7 @@ impl FsClient {
                 .map(|(slot, &s)| async move {
                     self.connection(s)
                         .await?
-                        .truncate(tags, attr.inode, layout.object_len(slot as u32, size))
+                        .truncate(tags, object, layout.object_len(slot as u32, size))
                         .await
                 }),
         )

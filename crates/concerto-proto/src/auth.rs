@@ -58,6 +58,11 @@ impl Secret {
         Ok(Secret(random()?))
     }
 
+    /// The secret's bytes, to key a MAC with (never to print).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
     pub fn from_hex(text: &str) -> Result<Secret, String> {
         let mut bytes = [0u8; SECRET_LEN];
         hex::decode_to_slice(text.trim(), &mut bytes)

@@ -27,6 +27,7 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use concerto_core::Extent;
 
 use crate::auth::{self, Credential, Grant};
+use crate::capability::Capability;
 use crate::stats::{Arrival, ServerStats};
 use crate::{
     frame_codec, Envelope, ErrorKind, Member, Message, MetaReply, MetaRequest, Role, Tags,
@@ -235,6 +236,21 @@ impl AsyncRead for StampedRead {
 /// A request is sent in pieces of this size, each of which must go within
 /// the timeout: the send is timed by its progress.
 const SEND_PIECE: usize = 256 << 10;
+
+/// An object as a data request names it: its id and, for a tenant key,
+/// the capability the metadata service gave for it. An admin or peer key
+/// needs none (`object.into()` from a bare id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Object {
+    pub id: u64,
+    pub cap: Option<Capability>,
+}
+
+impl From<u64> for Object {
+    fn from(id: u64) -> Object {
+        Object { id, cap: None }
+    }
+}
 
 pub struct ServerConnection {
     server: SocketAddr,
@@ -499,14 +515,16 @@ impl ServerConnection {
     pub async fn write(
         &self,
         tags: Tags,
-        object: u64,
+        object: impl Into<Object>,
         extents: Vec<Extent>,
         data: Bytes,
     ) -> Result<(), ClientError> {
+        let Object { id: object, cap } = object.into();
         match self
             .call(Message::Write {
                 tags,
                 object,
+                cap,
                 extents,
                 data,
             })
@@ -521,13 +539,15 @@ impl ServerConnection {
     pub async fn read(
         &self,
         tags: Tags,
-        object: u64,
+        object: impl Into<Object>,
         extents: Vec<Extent>,
     ) -> Result<Bytes, ClientError> {
+        let Object { id: object, cap } = object.into();
         match self
             .call(Message::Read {
                 tags,
                 object,
+                cap,
                 extents,
             })
             .await?
@@ -537,21 +557,38 @@ impl ServerConnection {
         }
     }
 
-    pub async fn fsync(&self, tags: Tags, object: u64) -> Result<(), ClientError> {
-        self.expect_done(Message::Fsync { tags, object }).await
+    pub async fn fsync(&self, tags: Tags, object: impl Into<Object>) -> Result<(), ClientError> {
+        let Object { id: object, cap } = object.into();
+        self.expect_done(Message::Fsync { tags, object, cap }).await
     }
 
     /// The object's length and modification time.
-    pub async fn object_size(&self, tags: Tags, object: u64) -> Result<(u64, u64), ClientError> {
-        match self.call(Message::ObjectSize { tags, object }).await? {
+    pub async fn object_size(
+        &self,
+        tags: Tags,
+        object: impl Into<Object>,
+    ) -> Result<(u64, u64), ClientError> {
+        let Object { id: object, cap } = object.into();
+        match self.call(Message::ObjectSize { tags, object, cap }).await? {
             Message::Size { size, mtime_ns } => Ok((size, mtime_ns)),
             _ => self.unexpected(),
         }
     }
 
-    pub async fn truncate(&self, tags: Tags, object: u64, size: u64) -> Result<(), ClientError> {
-        self.expect_done(Message::Truncate { tags, object, size })
-            .await
+    pub async fn truncate(
+        &self,
+        tags: Tags,
+        object: impl Into<Object>,
+        size: u64,
+    ) -> Result<(), ClientError> {
+        let Object { id: object, cap } = object.into();
+        self.expect_done(Message::Truncate {
+            tags,
+            object,
+            cap,
+            size,
+        })
+        .await
     }
 
     pub async fn meta(&self, tags: Tags, op: MetaRequest) -> Result<MetaReply, ClientError> {

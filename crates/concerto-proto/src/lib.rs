@@ -4,6 +4,7 @@
 //! it knows nothing of how servers store or schedule.
 
 pub mod auth;
+pub mod capability;
 pub mod cluster;
 pub mod connection;
 pub mod namespace;

@@ -29,6 +29,7 @@ use concerto_core::server::ServiceReport;
 use concerto_core::{Extent, MetaOp};
 
 use crate::auth;
+pub use crate::capability::Capability;
 use crate::namespace;
 use crate::stats::{Arrival, ServerStats};
 
@@ -126,6 +127,8 @@ pub enum Message {
     Write {
         tags: Tags,
         object: u64,
+        /// A tenant's right to the object ([`crate::capability`]).
+        cap: Option<Capability>,
         extents: Vec<Extent>,
         /// Travels as the frame's payload.
         #[serde(skip)]
@@ -136,22 +139,26 @@ pub enum Message {
     Read {
         tags: Tags,
         object: u64,
+        cap: Option<Capability>,
         extents: Vec<Extent>,
     },
     /// Make everything written to `object` durable.
     Fsync {
         tags: Tags,
         object: u64,
+        cap: Option<Capability>,
     },
     /// The object's length and modification time (0 and 0 for an object never written).
     ObjectSize {
         tags: Tags,
         object: u64,
+        cap: Option<Capability>,
     },
     /// Cut or extend the object to `size` bytes.
     Truncate {
         tags: Tags,
         object: u64,
+        cap: Option<Capability>,
         size: u64,
     },
     /// Delete the objects of files that are gone (the metadata service's
@@ -427,6 +434,13 @@ pub enum MetaRequest {
     Getattr {
         inode: u64,
     },
+    /// A fresh capability for an open descriptor's file, by inode (its
+    /// name may have moved), checked against the file's mode now: how a
+    /// client renews before its capability expires.
+    Renew {
+        inode: u64,
+        write: bool,
+    },
     /// Descriptors opened for writing (`Open { write: true }`, `Create`)
     /// are closed (at most [`MAX_CLOSES`] at once: a client sends the
     /// closes of a few milliseconds together).
@@ -481,6 +495,7 @@ impl MetaRequest {
             | MetaRequest::Access { .. }
             | MetaRequest::Open { .. }
             | MetaRequest::Getattr { .. }
+            | MetaRequest::Renew { .. }
             | MetaRequest::Exists { .. }
             | MetaRequest::Statfs => MetaOp::Getattr,
             MetaRequest::Readdir { .. } => MetaOp::Readdir,
@@ -511,6 +526,7 @@ impl MetaRequest {
             MetaRequest::Rename { from, to } => vec![from, to],
             MetaRequest::Statfs
             | MetaRequest::Getattr { .. }
+            | MetaRequest::Renew { .. }
             | MetaRequest::Close { .. }
             | MetaRequest::Sync
             | MetaRequest::Exists { .. } => vec![],
@@ -554,6 +570,9 @@ pub struct MetaAttr {
     pub uid: u32,
     pub gid: u32,
     pub mode: u32,
+    /// The right to the file's objects an open, a create, a truncate or a
+    /// renewal gives (to a tenant key; none elsewhere).
+    pub capability: Option<Capability>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -1090,6 +1109,19 @@ mod tests {
         assert!(check(fine).is_ok());
     }
 
+    fn cap() -> impl Strategy<Value = Option<Capability>> {
+        proptest::option::of(
+            (any::<u64>(), 0u8..4, any::<u64>(), any::<[u8; 32]>()).prop_map(
+                |(inode, rights, expires_s, mac)| Capability {
+                    inode,
+                    rights,
+                    expires_s,
+                    mac,
+                },
+            ),
+        )
+    }
+
     fn meta() -> impl Strategy<Value = MetaRequest> {
         let layout = (
             proptest::option::of((1u64..1 << 12).prop_map(|k| k * MIN_STRIPE_UNIT)),
@@ -1132,26 +1164,41 @@ mod tests {
             (
                 tags(),
                 any::<u64>(),
+                cap(),
                 0u64..1 << 40,
                 proptest::collection::vec(any::<u8>(), 0..512)
             )
-                .prop_map(|(tags, object, offset, data)| {
+                .prop_map(|(tags, object, cap, offset, data)| {
                     let extents = vec![Extent::new(offset, data.len() as u64)];
                     Message::Write {
                         tags,
                         object,
+                        cap,
                         extents,
                         data: data.into(),
                     }
                 }),
-            (tags(), any::<u64>(), extents()).prop_map(|(tags, object, extents)| Message::Read {
+            (tags(), any::<u64>(), cap(), extents()).prop_map(|(tags, object, cap, extents)| {
+                Message::Read {
+                    tags,
+                    object,
+                    cap,
+                    extents,
+                }
+            }),
+            (tags(), any::<u64>(), cap()).prop_map(|(tags, object, cap)| Message::Fsync {
                 tags,
                 object,
-                extents
+                cap
             }),
-            (tags(), any::<u64>()).prop_map(|(tags, object)| Message::Fsync { tags, object }),
-            (tags(), any::<u64>(), 0u64..1 << 50)
-                .prop_map(|(tags, object, size)| Message::Truncate { tags, object, size }),
+            (tags(), any::<u64>(), cap(), 0u64..1 << 50).prop_map(|(tags, object, cap, size)| {
+                Message::Truncate {
+                    tags,
+                    object,
+                    cap,
+                    size,
+                }
+            }),
             (tags(), meta()).prop_map(|(tags, op)| Message::Meta { tags, op }),
             Just(Message::Ping),
             Just(Message::Stats),
@@ -1272,6 +1319,7 @@ mod tests {
                 Message::Read {
                     tags: t,
                     object: 0,
+                    cap: None,
                     extents: vec![Extent::new(offset, len)],
                 },
             )
@@ -1293,6 +1341,7 @@ mod tests {
                 Message::Read {
                     tags: t,
                     object: 0,
+                    cap: None,
                     extents,
                 },
             )
@@ -1315,6 +1364,7 @@ mod tests {
         let short_data = Message::Write {
             tags: t,
             object: 0,
+            cap: None,
             extents: vec![Extent::new(0, 10)],
             data: vec![0; 9].into(),
         };
@@ -1371,6 +1421,7 @@ mod tests {
                     ..t
                 },
                 object: 0,
+                cap: None,
             },
         );
         assert!(matches!(

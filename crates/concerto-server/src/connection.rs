@@ -20,12 +20,13 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, Request, RequestId, Time};
 use concerto_proto::auth::{self, Grant, Key, Principal};
+use concerto_proto::capability::{self, CapabilityKey};
 use concerto_proto::{frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Tags};
 
 use crate::coordinator::PhaseCommand;
 use crate::data::ObjectOp;
 use crate::intake::{kib, next_request, Budgets, Next};
-use crate::keys::{refusal, Keys};
+use crate::keys::{capability_refusal, refusal, Keys};
 use crate::rules::parse_rules;
 use crate::schedule::{Action, Command, Job, Outgoing, Reply};
 use crate::server::ConnectionLimits;
@@ -376,10 +377,11 @@ async fn connection(
                 64 << 10,
                 std::io::Cursor::new(ahead).chain(frames.into_inner()),
             );
+            let capabilities = CapabilityKey::from_ring(&keys.ring());
             serve(
                 &mut reader,
                 &peer,
-                &key,
+                (&key, capabilities.as_ref()),
                 limits,
                 &out_tx,
                 &sched,
@@ -416,14 +418,14 @@ async fn connection(
 async fn serve<R: AsyncRead + Unpin>(
     reader: &mut R,
     peer: &Peer,
-    key: &Key,
+    (key, capabilities): (&Key, Option<&CapabilityKey>),
     limits: ConnectionLimits,
     out_tx: &mpsc::UnboundedSender<Outgoing>,
     sched: &mpsc::Sender<Command>,
     stopped: &mut watch::Receiver<bool>,
 ) {
     // Who the key is on files, once for all its requests.
-    let who = Arc::new(key.principal());
+    let who = (Arc::new(key.principal()), Arc::<str>::from(key.id.as_str()));
     let budgets = Budgets::new(
         limits.memory,
         peer.slot.budget.clone(),
@@ -444,7 +446,9 @@ async fn serve<R: AsyncRead + Unpin>(
                     return;
                 }
             };
-        if let Some(why) = refusal(key, &env.message) {
+        let refused = refusal(key, &env.message)
+            .or_else(|| capability_refusal(key, capabilities, &env.message, capability::now_s()));
+        if let Some(why) = refused {
             let denied = Message::Error {
                 kind: ErrorKind::Denied,
                 message: why,
@@ -477,7 +481,7 @@ async fn serve<R: AsyncRead + Unpin>(
 fn command(
     message: Message,
     key: &Key,
-    principal: &Arc<Principal>,
+    (principal, key_id): &(Arc<Principal>, Arc<str>),
     conn: u64,
     reply: Reply,
 ) -> Result<Command, bool> {
@@ -497,6 +501,7 @@ fn command(
         reply,
         conn,
         who: principal.clone(),
+        key_id: key_id.clone(),
     };
     Ok(match message {
         Message::Write {
@@ -504,6 +509,7 @@ fn command(
             object,
             extents,
             data,
+            ..
         } => {
             let r = req(&tags, Op::Write, object, &extents);
             Command::Submit(job(
@@ -516,22 +522,25 @@ fn command(
             tags,
             object,
             extents,
+            ..
         } => {
             let r = req(&tags, Op::Read, object, &extents);
             Command::Submit(job(r, Action::Object(ObjectOp::Read { extents }), reply))
         }
         // The policy sees a zero-length write: it moves no bytes but takes
         // its turn (and, in the SFQ kinds, a small request's cost).
-        Message::Fsync { tags, object } => {
+        Message::Fsync { tags, object, .. } => {
             let r = req(&tags, Op::Write, object, &[]);
             Command::Submit(job(r, Action::Object(ObjectOp::Fsync), reply))
         }
         // Object-level metadata on a data server, as PVFS2's datafile getattr/setattr/remove.
-        Message::ObjectSize { tags, object } => {
+        Message::ObjectSize { tags, object, .. } => {
             let r = req(&tags, Op::Meta(MetaOp::Getattr), object, &[]);
             Command::Submit(job(r, Action::Object(ObjectOp::Size), reply))
         }
-        Message::Truncate { tags, object, size } => {
+        Message::Truncate {
+            tags, object, size, ..
+        } => {
             let r = req(&tags, Op::Meta(MetaOp::Setattr), object, &[]);
             Command::Submit(job(r, Action::Object(ObjectOp::Truncate(size)), reply))
         }

@@ -84,7 +84,10 @@ impl Budgets {
     }
 }
 
-/// What [`next_request`] found.
+/// What [`next_request`] found. Its request is not boxed: one `Next` is
+/// made per request and moved once, where a box would cost an allocation
+/// per request for nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Next {
     /// A request and what it holds of the budgets (all it will hold, its
     /// reply included).

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use concerto_proto::auth::{Grant, Key, KeyRing};
+use concerto_proto::capability::{self, CapabilityKey};
 use concerto_proto::{Message, MetaRequest, SCRATCH_OBJECTS};
 
 pub struct Keys {
@@ -80,6 +81,40 @@ impl Keys {
             }
         }
         current.ring.clone()
+    }
+}
+
+/// Why a tenant `key`'s data request `message` may not reach its object:
+/// it needs a capability the metadata service issued to that key for that
+/// object, with the right the request needs (reading for a read, writing
+/// for a write or a truncate, either for an fsync or a length), not
+/// expired at `now_s`. Admin and peer keys need none (the metadata
+/// server's glimpses and removals, `profile --server`'s scratch objects).
+pub fn capability_refusal(
+    key: &Key,
+    capabilities: Option<&CapabilityKey>,
+    message: &Message,
+    now_s: u64,
+) -> Option<String> {
+    if !matches!(key.grant, Grant::Tenant { .. }) {
+        return None;
+    }
+    let (object, cap, want) = match message {
+        Message::Read { object, cap, .. } => (*object, cap, capability::READ),
+        Message::Write { object, cap, .. } | Message::Truncate { object, cap, .. } => {
+            (*object, cap, capability::WRITE)
+        }
+        Message::Fsync { object, cap, .. } | Message::ObjectSize { object, cap, .. } => {
+            (*object, cap, 0)
+        }
+        _ => return None,
+    };
+    match capabilities {
+        Some(k) => k.refusal(cap.as_ref(), &key.id, object, want, now_s),
+        None => Some(
+            "this server's key ring has no peer key, which capabilities are checked with: tenants cannot reach objects"
+                .into(),
+        ),
     }
 }
 

@@ -59,6 +59,12 @@ impl Map {
 }
 
 impl Members {
+    /// The secret object capabilities are made and checked with, from the
+    /// key ring as it is now.
+    pub fn capability_key(&self) -> Option<concerto_proto::capability::CapabilityKey> {
+        concerto_proto::capability::CapabilityKey::from_ring(&self.keys.ring())
+    }
+
     pub fn new(own: SocketAddr, keys: Arc<Keys>) -> Members {
         Members {
             own,

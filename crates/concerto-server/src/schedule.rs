@@ -100,6 +100,8 @@ pub(crate) struct Job {
     pub conn: u64,
     /// Who its key is on files.
     pub who: Arc<Principal>,
+    /// Its key's id (capabilities are bound to it).
+    pub key_id: Arc<str>,
 }
 
 /// The storage executor's side of a request.
@@ -263,6 +265,7 @@ struct Waiting {
     arrived: Time,
     conn: u64,
     who: Arc<Principal>,
+    key_id: Arc<str>,
 }
 
 /// A request the storage finished: which, and the bytes it moved.
@@ -363,6 +366,7 @@ impl Loop {
         let caller = Caller {
             conn: w.conn,
             who: w.who,
+            key_id: w.key_id,
             tags: concerto_proto::Tags {
                 app: req.app.0,
                 rank: req.rank,
@@ -458,6 +462,7 @@ impl Loop {
                         arrived,
                         conn: job.conn,
                         who: job.who,
+                        key_id: job.key_id,
                     },
                 );
                 driver.enqueue(job.req, arrived);
@@ -466,6 +471,7 @@ impl Loop {
                 let caller = Caller {
                     conn: job.conn,
                     who: job.who,
+                    key_id: job.key_id,
                     tags: concerto_proto::Tags {
                         app: job.req.app.0,
                         rank: job.req.rank,

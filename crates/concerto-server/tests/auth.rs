@@ -17,7 +17,8 @@ use concerto_core::server::ServiceReport;
 use concerto_core::units::Bandwidth;
 use concerto_core::{Extent, Time};
 use concerto_proto::auth::{self, Credential, Grant, Key, KeyRing, Secret};
-use concerto_proto::connection::{ClientError, ServerConnection};
+use concerto_proto::capability::{self, CapabilityKey};
+use concerto_proto::connection::{ClientError, Object, ServerConnection};
 use concerto_proto::{Envelope, ErrorKind, Message, Tags};
 use concerto_server::keys::Keys;
 use concerto_server::rules::parse_policy;
@@ -106,6 +107,7 @@ async fn a_request_without_a_handshake_is_refused_and_cut_off() {
         Message::Read {
             tags: tags(7),
             object: 1,
+            cap: None,
             extents: vec![Extent::new(0, 4)],
         },
     )
@@ -209,16 +211,17 @@ async fn a_tenant_acts_only_as_its_job_and_cannot_administer() {
         .await
         .unwrap();
     let data = Bytes::from_static(b"mine");
+    let one = object(&ring, "job-7", 1);
     tenant
-        .write(tags(7), 1, vec![Extent::new(0, 4)], data.clone())
+        .write(tags(7), one, vec![Extent::new(0, 4)], data.clone())
         .await
         .unwrap();
     // Another application's id: its reads, writes and removals are refused.
-    let m = denied(tenant.read(tags(8), 1, vec![Extent::new(0, 4)]).await).await;
+    let m = denied(tenant.read(tags(8), one, vec![Extent::new(0, 4)]).await).await;
     assert!(m.contains("acts as application 7, not 8"), "{m}");
     denied(
         tenant
-            .write(tags(8), 1, vec![Extent::new(0, 4)], data)
+            .write(tags(8), one, vec![Extent::new(0, 4)], data)
             .await,
     )
     .await;
@@ -349,11 +352,26 @@ async fn one_slot_server(
 /// One write of `len` bytes of `byte` to `object`, on a connection of its
 /// own with `key`. Two writes to the same bytes of one object tell, by
 /// whose bytes stay, which the server served last.
+/// `object` with a capability to read and write it issued to `key`, as
+/// the metadata service would issue it at open.
+fn object(ring: &KeyRing, key: &str, object: u64) -> Object {
+    let caps = CapabilityKey::from_ring(ring).unwrap();
+    Object {
+        id: object,
+        cap: Some(caps.issue(
+            key,
+            object,
+            capability::READ | capability::WRITE,
+            capability::now_s(),
+        )),
+    }
+}
+
 fn write_from(
     addr: SocketAddr,
     key: Credential,
     t: Tags,
-    object: u64,
+    object: impl Into<Object> + Send + 'static,
     len: u64,
     byte: u8,
 ) -> tokio::task::JoinHandle<()> {
@@ -463,7 +481,7 @@ async fn sfq_last_writer(rules: &str, abuser_tags: Tags) -> u8 {
             s.addr,
             credential(&ring, key),
             t,
-            object,
+            self::object(&ring, key, object),
             4096,
             byte,
         ));

@@ -226,6 +226,7 @@ async fn greedy(from: [u8; 4], s: &Server, n: usize) -> Vec<TcpStream> {
             let read = Message::Read {
                 tags: tags(),
                 object: BIG,
+                cap: None,
                 extents: vec![Extent::new(0, MAX_IO)],
             };
             // The server stops reading this socket once a budget is held;

@@ -3,10 +3,15 @@
 //! files is what POSIX permissions say, decided by the key's user (never a
 //! request's claim), with errors that name the operation and the file.
 
+use std::time::Duration;
+
+use bytes::Bytes;
 use concerto_client::{FsClient, Identity, Stat};
+use concerto_core::Extent;
 use concerto_proto::auth::{Grant, Key, KeyRing, Secret, NOBODY};
-use concerto_proto::connection::ClientError;
-use concerto_proto::{ErrorKind, LayoutRequest};
+use concerto_proto::capability::{self, Capability};
+use concerto_proto::connection::{ClientError, Object, ServerConnection};
+use concerto_proto::{ErrorKind, LayoutRequest, MetaReply, MetaRequest, Tags};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
 /// Alice (1001) and Bob (1002) share group 100; Carol (1003) is alone in
@@ -275,5 +280,152 @@ async fn a_set_group_id_project_directory_shares_its_group_with_new_files() {
         "search",
         "/project",
     );
+    u.cluster.shutdown().await;
+}
+
+/// A raw connection to data server `id` with `key`'s credential.
+async fn raw(u: &Users, id: usize, key: &str) -> ServerConnection {
+    let cred = u.ring.get(key).unwrap().credential();
+    ServerConnection::connect(u.cluster.servers[id].addr, Duration::from_secs(10), &cred)
+        .await
+        .unwrap()
+}
+
+fn tags(app: u32) -> Tags {
+    Identity::new(app, 0).tags()
+}
+
+fn refused<T: std::fmt::Debug>(r: Result<T, ClientError>, why: &str) {
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+    assert!(e.to_string().contains(why), "{e}");
+}
+
+/// Object ids alone are worth nothing: Carol, going around the library
+/// with a raw connection, can neither read, write, truncate nor create an
+/// object of Alice's file by its id; a capability Alice was given does not
+/// work on Carol's key, nor one altered to grant more or last longer, nor
+/// one for another object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_id_without_a_capability_is_worth_nothing() {
+    let u = Users::start().await;
+    let alice = u.client("alice");
+    file(&alice, "/private", 0o600).await;
+    let f = alice.open("/private", false).await.unwrap();
+    let ino = f.inode;
+    let at = vec![Extent::new(0, 11)];
+    // The server holding the file's first stripe (all 11 bytes).
+    let first = f.layout.servers()[0] as usize;
+    let carol = raw(&u, first, "carol").await;
+    refused(carol.read(tags(3), ino, at.clone()).await, "no capability");
+    let junk = Bytes::from_static(b"overwritten");
+    refused(
+        carol.write(tags(3), ino, at.clone(), junk.clone()).await,
+        "no capability",
+    );
+    refused(carol.truncate(tags(3), ino, 1 << 44).await, "no capability");
+    refused(
+        carol
+            .write(tags(3), ino + 1000, at.clone(), junk.clone())
+            .await,
+        "no capability",
+    );
+    // Alice's capability, as the metadata service (server 0) gave it for
+    // her read.
+    let meta = raw(&u, 0, "alice").await;
+    let a = raw(&u, first, "alice").await;
+    let open = meta
+        .meta(
+            tags(1),
+            MetaRequest::Open {
+                path: "/private".into(),
+                write: false,
+            },
+        )
+        .await
+        .unwrap();
+    let MetaReply::Attr(attr) = open else {
+        panic!("{open:?}")
+    };
+    let cap = attr.capability.expect("an open gives a capability");
+    assert_eq!(cap.rights, capability::READ);
+    let theirs = Object {
+        id: ino,
+        cap: Some(cap),
+    };
+    refused(carol.read(tags(3), theirs, at.clone()).await, "another key");
+    // On Alice's own key it reads, but does not write.
+    assert_eq!(
+        &a.read(tags(1), theirs, at.clone()).await.unwrap()[..],
+        b"secret data"
+    );
+    refused(
+        a.write(tags(1), theirs, at.clone(), junk.clone()).await,
+        "grants reading where writing",
+    );
+    for altered in [
+        Capability {
+            rights: capability::READ | capability::WRITE,
+            ..cap
+        },
+        Capability {
+            expires_s: cap.expires_s + 3600,
+            ..cap
+        },
+    ] {
+        let o = Object {
+            id: ino,
+            cap: Some(altered),
+        };
+        refused(
+            a.write(tags(1), o, at.clone(), junk.clone()).await,
+            "forged",
+        );
+    }
+    let elsewhere = Object {
+        id: ino + 1,
+        cap: Some(cap),
+    };
+    refused(
+        a.read(tags(1), elsewhere, at.clone()).await,
+        "is for object",
+    );
+    // The data is as Alice wrote it.
+    assert_eq!(&alice.read(&f, 0, 11).await.unwrap()[..], b"secret data");
+    u.cluster.shutdown().await;
+}
+
+/// A descriptor's capability is renewed by inode against the file's mode
+/// now: after Alice takes the group's read right away, Bob's renewal is
+/// refused (his open descriptor loses the file within a capability's
+/// lifetime), while Alice's own is granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_is_refused_once_a_chmod_takes_the_right_away() {
+    let u = Users::start().await;
+    let alice = u.client("alice");
+    let s = file(&alice, "/shared", 0o640).await;
+    let renew = |write| MetaRequest::Renew {
+        inode: s.inode,
+        write,
+    };
+    let bob = raw(&u, 0, "bob").await;
+    match bob.meta(tags(2), renew(false)).await.unwrap() {
+        MetaReply::Attr(a) => assert_eq!(a.capability.unwrap().rights, capability::READ),
+        other => panic!("{other:?}"),
+    }
+    refused(bob.meta(tags(2), renew(true)).await, "renew for writing");
+    alice
+        .set_attr("/shared", Some(0o600), None, None)
+        .await
+        .unwrap();
+    refused(bob.meta(tags(2), renew(false)).await, "renew for reading");
+    let a = raw(&u, 0, "alice").await;
+    match a.meta(tags(1), renew(true)).await.unwrap() {
+        MetaReply::Attr(a) => assert_eq!(
+            a.capability.unwrap().rights,
+            capability::READ | capability::WRITE
+        ),
+        other => panic!("{other:?}"),
+    }
     u.cluster.shutdown().await;
 }

@@ -27,6 +27,7 @@ use tokio::sync::watch;
 
 use concerto_core::StripeLayout;
 use concerto_proto::auth::Principal;
+use concerto_proto::capability;
 use concerto_proto::{
     FileKind, FsCounts, Message, MetaAttr, MetaReply, MetaRequest, Tags, WireLayout,
 };
@@ -50,6 +51,8 @@ pub struct Caller {
     pub conn: u64,
     pub tags: Tags,
     pub who: Arc<Principal>,
+    /// The key the connection proved: capabilities are bound to it.
+    pub key_id: Arc<str>,
 }
 
 /// A request's answer: now, or once the file's data servers said how
@@ -97,6 +100,7 @@ fn attr(ino: u64, node: &Inode, size: Option<u64>) -> MetaAttr {
         uid: node.uid,
         gid: node.gid,
         mode: node.mode,
+        capability: None,
     }
 }
 
@@ -207,7 +211,24 @@ impl MetadataService {
                             .opened_for_write(ino, conn)
                             .map_err(MetaError::Invalid)?;
                     }
-                    Ok(MetaReply::Attr(attr(ino, &node, size)))
+                    Ok(MetaReply::Attr(self.with_capability(
+                        attr(ino, &node, size),
+                        &node,
+                        &caller,
+                        *write,
+                    )))
+                }),
+            MetaRequest::Renew { inode, write } => self
+                .store
+                .read(wait, |ops| ops.renew(*inode, *write, who))
+                .map(|node| {
+                    let size = self.sizes().size(*inode).ok();
+                    MetaReply::Attr(self.with_capability(
+                        attr(*inode, &node, size),
+                        &node,
+                        &caller,
+                        *write,
+                    ))
                 }),
             MetaRequest::Create {
                 path,
@@ -231,7 +252,12 @@ impl MetadataService {
                             .map_err(MetaError::Invalid)?;
                         known
                     };
-                    Ok(MetaReply::Attr(attr(made.ino, &made.node, size)))
+                    Ok(MetaReply::Attr(self.with_capability(
+                        attr(made.ino, &made.node, size),
+                        &made.node,
+                        &caller,
+                        true,
+                    )))
                 }),
             MetaRequest::Mkdir { path, mode } => self
                 .store
@@ -275,7 +301,12 @@ impl MetadataService {
                 .change(wait, false, |ops, _| ops.truncate(path, who, now_ns))
                 .map(|((ino, node), _)| {
                     self.sizes().truncated(ino, conn, *size);
-                    MetaReply::Attr(attr(ino, &node, Some(*size)))
+                    MetaReply::Attr(self.with_capability(
+                        attr(ino, &node, Some(*size)),
+                        &node,
+                        &caller,
+                        true,
+                    ))
                 }),
             MetaRequest::SetStripe { path, layout } => self
                 .store
@@ -347,6 +378,34 @@ impl MetadataService {
             return Err(MetaError::Busy);
         }
         Ok(Outcome::Now(reply(self, result)))
+    }
+
+    /// `a` with a capability for the caller's key to the file's objects:
+    /// writing when it opened for writing (the service checked the mode),
+    /// reading when the mode lets it read. None for a directory, or where
+    /// the ring has no peer key to make capabilities with.
+    fn with_capability(
+        &self,
+        mut a: MetaAttr,
+        node: &Inode,
+        caller: &Caller,
+        write: bool,
+    ) -> MetaAttr {
+        if node.kind != FileKind::File {
+            return a;
+        }
+        let Some(key) = self.members.capability_key() else {
+            return a;
+        };
+        let mut rights = 0;
+        if write {
+            rights |= capability::WRITE;
+        }
+        if access::allows(&caller.who, node, access::READ) {
+            rights |= capability::READ;
+        }
+        a.capability = Some(key.issue(&caller.key_id, a.inode, rights, capability::now_s()));
+        a
     }
 
     /// A lookup's answer with the file's size: known, or asked of its data

@@ -357,6 +357,23 @@ impl Ops<'_> {
         Ok((ino, node))
     }
 
+    /// A file by inode, for a descriptor's renewed capability: `who` must
+    /// still may read it, or write it when `write` (its mode now decides;
+    /// the path it was opened by is not searched again, as a descriptor
+    /// outlives changes to its directories).
+    pub fn renew(&self, inode: u64, write: bool, who: &Principal) -> Result<Inode, MetaError> {
+        let node = self
+            .get(inode)?
+            .ok_or_else(|| MetaError::NotFound(format!("inode {inode:#x}")))?;
+        let shown = format!("inode {inode:#x}");
+        if write {
+            access::check(who, &node, WRITE, "renew for writing", &shown)?;
+        } else {
+            access::check(who, &node, READ, "renew for reading", &shown)?;
+        }
+        Ok(node)
+    }
+
     /// access(2): whether `who` may do `mask` on `path`.
     pub fn access(&self, path: &str, mask: u32, who: &Principal) -> Result<(), MetaError> {
         let (_, node) = self.lookup(path, who)?;

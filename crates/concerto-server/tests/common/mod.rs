@@ -70,6 +70,7 @@ pub fn apply_as(service: &Arc<MetadataService>, op: MetaRequest, who: Principal)
             weight: None,
         },
         who: Arc::new(who),
+        key_id: "admin".into(),
     };
     match service.apply(&op, caller, 1) {
         Outcome::Now(m) => m,
