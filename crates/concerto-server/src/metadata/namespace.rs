@@ -157,6 +157,7 @@ pub(super) struct Inode {
 /// owned by root and open to everyone (0666 files, 0777 directories), as
 /// it was, until the administrator changes it.
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 struct InodeWithoutOwner {
     kind: FileKind,
     ctime_ns: u64,
@@ -839,20 +840,9 @@ pub(super) fn orphans(
 mod tests {
     use super::*;
 
-    /// What a store from before owners wrote for an inode.
-    #[derive(Serialize)]
-    struct Old {
-        kind: FileKind,
-        ctime_ns: u64,
-        mtime_ns: u64,
-        layout: Option<WireLayout>,
-        default_layout: Option<(u64, u32)>,
-        entries: u64,
-    }
-
     #[test]
     fn an_inode_from_before_owners_reads_as_roots_and_open_to_all_as_it_was() {
-        let old = Old {
+        let old = InodeWithoutOwner {
             kind: FileKind::File,
             ctime_ns: 5,
             mtime_ns: 6,
@@ -867,7 +857,7 @@ mod tests {
         assert_eq!((node.uid, node.gid, node.mode), (0, 0, 0o666));
         assert_eq!((node.ctime_ns, node.mtime_ns), (5, 6));
         assert_eq!(node.layout.unwrap().servers, vec![0, 1]);
-        let dir = Old {
+        let dir = InodeWithoutOwner {
             kind: FileKind::Directory,
             layout: None,
             ..old
