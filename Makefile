@@ -1,6 +1,8 @@
 # Concerto's entry points. Each target installs what it needs first.
 #   make demo   - build, then run Concerto's demo
 #   make test   - build once, then run every test (Rust, Python, quick reproduction)
+#   make fuzz   - ten million fuzzed frames against a live server (a bounded
+#                 count runs in make test; see docs/security.md)
 #   make lint   - rustfmt, clippy (warnings denied) and ruff, as CI checks them
 #   make bench  - criterion benchmarks, the SimGrid side of the engine and
 #                 fluid-mode comparisons, and the real file system beside the
@@ -14,7 +16,7 @@ STAMP := $(VENV)/.deps-installed
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test bench build lint toolchain clean
+.PHONY: demo test bench fuzz build lint toolchain clean
 
 toolchain:
 	@bash .ci/toolchain
@@ -56,6 +58,11 @@ bench: build
 	bash benches/simgrid/run.sh
 	bash benches/peers/fsbench.sh
 	$(VENV)/bin/concerto bench mpiio
+
+# The protocol fuzzed against a live server: CONCERTO_FUZZ_FRAMES frames
+# (default ten million), seed CONCERTO_FUZZ_SEED (default 1).
+fuzz: build
+	CONCERTO_FUZZ_FRAMES=$${CONCERTO_FUZZ_FRAMES:-10000000} cargo test --release -p concerto-server --test fuzz -- --nocapture
 
 clean:
 	rm -rf target $(VENV) results

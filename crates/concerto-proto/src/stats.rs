@@ -112,8 +112,9 @@ impl LatencyHistogram {
         }
         let target = (q * self.count as f64).ceil().max(1.0) as u64;
         let mut seen = 0;
+        // Saturating: a histogram read from the wire may hold any counts.
         for (i, c) in self.counts.iter().enumerate() {
-            seen += c;
+            seen = c.saturating_add(seen);
             if seen >= target {
                 return Some(self.bounds_s.get(i).copied().unwrap_or(f64::INFINITY));
             }

@@ -1230,6 +1230,160 @@ mod tests {
         ]
     }
 
+    /// The replies a client decodes from a server, of every kind, with
+    /// what they carry (statistics with histograms, directory entries,
+    /// attributes with a layout and a capability, counts).
+    fn reply() -> impl Strategy<Value = Message> {
+        use crate::stats::{AppStats, LatencyHistogram, ServerStats};
+        let attr = (any::<u64>(), any::<u64>(), cap()).prop_map(|(inode, size, capability)| MetaAttr {
+            inode,
+            kind: FileKind::File,
+            size: Some(size),
+            ctime_ns: 1,
+            mtime_ns: 2,
+            layout: Some(WireLayout {
+                unit: 65536,
+                servers: vec![0, 1],
+            }),
+            default_layout: None,
+            entries: 0,
+            uid: 1001,
+            gid: 100,
+            mode: 0o640,
+            capability,
+        });
+        let stats = (proptest::collection::vec(0.0f64..1.0, 0..6), any::<u64>()).prop_map(|(samples, app)| {
+            let mut latency = LatencyHistogram::new("read");
+            for s in samples {
+                latency.record(s);
+            }
+            Message::StatsReply(Box::new(ServerStats {
+                address: "127.0.0.1:1".into(),
+                roles: vec![Role::Data],
+                policy: "fifo".into(),
+                throttle: None,
+                uptime_s: 1.0,
+                queued: 0,
+                in_flight: 0,
+                apps: vec![AppStats {
+                    app: app as u32,
+                    read_bytes: app,
+                    ..AppStats::default()
+                }],
+                retired: Default::default(),
+                latency: vec![latency],
+                reports: Default::default(),
+                space_total: 1,
+                space_free: 1,
+                grants: vec![(1, 1.0)],
+                coordinator: None,
+            }))
+        });
+        prop_oneof![
+            stats,
+            attr.prop_map(|a| Message::MetaReply {
+                reply: MetaReply::Attr(a),
+                changes: 3,
+                durable: 2,
+            }),
+            proptest::collection::vec("[a-z]{1,8}", 0..5).prop_map(|names| Message::MetaReply {
+                reply: MetaReply::Entries {
+                    entries: names
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, name)| DirEntry {
+                            name,
+                            inode: i as u64,
+                            kind: FileKind::File,
+                        })
+                        .collect(),
+                    more: true,
+                },
+                changes: 1,
+                durable: 1,
+            }),
+            Just(Message::MetaReply {
+                reply: MetaReply::Statfs(FsCounts {
+                    files: 1,
+                    directories: 1,
+                    inodes_free: 9,
+                    data_servers: vec![0, 1],
+                    default_layout: (65536, 2),
+                }),
+                changes: 0,
+                durable: 0,
+            }),
+            proptest::collection::vec(any::<u8>(), 0..256).prop_map(|d| Message::Data { data: d.into() }),
+            (any::<u64>(), any::<u64>()).prop_map(|(size, mtime_ns)| Message::Size { size, mtime_ns }),
+            ".{0,40}".prop_map(|message| Message::Error {
+                kind: ErrorKind::Denied,
+                message,
+            }),
+            Just(Message::Pong {
+                policy: "sfq-d".into(),
+                roles: vec![Role::Data, Role::Metadata],
+            }),
+            (any::<[u8; 32]>(), any::<[u8; 32]>()).prop_map(|(nonce, mac)| {
+                if nonce[0] % 2 == 0 {
+                    Message::Challenge { nonce }
+                } else {
+                    Message::Welcome {
+                        grant: auth::Grant::Tenant { job: 3 },
+                        mac,
+                    }
+                }
+            }),
+            Just(Message::SpaceReply {
+                total: 10,
+                free: 5,
+                available: 4,
+                disk: 1,
+            }),
+        ]
+    }
+
+    proptest! {
+        /// What a client reads from a server goes through the same
+        /// decoder: a reply damaged anywhere (a byte set, bytes cut or
+        /// added) is refused or decodes to something valid, and what a
+        /// client computes from a statistics reply (latency quantiles)
+        /// does not panic whatever its counts.
+        #[test]
+        fn damaged_replies_are_caught_and_what_decodes_is_usable(
+            m in reply(),
+            at in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+            how in 0u8..3,
+        ) {
+            let mut bytes = Envelope::new(7, m.clone()).encode();
+            prop_assert_eq!(Envelope::decode(bytes.clone().into()).map(|e| e.message), Ok(m));
+            let i = at.index(bytes.len());
+            match how {
+                0 => bytes[i] = byte,
+                1 => bytes.truncate(i),
+                _ => bytes.insert(i, byte),
+            }
+            if let Ok(env) = Envelope::decode(bytes.into()) {
+                prop_assert!(env.validate().is_ok());
+                if let Message::StatsReply(stats) = env.message {
+                    for h in &stats.latency {
+                        let _ = (h.quantile(0.5), h.quantile(0.99));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_latency_histogram_from_the_wire_with_counts_that_overflow_still_answers() {
+        let mut h = crate::stats::LatencyHistogram::new("read");
+        h.counts[0] = u64::MAX - 1;
+        h.counts[1] = 5;
+        h.count = u64::MAX;
+        // The running sum passes u64::MAX at the second bucket.
+        assert_eq!(h.quantile(1.0), Some(h.bounds_s[1]));
+    }
+
     #[test]
     fn a_report_with_a_weight_that_is_not_positive_is_refused() {
         for w in [0.0, -1.0, f64::NAN, f64::INFINITY] {
