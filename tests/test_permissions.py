@@ -257,3 +257,75 @@ def test_through_the_mount_files_show_their_owner_and_mode_and_another_users_mou
             with pytest.raises(PermissionError):
                 os.chown(mine / "m" / "f", 1003, -1)
             assert (mine / "m" / "f").read_bytes() == b"private"
+
+
+# Runs as the owner through the mount: makes the tree local_outcomes makes
+# (each file and directory the owner's, with its mode).
+BUILDER = r"""
+import json, os, sys
+for kind, path, mode, uids in json.loads(sys.stdin.read()):
+    if kind == "file":
+        with open(path, "wb") as f:
+            f.write(b"x")
+    else:
+        os.mkdir(path)
+        for leaf in ["f"] + ["victim-%d" % uid for uid in uids]:
+            with open(os.path.join(path, leaf), "wb") as f:
+                f.write(b"x")
+    os.chmod(path, mode)
+"""
+
+
+def as_user(who: str, script: str, work) -> subprocess.CompletedProcess:
+    uid, groups = USERS[who]
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={groups[0]}",
+                           f"--groups={','.join(map(str, groups))}", sys.executable, "-c", script],
+                          input=json.dumps(work), capture_output=True, text=True, timeout=120)
+
+
+def test_one_node_mount_serves_three_real_users_each_as_itself_as_the_local_file_system_does(
+        users_cluster, monkeypatch):
+    cluster, _ = users_cluster
+    node_key = cluster.parent / "node-a.key"
+    shown = concerto("auth", "issue-node", "--keys", str(cluster.parent / "keys.toml"), "--users", "1000-1999",
+                     "--id", "node-a", "--out", str(node_key)).stdout
+    assert "issued node key node-a for users 1000-1999" in shown
+    listed = concerto("auth", "list", "--keys", str(cluster.parent / "keys.toml")).stdout
+    assert "node-a" in listed and "1000-1999" in listed
+    base = Path(tempfile.mkdtemp(prefix="concerto-node-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        (base / "local").mkdir(mode=0o755)
+        expected = local_outcomes(base / "local")
+        monkeypatch.setenv("CONCERTO_CREDENTIAL", str(node_key))
+        with mounted_at(cluster, base / "mnt"):
+            tree = base / "mnt" / "node-tree"
+            tree.mkdir()
+            tree.chmod(0o777)
+            shapes = sorted({(kind, mode) for _, kind, mode in cases()})
+            r = as_user("owner", BUILDER, [(kind, str(tree / name(kind, mode)), mode,
+                                            [uid for uid, _ in USERS.values()]) for kind, mode in shapes])
+            assert r.returncode == 0, r.stderr
+            st = os.stat(tree / name("file", 0o640))
+            assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (1001, 100, 0o640)
+            got = {}
+            for who in USERS:
+                r = as_user(who, LOCAL_TRIER, [(op, str(tree / name(kind, mode))) for op, kind, mode in cases()])
+                assert r.returncode == 0, r.stderr
+                got[who] = json.loads(r.stdout)
+            # Root on the node is nobody on the servers: what it makes is
+            # nobody's, and a file the owner keeps to itself stays closed.
+            (tree / "by-root").write_bytes(b"r")
+            assert os.stat(tree / "by-root").st_uid == 65534
+            with pytest.raises(PermissionError):
+                (tree / name("file", 0o600)).read_bytes()
+    finally:
+        subprocess.run(["umount", "-l", str(base / "mnt")], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+    rows = cases()
+    differ = [(who, *rows[i], expected[who][i], got[who][i])
+              for who in USERS for i in range(len(rows)) if expected[who][i] != got[who][i]]
+    assert not differ, "\n".join(f"{who} {op} {kind} {mode:04o}: local {e}, node mount {g}"
+                                 for who, op, kind, mode, e, g in differ)
+    for who in USERS:
+        assert any(got[who]) and not all(got[who]), who

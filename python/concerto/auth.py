@@ -94,6 +94,21 @@ def issue(ring: Path, job: int, key_id: str | None, weight: float | None, out: P
     return key_id, out
 
 
+def issue_node(ring: Path, users: tuple[int, int], key_id: str, out: Path | None) -> Path:
+    """Adds a node key acting for ``users`` (first, last); writes its
+    credential (default ``<ID>.key`` beside the ring). Returns the file."""
+    out = out or ring.parent / f"{key_id}.key"
+    if out.exists():
+        raise KeyFileError(f"{out}: exists already (give --out, or revoke the key first)")
+    try:
+        ring_text, credential = _native.issue_node_key(_read(ring), key_id, *users)
+    except ValueError as e:
+        raise KeyFileError(f"{ring}: {e}") from None
+    write_private(out, credential)
+    write_private(ring, ring_text)
+    return out
+
+
 def revoke(ring: Path, key_id: str) -> None:
     """Removes key ``key_id``; connections it opens from now on are refused."""
     try:

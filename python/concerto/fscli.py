@@ -593,6 +593,33 @@ def auth_issue(ring: Path, job: int, key_id: str | None, weight: float | None, u
     console.print(f"issued key {key_id} for job {job}: {path} (use CONCERTO_CREDENTIAL={path})")
 
 
+def _user_range(_ctx, _param, value: str) -> tuple[int, int]:
+    first, sep, last = value.partition("-")
+    try:
+        users = (int(first), int(last if sep else first))
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give FIRST-LAST, numeric user ids (e.g. 1000-59999)") from None
+    if users[0] < 1 or users[0] > users[1] or users[1] > 2**32 - 1:
+        raise click.BadParameter(f"{value!r}: from 1 (never root) up, the first not above the last")
+    return users
+
+
+@auth_cmd.command("issue-node")
+@_ring_opt
+@click.option("--users", required=True, callback=_user_range, metavar="FIRST-LAST",
+              help="The users (numeric ids) the node's mount may act for, e.g. 1000-59999; never 0.")
+@click.option("--id", "key_id", required=True, help="The key's name (e.g. the node's host name).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the credential (default: ID.key beside the ring), mode 0600.")
+@fs_guarded
+def auth_issue_node(ring: Path, users: tuple[int, int], key_id: str, out: Path | None) -> None:
+    """Issue a node key: one mount on the node (`concerto mount`, as root) serves every user of the node,
+    each acting as itself on files, within --users."""
+    path = auth.issue_node(ring, users, key_id, out)
+    console.print(f"issued node key {key_id} for users {users[0]}-{users[1]}: {path} "
+                  f"(mount with CONCERTO_CREDENTIAL={path})")
+
+
 @auth_cmd.command("revoke")
 @_ring_opt
 @click.argument("key_id")
@@ -611,6 +638,8 @@ def auth_list(ring: Path) -> None:
     table = Table("id", "role", "job", "weight", "user", "groups")
     for k in auth.keys(ring):
         user = {"admin": "root", "tenant": "nobody"}.get(k["role"], "") if k["user"] is None else str(k["user"])
+        if k.get("users"):
+            user = "{}-{}".format(*k["users"])
         table.add_row(k["id"], k["role"], "" if k["job"] is None else str(k["job"]),
                       "" if k["weight"] is None else f"{k['weight']:g}", user, ",".join(map(str, k["groups"])))
     console.print(table)

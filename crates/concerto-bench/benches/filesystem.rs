@@ -241,7 +241,7 @@ fn filesystem(c: &mut Criterion) {
     let ring = concerto_proto::auth::KeyRing::generate().expect("ring");
     let key = concerto_proto::capability::CapabilityKey::from_ring(&ring).expect("peer key");
     let now = concerto_proto::capability::now_s();
-    let cap = key.issue("job-4242", 42, concerto_proto::capability::READ, now);
+    let cap = key.issue("job-4242", 42, concerto_proto::capability::READ, 1001, now);
     g.bench_function("verify", |b| {
         b.iter(|| {
             key.refusal(
@@ -254,7 +254,7 @@ fn filesystem(c: &mut Criterion) {
         })
     });
     g.bench_function("issue", |b| {
-        b.iter(|| key.issue("job-4242", 42, concerto_proto::capability::READ, now))
+        b.iter(|| key.issue("job-4242", 42, concerto_proto::capability::READ, 1001, now))
     });
     g.finish();
 

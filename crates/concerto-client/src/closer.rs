@@ -64,7 +64,11 @@ async fn send_closes(
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        let client = FsClient { shared, identity };
+        let client = FsClient {
+            shared,
+            identity,
+            user: None,
+        };
         if let Err(e) = client.meta(MetaRequest::Close { files }).await {
             eprintln!("concerto: telling the metadata server about closed files failed ({e}); it learns their sizes from the data servers instead");
         }

@@ -167,6 +167,14 @@ impl Identity {
         Identity::from_environ(&environ, session_app(pid, pmi))
     }
 
+    /// The supplementary groups of process `pid` (the FUSE mount's caller),
+    /// from `/proc/PID/status`; none if it is gone. At most
+    /// [`concerto_proto::auth::MAX_GROUPS`] (what the servers take).
+    pub fn groups_of_process(pid: u32) -> Vec<u32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        groups_in_status(&status)
+    }
+
     /// The identity named by a process's environment block as
     /// `/proc/PID/environ` holds it (`KEY=VALUE`, NUL-separated).
     pub fn from_environ(environ: &[u8], fallback_app: u32) -> Identity {
@@ -234,9 +242,31 @@ pub fn credential_for(
     }
 }
 
+/// The `Groups:` line of a `/proc/PID/status` text, as numbers.
+fn groups_in_status(status: &str) -> Vec<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .take(concerto_proto::auth::MAX_GROUPS - 1)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_status_gives_its_supplementary_groups() {
+        let status = "Name:\tbash\nUid:\t1001\t1001\t1001\t1001\nGroups:\t100 400 \nNSpid:\t7\n";
+        assert_eq!(groups_in_status(status), vec![100, 400]);
+        assert_eq!(groups_in_status("Groups:\n"), Vec::<u32>::new());
+        assert_eq!(groups_in_status(""), Vec::<u32>::new());
+    }
 
     #[test]
     fn a_cluster_file_that_cannot_be_loaded_is_named() {

@@ -39,7 +39,7 @@ use futures::future::try_join_all;
 
 use concerto_core::{RequestLimits, StripeLayout};
 
-use concerto_proto::auth::Credential;
+use concerto_proto::auth::{Credential, Principal};
 use concerto_proto::connection::{ServerPool, Space};
 use concerto_proto::stats::{Arrival, ServerStats};
 use concerto_proto::{
@@ -142,6 +142,10 @@ fn layout_of(attr: &MetaAttr, path: &str) -> Result<StripeLayout, ClientError> {
 pub struct FsClient {
     shared: Arc<Shared>,
     identity: Identity,
+    /// The user namespace operations are done as, when a node key's mount
+    /// acts for one ([`FsClient::as_user`]); a key of any other kind is its
+    /// own user and names none.
+    user: Option<Arc<Principal>>,
 }
 
 struct Shared {
@@ -186,6 +190,7 @@ impl FsClient {
                 transfer_order: None,
             }),
             identity,
+            user: None,
         }
         .bound()
     }
@@ -214,8 +219,26 @@ impl FsClient {
         FsClient {
             shared: self.shared.clone(),
             identity,
+            user: self.user.clone(),
         }
         .bound()
+    }
+
+    /// The same client (same connections) doing namespace operations as
+    /// `user`: how a mount with a node key serves each of its node's users
+    /// (the servers take it from a node key only, within the key's users).
+    pub fn as_user(&self, user: Principal) -> FsClient {
+        FsClient {
+            user: Some(Arc::new(user)),
+            ..self.clone()
+        }
+    }
+
+    /// What the metadata server says this client's key grants (a node
+    /// key's mount acts for its callers' users; others do not).
+    pub async fn grant(&self) -> Result<concerto_proto::auth::Grant, ClientError> {
+        let id = self.cluster().metadata_server().id;
+        Ok(self.connection(id).await?.grant())
     }
 
     pub fn cluster(&self) -> &ClusterFile {
@@ -251,7 +274,7 @@ impl FsClient {
         let (reply, changes) = self
             .connection(id)
             .await?
-            .meta_counted(self.identity.tags(), op)
+            .meta_counted(self.identity.tags(), op, self.user.as_deref().cloned())
             .await?;
         self.shared.files.saw(changes);
         Ok(reply)

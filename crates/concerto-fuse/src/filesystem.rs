@@ -19,6 +19,7 @@ use tokio::runtime::Handle;
 use concerto_client::{ClientError, FileHandle, FsClient, Identity, Stat};
 use concerto_core::job::PhaseConfig;
 use concerto_core::Extent;
+use concerto_proto::auth::Principal;
 use concerto_proto::{ErrorKind, FileKind, LayoutRequest};
 
 use crate::inodes::{OpenFile, State, HIDDEN_PREFIX};
@@ -227,12 +228,23 @@ struct Statfs {
     frsize: u32,
 }
 
+/// What the mount knows of a calling process, read once per [`CALLER_TTL`].
+#[derive(Clone)]
+struct Caller {
+    identity: Identity,
+    groups: Arc<Vec<u32>>,
+    read_at: Instant,
+}
+
 pub(crate) struct ConcertoFuse {
     runtime: Handle,
     /// Acting as the mount itself; each request gets a copy acting as its caller.
     mount: Ctx,
-    /// pid → (identity, when it was read): see [`CALLER_TTL`].
-    callers: HashMap<u32, (Identity, Instant)>,
+    /// pid → (identity, supplementary groups, when they were read): see
+    /// [`CALLER_TTL`].
+    callers: HashMap<u32, Caller>,
+    /// Whether each caller acts as its own user (a node key's mount).
+    serve_users: bool,
     /// Whether writes not asked to be synchronous are written behind.
     write_behind: bool,
 }
@@ -248,7 +260,12 @@ fn open_flags() -> u32 {
 }
 
 impl ConcertoFuse {
-    pub(crate) fn new(client: FsClient, runtime: Handle, options: MountOptions) -> ConcertoFuse {
+    pub(crate) fn new(
+        client: FsClient,
+        runtime: Handle,
+        options: MountOptions,
+        serve_users: bool,
+    ) -> ConcertoFuse {
         ConcertoFuse {
             runtime: runtime.clone(),
             mount: Ctx {
@@ -260,6 +277,7 @@ impl ConcertoFuse {
                     .then(|| ImplicitPhases::start(PhaseConfig::default(), runtime.clone())),
             },
             callers: HashMap::new(),
+            serve_users,
             write_behind: options.write_behind > 0,
         }
     }
@@ -268,16 +286,19 @@ impl ConcertoFuse {
         self.mount.state()
     }
 
-    /// The client acting for process `pid`; the mount's own identity for
-    /// requests the kernel makes itself (pid 0).
-    fn client_for(&mut self, pid: u32) -> FsClient {
+    /// The client acting for `req`'s caller; the mount's own identity for
+    /// requests the kernel makes itself (pid 0). On a node key's mount it
+    /// acts on files as the caller's user (the uid and gid the kernel
+    /// gives, the groups its process has).
+    fn client_for(&mut self, req: &Request<'_>) -> FsClient {
+        let pid = req.pid();
         if pid == 0 {
             return self.mount.client.clone();
         }
         let now = Instant::now();
-        let fresh = |(_, at): &(Identity, Instant)| now.duration_since(*at) < CALLER_TTL;
-        let who = match self.callers.get(&pid).filter(|c| fresh(c)) {
-            Some(&(who, _)) => who,
+        let fresh = |c: &Caller| now.duration_since(c.read_at) < CALLER_TTL;
+        let caller = match self.callers.get(&pid).filter(|c| fresh(c)) {
+            Some(c) => c.clone(),
             None => {
                 if self.callers.len() >= MAX_CALLERS {
                     self.callers.retain(|_, c| fresh(c));
@@ -285,12 +306,25 @@ impl ConcertoFuse {
                         self.callers.clear();
                     }
                 }
-                let who = Identity::of_process(pid);
-                self.callers.insert(pid, (who, now));
-                who
+                let caller = Caller {
+                    identity: Identity::of_process(pid),
+                    groups: if self.serve_users {
+                        Arc::new(Identity::groups_of_process(pid))
+                    } else {
+                        Arc::default()
+                    },
+                    read_at: now,
+                };
+                self.callers.insert(pid, caller.clone());
+                caller
             }
         };
-        self.mount.client.with_identity(who)
+        let client = self.mount.client.with_identity(caller.identity);
+        if self.serve_users {
+            client.as_user(Principal::user(req.uid(), req.gid(), &caller.groups))
+        } else {
+            client
+        }
     }
 
     /// Runs `work` as a task acting for `req`'s caller, and answers `reply` with its result.
@@ -301,7 +335,7 @@ impl ConcertoFuse {
         W: FnOnce(Ctx) -> F,
         F: Future<Output = Result<T, Errno>> + Send + 'static,
     {
-        let client = self.client_for(req.pid());
+        let client = self.client_for(req);
         self.spawn(client, reply, work);
     }
 
@@ -400,8 +434,9 @@ impl Filesystem for ConcertoFuse {
     }
 
     /// access(2) and the shell's `test -r/-w/-x`: asked of the metadata
-    /// service for the key's user (the mount does not use the kernel's
-    /// `default_permissions`: the key, not the local uid, is who acts).
+    /// service for the user the request acts as (the key's, or on a node
+    /// key's mount the caller's; a tenant key's mount does not use the
+    /// kernel's `default_permissions`: the key, not the local uid, acts).
     fn access(&mut self, req: &Request<'_>, ino: u64, mask: i32, reply: ReplyEmpty) {
         self.run(req, reply, |ctx| async move {
             let path = ctx.state().path(ino)?;

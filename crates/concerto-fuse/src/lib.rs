@@ -169,12 +169,25 @@ pub fn mount(
     }
     let mountpoint = mountpoint.canonicalize()?;
     check_cluster(&client, &runtime)?;
-    let fs = filesystem::ConcertoFuse::new(client, runtime, options);
-    let opts = [
+    // A node key's mount is the node's: it serves every user of the node
+    // (`allow_other`), each request on files as its caller's uid, gid and
+    // groups, which the metadata service checks. The kernel checks the
+    // modes too (`default_permissions`): it caches names, and a path walk
+    // through a cached directory never reaches the mount, so without it
+    // one user could pass through a directory another user looked up.
+    let serve_users = matches!(
+        runtime.block_on(client.grant()),
+        Ok(concerto_proto::auth::Grant::Node { .. })
+    );
+    let mut opts = vec![
         MountOption::FSName("concerto".into()),
         MountOption::Subtype("concerto".into()),
         MountOption::NoAtime,
     ];
+    if serve_users {
+        opts.extend([MountOption::AllowOther, MountOption::DefaultPermissions]);
+    }
+    let fs = filesystem::ConcertoFuse::new(client, runtime, options, serve_users);
     let session = fuser::spawn_mount2(fs, &mountpoint, &opts).map_err(|e| {
         io::Error::new(
             e.kind(),

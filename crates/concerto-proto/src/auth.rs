@@ -92,6 +92,11 @@ pub enum Grant {
     Peer,
     /// Data and namespace requests as application `job` only.
     Tenant { job: u32 },
+    /// A node's mount serving every user of the node: data and namespace
+    /// requests as any application, on files as the user each request
+    /// names, if in `first_user..=last_user` (the node is trusted for
+    /// the uid, as a Lustre or NFS client is; never root).
+    Node { first_user: u32, last_user: u32 },
 }
 
 impl fmt::Display for Grant {
@@ -100,6 +105,10 @@ impl fmt::Display for Grant {
             Grant::Admin => f.write_str("admin"),
             Grant::Peer => f.write_str("peer"),
             Grant::Tenant { job } => write!(f, "tenant of job {job}"),
+            Grant::Node {
+                first_user,
+                last_user,
+            } => write!(f, "node key for users {first_user}-{last_user}"),
         }
     }
 }
@@ -129,7 +138,7 @@ pub const NOBODY: u32 = 65534;
 /// Who a key's requests are on files: the user and groups POSIX
 /// permissions are checked against. Only the administrator's key is root
 /// (uid 0); a tenant is its key's user, never what a request claims.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Principal {
     pub uid: u32,
     /// The primary group: new files get it.
@@ -162,6 +171,14 @@ impl Principal {
     pub fn in_group(&self, gid: u32) -> bool {
         self.groups.contains(&gid)
     }
+
+    /// A user as a node's mount names it (the kernel's uid and gid of the
+    /// calling process, and its groups).
+    pub fn user(uid: u32, gid: u32, supplementary: &[u32]) -> Principal {
+        let mut groups = vec![gid];
+        groups.extend(supplementary.iter().copied().filter(|&g| g != gid));
+        Principal { uid, gid, groups }
+    }
 }
 
 impl Key {
@@ -176,6 +193,43 @@ impl Key {
                 Principal { uid, gid, groups }
             }
             _ => Principal::nobody(),
+        }
+    }
+
+    /// Who a request is on files when it names `user`: a node key acts
+    /// for the user it names if the key's range holds it, with the groups
+    /// it names; root, and root's group, are squashed to nobody (the admin
+    /// key is the only root); naming no user, it acts as nobody. Every
+    /// other key acts as its own principal and may name no user. The
+    /// error says why, naming the key.
+    pub fn acting_for(&self, user: Option<&Principal>) -> Result<Principal, String> {
+        match (self.grant, user) {
+            (
+                Grant::Node {
+                    first_user,
+                    last_user,
+                },
+                Some(p),
+            ) => {
+                if p.uid == 0 {
+                    return Ok(Principal::nobody());
+                }
+                if !(first_user..=last_user).contains(&p.uid) {
+                    return Err(format!(
+                        "key {:?} acts for users {first_user}-{last_user}, not {}",
+                        self.id, p.uid
+                    ));
+                }
+                let squash = |g: u32| if g == 0 { NOBODY } else { g };
+                let supplementary: Vec<u32> = p.groups.iter().map(|&g| squash(g)).collect();
+                Ok(Principal::user(p.uid, squash(p.gid), &supplementary))
+            }
+            (Grant::Node { .. }, None) => Ok(Principal::nobody()),
+            (_, Some(p)) => Err(format!(
+                "key {:?} is not a node key: it acts as its own user, not as user {}",
+                self.id, p.uid
+            )),
+            (_, None) => Ok(self.principal()),
         }
     }
 
@@ -206,6 +260,9 @@ struct KeyEntry {
     user: Option<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     groups: Vec<u32>,
+    /// A node key's users: `[first, last]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    users: Option<[u32; 2]>,
     secret: String,
 }
 
@@ -215,6 +272,7 @@ enum Role {
     Admin,
     Peer,
     Tenant,
+    Node,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -263,7 +321,34 @@ impl KeyRing {
                 (_, Some(_)) => return Err(at("job", "only a tenant key names a job".into())),
                 (Role::Admin, None) => Grant::Admin,
                 (Role::Peer, None) => Grant::Peer,
+                (Role::Node, None) => match e.users {
+                    Some([first_user, last_user]) if first_user >= 1 && first_user <= last_user => {
+                        Grant::Node {
+                            first_user,
+                            last_user,
+                        }
+                    }
+                    Some([first, last]) if first == 0 => {
+                        return Err(at(
+                            "users",
+                            format!("[{first}, {last}] holds 0, root: a node never acts as root (root squash)"),
+                        ))
+                    }
+                    Some([first, last]) => {
+                        return Err(at("users", format!("[{first}, {last}]: the first is above the last")))
+                    }
+                    None => {
+                        return Err(at(
+                            "users",
+                            "a node key needs the users it may act for: users = [FIRST, LAST] (e.g. [1000, 59999])"
+                                .into(),
+                        ))
+                    }
+                },
             };
+            if e.users.is_some() && e.role != Role::Node {
+                return Err(at("users", "only a node key names a range of users".into()));
+            }
             match e.weight {
                 Some(w) if !(w.is_finite() && w > 0.0) => {
                     return Err(at("weight", format!("{w} is not a number > 0")))
@@ -363,10 +448,14 @@ impl KeyRing {
                 .keys
                 .iter()
                 .map(|k| {
-                    let (role, job) = match k.grant {
-                        Grant::Admin => (Role::Admin, None),
-                        Grant::Peer => (Role::Peer, None),
-                        Grant::Tenant { job } => (Role::Tenant, Some(job)),
+                    let (role, job, users) = match k.grant {
+                        Grant::Admin => (Role::Admin, None, None),
+                        Grant::Peer => (Role::Peer, None, None),
+                        Grant::Tenant { job } => (Role::Tenant, Some(job), None),
+                        Grant::Node {
+                            first_user,
+                            last_user,
+                        } => (Role::Node, None, Some([first_user, last_user])),
                     };
                     KeyEntry {
                         id: k.id.clone(),
@@ -375,6 +464,7 @@ impl KeyRing {
                         weight: k.weight,
                         user: k.user,
                         groups: k.groups.clone(),
+                        users,
                         secret: k.secret.to_hex(),
                     }
                 })
@@ -568,6 +658,72 @@ mod tests {
             vec![7, 8]
         );
     }
+    #[test]
+    fn a_node_key_acts_for_the_users_of_its_range_and_squashes_root() {
+        let ring = |entry: &str| {
+            KeyRing::parse(&format!(
+                "[[keys]]\nid = \"n1\"\nrole = \"node\"\n{entry}\nsecret = \"{}\"\n",
+                "ab".repeat(32)
+            ))
+        };
+        let ring_ok = ring("users = [1000, 1999]").unwrap();
+        let node = &ring_ok.keys()[0];
+        assert_eq!(
+            node.grant,
+            Grant::Node {
+                first_user: 1000,
+                last_user: 1999
+            }
+        );
+        assert_eq!(KeyRing::parse(&ring_ok.to_toml()).unwrap(), ring_ok);
+        for (entry, says) in [
+            ("", "keys[0].users: a node key needs the users"),
+            ("users = [0, 10]", "keys[0].users: [0, 10] holds 0, root"),
+            (
+                "users = [20, 10]",
+                "keys[0].users: [20, 10]: the first is above the last",
+            ),
+            ("users = [1, 2]\njob = 3", "keys[0].job: only a tenant key"),
+            (
+                "users = [1, 2]\nuser = 3",
+                "keys[0].user: only a tenant key",
+            ),
+        ] {
+            let e = ring(entry).unwrap_err();
+            assert!(e.starts_with(says), "{entry:?}: {e}");
+        }
+        let e = KeyRing::parse(&format!(
+            "[[keys]]\nid = \"t\"\nrole = \"tenant\"\njob = 1\nusers = [1, 2]\nsecret = \"{}\"\n",
+            "ab".repeat(32)
+        ))
+        .unwrap_err();
+        assert!(e.starts_with("keys[0].users: only a node key"), "{e}");
+
+        let user = |uid, gid, groups: &[u32]| Principal::user(uid, gid, groups);
+        assert_eq!(
+            node.acting_for(Some(&user(1001, 100, &[100, 400]))),
+            Ok(user(1001, 100, &[400]))
+        );
+        let e = node.acting_for(Some(&user(2000, 100, &[]))).unwrap_err();
+        assert_eq!(e, "key \"n1\" acts for users 1000-1999, not 2000");
+        // Root on the node, and root's group, are nobody on the servers.
+        assert_eq!(
+            node.acting_for(Some(&user(0, 0, &[]))),
+            Ok(Principal::nobody())
+        );
+        assert_eq!(
+            node.acting_for(Some(&user(1001, 0, &[0, 100]))),
+            Ok(user(1001, NOBODY, &[100]))
+        );
+        assert_eq!(node.acting_for(None), Ok(Principal::nobody()));
+        // Any other key is its own user and names none.
+        let generated = KeyRing::generate().unwrap();
+        let admin = generated.with_grant(Grant::Admin).unwrap();
+        let e = admin.acting_for(Some(&user(1001, 100, &[]))).unwrap_err();
+        assert!(e.contains("is not a node key"), "{e}");
+        assert!(admin.acting_for(None).unwrap().is_root());
+    }
+
     use super::*;
 
     fn ring_text() -> String {

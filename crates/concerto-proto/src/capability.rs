@@ -32,6 +32,10 @@ pub const LIFETIME: Duration = Duration::from_secs(600);
 pub struct Capability {
     pub inode: u64,
     pub rights: u8,
+    /// The user it was issued to (whom the metadata service checked the
+    /// mode for): a data server counts a node key's requests as this
+    /// user's (QoS rules that name users), as it knows no other.
+    pub uid: u32,
     /// Seconds since the Unix epoch, by the metadata server's clock.
     pub expires_s: u64,
     pub mac: [u8; 32],
@@ -58,29 +62,29 @@ impl CapabilityKey {
         Some(CapabilityKey(m.finalize().into_bytes().into()))
     }
 
-    fn mac(&self, key_id: &str, inode: u64, rights: u8, expires_s: u64) -> Hmac<Sha256> {
+    fn mac(&self, key_id: &str, cap: &Capability) -> Hmac<Sha256> {
         let mut m = hmac(&self.0);
         m.update(&(key_id.len() as u64).to_le_bytes());
         m.update(key_id.as_bytes());
-        m.update(&inode.to_le_bytes());
-        m.update(&[rights]);
-        m.update(&expires_s.to_le_bytes());
+        m.update(&cap.inode.to_le_bytes());
+        m.update(&[cap.rights]);
+        m.update(&cap.uid.to_le_bytes());
+        m.update(&cap.expires_s.to_le_bytes());
         m
     }
 
-    /// A capability for `key_id` to `rights` on `inode`, from `now_s` for [`LIFETIME`].
-    pub fn issue(&self, key_id: &str, inode: u64, rights: u8, now_s: u64) -> Capability {
-        let expires_s = now_s + LIFETIME.as_secs();
-        Capability {
+    /// A capability for `key_id`, acting as user `uid`, to `rights` on
+    /// `inode`, from `now_s` for [`LIFETIME`].
+    pub fn issue(&self, key_id: &str, inode: u64, rights: u8, uid: u32, now_s: u64) -> Capability {
+        let mut cap = Capability {
             inode,
             rights,
-            expires_s,
-            mac: self
-                .mac(key_id, inode, rights, expires_s)
-                .finalize()
-                .into_bytes()
-                .into(),
-        }
+            uid,
+            expires_s: now_s + LIFETIME.as_secs(),
+            mac: [0; 32],
+        };
+        cap.mac = self.mac(key_id, &cap).finalize().into_bytes().into();
+        cap
     }
 
     /// Why `cap` does not let `key_id` do `want` on `object` at `now_s`, or `None`.
@@ -104,11 +108,7 @@ impl CapabilityKey {
             ));
         }
         // The MAC first: an altered capability says nothing true.
-        if self
-            .mac(key_id, cap.inode, cap.rights, cap.expires_s)
-            .verify_slice(&cap.mac)
-            .is_err()
-        {
+        if self.mac(key_id, cap).verify_slice(&cap.mac).is_err() {
             return Some(format!(
                 "object {object:#x}: the capability is forged, altered or issued to another key"
             ));
@@ -152,7 +152,7 @@ mod tests {
     fn a_capability_holds_for_its_key_object_rights_and_time_only() {
         let ring = KeyRing::generate().unwrap();
         let k = CapabilityKey::from_ring(&ring).unwrap();
-        let cap = k.issue("job-7", 42, READ, 1000);
+        let cap = k.issue("job-7", 42, READ, 1001, 1000);
         assert_eq!(k.refusal(Some(&cap), "job-7", 42, READ, 1001), None);
         let why = |c: Option<&Capability>, key: &str, object: u64, want: u8, now: u64| {
             k.refusal(c, key, object, want, now).unwrap()
@@ -169,6 +169,10 @@ mod tests {
         let mut longer = cap;
         longer.expires_s += 3600;
         assert!(why(Some(&longer), "job-7", 42, READ, 1001).contains("forged"));
+        // The user it names is the one it was issued to.
+        let mut another_user = cap;
+        another_user.uid = 1002;
+        assert!(why(Some(&another_user), "job-7", 42, READ, 1001).contains("forged"));
         // Another ring's servers (another peer secret) do not honour it.
         let other = CapabilityKey::from_ring(&KeyRing::generate().unwrap()).unwrap();
         assert!(other

@@ -26,7 +26,7 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use concerto_core::Extent;
 
-use crate::auth::{self, Credential, Grant};
+use crate::auth::{self, Credential, Grant, Principal};
 use crate::capability::Capability;
 use crate::stats::{Arrival, ServerStats};
 use crate::{
@@ -592,17 +592,21 @@ impl ServerConnection {
     }
 
     pub async fn meta(&self, tags: Tags, op: MetaRequest) -> Result<MetaReply, ClientError> {
-        self.meta_counted(tags, op).await.map(|(reply, _)| reply)
+        self.meta_counted(tags, op, None)
+            .await
+            .map(|(reply, _)| reply)
     }
 
     /// A metadata request's answer with the service's change counts: how
-    /// many changes it made, and how many are durable.
+    /// many changes it made, and how many are durable. `user`: whom it
+    /// is done as, when a node key's mount acts for one of its users.
     pub async fn meta_counted(
         &self,
         tags: Tags,
         op: MetaRequest,
+        user: Option<Principal>,
     ) -> Result<(MetaReply, Changes), ClientError> {
-        match self.call(Message::Meta { tags, op }).await? {
+        match self.call(Message::Meta { tags, op, user }).await? {
             Message::MetaReply {
                 reply,
                 changes,

@@ -34,7 +34,7 @@ use crate::namespace;
 use crate::stats::{Arrival, ServerStats};
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 11;
+pub const VERSION: u16 = 12;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -171,6 +171,9 @@ pub enum Message {
     Meta {
         tags: Tags,
         op: MetaRequest,
+        /// The user it is done as, from a node's mount serving many
+        /// users (a node key only; any other key acts as its own user).
+        user: Option<auth::Principal>,
     },
     /// Ask the coordinator to begin an I/O phase, or keep the turn asked
     /// for: asking again while granted or queued changes nothing but
@@ -314,6 +317,18 @@ pub enum Message {
 }
 
 impl Message {
+    /// The capability a data request carries.
+    pub fn capability(&self) -> Option<&Capability> {
+        match self {
+            Message::Write { cap, .. }
+            | Message::Read { cap, .. }
+            | Message::Fsync { cap, .. }
+            | Message::ObjectSize { cap, .. }
+            | Message::Truncate { cap, .. } => cap.as_ref(),
+            _ => None,
+        }
+    }
+
     /// A data or namespace request's tags (who asks, and when).
     pub fn tags(&self) -> Option<&Tags> {
         match self {
@@ -900,8 +915,20 @@ impl Envelope {
                 }
                 Ok(())
             }
-            Message::Meta { tags, op } => {
+            Message::Meta { tags, op, user } => {
                 check_tags(tags)?;
+                if let Some(u) = user {
+                    if u.groups.len() > auth::MAX_GROUPS {
+                        return field(
+                            "user",
+                            format!(
+                                "{} groups is over the limit of {}",
+                                u.groups.len(),
+                                auth::MAX_GROUPS
+                            ),
+                        );
+                    }
+                }
                 for path in op.paths() {
                     namespace::components(path).map_err(|message| ProtocolError::Field {
                         field: "path",
@@ -1070,7 +1097,17 @@ mod tests {
             issue_ns: 0,
             weight: None,
         };
-        let check = |op: MetaRequest| Envelope::new(1, Message::Meta { tags: t, op }).validate();
+        let check = |op: MetaRequest| {
+            Envelope::new(
+                1,
+                Message::Meta {
+                    tags: t,
+                    op,
+                    user: None,
+                },
+            )
+            .validate()
+        };
         let bad = [
             MetaRequest::Mkdir {
                 path: "/d".into(),
@@ -1111,14 +1148,20 @@ mod tests {
 
     fn cap() -> impl Strategy<Value = Option<Capability>> {
         proptest::option::of(
-            (any::<u64>(), 0u8..4, any::<u64>(), any::<[u8; 32]>()).prop_map(
-                |(inode, rights, expires_s, mac)| Capability {
+            (
+                any::<u64>(),
+                0u8..4,
+                any::<u32>(),
+                any::<u64>(),
+                any::<[u8; 32]>(),
+            )
+                .prop_map(|(inode, rights, uid, expires_s, mac)| Capability {
                     inode,
                     rights,
+                    uid,
                     expires_s,
                     mac,
-                },
-            ),
+                }),
         )
     }
 
@@ -1199,7 +1242,20 @@ mod tests {
                     size,
                 }
             }),
-            (tags(), meta()).prop_map(|(tags, op)| Message::Meta { tags, op }),
+            (
+                tags(),
+                meta(),
+                proptest::option::of((
+                    1u32..100_000,
+                    1u32..100_000,
+                    proptest::collection::vec(any::<u32>(), 0..4)
+                ))
+            )
+                .prop_map(|(tags, op, user)| Message::Meta {
+                    tags,
+                    op,
+                    user: user.map(|(uid, gid, groups)| auth::Principal::user(uid, gid, &groups)),
+                }),
             Just(Message::Ping),
             Just(Message::Stats),
             any::<u64>().prop_map(|after| Message::Arrivals { after }),
@@ -1235,50 +1291,53 @@ mod tests {
     /// attributes with a layout and a capability, counts).
     fn reply() -> impl Strategy<Value = Message> {
         use crate::stats::{AppStats, LatencyHistogram, ServerStats};
-        let attr = (any::<u64>(), any::<u64>(), cap()).prop_map(|(inode, size, capability)| MetaAttr {
-            inode,
-            kind: FileKind::File,
-            size: Some(size),
-            ctime_ns: 1,
-            mtime_ns: 2,
-            layout: Some(WireLayout {
-                unit: 65536,
-                servers: vec![0, 1],
-            }),
-            default_layout: None,
-            entries: 0,
-            uid: 1001,
-            gid: 100,
-            mode: 0o640,
-            capability,
-        });
-        let stats = (proptest::collection::vec(0.0f64..1.0, 0..6), any::<u64>()).prop_map(|(samples, app)| {
-            let mut latency = LatencyHistogram::new("read");
-            for s in samples {
-                latency.record(s);
-            }
-            Message::StatsReply(Box::new(ServerStats {
-                address: "127.0.0.1:1".into(),
-                roles: vec![Role::Data],
-                policy: "fifo".into(),
-                throttle: None,
-                uptime_s: 1.0,
-                queued: 0,
-                in_flight: 0,
-                apps: vec![AppStats {
-                    app: app as u32,
-                    read_bytes: app,
-                    ..AppStats::default()
-                }],
-                retired: Default::default(),
-                latency: vec![latency],
-                reports: Default::default(),
-                space_total: 1,
-                space_free: 1,
-                grants: vec![(1, 1.0)],
-                coordinator: None,
-            }))
-        });
+        let attr =
+            (any::<u64>(), any::<u64>(), cap()).prop_map(|(inode, size, capability)| MetaAttr {
+                inode,
+                kind: FileKind::File,
+                size: Some(size),
+                ctime_ns: 1,
+                mtime_ns: 2,
+                layout: Some(WireLayout {
+                    unit: 65536,
+                    servers: vec![0, 1],
+                }),
+                default_layout: None,
+                entries: 0,
+                uid: 1001,
+                gid: 100,
+                mode: 0o640,
+                capability,
+            });
+        let stats = (proptest::collection::vec(0.0f64..1.0, 0..6), any::<u64>()).prop_map(
+            |(samples, app)| {
+                let mut latency = LatencyHistogram::new("read");
+                for s in samples {
+                    latency.record(s);
+                }
+                Message::StatsReply(Box::new(ServerStats {
+                    address: "127.0.0.1:1".into(),
+                    roles: vec![Role::Data],
+                    policy: "fifo".into(),
+                    throttle: None,
+                    uptime_s: 1.0,
+                    queued: 0,
+                    in_flight: 0,
+                    apps: vec![AppStats {
+                        app: app as u32,
+                        read_bytes: app,
+                        ..AppStats::default()
+                    }],
+                    retired: Default::default(),
+                    latency: vec![latency],
+                    reports: Default::default(),
+                    space_total: 1,
+                    space_free: 1,
+                    grants: vec![(1, 1.0)],
+                    coordinator: None,
+                }))
+            },
+        );
         prop_oneof![
             stats,
             attr.prop_map(|a| Message::MetaReply {
@@ -1313,8 +1372,10 @@ mod tests {
                 changes: 0,
                 durable: 0,
             }),
-            proptest::collection::vec(any::<u8>(), 0..256).prop_map(|d| Message::Data { data: d.into() }),
-            (any::<u64>(), any::<u64>()).prop_map(|(size, mtime_ns)| Message::Size { size, mtime_ns }),
+            proptest::collection::vec(any::<u8>(), 0..256)
+                .prop_map(|d| Message::Data { data: d.into() }),
+            (any::<u64>(), any::<u64>())
+                .prop_map(|(size, mtime_ns)| Message::Size { size, mtime_ns }),
             ".{0,40}".prop_map(|message| Message::Error {
                 kind: ErrorKind::Denied,
                 message,
@@ -1532,6 +1593,7 @@ mod tests {
                 Message::Meta {
                     tags: t,
                     op: MetaRequest::Lookup { path: path.into() },
+                    user: None,
                 },
             )
         };
@@ -1558,7 +1620,8 @@ mod tests {
                 1,
                 Message::Meta {
                     tags: t,
-                    op: zero_unit
+                    op: zero_unit,
+                    user: None,
                 }
             )
             .validate(),

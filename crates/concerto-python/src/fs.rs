@@ -565,6 +565,36 @@ pub fn issue_key(
     Ok((ring.to_toml(), credential))
 }
 
+/// Adds a node key to the ring (TOML), for a node's mount serving the
+/// users `first_user..=last_user`; returns the new ring and the credential.
+#[pyfunction]
+pub fn issue_node_key(
+    ring: &str,
+    id: &str,
+    first_user: u32,
+    last_user: u32,
+) -> PyResult<(String, String)> {
+    let mut ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
+    let key = Key {
+        id: id.to_string(),
+        grant: Grant::Node {
+            first_user,
+            last_user,
+        },
+        weight: None,
+        user: None,
+        groups: Vec::new(),
+        secret: Secret::generate().map_err(PyOSError::new_err)?,
+    };
+    let credential = key.credential().to_toml();
+    ring.add(key).map_err(PyValueError::new_err)?;
+    // The ring's own checks (root in the range, an empty range).
+    let ring = KeyRing::parse(&ring.to_toml()).map_err(|e| {
+        PyValueError::new_err(e.replace(&format!("keys[{}].", ring.keys().len() - 1), "--"))
+    })?;
+    Ok((ring.to_toml(), credential))
+}
+
 /// The ring without key `id`.
 #[pyfunction]
 pub fn revoke_key(ring: &str, id: &str) -> PyResult<String> {
@@ -593,12 +623,17 @@ pub fn list_keys(ring: &str) -> PyResult<String> {
         .keys()
         .iter()
         .map(|k| {
-            let (role, job) = match k.grant {
-                Grant::Admin => ("admin", None),
-                Grant::Peer => ("peer", None),
-                Grant::Tenant { job } => ("tenant", Some(job)),
+            let (role, job, users) = match k.grant {
+                Grant::Admin => ("admin", None, None),
+                Grant::Peer => ("peer", None, None),
+                Grant::Tenant { job } => ("tenant", Some(job), None),
+                Grant::Node {
+                    first_user,
+                    last_user,
+                } => ("node", None, Some([first_user, last_user])),
             };
-            json!({"id": k.id, "role": role, "job": job, "weight": k.weight, "user": k.user, "groups": k.groups})
+            json!({"id": k.id, "role": role, "job": job, "weight": k.weight, "user": k.user, "groups": k.groups,
+                   "users": users})
         })
         .collect();
     Ok(to_json(&keys))

@@ -684,6 +684,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fs::check_cluster_file, m)?)?;
     m.add_function(wrap_pyfunction!(fs::generate_keys, m)?)?;
     m.add_function(wrap_pyfunction!(fs::issue_key, m)?)?;
+    m.add_function(wrap_pyfunction!(fs::issue_node_key, m)?)?;
     m.add_function(wrap_pyfunction!(fs::revoke_key, m)?)?;
     m.add_function(wrap_pyfunction!(fs::list_keys, m)?)?;
     m.add_function(wrap_pyfunction!(fs::emulation_preset, m)?)?;

@@ -487,10 +487,30 @@ fn command(
 ) -> Result<Command, bool> {
     // A tenant's requests weigh what the administrator set for its key,
     // and are its key's user's; only the administrator's own requests may
-    // carry a weight.
+    // carry a weight. A node key's request is the user's its capability
+    // was issued to (data) or that it names (namespace, checked against
+    // the key's users before it came here).
+    let user = match key.grant {
+        Grant::Admin => None,
+        Grant::Node { .. } => match &message {
+            Message::Meta { user, .. } => user.as_ref().map(|p| p.uid),
+            other => other.capability().map(|c| c.uid),
+        },
+        _ => key.user,
+    };
+    let principal = match &message {
+        Message::Meta {
+            user: named @ Some(_),
+            ..
+        } => Arc::new(
+            key.acting_for(named.as_ref())
+                .unwrap_or_else(|_| Principal::nobody()),
+        ),
+        _ => principal.clone(),
+    };
     let who = |tags: &Tags| match key.grant {
         Grant::Admin => (tags.weight, None),
-        _ => (key.weight, key.user),
+        _ => (key.weight, user),
     };
     let req = |tags: &Tags, op: Op, object: u64, extents: &[Extent]| {
         request(*tags, who(tags), op, object, extents)
@@ -551,12 +571,13 @@ fn command(
         Message::Meta {
             tags,
             op: op @ MetaRequest::Exists { .. },
+            ..
         } => Command::Direct(job(
             req(&tags, Op::Meta(op.kind()), 0, &[]),
             Action::Meta(op),
             reply,
         )),
-        Message::Meta { tags, op } => {
+        Message::Meta { tags, op, .. } => {
             let r = req(&tags, Op::Meta(op.kind()), 0, &[]);
             Command::Submit(job(r, Action::Meta(op), reply))
         }

@@ -96,7 +96,7 @@ pub fn capability_refusal(
     message: &Message,
     now_s: u64,
 ) -> Option<String> {
-    if !matches!(key.grant, Grant::Tenant { .. }) {
+    if !matches!(key.grant, Grant::Tenant { .. } | Grant::Node { .. }) {
         return None;
     }
     let (object, cap, want) = match message {
@@ -120,7 +120,9 @@ pub fn capability_refusal(
 
 /// Why `key` may not send `message`, or `None` when it may.
 ///
-/// Tenants send data and namespace requests as their own job only; peers
+/// Tenants send data and namespace requests as their own job only, node
+/// keys as any job (a node's mount serves all of the node's), each
+/// namespace request as a user of the key's range; peers
 /// (other servers) send service reports, removals of removed files'
 /// objects, glimpses of objects' lengths and questions whether a file
 /// exists; the administrator may do anything. Everyone may ping.
@@ -133,6 +135,15 @@ pub fn refusal(key: &Key, message: &Message) -> Option<String> {
             )
         })
     };
+    if let Message::Meta {
+        user: Some(claimed),
+        ..
+    } = message
+    {
+        if let Err(why) = key.acting_for(Some(claimed)) {
+            return Some(why);
+        }
+    }
     match message {
         Message::Ping | Message::Space => None,
         Message::SetPolicy { .. } => admin_only("switching the policy"),
@@ -164,7 +175,7 @@ pub fn refusal(key: &Key, message: &Message) -> Option<String> {
             ))
         }
         other => match (key.grant, other.tags()) {
-            (Grant::Admin, Some(_)) => None,
+            (Grant::Admin | Grant::Node { .. }, Some(_)) => None,
             (Grant::Tenant { job }, Some(tags)) if tags.app == job => None,
             (Grant::Tenant { job }, Some(tags)) => Some(format!(
                 "key {:?} acts as application {job}, not {}",

@@ -362,6 +362,7 @@ fn object(ring: &KeyRing, key: &str, object: u64) -> Object {
             key,
             object,
             capability::READ | capability::WRITE,
+            1001,
             capability::now_s(),
         )),
     }

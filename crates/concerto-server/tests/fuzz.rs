@@ -159,7 +159,11 @@ fn start(dir: &Path, ring: &KeyRing) -> Server {
             break t;
         }
         server.assert_alive();
-        assert!(Instant::now() < deadline, "the server did not start: {}", server.log());
+        assert!(
+            Instant::now() < deadline,
+            "the server did not start: {}",
+            server.log()
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -199,7 +203,8 @@ struct Conn {
     sock: TcpStream,
 }
 
-/// How the server answered a frame.
+/// How the server answered a frame (one at a time: its size is no matter).
+#[allow(clippy::large_enum_variant)]
 enum Answer {
     /// A reply (that decoded).
     Reply(Message),
@@ -268,7 +273,11 @@ async fn handshake(addr: SocketAddr, key: &Credential) -> Conn {
 /// own file (`inode`, with the capability `cap`) under `dir`.
 fn templates(dir: &str, inode: u64, cap: Capability) -> Vec<Message> {
     let t = tags();
-    let meta = |op| Message::Meta { tags: t, op };
+    let meta = |op| Message::Meta {
+        tags: t,
+        op,
+        user: None,
+    };
     let p = |name: &str| format!("{dir}/{name}");
     let data = Bytes::from(vec![0x5a; 4096]);
     vec![
@@ -280,43 +289,47 @@ fn templates(dir: &str, inode: u64, cap: Capability) -> Vec<Message> {
         Message::Write {
             tags: t,
             object: inode,
-            cap: Some(cap.clone()),
+            cap: Some(cap),
             extents: vec![Extent::new(0, 4096)],
             data: data.clone(),
         },
         Message::Write {
             tags: t,
             object: inode,
-            cap: Some(cap.clone()),
+            cap: Some(cap),
             extents: vec![Extent::new(0, 1024), Extent::new(8192, 3072)],
             data: data.clone(),
         },
         Message::Read {
             tags: t,
             object: inode,
-            cap: Some(cap.clone()),
+            cap: Some(cap),
             extents: vec![Extent::new(0, 4096)],
         },
         Message::Read {
             tags: t,
             object: inode,
-            cap: Some(cap.clone()),
-            extents: vec![Extent::new(0, 512), Extent::new(4096, 512), Extent::new(1 << 20, 512)],
+            cap: Some(cap),
+            extents: vec![
+                Extent::new(0, 512),
+                Extent::new(4096, 512),
+                Extent::new(1 << 20, 512),
+            ],
         },
         Message::Fsync {
             tags: t,
             object: inode,
-            cap: Some(cap.clone()),
+            cap: Some(cap),
         },
         Message::ObjectSize {
             tags: t,
             object: inode,
-            cap: Some(cap.clone()),
+            cap: Some(cap),
         },
         Message::Truncate {
             tags: t,
             object: inode,
-            cap: Some(cap.clone()),
+            cap: Some(cap),
             size: 8192,
         },
         // An object id without a capability, and the peers' removal.
@@ -397,6 +410,12 @@ fn templates(dir: &str, inode: u64, cap: Capability) -> Vec<Message> {
             },
         }),
         meta(MetaRequest::Statfs),
+        // A user named by a key that is no node key.
+        Message::Meta {
+            tags: t,
+            op: MetaRequest::Lookup { path: p("file") },
+            user: Some(auth::Principal::user(1002, 100, &[100, 400])),
+        },
         // What a tenant may not send: the coordinator's, the
         // administrator's and the peers' messages, and replies.
         Message::BeginPhase {
@@ -537,7 +556,12 @@ async fn own_file(c: &mut Conn, dir: &str, next_id: &mut u64) -> Result<Option<O
     let mut last = Answer::Closed;
     for op in ops {
         *next_id += 1;
-        c.send(&body(*next_id, Message::Meta { tags: tags(), op })).await;
+        let meta = Message::Meta {
+            tags: tags(),
+            op,
+            user: None,
+        };
+        c.send(&body(*next_id, meta)).await;
         last = c.answer().await?;
     }
     match last {
@@ -597,7 +621,10 @@ async fn worker(
             continue;
         }
         let mut c = handshake(addr, &key).await;
-        if own.as_ref().is_none_or(|o| o.made.elapsed() > Duration::from_secs(60)) {
+        if own
+            .as_ref()
+            .is_none_or(|o| o.made.elapsed() > Duration::from_secs(60))
+        {
             // A fresh directory each time: the fuzzed frames may have
             // made the last one unusable (a chmod to 0, a rename).
             generation += 1;
@@ -636,7 +663,8 @@ async fn worker(
                     lies.push(tokio::spawn(lying_prefix(c, frame, by)));
                     break;
                 }
-                c.send_raw((frame.len() as u32).saturating_sub(by), &frame).await
+                c.send_raw((frame.len() as u32).saturating_sub(by), &frame)
+                    .await
             } else {
                 c.send(&frame).await
             };
@@ -644,12 +672,18 @@ async fn worker(
                 counts.closed.fetch_add(1, Ordering::Relaxed);
                 break;
             }
-            match c.answer().await.map_err(|e| format!("{e} (frame {})", hex(&frame)))? {
+            match c
+                .answer()
+                .await
+                .map_err(|e| format!("{e} (frame {})", hex(&frame)))?
+            {
                 Answer::Reply(reply) => {
                     counts.replies.fetch_add(1, Ordering::Relaxed);
                     match reply {
                         Message::Data { .. } => counts.data_replies.fetch_add(1, Ordering::Relaxed),
-                        Message::MetaReply { .. } => counts.meta_replies.fetch_add(1, Ordering::Relaxed),
+                        Message::MetaReply { .. } => {
+                            counts.meta_replies.fetch_add(1, Ordering::Relaxed)
+                        }
                         _ => 0,
                     };
                 }
@@ -733,7 +767,10 @@ async fn well_behaved(client: FsClient, done: Arc<AtomicBool>) -> Result<u64, St
             if back[..] != data[..] {
                 return Err(format!("round {rounds}: the data read back differs"));
             }
-            client.stat("/good").await.map_err(|e| format!("stat: {e}"))?;
+            client
+                .stat("/good")
+                .await
+                .map_err(|e| format!("stat: {e}"))?;
             Ok::<(), String>(())
         };
         tokio::time::timeout(ANSWER_DEADLINE, round)
@@ -776,7 +813,14 @@ async fn fuzzed_frames_after_a_good_handshake_never_crash_hang_or_grow_the_serve
     let fuzz = ring.get("fuzz").unwrap().credential();
     let workers: Vec<_> = (0..WORKERS)
         .map(|n| {
-            tokio::spawn(worker(server.addr, fuzz.clone(), seed, n, frames, counts.clone()))
+            tokio::spawn(worker(
+                server.addr,
+                fuzz.clone(),
+                seed,
+                n,
+                frames,
+                counts.clone(),
+            ))
         })
         .collect();
     let mut failures = Vec::new();
@@ -810,7 +854,8 @@ async fn fuzzed_frames_after_a_good_handshake_never_crash_hang_or_grow_the_serve
         rounds,
     );
     assert!(failures.is_empty(), "{failures:#?}\n{}", server.log());
-    let rounds = rounds.unwrap_or_else(|e| panic!("the well-behaved tenant: {e}\n{}", server.log()));
+    let rounds =
+        rounds.unwrap_or_else(|e| panic!("the well-behaved tenant: {e}\n{}", server.log()));
     assert!(rounds >= 1);
     let log = server.log();
     assert!(!log.contains("panicked"), "the server panicked:\n{log}");

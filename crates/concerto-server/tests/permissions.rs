@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use concerto_client::{FsClient, Identity, Stat};
 use concerto_core::Extent;
-use concerto_proto::auth::{Grant, Key, KeyRing, Secret, NOBODY};
+use concerto_proto::auth::{Grant, Key, KeyRing, Principal, Secret, NOBODY};
 use concerto_proto::capability::{self, Capability};
 use concerto_proto::connection::{ClientError, Object, ServerConnection};
 use concerto_proto::{ErrorKind, LayoutRequest, MetaReply, MetaRequest, Tags};
@@ -44,6 +44,19 @@ impl Users {
             })
             .unwrap();
         }
+        // A node's mount, serving users 1000-1999.
+        ring.add(Key {
+            id: "node1".into(),
+            grant: Grant::Node {
+                first_user: 1000,
+                last_user: 1999,
+            },
+            weight: None,
+            user: None,
+            groups: Vec::new(),
+            secret: Secret::generate().unwrap(),
+        })
+        .unwrap();
         let cluster =
             LocalCluster::start_with_keys(dir.path(), LocalClusterSpec::fifo(2), ring.clone())
                 .await
@@ -372,6 +385,7 @@ async fn an_object_id_without_a_capability_is_worth_nothing() {
             expires_s: cap.expires_s + 3600,
             ..cap
         },
+        Capability { uid: 1002, ..cap },
     ] {
         let o = Object {
             id: ino,
@@ -427,5 +441,58 @@ async fn a_renewal_is_refused_once_a_chmod_takes_the_right_away() {
         ),
         other => panic!("{other:?}"),
     }
+    u.cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_key_acts_for_each_user_of_its_range_as_that_user_and_for_no_other() {
+    let u = Users::start().await;
+    let node = u.client("node1");
+    let user = |uid, gid, groups: &[u32]| node.as_user(Principal::user(uid, gid, groups));
+    let (alice, bob, carol) = (
+        user(1001, 100, &[]),
+        user(1002, 100, &[400]),
+        user(1003, 300, &[]),
+    );
+    // One client, one set of connections, three users: each owns what it
+    // makes and is checked as itself (group read for bob, nothing for carol).
+    let s = file(&alice, "/a", 0o640).await;
+    assert_eq!((s.uid, s.gid, s.mode), (1001, 100, 0o640));
+    let f = bob.open("/a", false).await.unwrap();
+    assert_eq!(&bob.read(&f, 0, 64).await.unwrap()[..], b"secret data");
+    bob.close(&f).await.unwrap();
+    denied(bob.open("/a", true).await, "open for writing", "/a");
+    denied(carol.open("/a", false).await, "open for reading", "/a");
+    let c = file(&carol, "/c", 0o600).await;
+    assert_eq!((c.uid, c.gid), (1003, 300));
+    // Outside the key's range: refused, naming the key and the user.
+    let e = user(2500, 2500, &[]).stat("/a").await.unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Denied), "{e}");
+    assert!(
+        e.to_string()
+            .contains("key \"node1\" acts for users 1000-1999, not 2500"),
+        "{e}"
+    );
+    // Root on the node is nobody here, and so is the mount itself.
+    denied(
+        user(0, 0, &[]).open("/c", false).await,
+        "open for reading",
+        "/c",
+    );
+    let n = file(&user(0, 0, &[]), "/n", 0o644).await;
+    assert_eq!((n.uid, n.gid), (NOBODY, NOBODY));
+    let m = file(&node, "/m", 0o644).await;
+    assert_eq!((m.uid, m.gid), (NOBODY, NOBODY));
+    // A key that is no node key may not name a user.
+    let e = u
+        .client("alice")
+        .as_user(Principal::user(1002, 100, &[]))
+        .stat("/a")
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("key \"alice\" is not a node key"),
+        "{e}"
+    );
     u.cluster.shutdown().await;
 }

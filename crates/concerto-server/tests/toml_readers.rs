@@ -91,7 +91,8 @@ enum Edit {
 fn edit() -> impl Strategy<Value = Edit> {
     prop_oneof![
         any::<prop::sample::Index>().prop_map(Edit::Delete),
-        (any::<prop::sample::Index>(), prop::sample::select(INSERTS)).prop_map(|(i, c)| Edit::Insert(i, c)),
+        (any::<prop::sample::Index>(), prop::sample::select(INSERTS))
+            .prop_map(|(i, c)| Edit::Insert(i, c)),
         (any::<prop::sample::Index>(), any::<char>()).prop_map(|(i, c)| Edit::Insert(i, c)),
         any::<prop::sample::Index>().prop_map(Edit::RepeatLine),
         any::<prop::sample::Index>().prop_map(Edit::DropLine),

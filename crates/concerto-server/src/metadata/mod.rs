@@ -404,7 +404,13 @@ impl MetadataService {
         if access::allows(&caller.who, node, access::READ) {
             rights |= capability::READ;
         }
-        a.capability = Some(key.issue(&caller.key_id, a.inode, rights, capability::now_s()));
+        a.capability = Some(key.issue(
+            &caller.key_id,
+            a.inode,
+            rights,
+            caller.who.uid,
+            capability::now_s(),
+        ));
         a
     }
 
