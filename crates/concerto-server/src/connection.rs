@@ -670,3 +670,88 @@ fn request(
         user,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use concerto_proto::auth::Secret;
+    use concerto_proto::capability::Capability;
+
+    fn key(grant: Grant, user: Option<u32>) -> Key {
+        Key {
+            id: "k".into(),
+            grant,
+            weight: None,
+            user,
+            groups: Vec::new(),
+            secret: Secret::generate().unwrap(),
+        }
+    }
+
+    /// The job `message` becomes on a connection of `key`.
+    fn job_of(key: &Key, message: Message) -> Job {
+        let who = (Arc::new(key.principal()), Arc::<str>::from("k"));
+        let reply = Reply {
+            id: 1,
+            out: None,
+            permit: None,
+        };
+        match command(message, key, &who, 1, reply) {
+            Ok(Command::Submit(job)) => job,
+            _ => panic!("not a job for the queue"),
+        }
+    }
+
+    #[test]
+    fn a_node_keys_requests_are_the_users_its_capabilities_and_requests_name() {
+        let node = key(
+            Grant::Node {
+                first_user: 1000,
+                last_user: 1999,
+            },
+            None,
+        );
+        let tags = Tags {
+            app: 7,
+            rank: 0,
+            issue_ns: 0,
+            weight: Some(50.0),
+        };
+        let cap = Capability {
+            inode: 3,
+            rights: capability::READ,
+            uid: 1002,
+            expires_s: 0,
+            mac: [0; 32],
+        };
+        let read = Message::Read {
+            tags,
+            object: 3,
+            cap: Some(cap),
+            extents: vec![Extent::new(0, 10)],
+        };
+        let job = job_of(&node, read.clone());
+        // The user QoS rules see is the capability's; the weight is not
+        // the request's to claim.
+        assert_eq!(
+            (job.req.user, job.req.weight, job.req.app),
+            (Some(1002), None, AppId(7))
+        );
+        let meta = |user| Message::Meta {
+            tags,
+            op: MetaRequest::Lookup { path: "/a".into() },
+            user,
+        };
+        let job = job_of(&node, meta(Some(Principal::user(1001, 100, &[]))));
+        assert_eq!(
+            (job.req.user, job.who.uid, job.who.gid),
+            (Some(1001), 1001, 100)
+        );
+        let job = job_of(&node, meta(None));
+        assert_eq!((job.req.user, job.who.uid), (None, auth::NOBODY));
+        // A tenant's are its key's user's, whatever its capability names.
+        let tenant = key(Grant::Tenant { job: 7 }, Some(1005));
+        let job = job_of(&tenant, read);
+        assert_eq!((job.req.user, job.who.uid), (Some(1005), 1005));
+    }
+}
