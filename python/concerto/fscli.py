@@ -625,7 +625,7 @@ def auth_issue_node(ring: Path, users: tuple[int, int], key_id: str, out: Path |
 @click.argument("key_id")
 @fs_guarded
 def auth_revoke(ring: Path, key_id: str) -> None:
-    """Revoke a key: connections it opens from now on are refused (open ones run on until they close)."""
+    """Revoke a key: new connections are refused, and open ones at their next request within 5 s."""
     auth.revoke(ring, key_id)
     console.print(f"revoked key {key_id}")
 

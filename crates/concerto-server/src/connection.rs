@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};
@@ -231,6 +231,10 @@ struct Peer {
 /// buffer more.
 const HANDSHAKE_MAX_FRAME: usize = 4096;
 
+/// How often an open connection's key is looked up in the ring again (at
+/// its next request): how long a revoked key's open connections live on.
+const KEY_RECHECK: Duration = Duration::from_secs(5);
+
 /// Longest a connection may take to authenticate.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -381,7 +385,7 @@ async fn connection(
             serve(
                 &mut reader,
                 &peer,
-                (&key, capabilities.as_ref()),
+                (&key, capabilities.as_ref(), &keys),
                 limits,
                 &out_tx,
                 &sched,
@@ -418,7 +422,7 @@ async fn connection(
 async fn serve<R: AsyncRead + Unpin>(
     reader: &mut R,
     peer: &Peer,
-    (key, capabilities): (&Key, Option<&CapabilityKey>),
+    (key, capabilities, keys): (&Key, Option<&CapabilityKey>, &Keys),
     limits: ConnectionLimits,
     out_tx: &mpsc::UnboundedSender<Outgoing>,
     sched: &mpsc::Sender<Command>,
@@ -431,6 +435,7 @@ async fn serve<R: AsyncRead + Unpin>(
         peer.slot.budget.clone(),
         peer.server_budget.clone(),
     );
+    let mut key_checked = Instant::now();
     loop {
         let (env, permit) =
             match next_request(reader, &budgets, limits.frame_timeout, stopped, peer.from).await {
@@ -446,6 +451,23 @@ async fn serve<R: AsyncRead + Unpin>(
                     return;
                 }
             };
+        // A key revoked (or its secret replaced) since the handshake ends
+        // its open connections too, within KEY_RECHECK of their next request.
+        if key_checked.elapsed() >= KEY_RECHECK {
+            key_checked = Instant::now();
+            if keys.ring().get(&key.id) != Some(key) {
+                eprintln!(
+                    "concerto-server: connection from {} closed: key {:?} was revoked",
+                    peer.from, key.id
+                );
+                let revoked = Message::Error {
+                    kind: ErrorKind::Denied,
+                    message: format!("key {:?} was revoked", key.id),
+                };
+                let _ = out_tx.send((Envelope::new(env.id, revoked), Some(permit)));
+                return;
+            }
+        }
         let refused = refusal(key, &env.message)
             .or_else(|| capability_refusal(key, capabilities, &env.message, capability::now_s()));
         if let Some(why) = refused {

@@ -191,6 +191,62 @@ async fn a_replayed_handshake_is_refused() {
     s.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_key_loses_its_open_connections_within_seconds() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ring = ring();
+    let path = dir.path().join("keys.toml");
+    std::fs::write(&path, ring.to_toml()).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cfg = ServerConfig {
+        keys: std::sync::Arc::new(Keys::from_file(&path).unwrap()),
+        ..ServerConfig::data(
+            dir.path().join("data"),
+            parse_policy("kind = \"fifo\"").unwrap(),
+        )
+    };
+    let s = server::start(cfg).await.unwrap();
+    let tenant = ServerConnection::connect(s.addr, TIMEOUT, &credential(&ring, "job-7"))
+        .await
+        .unwrap();
+    let admin = ServerConnection::connect(s.addr, TIMEOUT, &credential(&ring, "admin"))
+        .await
+        .unwrap();
+    tenant.ping().await.unwrap();
+    // `concerto auth revoke job-7`: the ring file without it.
+    let mut kept = KeyRing::default();
+    for k in ring.keys().iter().filter(|k| k.id != "job-7") {
+        kept.add(k.clone()).unwrap();
+    }
+    std::fs::write(&path, kept.to_toml()).unwrap();
+    // Its open connection is refused at a request within seconds (the
+    // server looks its key up again every 5 s) and closed; the admin's,
+    // whose key stays, is served throughout.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let refusal = loop {
+        match tenant.ping().await {
+            Ok(_) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "still served 20 s after revocation"
+                );
+                admin.ping().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(refusal.kind(), Some(ErrorKind::Denied), "{refusal}");
+    assert!(
+        refusal.to_string().contains("key \"job-7\" was revoked"),
+        "{refusal}"
+    );
+    assert!(tenant.ping().await.is_err(), "the connection is closed");
+    admin.ping().await.unwrap();
+    s.shutdown().await;
+}
+
 async fn denied<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
     match r {
         Err(ClientError::Server {
