@@ -185,13 +185,17 @@ def test_three_users_are_allowed_and_refused_what_the_local_file_system_allows_a
         expected = local_outcomes(base)
     finally:
         shutil.rmtree(base)
-    got = concerto_outcomes(cluster, keys)
+    assert_same_as_local(expected, concerto_outcomes(cluster, keys), "concerto")
+
+
+def assert_same_as_local(expected: dict[str, list[bool]], got: dict[str, list[bool]], label: str) -> None:
+    """Every user's answer for every case is the local file system's; and
+    the table is not trivial: each user is both allowed and refused."""
     rows = cases()
     differ = [(who, *rows[i], expected[who][i], got[who][i])
               for who in USERS for i in range(len(rows)) if expected[who][i] != got[who][i]]
-    assert not differ, "\n".join(f"{who} {op} {kind} {mode:04o}: local {e}, concerto {g}"
+    assert not differ, "\n".join(f"{who} {op} {kind} {mode:04o}: local {e}, {label} {g}"
                                  for who, op, kind, mode, e, g in differ)
-    # The table is not trivial: each user is both allowed and refused.
     for who in USERS:
         assert any(got[who]) and not all(got[who]), who
 
@@ -322,10 +326,4 @@ def test_one_node_mount_serves_three_real_users_each_as_itself_as_the_local_file
     finally:
         subprocess.run(["umount", "-l", str(base / "mnt")], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
-    rows = cases()
-    differ = [(who, *rows[i], expected[who][i], got[who][i])
-              for who in USERS for i in range(len(rows)) if expected[who][i] != got[who][i]]
-    assert not differ, "\n".join(f"{who} {op} {kind} {mode:04o}: local {e}, node mount {g}"
-                                 for who, op, kind, mode, e, g in differ)
-    for who in USERS:
-        assert any(got[who]) and not all(got[who]), who
+    assert_same_as_local(expected, got, "node mount")

@@ -541,7 +541,7 @@ pub fn issue_key(
     user: Option<u32>,
     groups: Vec<u32>,
 ) -> PyResult<(String, String)> {
-    let mut ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
+    let ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
     if let Some(w) = weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
         return Err(PyValueError::new_err(format!(
             "--weight: {w} is not a number > 0"
@@ -555,10 +555,15 @@ pub fn issue_key(
         groups,
         secret: Secret::generate().map_err(PyOSError::new_err)?,
     };
+    with_key(ring, key)
+}
+
+/// `ring` with `key` added, checked as the servers will read it (user 0,
+/// groups without a user, root in a node's range: named as the option
+/// that set it), and the key's credential.
+fn with_key(mut ring: KeyRing, key: Key) -> PyResult<(String, String)> {
     let credential = key.credential().to_toml();
     ring.add(key).map_err(PyValueError::new_err)?;
-    // The ring's own checks (user 0, groups without a user), as the
-    // servers will read it.
     let ring = KeyRing::parse(&ring.to_toml()).map_err(|e| {
         PyValueError::new_err(e.replace(&format!("keys[{}].", ring.keys().len() - 1), "--"))
     })?;
@@ -574,7 +579,7 @@ pub fn issue_node_key(
     first_user: u32,
     last_user: u32,
 ) -> PyResult<(String, String)> {
-    let mut ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
+    let ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
     let key = Key {
         id: id.to_string(),
         grant: Grant::Node {
@@ -586,13 +591,7 @@ pub fn issue_node_key(
         groups: Vec::new(),
         secret: Secret::generate().map_err(PyOSError::new_err)?,
     };
-    let credential = key.credential().to_toml();
-    ring.add(key).map_err(PyValueError::new_err)?;
-    // The ring's own checks (root in the range, an empty range).
-    let ring = KeyRing::parse(&ring.to_toml()).map_err(|e| {
-        PyValueError::new_err(e.replace(&format!("keys[{}].", ring.keys().len() - 1), "--"))
-    })?;
-    Ok((ring.to_toml(), credential))
+    with_key(ring, key)
 }
 
 /// The ring without key `id`.

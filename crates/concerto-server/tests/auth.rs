@@ -4,6 +4,8 @@
 //! cannot administer, and a client's clock buys it no precedence beyond
 //! the allowed skew.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -16,7 +18,7 @@ use concerto_core::emulation::EmulationConfig;
 use concerto_core::server::ServiceReport;
 use concerto_core::units::Bandwidth;
 use concerto_core::{Extent, Time};
-use concerto_proto::auth::{self, Credential, Grant, Key, KeyRing, Secret};
+use concerto_proto::auth::{self, Credential, Grant, KeyRing, Secret};
 use concerto_proto::capability::{self, CapabilityKey};
 use concerto_proto::connection::{ClientError, Object, ServerConnection};
 use concerto_proto::{Envelope, ErrorKind, Message, Tags};
@@ -29,15 +31,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// A ring with an admin key and a tenant key for job 7.
 fn ring() -> KeyRing {
     let mut ring = KeyRing::generate().unwrap();
-    ring.add(Key {
-        id: "job-7".into(),
-        grant: Grant::Tenant { job: 7 },
-        weight: None,
-        user: None,
-        groups: Vec::new(),
-        secret: Secret::generate().unwrap(),
-    })
-    .unwrap();
+    ring.add(common::tenant_key("job-7", 7, None)).unwrap();
     ring
 }
 
@@ -498,15 +492,7 @@ async fn sfq_last_writer(rules: &str, abuser_tags: Tags) -> u8 {
     let dir = tempfile::tempdir().unwrap();
     let mut ring = ring();
     for (id, job, user) in [("victim", 1, 41), ("abuser", 2, 42)] {
-        ring.add(Key {
-            id: id.into(),
-            grant: Grant::Tenant { job },
-            weight: None,
-            user: Some(user),
-            groups: Vec::new(),
-            secret: Secret::generate().unwrap(),
-        })
-        .unwrap();
+        ring.add(common::tenant_key(id, job, Some(user))).unwrap();
     }
     let s = one_slot_server(dir.path(), &ring, "kind = \"sfq\"", DEFAULT_ISSUE_SKEW).await;
     let admin = ServerConnection::connect(s.addr, TIMEOUT, &credential(&ring, "admin"))

@@ -18,9 +18,10 @@
 //! `make test` runs a bounded count (`FRAMES`); `make fuzz` runs ten
 //! million (`CONCERTO_FUZZ_FRAMES`, seed `CONCERTO_FUZZ_SEED`).
 
+mod common;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,10 +32,11 @@ use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use common::process::{write_ring, ServerProcess};
 use concerto_client::{FsClient, Identity};
 use concerto_core::server::ServiceReport;
 use concerto_core::Extent;
-use concerto_proto::auth::{self, Credential, Grant, Key, KeyRing, Secret};
+use concerto_proto::auth::{self, Credential, Grant, KeyRing};
 use concerto_proto::capability::Capability;
 use concerto_proto::cluster::{ClusterFile, ClusterSection, ServerEntry};
 use concerto_proto::{
@@ -62,113 +64,26 @@ fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
-/// The server process; killed when dropped, whatever happened.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    log: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    /// `key` from /proc/PID/status, in kB.
-    fn status_kb(&self, key: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("the server is running");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in the server's status"))
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Panics (with the log) if the process has exited.
-    fn assert_alive(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("the server exited ({status}):\n{}", self.log());
-        }
-    }
-}
-
 /// The key ring: the admin, the peer key (capabilities are derived from
 /// it), the fuzzing tenant (user 1001) and the well-behaved one (1002).
 fn ring() -> KeyRing {
     let mut ring = KeyRing::generate().unwrap();
     for (id, job, user) in [("fuzz", 1, 1001), ("good", 2, 1002)] {
-        ring.add(Key {
-            id: id.into(),
-            grant: Grant::Tenant { job },
-            weight: None,
-            user: Some(user),
-            groups: Vec::new(),
-            secret: Secret::generate().unwrap(),
-        })
-        .unwrap();
+        ring.add(common::tenant_key(id, job, Some(user))).unwrap();
     }
     ring
 }
 
-/// Starts `concerto-server` with the data and metadata roles and waits for
-/// its ready file.
-fn start(dir: &Path, ring: &KeyRing) -> Server {
-    use std::os::unix::fs::PermissionsExt;
-    let keys = dir.join("keys.toml");
-    std::fs::write(&keys, ring.to_toml()).unwrap();
-    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let config = dir.join("server.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nroles = [\"data\", \"metadata\"]\n\
-             keys = \"{}\"\nframe_timeout = \"{FRAME_TIMEOUT}\"\n[metadata]\ndata_servers = [0]\n",
-            dir.join("data").display(),
-            keys.display()
-        ),
-    )
-    .unwrap();
-    let ready = dir.join("ready.json");
-    let log = dir.join("server.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_concerto-server"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--ready-file")
-        .arg(&ready)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut server = Server {
-        child,
-        addr: "127.0.0.1:1".parse().unwrap(),
-        log,
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let text = loop {
-        if let Ok(t) = std::fs::read_to_string(&ready) {
-            break t;
-        }
-        server.assert_alive();
-        assert!(
-            Instant::now() < deadline,
-            "the server did not start: {}",
-            server.log()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    server.addr = v["address"].as_str().unwrap().parse().unwrap();
-    server
+/// Starts `concerto-server` with the data and metadata roles.
+fn start(dir: &Path, ring: &KeyRing) -> ServerProcess {
+    let keys = write_ring(dir, ring);
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nroles = [\"data\", \"metadata\"]\n\
+         keys = \"{}\"\nframe_timeout = \"{FRAME_TIMEOUT}\"\n[metadata]\ndata_servers = [0]\n",
+        dir.join("data").display(),
+        keys.display()
+    );
+    ServerProcess::start(dir, &config, 4096)
 }
 
 /// The cluster file of the one server.

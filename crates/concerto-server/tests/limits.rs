@@ -12,7 +12,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -31,90 +30,37 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 const GOOD: u64 = 1;
 const BIG: u64 = 2;
 
+mod common;
+
+use common::process::{write_ring, ServerProcess};
+
+/// The server process, and the admin key its well-behaved client uses.
 struct Server {
-    child: Child,
-    addr: SocketAddr,
-    log: std::path::PathBuf,
+    process: ServerProcess,
     admin: Credential,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+impl std::ops::Deref for Server {
+    type Target = ServerProcess;
 
-impl Server {
-    /// `key: value` from /proc/PID/status, in kB.
-    fn status_kb(&self, key: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in the server's status"))
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+    fn deref(&self) -> &ServerProcess {
+        &self.process
     }
 }
 
 /// Starts `concerto-server` with the given `[server]` limits, under a file
-/// descriptor limit (`ulimit -n`), and waits for its ready file.
+/// descriptor limit (`ulimit -n`).
 fn start(dir: &Path, limits: &str, max_files: u32) -> Server {
     let ring = KeyRing::generate().unwrap();
     let admin = ring.with_grant(Grant::Admin).unwrap().credential();
-    std::fs::write(dir.join("keys.toml"), ring.to_toml()).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        dir.join("keys.toml"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .unwrap();
-    let config = dir.join("server.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nroles = [\"data\"]\nkeys = \"{}\"\n{limits}\n",
-            dir.join("data").display(),
-            dir.join("keys.toml").display()
-        ),
-    )
-    .unwrap();
-    let ready = dir.join("ready.json");
-    let log = dir.join("server.log");
-    let child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -n {max_files} && exec \"$0\" --config \"$1\" --ready-file \"$2\""
-        ))
-        .arg(env!("CARGO_BIN_EXE_concerto-server"))
-        .arg(&config)
-        .arg(&ready)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + TIMEOUT;
-    let text = loop {
-        if let Ok(t) = std::fs::read_to_string(&ready) {
-            break t;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server did not start: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let keys = write_ring(dir, &ring);
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nroles = [\"data\"]\nkeys = \"{}\"\n{limits}\n",
+        dir.join("data").display(),
+        keys.display()
+    );
     Server {
-        child,
-        addr: v["address"].as_str().unwrap().parse().unwrap(),
-        log,
+        process: ServerProcess::start(dir, &config, max_files),
         admin,
     }
 }

@@ -1,11 +1,14 @@
 //! What several of the server's integration tests share.
 
+#[allow(dead_code)]
+pub mod process;
+
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use concerto_proto::auth::Principal;
+use concerto_proto::auth::{Grant, Key, Principal, Secret};
 use concerto_proto::{Message, MetaRequest, Tags};
 use concerto_server::members::Members;
 use concerto_server::metadata::{Caller, MetadataConfig, MetadataService, Outcome};
@@ -14,6 +17,7 @@ use concerto_server::metadata::{Caller, MetadataConfig, MetadataService, Outcome
 /// 10 s. For what the servers do in the background (the metadata service
 /// removing a removed file's objects, say): the test waits on the
 /// condition, never on a fixed sleep.
+#[allow(dead_code)]
 pub async fn eventually<F: Future<Output = bool>>(what: &str, mut ready: impl FnMut() -> F) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ready().await {
@@ -75,5 +79,18 @@ pub fn apply_as(service: &Arc<MetadataService>, op: MetaRequest, who: Principal)
     match service.apply(&op, caller, 1) {
         Outcome::Now(m) => m,
         Outcome::Later(_) => panic!("{op:?} waited on data servers"),
+    }
+}
+
+/// A tenant key for `job`, acting as `user` (in the user's own group).
+#[allow(dead_code)]
+pub fn tenant_key(id: &str, job: u32, user: Option<u32>) -> Key {
+    Key {
+        id: id.into(),
+        grant: Grant::Tenant { job },
+        weight: None,
+        user,
+        groups: Vec::new(),
+        secret: Secret::generate().unwrap(),
     }
 }
