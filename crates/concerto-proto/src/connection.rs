@@ -31,7 +31,7 @@ use crate::capability::Capability;
 use crate::stats::{Arrival, ServerStats};
 use crate::{
     frame_codec, Envelope, ErrorKind, Member, Message, MetaReply, MetaRequest, Role, Tags,
-    MAX_PHASE_WAIT_MS,
+    MAX_PHASE_WAIT_MS, VERSION,
 };
 
 #[derive(Debug, Error)]
@@ -134,9 +134,22 @@ async fn handshake(
         frames: &mut FramedRead<StampedRead, LengthDelimitedCodec>,
     ) -> Result<Message, ClientError> {
         match frames.next().await {
-            Some(Ok(frame)) => Envelope::decode(frame.freeze())
-                .map(|e| e.message)
-                .map_err(|_| ClientError::Unexpected { server }),
+            Some(Ok(frame)) => match Envelope::peek_version(&frame) {
+                // Another release's server (or this one's, with a client
+                // library, mount or MPI-IO library from another build).
+                Some(theirs) if theirs != VERSION => Err(ClientError::Server {
+                    server,
+                    kind: ErrorKind::Protocol,
+                    message: format!(
+                        "server {server} speaks wire version {theirs}, this client {VERSION}: \
+                         run one Concerto release on servers and clients (`make build` relinks \
+                         the MPI-IO library)"
+                    ),
+                }),
+                _ => Envelope::decode(frame.freeze())
+                    .map(|e| e.message)
+                    .map_err(|_| ClientError::Unexpected { server }),
+            },
             _ => Err(ClientError::Closed { server }),
         }
     }

@@ -828,6 +828,14 @@ impl Envelope {
         (Bytes::from(head), payload)
     }
 
+    /// The wire version a frame's bytes (after the length prefix) say they
+    /// are, read before anything else: a frame of another version may not
+    /// decode at all, and its sender should still be told the versions.
+    pub fn peek_version(frame: &[u8]) -> Option<u16> {
+        let version = frame.get(4..6)?;
+        Some(u16::from_le_bytes([version[0], version[1]]))
+    }
+
     /// Decodes and validates one frame's bytes (after the length prefix).
     /// The payload is kept as a slice of `frame`, not copied.
     pub fn decode(frame: Bytes) -> Result<Envelope, ProtocolError> {
@@ -1433,6 +1441,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_frames_version_is_read_before_it_decodes() {
+        let frame = Envelope::new(9, Message::Ping).encode();
+        assert_eq!(Envelope::peek_version(&frame), Some(VERSION));
+        let mut other = frame.clone();
+        other[4..6].copy_from_slice(&(VERSION - 1).to_le_bytes());
+        assert_eq!(Envelope::peek_version(&other), Some(VERSION - 1));
+        assert_eq!(
+            Envelope::decode(other.into()),
+            Err(ProtocolError::Version { got: VERSION - 1 })
+        );
+        assert_eq!(Envelope::peek_version(&frame[..5]), None);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use concerto_core::{Extent, Time};
 use concerto_proto::auth::{self, Credential, Grant, KeyRing, Secret};
 use concerto_proto::capability::{self, CapabilityKey};
 use concerto_proto::connection::{ClientError, Object, ServerConnection};
-use concerto_proto::{Envelope, ErrorKind, Message, Tags};
+use concerto_proto::{Envelope, ErrorKind, Message, Tags, VERSION};
 use concerto_server::keys::Keys;
 use concerto_server::rules::parse_policy;
 use concerto_server::server::{self, ServerConfig, ServerHandle, DEFAULT_ISSUE_SKEW};
@@ -183,6 +183,37 @@ async fn a_replayed_handshake_is_refused() {
     assert!(is_denied(&receive(&mut replay).await));
     assert_closed(&mut replay).await;
     s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_of_another_wire_version_is_named_with_both_versions() {
+    // A server one version on: it answers the hello with an error in its
+    // own version, which this client cannot decode.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let _hello = receive(&mut sock).await;
+        let error = Message::Error {
+            kind: ErrorKind::Protocol,
+            message: "version".into(),
+        };
+        let mut frame = Envelope::new(0, error).encode();
+        frame[4..6].copy_from_slice(&(VERSION + 1).to_le_bytes());
+        sock.write_all(&(frame.len() as u32).to_be_bytes())
+            .await
+            .unwrap();
+        sock.write_all(&frame).await.unwrap();
+        let _ = sock.read(&mut [0u8; 1]).await;
+    });
+    let Err(e) = ServerConnection::connect(addr, TIMEOUT, &credential(&ring(), "admin")).await
+    else {
+        panic!("a handshake with a server of another version succeeded");
+    };
+    let says = format!("speaks wire version {}, this client {VERSION}", VERSION + 1);
+    assert!(e.to_string().contains(&says), "{e}");
+    drop(e);
+    server.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
