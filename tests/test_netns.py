@@ -79,6 +79,12 @@ def test_a_namespace_cluster_serves_a_striped_file_from_its_addresses_alone(netn
     f = client.open("/striped")
     assert hashlib.sha256(f.read(0, 3 << 20)).hexdigest() == written["sha"]
     assert sorted(client.stat("/striped").servers) == [0, 1, 2, 3]
+    # Between namespaces is between hosts: every connection's frames carried
+    # MACs, without anyone asking (docs/security.md, integrity on the wire).
+    for st in client.server_stats():
+        c = st["connections"]
+        assert c["authenticated"] > 0 and c["with_integrity"] == c["authenticated"], st["address"]
+        assert c["integrity_failures"] == 0
 
 
 def _tbf_overlimits(net: netns.Network) -> int:

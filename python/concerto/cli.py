@@ -750,10 +750,12 @@ def bench() -> None:
               help="Files the metadata rows create, stat and unlink.")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
               help="Rounds (the order of the file systems rotates each round; figures are medians).")
+@click.option("--integrity", is_flag=True,
+              help="Also measure a Concerto cluster whose servers require a MAC on every frame, in the same rounds.")
 @click.option("--quick", is_flag=True, help="A run of about a minute: the shape of the figures, not figures to quote.")
 @guarded
 def bench_fs(out: Path, compare: tuple[str, ...], size_mib: int, runtime_s: int, files: int, rounds: int,
-             quick: bool) -> None:
+             integrity: bool, quick: bool) -> None:
     """fio and a metadata loop through the mount, beside the local file system and others, in one run."""
     from concerto import fsbench
 
@@ -762,13 +764,14 @@ def bench_fs(out: Path, compare: tuple[str, ...], size_mib: int, runtime_s: int,
         name, sep, directory = spec.partition("=")
         if not sep or not name or not directory:
             raise UsageProblem(f"--compare {spec}: give NAME=DIR (a mounted file system's directory)")
-        if name in ("concerto", "local") or name in targets:
+        if name in ("concerto", "local", fsbench.INTEGRITY) or name in targets:
             raise UsageProblem(f"--compare {spec}: the name {name!r} is taken")
         if not Path(directory).is_dir():
             raise UsageProblem(f"--compare {spec}: {directory} is not a directory")
         targets[name] = Path(directory)
     settings = (fsbench.Settings.quick() if quick else
                 fsbench.Settings(size_mib=size_mib, runtime_s=runtime_s, files=files, rounds=rounds))
+    settings.integrity = integrity
     try:
         result = fsbench.run(out, targets, settings, say=lambda m: err_console.print(f"[dim]{m}[/]"))
     except fsbench.BenchProblem as e:

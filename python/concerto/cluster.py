@@ -54,6 +54,9 @@ class ClusterSpec:
     netns: bool = False
     clients: int = 0
     link_rate: float | None = None
+    # Which connections' frames carry MACs (the servers' `integrity`:
+    # "between-hosts", the default, "always" or "when-asked").
+    integrity: str | None = None
 
     def processes(self) -> int:
         """Servers to start: the data servers, and the coordinator if any."""
@@ -71,6 +74,8 @@ def server_file(spec: ClusterSpec, directory: Path, i: int, listen: str = "127.0
         server["metrics"] = metrics
     if cluster is not None:
         server["cluster"] = str(cluster.resolve())
+    if spec.integrity is not None:
+        server["integrity"] = spec.integrity
     cfg: dict = {"server": server, "policy": policy_table(spec.policy, spec.policy_params or {})}
     if spec.device is not None:
         cfg["throttle"] = dict(spec.device)

@@ -23,6 +23,7 @@ Needs root (mounts, ``drop_caches``) and fio.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -52,6 +53,10 @@ ROWS = [
 ]
 
 
+# The name of the Concerto cluster measured with a MAC on every frame.
+INTEGRITY = "concerto-integrity"
+
+
 class BenchProblem(RuntimeError):
     """What stops the benchmark (a missing tool, a mount that fails); the message says what."""
 
@@ -65,6 +70,9 @@ class Settings:
     # IOR's -s for the shared file, and its rounds.
     segments: int = 1024
     shared_rounds: int = 3
+    # Also measure a second Concerto cluster whose servers require a MAC on
+    # every frame (`integrity = "always"`), beside the first, in the same rounds.
+    integrity: bool = False
 
     @staticmethod
     def quick() -> Settings:
@@ -235,8 +243,12 @@ def run(out: Path, compare: dict[str, Path], s: Settings, say=print) -> dict:
         work = Path(work)
         local_dir = work / "local"
         local_dir.mkdir()
-        with mounted_cluster(work / "concerto", local.ClusterSpec(servers=4, policy="fifo")) as mnt:
+        with contextlib.ExitStack() as mounts:
+            mnt = mounts.enter_context(mounted_cluster(work / "concerto", local.ClusterSpec(servers=4, policy="fifo")))
             targets = {"concerto": mnt, "local": local_dir} | compare
+            if s.integrity:
+                targets[INTEGRITY] = mounts.enter_context(mounted_cluster(
+                    work / INTEGRITY, local.ClusterSpec(servers=4, policy="fifo", integrity="always")))
             result = summary(measure(targets, s, say))
         result["shared_file"] = shared_file(work, s, say)
     result["settings"] = s.__dict__

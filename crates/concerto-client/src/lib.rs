@@ -177,6 +177,7 @@ impl FsClient {
             cluster.servers.iter().map(|s| (s.id, s.address)).collect(),
             cluster.timeout(),
             credential.clone(),
+            cluster.cluster.integrity,
         );
         FsClient {
             shared: Arc::new(Shared {

@@ -51,6 +51,7 @@ fn posix_calls_and_programs_on_the_mount() {
         stripe_unit: 4096,
         throttle: None,
         timeout_ms: 10_000,
+        integrity: Default::default(),
     };
     let (cluster, client, mounted) =
         cluster_and_mount(&rt, &dir.path().join("cluster"), &mnt, spec);

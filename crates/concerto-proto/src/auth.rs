@@ -11,17 +11,18 @@
 //! challenge-response with HMAC-SHA256 (RustCrypto's `hmac`, whose
 //! comparison takes constant time):
 //!
-//! 1. client → `Hello { key_id, nonce: Nc }`
+//! 1. client → `Hello { key_id, nonce: Nc, integrity: I }`
 //! 2. server → `Challenge { nonce: Ns }` (fresh from the OS for every connection)
-//! 3. client → `Proof { mac: HMAC(secret, "concerto client" | key_id | Nc | Ns) }`
-//! 4. server → `Welcome { grant, mac: HMAC(secret, "concerto server" | key_id | Nc | Ns) }`
+//! 3. client → `Proof { mac: HMAC(secret, "concerto client" | key_id | Nc | Ns | I) }`
+//! 4. server → `Welcome { grant, integrity: J, mac: HMAC(secret, "concerto server" | key_id | Nc | Ns | J) }`
 //!
 //! The secret never travels. A recorded proof is worth nothing on another
 //! connection, whose server nonce differs; the server's own proof tells
-//! the client that it, too, holds the key. What follows on the connection
-//! is not encrypted or signed frame by frame: like Lustre's SSK in its
-//! authentication-only mode, this names who is connecting, and a cluster's
-//! network between hosts should be private (docs/deployment.md).
+//! the client that it, too, holds the key. When `J` is set, every frame
+//! after the handshake carries a MAC under a session key derived from
+//! these nonces ([`crate::integrity`]), as in Lustre's SSK integrity mode;
+//! frames are never encrypted, so a cluster's network between hosts should
+//! still be private (docs/deployment.md).
 
 use std::fmt;
 use std::path::Path;
@@ -546,41 +547,40 @@ pub enum Side {
     Server,
 }
 
-fn mac(side: Side, secret: &Secret, key_id: &str, client: &Nonce, server: &Nonce) -> Hmac<Sha256> {
+/// What one handshake's proofs cover: the key, both nonces, and whether
+/// frames carry MACs afterwards (what the client asked, in its proof; what
+/// the server decided, in its own).
+#[derive(Clone, Copy, Debug)]
+pub struct Exchange<'a> {
+    pub key_id: &'a str,
+    pub client: &'a Nonce,
+    pub server: &'a Nonce,
+    pub integrity: bool,
+}
+
+fn mac(side: Side, secret: &Secret, x: Exchange<'_>) -> Hmac<Sha256> {
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&secret.0)
         .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
     m.update(match side {
         Side::Client => b"concerto client",
         Side::Server => b"concerto server",
     });
-    m.update(&(key_id.len() as u32).to_be_bytes());
-    m.update(key_id.as_bytes());
-    m.update(client);
-    m.update(server);
+    m.update(&(x.key_id.len() as u32).to_be_bytes());
+    m.update(x.key_id.as_bytes());
+    m.update(x.client);
+    m.update(x.server);
+    m.update(&[u8::from(x.integrity)]);
     m
 }
 
-/// `side`'s proof that it holds `secret`, for this key and these nonces
-/// (steps 3 and 4).
-pub fn proof(side: Side, secret: &Secret, key_id: &str, client: &Nonce, server: &Nonce) -> Proof {
-    mac(side, secret, key_id, client, server)
-        .finalize()
-        .into_bytes()
-        .into()
+/// `side`'s proof that it holds `secret`, for this exchange (steps 3 and 4).
+pub fn proof(side: Side, secret: &Secret, exchange: Exchange<'_>) -> Proof {
+    mac(side, secret, exchange).finalize().into_bytes().into()
 }
 
 /// Checks `side`'s proof, in constant time.
-pub fn verify(
-    side: Side,
-    secret: &Secret,
-    key_id: &str,
-    client: &Nonce,
-    server: &Nonce,
-    proof: &Proof,
-) -> bool {
-    mac(side, secret, key_id, client, server)
-        .verify_slice(proof)
-        .is_ok()
+pub fn verify(side: Side, secret: &Secret, exchange: Exchange<'_>, proof: &Proof) -> bool {
+    mac(side, secret, exchange).verify_slice(proof).is_ok()
 }
 
 #[cfg(test)]
@@ -769,27 +769,40 @@ mod tests {
     }
 
     #[test]
-    fn proofs_hold_only_for_the_same_secret_id_and_nonces() {
+    fn proofs_hold_only_for_the_same_secret_id_nonces_and_integrity() {
         let (a, b) = (Secret::generate().unwrap(), Secret::generate().unwrap());
         let (nc, ns) = (random().unwrap(), random().unwrap());
-        let p = proof(Side::Client, &a, "k", &nc, &ns);
-        assert!(verify(Side::Client, &a, "k", &nc, &ns, &p));
+        let x = |key_id, server, integrity| Exchange {
+            key_id,
+            client: &nc,
+            server,
+            integrity,
+        };
+        let p = proof(Side::Client, &a, x("k", &ns, false));
+        assert!(verify(Side::Client, &a, x("k", &ns, false), &p));
         assert!(
-            !verify(Side::Client, &b, "k", &nc, &ns, &p),
+            !verify(Side::Client, &b, x("k", &ns, false), &p),
             "another secret"
         );
         assert!(
-            !verify(Side::Client, &a, "k2", &nc, &ns, &p),
+            !verify(Side::Client, &a, x("k2", &ns, false), &p),
             "another key id"
         );
         let replayed = random().unwrap();
         assert!(
-            !verify(Side::Client, &a, "k", &nc, &replayed, &p),
+            !verify(Side::Client, &a, x("k", &replayed, false), &p),
             "a replay"
         );
+        // Integrity asked for or granted is part of the proof: a man in
+        // the middle cannot turn it off or on.
+        assert!(
+            !verify(Side::Client, &a, x("k", &ns, true), &p),
+            "integrity flipped"
+        );
         // The client's proof is not the server's (no reflection).
-        assert!(!verify(Side::Server, &a, "k", &nc, &ns, &p));
-        let theirs = proof(Side::Server, &a, "k", &nc, &ns);
-        assert!(verify(Side::Server, &a, "k", &nc, &ns, &theirs));
+        assert!(!verify(Side::Server, &a, x("k", &ns, false), &p));
+        let theirs = proof(Side::Server, &a, x("k", &ns, true));
+        assert!(verify(Side::Server, &a, x("k", &ns, true), &theirs));
+        assert!(!verify(Side::Server, &a, x("k", &ns, false), &theirs));
     }
 }

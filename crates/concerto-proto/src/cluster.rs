@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use concerto_core::Time;
 
+use crate::integrity::Ask;
 use crate::{Member, Role};
 use concerto_toml::parse;
 
@@ -41,6 +42,10 @@ pub struct ClusterSection {
     /// generates (readable by its owner only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<PathBuf>,
+    /// When clients ask for a MAC on every frame ("between-hosts", the
+    /// default, "always" or "never"; a server may require it anyway).
+    #[serde(default, skip_serializing_if = "Ask::is_default")]
+    pub integrity: Ask,
 }
 
 fn default_timeout() -> Time {

@@ -28,6 +28,7 @@ use concerto_core::Extent;
 
 use crate::auth::{self, Credential, Grant, Principal};
 use crate::capability::Capability;
+use crate::integrity::{Ask, Sealer, Session};
 use crate::stats::{Arrival, ServerStats};
 use crate::{
     frame_codec, Envelope, ErrorKind, Member, Message, MetaReply, MetaRequest, Role, Tags,
@@ -114,8 +115,8 @@ async fn handshake(
     server: SocketAddr,
     frames: &mut FramedRead<StampedRead, LengthDelimitedCodec>,
     writer: &mut OwnedWriteHalf,
-    credential: &Credential,
-) -> Result<Grant, ClientError> {
+    (credential, ask): (&Credential, Ask),
+) -> Result<(Grant, Option<Session>), ClientError> {
     let closed = || ClientError::Closed { server };
     let refused = |message: String| ClientError::Auth { server, message };
     // What the server said instead of going on: `Busy` is no refusal of
@@ -155,14 +156,16 @@ async fn handshake(
     }
     let ours = auth::random().map_err(refused)?;
     let id = credential.id.clone();
+    let asked = ask.asks(server.ip());
     Envelope::new(
         0,
         Message::Hello {
             key_id: id.clone(),
             nonce: ours,
+            integrity: asked,
         },
     )
-    .write_to(&mut *writer)
+    .write_to(&mut *writer, None)
     .await
     .map_err(|_| closed())?;
     let theirs = match next(server, frames).await? {
@@ -170,27 +173,42 @@ async fn handshake(
         Message::Error { kind, message } => return Err(stopped(kind, message)),
         _ => return Err(ClientError::Unexpected { server }),
     };
-    let mac = auth::proof(auth::Side::Client, &credential.secret, &id, &ours, &theirs);
+    let exchange = |integrity| auth::Exchange {
+        key_id: &id,
+        client: &ours,
+        server: &theirs,
+        integrity,
+    };
+    let mac = auth::proof(auth::Side::Client, &credential.secret, exchange(asked));
     Envelope::new(0, Message::Proof { mac })
-        .write_to(&mut *writer)
+        .write_to(&mut *writer, None)
         .await
         .map_err(|_| closed())?;
     match next(server, frames).await? {
-        Message::Welcome { grant, mac } => {
-            if auth::verify(
+        Message::Welcome {
+            grant,
+            integrity,
+            mac,
+        } => {
+            if !auth::verify(
                 auth::Side::Server,
                 &credential.secret,
-                &id,
-                &ours,
-                &theirs,
+                exchange(integrity),
                 &mac,
             ) {
-                Ok(grant)
-            } else {
-                Err(refused(format!(
+                return Err(refused(format!(
                     "the server does not hold key {id:?} (its proof is wrong)"
-                )))
+                )));
             }
+            if asked && !integrity {
+                return Err(refused(
+                    "the server did not turn on integrity on the wire, which this client asked for"
+                        .into(),
+                ));
+            }
+            let session =
+                integrity.then(|| Session::client(&credential.secret, &id, &ours, &theirs));
+            Ok((grant, session))
         }
         Message::Error { kind, message } => Err(stopped(kind, message)),
         _ => Err(ClientError::Unexpected { server }),
@@ -267,8 +285,9 @@ impl From<u64> for Object {
 
 pub struct ServerConnection {
     server: SocketAddr,
-    /// Requests are written whole by the caller's task, one at a time.
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    /// Requests are written whole by the caller's task, one at a time
+    /// (and sealed in the order they leave, when frames carry MACs).
+    writer: tokio::sync::Mutex<(OwnedWriteHalf, Option<Sealer>)>,
     /// Set when a frame was left half-written: the stream is out of step for good.
     broken: AtomicBool,
     pending: Pending,
@@ -298,12 +317,23 @@ impl ServerConnection {
         timeout: Duration,
         credential: &Credential,
     ) -> Result<ServerConnection, ClientError> {
+        Self::connect_asking(server, timeout, credential, Ask::default()).await
+    }
+
+    /// [`connect`](Self::connect), asking for integrity on the wire as
+    /// `ask` says (a server on another host, by default).
+    pub async fn connect_asking(
+        server: SocketAddr,
+        timeout: Duration,
+        credential: &Credential,
+        ask: Ask,
+    ) -> Result<ServerConnection, ClientError> {
         let deadline = Instant::now() + timeout;
         let mut pause = BUSY_FIRST_PAUSE;
         let mut last_busy = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match Self::connect_once(server, left, timeout, credential).await {
+            match Self::connect_once(server, left, timeout, (credential, ask)).await {
                 // The server's last word says more than the time running out.
                 Err(ClientError::Timeout { server, .. }) => {
                     return Err(last_busy.unwrap_or(ClientError::Timeout { server, timeout }))
@@ -337,7 +367,7 @@ impl ServerConnection {
         server: SocketAddr,
         left: Duration,
         timeout: Duration,
-        credential: &Credential,
+        (credential, ask): (&Credential, Ask),
     ) -> Result<ServerConnection, ClientError> {
         let heard = LastHeard::new();
         let opened = async {
@@ -351,17 +381,31 @@ impl ServerConnection {
                 heard: heard.clone(),
             };
             let mut frames = FramedRead::new(read, frame_codec());
-            let grant = handshake(server, &mut frames, &mut writer, credential).await?;
-            Ok::<_, ClientError>((frames, writer, grant))
+            let (grant, session) =
+                handshake(server, &mut frames, &mut writer, (credential, ask)).await?;
+            Ok::<_, ClientError>((frames, writer, grant, session))
         };
-        let (mut frames, writer, grant) = tokio::time::timeout(left, opened)
+        let (mut frames, writer, grant, session) = tokio::time::timeout(left, opened)
             .await
             .map_err(|_| ClientError::Timeout { server, timeout })??;
         let pending: Pending = Arc::default();
         let map = pending.clone();
+        let (sealer, mut opener) = match session {
+            Some(Session { seal, open }) => (Some(seal), Some(open)),
+            None => (None, None),
+        };
         let reader = tokio::spawn(async move {
             while let Some(Ok(frame)) = frames.next().await {
-                let Ok(env) = Envelope::decode(frame.freeze()) else {
+                let frame = match &mut opener {
+                    // A frame that fails its check ends the connection:
+                    // what follows cannot be trusted either.
+                    Some(o) => match o.open(frame.freeze()) {
+                        Ok(frame) => frame,
+                        Err(_) => break,
+                    },
+                    None => frame.freeze(),
+                };
+                let Ok(env) = Envelope::decode(frame) else {
                     break;
                 };
                 if let Some(tx) = map.lock().ok().and_then(|mut m| m.remove(&env.id)) {
@@ -378,7 +422,7 @@ impl ServerConnection {
         });
         Ok(ServerConnection {
             server,
-            writer: tokio::sync::Mutex::new(writer),
+            writer: tokio::sync::Mutex::new((writer, sealer)),
             broken: AtomicBool::new(false),
             pending,
             next_id: AtomicU64::new(1),
@@ -429,14 +473,20 @@ impl ServerConnection {
             });
         }
         let mut guard = GiveUpUnlessSent(self, false);
-        let (head, mut payload) = envelope.frame();
+        let (writer, sealer) = &mut *writer;
+        let (head, mut payload, mac) = envelope.frame(sealer.as_mut());
         // The head goes with the first piece (one vectored write for a small request).
+        // The MAC goes with the last piece.
         let first = payload.split_to(payload.len().min(SEND_PIECE));
-        self.within(writer.write_all_buf(&mut head.chain(first)))
+        let mut mac = Some(mac);
+        let tail = if payload.is_empty() { mac.take() } else { None };
+        self.within(writer.write_all_buf(&mut head.chain(first).chain(tail.unwrap_or_default())))
             .await?;
         while !payload.is_empty() {
             let piece = payload.split_to(payload.len().min(SEND_PIECE));
-            self.within(writer.write_all(&piece)).await?;
+            let tail = if payload.is_empty() { mac.take() } else { None };
+            self.within(writer.write_all_buf(&mut piece.chain(tail.unwrap_or_default())))
+                .await?;
         }
         guard.1 = true;
         Ok(())
@@ -804,6 +854,7 @@ pub struct ServerPool {
     servers: Vec<(u32, SocketAddr)>,
     timeout: Duration,
     credential: Credential,
+    ask: Ask,
     slots: Vec<tokio::sync::Mutex<Option<Arc<ServerConnection>>>>,
 }
 
@@ -812,6 +863,7 @@ impl ServerPool {
         servers: Vec<(u32, SocketAddr)>,
         timeout: Duration,
         credential: Credential,
+        ask: Ask,
     ) -> ServerPool {
         let slots = servers
             .iter()
@@ -821,6 +873,7 @@ impl ServerPool {
             servers,
             timeout,
             credential,
+            ask,
             slots,
         }
     }
@@ -837,8 +890,13 @@ impl ServerPool {
             return Ok(c.clone());
         }
         let c = Arc::new(
-            ServerConnection::connect(self.servers[index].1, self.timeout, &self.credential)
-                .await?,
+            ServerConnection::connect_asking(
+                self.servers[index].1,
+                self.timeout,
+                &self.credential,
+                self.ask,
+            )
+            .await?,
         );
         *slot = Some(c.clone());
         Ok(c)

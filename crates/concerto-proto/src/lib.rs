@@ -7,6 +7,7 @@ pub mod auth;
 pub mod capability;
 pub mod cluster;
 pub mod connection;
+pub mod integrity;
 pub mod namespace;
 pub mod process;
 pub mod stats;

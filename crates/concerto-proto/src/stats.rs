@@ -145,6 +145,8 @@ pub struct ServerStats {
     pub latency: Vec<LatencyHistogram>,
     /// Service reports exchanged with the peers (total-service sharing).
     pub reports: ReportCounts,
+    /// Connections authenticated since the server started.
+    pub connections: ConnectionCounts,
     /// The data directory's file system, bytes.
     pub space_total: u64,
     pub space_free: u64,
@@ -235,6 +237,16 @@ impl RetiredApps {
             held_s: self.held_s,
         }
     }
+}
+
+/// Connections a server let in since it started: how many carry a MAC on
+/// every frame ([`crate::integrity`]), and how many it closed because a
+/// frame failed its check.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionCounts {
+    pub authenticated: u64,
+    pub with_integrity: u64,
+    pub integrity_failures: u64,
 }
 
 /// Service reports a server sent (each to every peer) and received.

@@ -30,11 +30,12 @@ use concerto_core::{Extent, MetaOp};
 
 use crate::auth;
 pub use crate::capability::Capability;
+use crate::integrity::{Sealer, TAG_LEN};
 use crate::namespace;
 use crate::stats::{Arrival, ServerStats};
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 12;
+pub const VERSION: u16 = 13;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -106,7 +107,7 @@ pub fn check_mode_bits(mode: u32) -> Result<(), String> {
 /// The length-delimited codec both ends read frames with, refusing frames over the limit before reading them.
 pub fn frame_codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
-        .max_frame_length(MAX_FRAME)
+        .max_frame_length(MAX_FRAME + TAG_LEN)
         .new_codec()
 }
 
@@ -199,9 +200,11 @@ pub enum Message {
         grants: Vec<(u32, f64)>,
     },
     /// The handshake (see [`crate::auth`]): a client names its key and a nonce,
+    /// and whether it asks for integrity on the wire ([`crate::integrity`]),
     Hello {
         key_id: String,
         nonce: auth::Nonce,
+        integrity: bool,
     },
     /// the server answers with its own nonce,
     Challenge {
@@ -211,9 +214,11 @@ pub enum Message {
     Proof {
         mac: auth::Proof,
     },
-    /// and the server says what the key grants and proves it holds it too.
+    /// and the server says what the key grants, whether frames carry MACs
+    /// from here on, and proves it holds the key too.
     Welcome {
         grant: auth::Grant,
+        integrity: bool,
         mac: auth::Proof,
     },
     /// Liveness check; the reply names the server's policy and roles.
@@ -675,6 +680,9 @@ pub enum ProtocolError {
         field: &'static str,
         message: String,
     },
+    /// A frame's MAC is wrong ([`crate::integrity`]).
+    #[error("{0}")]
+    Integrity(String),
 }
 
 fn codec() -> impl Options {
@@ -809,23 +817,35 @@ impl Envelope {
         out
     }
 
-    /// Writes the whole frame, length prefix included: the header is
-    /// assembled, the payload goes to the socket as it is (vectored write).
-    pub async fn write_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> std::io::Result<()> {
-        let (head, payload) = self.frame();
-        w.write_all_buf(&mut head.chain(payload)).await
+    /// Writes the whole frame, length prefix included (and its MAC when
+    /// `seal` is given): the header is assembled, the payload goes to the
+    /// socket as it is (vectored write).
+    pub async fn write_to<W: AsyncWrite + Unpin>(
+        &self,
+        w: &mut W,
+        seal: Option<&mut Sealer>,
+    ) -> std::io::Result<()> {
+        let (head, payload, mac) = self.frame(seal);
+        w.write_all_buf(&mut head.chain(payload).chain(mac)).await
     }
 
-    /// The frame as sent: its length prefix, header length and header, and
-    /// the payload.
-    pub fn frame(&self) -> (Bytes, Bytes) {
+    /// The frame as sent: its length prefix, header length and header; the
+    /// payload; and, when `seal` is given, its MAC (else nothing).
+    pub fn frame(&self, seal: Option<&mut Sealer>) -> (Bytes, Bytes, Bytes) {
         let header = self.header();
         let payload = self.payload();
+        let mac_len = if seal.is_some() { TAG_LEN } else { 0 };
         let mut head = Vec::with_capacity(8 + header.len());
-        head.extend_from_slice(&((4 + header.len() + payload.len()) as u32).to_be_bytes());
+        head.extend_from_slice(
+            &((4 + header.len() + payload.len() + mac_len) as u32).to_be_bytes(),
+        );
         head.extend_from_slice(&(header.len() as u32).to_be_bytes());
         head.extend_from_slice(&header);
-        (Bytes::from(head), payload)
+        let mac = match seal {
+            Some(s) => Bytes::copy_from_slice(&s.seal(&[&head[4..], &payload])),
+            None => Bytes::new(),
+        };
+        (Bytes::from(head), payload, mac)
     }
 
     /// The wire version a frame's bytes (after the length prefix) say they
@@ -1339,6 +1359,7 @@ mod tests {
                     retired: Default::default(),
                     latency: vec![latency],
                     reports: Default::default(),
+                    connections: Default::default(),
                     space_total: 1,
                     space_free: 1,
                     grants: vec![(1, 1.0)],
@@ -1398,6 +1419,7 @@ mod tests {
                 } else {
                     Message::Welcome {
                         grant: auth::Grant::Tenant { job: 3 },
+                        integrity: nonce[1] % 2 == 0,
                         mac,
                     }
                 }

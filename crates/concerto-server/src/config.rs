@@ -20,7 +20,7 @@ use concerto_core::{PolicyConfig, Time};
 use crate::coordinator::CoordinatorConfig;
 use crate::keys::Keys;
 use crate::metadata::{MetadataConfig, DEFAULT_COMMIT_INTERVAL};
-use crate::server::{ConnectionLimits, ServerConfig, DEFAULT_ISSUE_SKEW};
+use crate::server::{ConnectionLimits, Integrity, ServerConfig, DEFAULT_ISSUE_SKEW};
 use concerto_proto::{check_stripe_unit, Role, MAX_IO};
 use concerto_toml::parse;
 
@@ -108,6 +108,8 @@ struct ServerSection {
     connection_memory: Option<Bytes>,
     /// Bytes the requests of all connections from one address may hold.
     address_memory: Option<Bytes>,
+    /// Which connections' frames carry MACs ("between-hosts", "always", "when-asked").
+    integrity: Option<Integrity>,
     /// Bytes the requests of every connection may hold together.
     server_memory: Option<Bytes>,
     /// How long a frame begun may take to arrive.
@@ -267,6 +269,7 @@ fn validated(f: ServerFile) -> Result<ServerConfig, String> {
             .server_memory
             .map_or(defaults.server_memory, |b| b.0),
         frame_timeout: f.server.frame_timeout.unwrap_or(defaults.frame_timeout),
+        integrity: f.server.integrity.unwrap_or_default(),
     };
     if limits.per_client == 0 {
         return Err("server.max_connections_per_client: must be > 0".into());

@@ -21,6 +21,7 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, Request, RequestId, Time};
 use concerto_proto::auth::{self, Grant, Key, Principal};
 use concerto_proto::capability::{self, CapabilityKey};
+use concerto_proto::integrity::{Opener, Sealer, Session};
 use concerto_proto::{frame_codec, Envelope, ErrorKind, Message, MetaRequest, ProtocolError, Tags};
 
 use crate::coordinator::PhaseCommand;
@@ -29,12 +30,13 @@ use crate::intake::{kib, next_request, Budgets, Next};
 use crate::keys::{capability_refusal, refusal, Keys};
 use crate::rules::parse_rules;
 use crate::schedule::{Action, Command, Job, Outgoing, Reply};
-use crate::server::ConnectionLimits;
+use crate::server::{ConnectionLimits, Integrity};
+use crate::stats::ConnectionCounters;
 
 /// Accepts connections until the server stops; each gets its own task.
 pub(crate) async fn accept(
     listener: TcpListener,
-    keys: Arc<Keys>,
+    (keys, counters): (Arc<Keys>, Arc<ConnectionCounters>),
     limits: ConnectionLimits,
     sched: mpsc::Sender<Command>,
     mut stopped: watch::Receiver<bool>,
@@ -57,7 +59,7 @@ pub(crate) async fn accept(
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    let peer = Peer { from, conn, slot, server_budget: server_budget.clone() };
+                    let peer = Peer { from, conn, slot, server_budget: server_budget.clone(), counters: counters.clone() };
                     tokio::spawn(connection(stream, peer, evicted, keys.clone(), limits, sched.clone(), stopped.clone()));
                 }
                 Err(e) => {
@@ -224,6 +226,7 @@ struct Peer {
     slot: Slot,
     /// What every connection's requests may hold together (KiB).
     server_budget: Arc<Semaphore>,
+    counters: Arc<ConnectionCounters>,
 }
 
 /// Largest frame before a connection has authenticated: a hello or a
@@ -256,19 +259,32 @@ async fn next_message(frames: &mut Frames) -> Result<Message, Refused> {
     }
 }
 
+/// How a handshake ends: the frames it sends (the welcome leaves unsealed,
+/// what follows sealed when integrity is on), who is let in, and where.
+struct Handshake<'a> {
+    out: &'a mpsc::UnboundedSender<Outgoing>,
+    /// The writer's sealer, given before the welcome is queued.
+    sealer: oneshot::Sender<Sealer>,
+    from: IpAddr,
+    integrity: Integrity,
+}
+
 /// The server's side of the handshake ([`concerto_proto::auth`]): the key
-/// the connection proved it holds, or why it did not. A proven key is
-/// welcomed only if `admit` lets the connection in (its address's cap).
+/// the connection proved it holds (and the opener of its frames, when they
+/// carry MACs), or why it did not. A proven key is welcomed only if
+/// `admit` lets the connection in (its address's cap).
 async fn authenticate(
     frames: &mut Frames,
-    out: &mpsc::UnboundedSender<Outgoing>,
+    h: Handshake<'_>,
     keys: &Keys,
     admit: impl FnOnce() -> Result<(), Refused>,
-) -> Result<Key, Refused> {
+) -> Result<(Key, Option<Opener>), Refused> {
+    let out = h.out;
     let denied = |why: String| (ErrorKind::Denied, why);
     let Message::Hello {
         key_id,
         nonce: client,
+        integrity: asked,
     } = next_message(frames).await?
     else {
         return Err(denied(
@@ -285,24 +301,30 @@ async fn authenticate(
     };
     // An unknown key is challenged like a known one and refused only here,
     // with the same words, so that the answers do not tell which ids exist.
+    let exchange = |integrity| auth::Exchange {
+        key_id: &key_id,
+        client: &client,
+        server: &server,
+        integrity,
+    };
     match ring.get(&key_id) {
-        Some(key)
-            if auth::verify(
-                auth::Side::Client,
-                &key.secret,
-                &key_id,
-                &client,
-                &server,
-                &mac,
-            ) =>
-        {
+        Some(key) if auth::verify(auth::Side::Client, &key.secret, exchange(asked), &mac) => {
             admit()?;
+            let integrity = h.integrity.required(h.from, asked);
             let welcome = Message::Welcome {
                 grant: key.grant,
-                mac: auth::proof(auth::Side::Server, &key.secret, &key_id, &client, &server),
+                integrity,
+                mac: auth::proof(auth::Side::Server, &key.secret, exchange(integrity)),
+            };
+            let opener = if integrity {
+                let session = Session::server(&key.secret, &key_id, &client, &server);
+                let _ = h.sealer.send(session.seal);
+                Some(session.open)
+            } else {
+                None
             };
             let _ = out.send((Envelope::new(0, welcome), None));
-            Ok(key.clone())
+            Ok((key.clone(), opener))
         }
         _ => Err(denied(format!(
             "key {key_id:?}: unknown key or wrong proof"
@@ -312,15 +334,22 @@ async fn authenticate(
 
 /// The writer of a connection's replies: small replies that are ready
 /// together leave in one write; a payload larger than the buffer goes
-/// straight to the socket.
+/// straight to the socket. Frames after the welcome are sealed when the
+/// handshake gave a sealer.
 async fn write_replies(
     write: tokio::net::tcp::OwnedWriteHalf,
     mut out_rx: mpsc::UnboundedReceiver<Outgoing>,
+    mut sealer: oneshot::Receiver<Sealer>,
 ) {
     let mut out = BufWriter::with_capacity(64 * 1024, write);
+    let mut seal = None;
     while let Some((env, permit)) = out_rx.recv().await {
-        if env.write_to(&mut out).await.is_err() {
+        if env.write_to(&mut out, seal.as_mut()).await.is_err() {
             break;
+        }
+        if matches!(env.message, Message::Welcome { .. }) {
+            // Given before the welcome was queued, if at all.
+            seal = sealer.try_recv().ok();
         }
         if out_rx.is_empty() && out.flush().await.is_err() {
             break;
@@ -347,13 +376,20 @@ async fn connection(
         .decoder_mut()
         .set_max_frame_length(HANDSHAKE_MAX_FRAME);
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Outgoing>();
-    let writer = tokio::spawn(write_replies(write, out_rx));
+    let (sealer, sealer_rx) = oneshot::channel();
+    let writer = tokio::spawn(write_replies(write, out_rx, sealer_rx));
     let cap = limits.per_client;
     let slot = &mut peer.slot;
     // Authenticated, it takes its place among its address's connections.
     let admit = move || slot.authenticate(cap).map_err(|why| (ErrorKind::Busy, why));
+    let handshake = Handshake {
+        out: &out_tx,
+        sealer,
+        from: from.ip(),
+        integrity: limits.integrity,
+    };
     let handshake = tokio::select! {
-        done = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut frames, &out_tx, &keys, admit)) => {
+        done = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut frames, handshake, &keys, admit)) => {
             done.unwrap_or_else(|_| {
                 // Not a key's failure: the protocol wants the handshake in time.
                 Err((
@@ -370,7 +406,8 @@ async fn connection(
     };
 
     match handshake {
-        Ok(key) => {
+        Ok((key, mut opener)) => {
+            peer.counters.authenticated(opener.is_some());
             // From here on frames are read one by one, each charged to the
             // budgets as it begins (what the handshake's reader had read
             // ahead, if anything, first). Small frames come out of one
@@ -384,6 +421,7 @@ async fn connection(
             let capabilities = CapabilityKey::from_ring(&keys.ring());
             serve(
                 &mut reader,
+                opener.as_mut(),
                 &peer,
                 (&key, capabilities.as_ref(), &keys),
                 limits,
@@ -419,8 +457,10 @@ async fn connection(
 /// budgets from its frame's first bytes until its reply is written (see
 /// [`crate::intake`]): while replies hold a budget whole, the connection is
 /// not read (backpressure).
+#[allow(clippy::too_many_arguments)]
 async fn serve<R: AsyncRead + Unpin>(
     reader: &mut R,
+    mut opener: Option<&mut Opener>,
     peer: &Peer,
     (key, capabilities, keys): (&Key, Option<&CapabilityKey>, &Keys),
     limits: ConnectionLimits,
@@ -437,20 +477,39 @@ async fn serve<R: AsyncRead + Unpin>(
     );
     let mut key_checked = Instant::now();
     loop {
-        let (env, permit) =
-            match next_request(reader, &budgets, limits.frame_timeout, stopped, peer.from).await {
-                Next::Request(env, permit) => (env, permit),
-                Next::Closed => return,
-                Next::Broken(message) => {
-                    // Answer, then close: the stream may be out of step; other connections carry on.
-                    let error = Message::Error {
-                        kind: ErrorKind::Protocol,
-                        message,
-                    };
-                    let _ = out_tx.send((Envelope::new(0, error), None));
-                    return;
-                }
-            };
+        let next = next_request(
+            reader,
+            opener.as_deref_mut(),
+            &budgets,
+            limits.frame_timeout,
+            stopped,
+            peer.from,
+        );
+        let message = match next.await {
+            Next::Request(env, permit) => Ok((env, permit)),
+            Next::Closed => return,
+            Next::Broken(message) => Err(message),
+            Next::Tampered(message) => {
+                peer.counters.integrity_failed();
+                eprintln!(
+                    "concerto-server: connection from {} closed: {message}",
+                    peer.from
+                );
+                Err(message)
+            }
+        };
+        let (env, permit) = match message {
+            Ok(request) => request,
+            Err(message) => {
+                // Answer, then close: the stream may be out of step; other connections carry on.
+                let error = Message::Error {
+                    kind: ErrorKind::Protocol,
+                    message,
+                };
+                let _ = out_tx.send((Envelope::new(0, error), None));
+                return;
+            }
+        };
         // A key revoked (or its secret replaced) since the handshake ends
         // its open connections too, within KEY_RECHECK of their next request.
         if key_checked.elapsed() >= KEY_RECHECK {

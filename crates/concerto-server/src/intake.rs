@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{watch, Semaphore};
 
 use concerto_core::Time;
+use concerto_proto::integrity::{Opener, TAG_LEN};
 use concerto_proto::{Envelope, Message, MAX_FRAME};
 
 use crate::schedule::Held;
@@ -97,6 +98,8 @@ pub(crate) enum Next {
     /// The frame cannot be read on: what to tell the client (a protocol
     /// error), and the connection closes.
     Broken(String),
+    /// A frame failed its MAC check: told like [`Next::Broken`], and counted.
+    Tampered(String),
 }
 
 /// The next request of an authenticated connection. Waiting for a frame
@@ -105,6 +108,7 @@ pub(crate) enum Next {
 /// the budgets let it in, its body within `frame_timeout` more.
 pub(crate) async fn next_request<R: AsyncRead + Unpin>(
     reader: &mut R,
+    opener: Option<&mut Opener>,
     budgets: &Budgets,
     frame_timeout: Time,
     stopped: &mut watch::Receiver<bool>,
@@ -129,7 +133,9 @@ pub(crate) async fn next_request<R: AsyncRead + Unpin>(
         Ok(Ok(_)) => {}
     }
     let len = u32::from_be_bytes(prefix) as usize;
-    if len > MAX_FRAME {
+    // A frame that carries a MAC may be longer by the MAC.
+    let mac = if opener.is_some() { TAG_LEN } else { 0 };
+    if len > MAX_FRAME + mac {
         return Next::Broken(format!(
             "frame of {len} bytes is over the {MAX_FRAME}-byte limit"
         ));
@@ -157,7 +163,17 @@ pub(crate) async fn next_request<R: AsyncRead + Unpin>(
         Ok(Err(_)) => return Next::Closed,
         Ok(Ok(())) => {}
     }
-    let env = match Envelope::decode(body.freeze()) {
+    // A frame whose MAC fails is not decoded: it may be anyone's.
+    let body = body.freeze();
+    let body = match opener {
+        Some(o) => o.open(body),
+        None => Ok(body),
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => return Next::Tampered(e.to_string()),
+    };
+    let env = match Envelope::decode(body) {
         Ok(env) => env,
         Err(e) => return Next::Broken(e.to_string()),
     };

@@ -17,7 +17,7 @@ use concerto_proto::Role;
 use crate::coordinator::CoordinatorConfig;
 use crate::keys::Keys;
 use crate::metadata::{MetadataConfig, DEFAULT_COMMIT_INTERVAL};
-use crate::server::{self, ServerConfig, ServerHandle};
+use crate::server::{self, ConnectionLimits, Integrity, ServerConfig, ServerHandle};
 
 pub struct LocalCluster {
     pub servers: Vec<ServerHandle>,
@@ -36,6 +36,8 @@ pub struct LocalClusterSpec {
     pub stripe_unit: u64,
     pub throttle: Option<EmulationConfig>,
     pub timeout_ms: u64,
+    /// Which connections' frames carry MACs (loopback: none, by default).
+    pub integrity: Integrity,
 }
 
 impl LocalClusterSpec {
@@ -48,6 +50,7 @@ impl LocalClusterSpec {
             stripe_unit: 65536,
             throttle: None,
             timeout_ms: 10_000,
+            integrity: Integrity::default(),
         }
     }
 }
@@ -109,6 +112,10 @@ impl LocalCluster {
                 metadata,
                 throttle: spec.throttle.clone(),
                 keys: keys.clone(),
+                limits: ConnectionLimits {
+                    integrity: spec.integrity,
+                    ..ConnectionLimits::default()
+                },
                 ..ServerConfig::data(dir.join(format!("s{id}")), spec.policy.clone())
             };
             let handle = server::start(cfg).await?;
@@ -144,6 +151,7 @@ impl LocalCluster {
             cluster: ClusterSection {
                 timeout: concerto_core::Time::from_millis(spec.timeout_ms),
                 credential: None,
+                integrity: Default::default(),
             },
             servers: entries,
         };

@@ -18,6 +18,7 @@ use tokio::runtime::Handle;
 
 use concerto_proto::auth::Grant;
 use concerto_proto::connection::ServerPool;
+use concerto_proto::integrity::Ask;
 use concerto_proto::{Member, MetaReply, MetaRequest, Role, Tags};
 
 use crate::keys::Keys;
@@ -85,6 +86,7 @@ impl Members {
             members.iter().map(|m| (m.id, m.address)).collect(),
             PEER_TIMEOUT,
             credential,
+            Ask::default(),
         );
         *self.current.write().unwrap_or_else(|p| p.into_inner()) =
             Some(Arc::new(Map { members, pool }));

@@ -32,7 +32,7 @@ use crate::metadata::{Caller, MetadataService, Outcome};
 use crate::peers::PeerLink;
 use crate::rules::{parse_policy, rules_toml, save_rules};
 use crate::server::ServerConfig;
-use crate::stats::{ArrivalOp, Recorder, ServerStats};
+use crate::stats::{ArrivalOp, ConnectionCounters, Recorder, ServerStats};
 use crate::storage::ObjectStore;
 use crate::throttle::Throttle;
 
@@ -282,6 +282,7 @@ struct Loop {
     backend: Arc<Backend>,
     rules: QosRules,
     peers: PeerLink,
+    connections: Arc<ConnectionCounters>,
     waiting: HashMap<u64, Waiting>,
     in_flight: HashMap<u64, InFlight>,
     recorder: Recorder,
@@ -294,6 +295,7 @@ pub(crate) async fn schedule(
     addr: SocketAddr,
     backend: Backend,
     rules: QosRules,
+    connections: Arc<ConnectionCounters>,
     mut rx: mpsc::Receiver<Command>,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -310,6 +312,7 @@ pub(crate) async fn schedule(
         backend: Arc::new(backend),
         rules,
         peers,
+        connections,
         waiting: HashMap::new(),
         in_flight: HashMap::new(),
         done_tx,
@@ -614,6 +617,7 @@ impl Loop {
                     retired: self.recorder.retired(),
                     latency: self.recorder.latency(),
                     reports: self.recorder.reports(),
+                    connections: self.connections.counts(),
                     space_total: space.total,
                     space_free: space.available,
                     grants: driver.grants().into_iter().map(|(a, p)| (a.0, p)).collect(),

@@ -26,6 +26,7 @@ use crate::members::{Members, MetadataAuthority};
 use crate::metadata::{MetadataConfig, MetadataService};
 use crate::rules::load_rules;
 use crate::schedule::{schedule, Backend};
+use crate::stats::ConnectionCounters;
 use crate::storage::ObjectStore;
 use crate::throttle::Throttle;
 
@@ -85,6 +86,36 @@ pub struct ConnectionLimits {
     /// memory budgets let it in, its body within this long again; an idle
     /// connection, between frames, is not timed.
     pub frame_timeout: Time,
+    /// Which connections' frames carry MACs after the handshake.
+    pub integrity: Integrity,
+}
+
+/// Which connections carry a MAC on every frame after the handshake
+/// ([`concerto_proto::integrity`]). A client asks for it when the server
+/// is on another host; the server turns it on when asked, and also:
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Integrity {
+    /// for every client that is not on the server's own host (not
+    /// loopback), asked or not (the default);
+    #[default]
+    BetweenHosts,
+    /// for every client, the server's own host included;
+    Always,
+    /// only when the client asks.
+    WhenAsked,
+}
+
+impl Integrity {
+    /// Whether a connection from `from` whose client `asked` carries MACs.
+    pub fn required(self, from: std::net::IpAddr, asked: bool) -> bool {
+        asked
+            || match self {
+                Integrity::Always => true,
+                Integrity::BetweenHosts => !from.is_loopback(),
+                Integrity::WhenAsked => false,
+            }
+    }
 }
 
 impl Default for ConnectionLimits {
@@ -95,6 +126,7 @@ impl Default for ConnectionLimits {
             address_memory: 128 << 20,
             server_memory: 1 << 30,
             frame_timeout: Time::from_millis(30_000),
+            integrity: Integrity::default(),
         }
     }
 }
@@ -260,19 +292,26 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
         .map(|l| l.local_addr())
         .transpose()?;
     let (sched_tx, sched_rx) = mpsc::channel(1024);
+    let connections = Arc::new(ConnectionCounters::default());
     let scheduler = tokio::spawn(schedule(
         cfg.clone(),
         addr,
         backend,
         rules,
+        connections.clone(),
         sched_rx,
         stop.subscribe(),
     ));
     if let Some(l) = metrics_listener {
         tokio::spawn(crate::metrics::serve(l, sched_tx.clone(), stop.subscribe()));
     }
-    let accepting =
-        crate::connection::accept(listener, cfg.keys.clone(), cfg.limits, sched_tx, stopped);
+    let accepting = crate::connection::accept(
+        listener,
+        (cfg.keys.clone(), connections),
+        cfg.limits,
+        sched_tx,
+        stopped,
+    );
     let task = tokio::spawn(async move {
         accepting.await;
         let _ = scheduler.await;

@@ -8,12 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use concerto_core::{Op, Request, Time};
 
 pub use concerto_proto::stats::{
-    AppStats, Arrival, ArrivalOp, LatencyHistogram, ReportCounts, RetiredApps, ServerStats,
-    ARRIVAL_LOG, MAX_TRACKED_APPS,
+    AppStats, Arrival, ArrivalOp, ConnectionCounts, LatencyHistogram, ReportCounts, RetiredApps,
+    ServerStats, ARRIVAL_LOG, MAX_TRACKED_APPS,
 };
 
 /// One tracked application.
@@ -218,6 +219,36 @@ impl Recorder {
     }
 }
 
+/// Connections let in and closed for a failed MAC, counted by the
+/// connection tasks and read for the statistics.
+#[derive(Debug, Default)]
+pub(crate) struct ConnectionCounters {
+    authenticated: AtomicU64,
+    with_integrity: AtomicU64,
+    integrity_failures: AtomicU64,
+}
+
+impl ConnectionCounters {
+    pub(crate) fn authenticated(&self, integrity: bool) {
+        self.authenticated.fetch_add(1, Ordering::Relaxed);
+        if integrity {
+            self.with_integrity.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn integrity_failed(&self) {
+        self.integrity_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn counts(&self) -> ConnectionCounts {
+        ConnectionCounts {
+            authenticated: self.authenticated.load(Ordering::Relaxed),
+            with_integrity: self.with_integrity.load(Ordering::Relaxed),
+            integrity_failures: self.integrity_failures.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// A server's statistics in the Prometheus text exposition format (version 0.0.4).
 /// A label value as Prometheus's text format needs it: backslash, double
 /// quote and newline escaped, so no value can end its label early or add
@@ -327,6 +358,25 @@ pub fn prometheus(stats: &ServerStats) -> String {
         "counter",
         "Requests served per application.",
         &ops,
+    );
+    let c = stats.connections;
+    metric(
+        "connections_total",
+        "counter",
+        "Connections authenticated, by whether every frame carries a MAC.",
+        &[
+            ("{integrity=\"on\"}".to_string(), c.with_integrity as f64),
+            (
+                "{integrity=\"off\"}".to_string(),
+                c.authenticated.saturating_sub(c.with_integrity) as f64,
+            ),
+        ],
+    );
+    metric(
+        "integrity_failures_total",
+        "counter",
+        "Connections closed because a frame failed its MAC check.",
+        &[(String::new(), c.integrity_failures as f64)],
     );
     metric(
         "service_reports_total",
@@ -508,6 +558,11 @@ mod tests {
                 sent: 3,
                 received: 2,
             },
+            connections: ConnectionCounts {
+                authenticated: 5,
+                with_integrity: 2,
+                integrity_failures: 1,
+            },
             space_total: 0,
             space_free: 0,
             grants: vec![(7, 0.1)],
@@ -537,6 +592,9 @@ mod tests {
         assert!(text.contains("concerto_request_latency_seconds_bucket{op=\"read\",le=\"+Inf\"} 4"));
         assert!(text.contains("concerto_request_latency_seconds_count{op=\"read\"} 4"));
         assert!(text.contains("concerto_service_reports_total{direction=\"sent\"} 3"));
+        assert!(text.contains("concerto_connections_total{integrity=\"on\"} 2"));
+        assert!(text.contains("concerto_connections_total{integrity=\"off\"} 3"));
+        assert!(text.contains("concerto_integrity_failures_total 1"));
     }
 
     #[test]

@@ -158,6 +158,7 @@ async fn a_replayed_handshake_is_refused() {
     let hello = Message::Hello {
         key_id: key.id.clone(),
         nonce,
+        integrity: false,
     };
     let mut first = TcpStream::connect(s.addr).await.unwrap();
     send(&mut first, hello.clone()).await;
@@ -165,7 +166,16 @@ async fn a_replayed_handshake_is_refused() {
         panic!("no challenge")
     };
     let proof = Message::Proof {
-        mac: auth::proof(auth::Side::Client, &key.secret, &key.id, &nonce, &theirs),
+        mac: auth::proof(
+            auth::Side::Client,
+            &key.secret,
+            auth::Exchange {
+                key_id: &key.id,
+                client: &nonce,
+                server: &theirs,
+                integrity: false,
+            },
+        ),
     };
     send(&mut first, proof.clone()).await;
     assert!(matches!(

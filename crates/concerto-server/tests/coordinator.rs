@@ -154,6 +154,7 @@ async fn granted_priorities_reach_the_servers_and_share_their_service() {
             parallelism: 1,
         }),
         timeout_ms: 30_000,
+        integrity: Default::default(),
     };
     let c = LocalCluster::start_with_coordinator(dir.path(), spec, rule(table))
         .await

@@ -182,6 +182,7 @@ async fn handshake(sock: &mut tokio::net::TcpStream, key: &Credential) {
         Message::Hello {
             key_id: key.id.clone(),
             nonce,
+            integrity: false,
         },
     )
     .await;
@@ -192,7 +193,16 @@ async fn handshake(sock: &mut tokio::net::TcpStream, key: &Credential) {
     else {
         panic!("no challenge");
     };
-    let mac = auth::proof(auth::Side::Client, &key.secret, &key.id, &nonce, &theirs);
+    let mac = auth::proof(
+        auth::Side::Client,
+        &key.secret,
+        auth::Exchange {
+            key_id: &key.id,
+            client: &nonce,
+            server: &theirs,
+            integrity: false,
+        },
+    );
     send_frame(sock, Message::Proof { mac }).await;
     assert!(matches!(
         read_frame(sock).await,

@@ -24,6 +24,7 @@ fn spec(policy: PolicyConfig) -> LocalClusterSpec {
         stripe_unit: 4096,
         throttle: None,
         timeout_ms: 10_000,
+        integrity: Default::default(),
     }
 }
 
@@ -360,6 +361,7 @@ async fn uneven_service(policy: &str) -> (f64, Vec<(u64, u64)>) {
             parallelism: 1,
         }),
         timeout_ms: 30_000,
+        integrity: Default::default(),
     };
     let c = LocalCluster::start(dir.path(), spec).await.unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

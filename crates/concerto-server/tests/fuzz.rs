@@ -92,6 +92,7 @@ fn cluster(addr: SocketAddr) -> ClusterFile {
         cluster: ClusterSection {
             timeout: concerto_core::Time::from_secs(30),
             credential: None,
+            integrity: Default::default(),
         },
         servers: vec![ServerEntry {
             id: 0,
@@ -170,13 +171,23 @@ async fn handshake(addr: SocketAddr, key: &Credential) -> Conn {
         Message::Hello {
             key_id: key.id.clone(),
             nonce,
+            integrity: false,
         },
     ))
     .await;
     let Ok(Answer::Reply(Message::Challenge { nonce: theirs })) = c.answer().await else {
         panic!("no challenge")
     };
-    let mac = auth::proof(auth::Side::Client, &key.secret, &key.id, &nonce, &theirs);
+    let mac = auth::proof(
+        auth::Side::Client,
+        &key.secret,
+        auth::Exchange {
+            key_id: &key.id,
+            client: &nonce,
+            server: &theirs,
+            integrity: false,
+        },
+    );
     c.send(&body(0, Message::Proof { mac })).await;
     match c.answer().await {
         Ok(Answer::Reply(Message::Welcome { .. })) => c,
@@ -364,6 +375,7 @@ fn templates(dir: &str, inode: u64, cap: Capability) -> Vec<Message> {
         Message::Hello {
             key_id: "fuzz".into(),
             nonce: [1; 32],
+            integrity: false,
         },
         Message::Done,
         Message::MetaReply {
@@ -631,6 +643,7 @@ async fn fuzz_handshake(
         Message::Hello {
             key_id: key.id.clone(),
             nonce,
+            integrity: false,
         },
     );
     let proof_only: bool = rng.gen();
@@ -643,7 +656,16 @@ async fn fuzz_handshake(
         Answer::Reply(Message::Challenge { nonce }) => nonce,
         _ => return Ok(()),
     };
-    let mac = auth::proof(auth::Side::Client, &key.secret, &key.id, &nonce, &theirs);
+    let mac = auth::proof(
+        auth::Side::Client,
+        &key.secret,
+        auth::Exchange {
+            key_id: &key.id,
+            client: &nonce,
+            server: &theirs,
+            integrity: false,
+        },
+    );
     let mut proof = body(0, Message::Proof { mac });
     let other = proof.clone();
     mutate(rng, &mut proof, &other);

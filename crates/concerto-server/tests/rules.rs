@@ -36,6 +36,7 @@ fn spec() -> LocalClusterSpec {
             parallelism: 4,
         }),
         timeout_ms: 30_000,
+        integrity: Default::default(),
     }
 }
 
