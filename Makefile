@@ -7,7 +7,9 @@
 #   make bench  - criterion benchmarks, the SimGrid side of the engine and
 #                 fluid-mode comparisons, and the real file system beside the
 #                 local one, GlusterFS and MooseFS, and collective MPI-IO on
-#                 HDD-class servers beside the simulator (see docs/performance.md)
+#                 HDD-class servers beside the simulator, and what integrity
+#                 on the wire costs between namespaces (docs/performance.md,
+#                 docs/security.md)
 
 SHELL := /bin/bash
 VENV := .venv
@@ -58,6 +60,7 @@ bench: build
 	bash benches/simgrid/run.sh
 	bash benches/peers/fsbench.sh
 	$(VENV)/bin/concerto bench mpiio
+	$(VENV)/bin/concerto bench integrity --link-rate 100e6
 
 # The protocol fuzzed against a live server: CONCERTO_FUZZ_FRAMES frames
 # (default ten million), seed CONCERTO_FUZZ_SEED (default 1).

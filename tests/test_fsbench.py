@@ -12,14 +12,15 @@ from conftest import concerto
 
 def test_bench_fs_measures_every_row_beside_the_local_file_system(tmp_path):
     # The quick run's figures say nothing; that every row is there, for
-    # each file system, with Concerto's ratios, is what is checked.
-    r = concerto("bench", "fs", "--quick", "--out", str(tmp_path))
+    # each file system (and a cluster with MACs on every frame), with
+    # Concerto's ratios, is what is checked.
+    r = concerto("bench", "fs", "--quick", "--integrity", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     result = json.loads((tmp_path / "fsbench.json").read_text())
-    for fs_name in ("concerto", "local"):
+    for fs_name in ("concerto", "local", "concerto-integrity"):
         assert set(result["medians"][fs_name]) == {k for k, _, _ in ROWS}
         assert all(v > 0 for v in result["medians"][fs_name].values())
-    assert set(result["ratios"]) == {"local"}
+    assert set(result["ratios"]) == {"local", "concerto-integrity"}
     assert set(result["shared_file"]) == {"write-behind", "write-through"}
     assert all(row["1"] > 0 and row["4"] > 0 for row in result["shared_file"].values())
     assert "x local" in r.stdout and "4 processes" in r.stdout

@@ -185,3 +185,23 @@ def test_reproduce_clusterfile_real_quick_ranks_the_orderings_on_real_bytes(tmp_
     assert 0.9 * 12.5e6 <= results["links"]["rate_Bps"] <= 12.5e6 * 1.02, results["links"]
     assert (out / "report.md").exists() and (out / "real.png").exists()
     assert _namespaces_and_links() <= before
+
+
+def test_bench_integrity_measures_the_same_client_with_and_without_macs_between_namespaces(tmp_path):
+    # The figures of one quick round say nothing; that both sides ran and
+    # that the servers saw connections with and without MACs does.
+    before = _namespaces_and_links()
+    r = concerto("bench", "integrity", "--rounds", "1", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    result = json.loads((tmp_path / "integrity.json").read_text())
+    for side in ("on", "off"):
+        assert all(v > 0 for v in result["medians"][side].values()), result
+    for c in result["connections"]:
+        # The asking client, the peers and the final reader carried MACs;
+        # the client whose cluster file says "never" did not.
+        assert 1 <= c["with_integrity"] < c["authenticated"], c
+        assert c["integrity_failures"] == 0
+    # Its namespaces and links are gone.
+    assert _namespaces_and_links() <= before
+    assert not (tmp_path / "integrity-cluster" / netns.STATE).exists()
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import warnings
@@ -779,6 +780,35 @@ def bench_fs(out: Path, compare: tuple[str, ...], size_mib: int, runtime_s: int,
     for t in fsbench_tables(result):
         console.print(t)
     console.print(f"figures: {out / 'fsbench.json'}")
+
+
+@bench.command("integrity")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/bench"),
+              show_default=True, help="Where integrity.json goes (and, meanwhile, the cluster).")
+@click.option("--link-rate", "link_rate", type=click.FloatRange(min=1e5), default=None,
+              help="Bytes/s each way on every link (default: unlimited veth links).")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Rounds, each with and without MACs.")
+@guarded
+def bench_integrity(out: Path, link_rate: float | None, rounds: int) -> None:
+    """What integrity on the wire costs between hosts: a cluster across network namespaces, the same client
+    program with and without MACs, alternately (root)."""
+    from concerto import integrity_bench
+
+    if os.geteuid() != 0:
+        raise UsageProblem("bench integrity runs servers in network namespaces: run it as root")
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        result = integrity_bench.run(out / "integrity-cluster", link_rate, rounds,
+                                     say=lambda m: err_console.print(f"[dim]{m}[/]"))
+    except integrity_bench.BenchProblem as e:
+        raise UsageProblem(str(e)) from e
+    (out / "integrity.json").write_text(json.dumps(result, indent=1))
+    med, ratio = result["medians"], result["ratio_on_to_off"]
+    for m, unit in (("write", "MiB/s"), ("read", "MiB/s"), ("stat", "per s")):
+        console.print(f"{m:5} ({unit}): with MACs {med['on'][m]:,.1f}, without {med['off'][m]:,.1f}, "
+                      f"on/off {ratio[m]:.2f}")
+    console.print(f"figures: {out / 'integrity.json'}")
 
 
 @bench.command("mpiio")
