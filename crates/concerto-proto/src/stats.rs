@@ -254,4 +254,8 @@ pub struct ConnectionCounts {
 pub struct ReportCounts {
     pub sent: u64,
     pub received: u64,
+    /// Bytes of peers' reports dropped as more than their servers could
+    /// serve, and weights moved into the range this server knows.
+    pub trimmed_bytes: u64,
+    pub clamped_weights: u64,
 }

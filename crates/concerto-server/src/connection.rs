@@ -542,7 +542,7 @@ async fn serve<R: AsyncRead + Unpin>(
             out: Some(out_tx.clone()),
             permit: Some(permit),
         };
-        let cmd = match command(env.message, key, &who, peer.conn, reply) {
+        let cmd = match command(env.message, key, &who, (peer.conn, peer.from.ip()), reply) {
             Ok(cmd) => cmd,
             Err(close) => {
                 if close {
@@ -563,7 +563,7 @@ fn command(
     message: Message,
     key: &Key,
     (principal, key_id): &(Arc<Principal>, Arc<str>),
-    conn: u64,
+    (conn, from): (u64, IpAddr),
     reply: Reply,
 ) -> Result<Command, bool> {
     // A tenant's requests weigh what the administrator set for its key,
@@ -665,7 +665,13 @@ fn command(
         Message::Ping => Command::Ping { reply },
         Message::Space => Command::Space { reply },
         Message::SetPolicy { policy } => Command::SetPolicy { policy, reply },
-        Message::ServiceReport(report) => Command::Absorb { report, reply },
+        // A peer key's reports are held to what its servers could serve
+        // (the administrator's are not).
+        Message::ServiceReport(report) => Command::Absorb {
+            report,
+            from: (from, key.grant == Grant::Peer),
+            reply,
+        },
         Message::SetCluster { servers } => Command::SetCluster { servers, reply },
         Message::SetRules { rules, apply } => match parse_rules(&rules) {
             Ok(rules) => Command::SetRules {
@@ -777,7 +783,7 @@ mod tests {
             out: None,
             permit: None,
         };
-        match command(message, key, &who, 1, reply) {
+        match command(message, key, &who, (1, IpAddr::from([127, 0, 0, 1])), reply) {
             Ok(Command::Submit(job)) => job,
             _ => panic!("not a job for the queue"),
         }

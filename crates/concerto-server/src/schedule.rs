@@ -14,7 +14,7 @@
 //! "now" and "issued at" are comparable and never go backwards.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,13 +23,14 @@ use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
 use concerto_core::server::{Driver, QosRules, ServiceReport, Ticket};
 use concerto_core::{AppId, Op, Request, RequestId, Time};
 use concerto_proto::auth::Principal;
-use concerto_proto::{Envelope, ErrorKind, Member, Message, MetaRequest};
+use concerto_proto::{Envelope, ErrorKind, Member, Message, MetaRequest, Role};
 
 use crate::coordinator::{CoordinatorHandle, PhaseCommand};
 use crate::data::{ObjectOp, Placement};
 use crate::members::Members;
 use crate::metadata::{Caller, MetadataService, Outcome};
 use crate::peers::PeerLink;
+use crate::report_bounds::ReportBounds;
 use crate::rules::{parse_policy, rules_toml, save_rules};
 use crate::server::ServerConfig;
 use crate::stats::{ArrivalOp, ConnectionCounters, Recorder, ServerStats};
@@ -67,6 +68,8 @@ pub(crate) enum Command {
     /// A peer's service report, to charge to the policy.
     Absorb {
         report: ServiceReport,
+        /// The sender's address, and whether its report is bounded (a peer key's).
+        from: (IpAddr, bool),
         reply: Reply,
     },
     SetCluster {
@@ -283,6 +286,7 @@ struct Loop {
     rules: QosRules,
     peers: PeerLink,
     connections: Arc<ConnectionCounters>,
+    report_bounds: ReportBounds,
     waiting: HashMap<u64, Waiting>,
     in_flight: HashMap<u64, InFlight>,
     recorder: Recorder,
@@ -300,6 +304,7 @@ pub(crate) async fn schedule(
     mut stopped: watch::Receiver<bool>,
 ) {
     let clock = Clock::new();
+    let capacity = cfg.capacity;
     let mut driver = Driver::new(&cfg.policy, cfg.device_defaults());
     driver.set_rules(&rules, clock.now());
     let peers = PeerLink::start(addr, backend.members.data_peers(), cfg.keys.clone());
@@ -313,6 +318,7 @@ pub(crate) async fn schedule(
         rules,
         peers,
         connections,
+        report_bounds: ReportBounds::new(capacity),
         waiting: HashMap::new(),
         in_flight: HashMap::new(),
         done_tx,
@@ -352,6 +358,44 @@ pub(crate) async fn schedule(
 }
 
 impl Loop {
+    /// Holds a peer's service report to what the servers at its address
+    /// could have served, and its weights to those this server knows
+    /// ([`crate::report_bounds`]); what was cut is counted and logged.
+    fn bound_report(
+        &mut self,
+        driver: &Driver,
+        from: IpAddr,
+        report: &mut ServiceReport,
+    ) -> Result<(), String> {
+        let servers = self.backend.members.map().map_or(0, |m| {
+            m.members
+                .iter()
+                .filter(|s| s.roles.contains(&Role::Data) && s.address.ip() == from)
+                .count()
+        });
+        let ring = self.cfg.keys.ring();
+        let others = ring
+            .keys()
+            .iter()
+            .filter_map(|k| k.weight)
+            .chain(self.rules.rules.iter().filter_map(|r| r.weight));
+        let priorities = driver.grants().into_iter().map(|(_, p)| p);
+        let known = self.report_bounds.known_weights(others, priorities);
+        let now = self.clock.now();
+        let trimmed = self
+            .report_bounds
+            .bound(from, servers, known, report, now)?;
+        if trimmed != Default::default() {
+            eprintln!(
+                "concerto-server: service report from {from}: {} bytes over what its {servers} \
+                 server(s) could serve dropped, {} weight(s) outside {known:?} moved into it",
+                trimmed.bytes, trimmed.weights
+            );
+            self.recorder.report_trimmed(trimmed.bytes, trimmed.weights);
+        }
+        Ok(())
+    }
+
     /// Sends a dispatched request to the storage executor.
     fn start(&mut self, req: Request, ticket: Ticket, now: Time) {
         self.recorder.dispatched(req.app.0);
@@ -468,6 +512,7 @@ impl Loop {
                         key_id: job.key_id,
                     },
                 );
+                self.report_bounds.saw_weight(job.req.weight);
                 driver.enqueue(job.req, arrived);
             }
             Command::Direct(job) => {
@@ -529,7 +574,21 @@ impl Loop {
                     },
                 });
             }
-            Command::Absorb { report, reply } => {
+            Command::Absorb {
+                mut report,
+                from: (from, bounded),
+                reply,
+            } => {
+                if bounded {
+                    if let Err(message) = self.bound_report(driver, from, &mut report) {
+                        eprintln!("concerto-server: {message}");
+                        reply.send(Message::Error {
+                            kind: ErrorKind::Denied,
+                            message,
+                        });
+                        return;
+                    }
+                }
                 driver.absorb(&report);
                 self.recorder.report_received();
                 reply.send(Message::Done);

@@ -82,6 +82,11 @@ impl Recorder {
         self.reports.received += 1;
     }
 
+    pub fn report_trimmed(&mut self, bytes: u64, weights: u64) {
+        self.reports.trimmed_bytes += bytes;
+        self.reports.clamped_weights += weights;
+    }
+
     pub fn reports(&self) -> ReportCounts {
         self.reports
     }
@@ -379,6 +384,18 @@ pub fn prometheus(stats: &ServerStats) -> String {
         &[(String::new(), c.integrity_failures as f64)],
     );
     metric(
+        "service_report_trimmed_bytes_total",
+        "counter",
+        "Bytes of peers' service reports dropped as more than their servers could serve.",
+        &[(String::new(), stats.reports.trimmed_bytes as f64)],
+    );
+    metric(
+        "service_report_clamped_weights_total",
+        "counter",
+        "Weights in peers' service reports moved into the range this server knows.",
+        &[(String::new(), stats.reports.clamped_weights as f64)],
+    );
+    metric(
         "service_reports_total",
         "counter",
         "Service reports sent to the peers and received from them (service-sync).",
@@ -557,6 +574,8 @@ mod tests {
             reports: ReportCounts {
                 sent: 3,
                 received: 2,
+                trimmed_bytes: 4096,
+                clamped_weights: 1,
             },
             connections: ConnectionCounts {
                 authenticated: 5,
@@ -595,6 +614,8 @@ mod tests {
         assert!(text.contains("concerto_connections_total{integrity=\"on\"} 2"));
         assert!(text.contains("concerto_connections_total{integrity=\"off\"} 3"));
         assert!(text.contains("concerto_integrity_failures_total 1"));
+        assert!(text.contains("concerto_service_report_trimmed_bytes_total 4096"));
+        assert!(text.contains("concerto_service_report_clamped_weights_total 1"));
     }
 
     #[test]

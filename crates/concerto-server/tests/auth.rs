@@ -620,3 +620,67 @@ async fn a_user_rule_weighs_the_jobs_whose_keys_name_the_user() {
     assert_eq!(sfq_last_writer(&rule(41), tags(2)).await, b'a');
     assert_eq!(sfq_last_writer(&rule(7), tags(2)).await, b'a');
 }
+
+/// A peer key is held to its role: what a (compromised) server reports of
+/// its service is charged here only up to what the servers at its address
+/// could have served, and at weights this server knows of.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_keys_service_reports_are_held_to_what_its_servers_could_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = concerto_server::local::LocalCluster::start(
+        dir.path(),
+        concerto_server::local::LocalClusterSpec::fifo(2),
+    )
+    .await
+    .unwrap();
+    let peer = cluster
+        .keys
+        .ring()
+        .with_grant(Grant::Peer)
+        .unwrap()
+        .credential();
+    let at = cluster.cluster.servers[0].address;
+    let c = ServerConnection::connect(at, TIMEOUT, &peer).await.unwrap();
+    let report = |bytes, weight| {
+        Message::ServiceReport(ServiceReport {
+            served: vec![(concerto_core::AppId(1), bytes, weight)],
+        })
+    };
+    // An honest report: 1 MB at weight 1.
+    assert!(matches!(
+        c.call(report(1_000_000, 1.0)).await,
+        Ok(Message::Done)
+    ));
+    // A lie: a terabyte at a weight of 1e-9, from the address where the
+    // cluster map lists both servers (100 MB/s each by default: a burst of
+    // 10 s, 2 GB, less the megabyte already charged).
+    assert!(matches!(
+        c.call(report(1_000_000_000_000, 1e-9)).await,
+        Ok(Message::Done)
+    ));
+    let admin = ServerConnection::connect(at, TIMEOUT, &cluster.admin)
+        .await
+        .unwrap();
+    let reports = admin.stats().await.unwrap().reports;
+    assert_eq!(reports.received, 2);
+    assert_eq!(reports.clamped_weights, 1);
+    let kept = 1_000_000_000_000 - reports.trimmed_bytes;
+    // (Plus what refilled at 200 MB/s in the milliseconds between: 0.5 s
+    // would be 100 MB.)
+    assert!(kept <= 2_100_000_000, "kept {kept} bytes of the lie");
+    assert!(
+        kept >= 1_000_000_000,
+        "kept only {kept} bytes: the burst is 2 GB"
+    );
+    // The administrator's own reports are not held (it is root).
+    assert!(matches!(
+        admin.call(report(1_000_000_000_000, 1e-9)).await,
+        Ok(Message::Done)
+    ));
+    let after = admin.stats().await.unwrap().reports;
+    assert_eq!(
+        (after.trimmed_bytes, after.clamped_weights),
+        (reports.trimmed_bytes, reports.clamped_weights)
+    );
+    cluster.shutdown().await;
+}
