@@ -104,6 +104,8 @@ struct ServerSection {
     issue_skew: Option<Time>,
     /// Connections at once from one address.
     max_connections_per_client: Option<u32>,
+    /// Of them, connections of one key from one address.
+    max_connections_per_key: Option<u32>,
     /// Bytes one connection's requests may hold at once.
     connection_memory: Option<Bytes>,
     /// Bytes the requests of all connections from one address may hold.
@@ -259,6 +261,7 @@ fn validated(f: ServerFile) -> Result<ServerConfig, String> {
             .server
             .max_connections_per_client
             .unwrap_or(defaults.per_client),
+        per_key: f.server.max_connections_per_key.unwrap_or(defaults.per_key),
         memory: f.server.connection_memory.map_or(defaults.memory, |b| b.0),
         address_memory: f
             .server
@@ -273,6 +276,9 @@ fn validated(f: ServerFile) -> Result<ServerConfig, String> {
     };
     if limits.per_client == 0 {
         return Err("server.max_connections_per_client: must be > 0".into());
+    }
+    if limits.per_key == 0 {
+        return Err("server.max_connections_per_key: must be > 0".into());
     }
     if limits.memory < MAX_IO {
         return Err(format!(

@@ -91,10 +91,12 @@ const PENDING_PER_ADDRESS: usize = 128;
 const PENDING_TOTAL: usize = 1024;
 
 /// What one address holds of the server: connections that authenticated
-/// (at most the per-client cap), and handshakes in progress, oldest first,
-/// each with the way to close it.
+/// (at most the per-client cap), of them each key's (at most the per-key
+/// cap), and handshakes in progress, oldest first, each with the way to
+/// close it.
 struct Address {
     authenticated: u32,
+    per_key: HashMap<Arc<str>, u32>,
     pending: VecDeque<(u64, oneshot::Sender<()>)>,
     /// What the requests of all its connections may hold (KiB).
     budget: Arc<Semaphore>,
@@ -129,7 +131,8 @@ struct Slot {
     open: OpenConnections,
     ip: IpAddr,
     conn: u64,
-    authenticated: bool,
+    /// The key it authenticated with, once it has.
+    key: Option<Arc<str>>,
     /// Its address's memory budget.
     budget: Arc<Semaphore>,
 }
@@ -155,6 +158,7 @@ impl OpenConnections {
         let (tx, rx) = oneshot::channel();
         let address = open.addresses.entry(from.ip()).or_insert_with(|| Address {
             authenticated: 0,
+            per_key: HashMap::new(),
             pending: VecDeque::new(),
             budget: Arc::new(Semaphore::new(budget_kib as usize)),
         });
@@ -174,7 +178,7 @@ impl OpenConnections {
             open: self.clone(),
             ip: from.ip(),
             conn,
-            authenticated: false,
+            key: None,
             budget,
         };
         Some((slot, rx))
@@ -182,9 +186,11 @@ impl OpenConnections {
 }
 
 impl Slot {
-    /// The handshake succeeded: the connection counts among its address's
-    /// authenticated ones, unless the address has `cap` already.
-    fn authenticate(&mut self, cap: u32) -> Result<(), String> {
+    /// The handshake with `key` succeeded: the connection counts among its
+    /// address's authenticated ones, unless the address has `caps.0`
+    /// already or this key `caps.1` of them (so that one job cannot take
+    /// every place of a node the others share).
+    fn authenticate(&mut self, (cap, key_cap): (u32, u32), key: &str) -> Result<(), String> {
         let mut open = self.open.lock();
         open.forget_handshake(self.ip, self.conn);
         let Some(address) = open.addresses.get_mut(&self.ip) else {
@@ -193,8 +199,17 @@ impl Slot {
         if address.authenticated >= cap {
             return Err(format!("{cap} connections from {} already", self.ip));
         }
+        let key: Arc<str> = Arc::from(key);
+        let of_key = address.per_key.entry(key.clone()).or_insert(0);
+        if *of_key >= key_cap {
+            return Err(format!(
+                "{key_cap} connections of key {key:?} from {} already",
+                self.ip
+            ));
+        }
+        *of_key += 1;
         address.authenticated += 1;
-        self.authenticated = true;
+        self.key = Some(key);
         Ok(())
     }
 }
@@ -202,14 +217,20 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut open = self.open.lock();
-        if !self.authenticated {
+        if self.key.is_none() {
             open.forget_handshake(self.ip, self.conn);
         }
         let Some(address) = open.addresses.get_mut(&self.ip) else {
             return;
         };
-        if self.authenticated {
+        if let Some(key) = &self.key {
             address.authenticated -= 1;
+            if let Some(n) = address.per_key.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    address.per_key.remove(key);
+                }
+            }
         }
         if address.authenticated == 0 && address.pending.is_empty() {
             open.addresses.remove(&self.ip);
@@ -277,7 +298,7 @@ async fn authenticate(
     frames: &mut Frames,
     h: Handshake<'_>,
     keys: &Keys,
-    admit: impl FnOnce() -> Result<(), Refused>,
+    admit: impl FnOnce(&str) -> Result<(), Refused>,
 ) -> Result<(Key, Option<Opener>), Refused> {
     let out = h.out;
     let denied = |why: String| (ErrorKind::Denied, why);
@@ -309,7 +330,7 @@ async fn authenticate(
     };
     match ring.get(&key_id) {
         Some(key) if auth::verify(auth::Side::Client, &key.secret, exchange(asked), &mac) => {
-            admit()?;
+            admit(&key_id)?;
             let integrity = h.integrity.required(h.from, asked);
             let welcome = Message::Welcome {
                 grant: key.grant,
@@ -378,10 +399,13 @@ async fn connection(
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (sealer, sealer_rx) = oneshot::channel();
     let writer = tokio::spawn(write_replies(write, out_rx, sealer_rx));
-    let cap = limits.per_client;
+    let caps = (limits.per_client, limits.per_key);
     let slot = &mut peer.slot;
     // Authenticated, it takes its place among its address's connections.
-    let admit = move || slot.authenticate(cap).map_err(|why| (ErrorKind::Busy, why));
+    let admit = move |key: &str| {
+        slot.authenticate(caps, key)
+            .map_err(|why| (ErrorKind::Busy, why))
+    };
     let handshake = Handshake {
         out: &out_tx,
         sealer,

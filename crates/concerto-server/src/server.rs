@@ -71,6 +71,10 @@ pub struct ConnectionLimits {
     /// progress are bounded apart (the connection module's
     /// `PENDING_PER_ADDRESS`).
     pub per_client: u32,
+    /// Of them, authenticated connections of one key from one IP address
+    /// (a job's ranks on a node): one job cannot take every place of an
+    /// address the node's other jobs share.
+    pub per_key: u32,
     /// Bytes one connection's requests may hold at once (frames from their
     /// first bytes, read data to send back): past it the server stops reading
     /// the connection until replies leave (backpressure), so a client that
@@ -122,6 +126,7 @@ impl Default for ConnectionLimits {
     fn default() -> ConnectionLimits {
         ConnectionLimits {
             per_client: 256,
+            per_key: 128,
             memory: 64 << 20,
             address_memory: 128 << 20,
             server_memory: 1 << 30,

@@ -166,16 +166,7 @@ async fn a_replayed_handshake_is_refused() {
         panic!("no challenge")
     };
     let proof = Message::Proof {
-        mac: auth::proof(
-            auth::Side::Client,
-            &key.secret,
-            auth::Exchange {
-                key_id: &key.id,
-                client: &nonce,
-                server: &theirs,
-                integrity: false,
-            },
-        ),
+        mac: common::client_proof(&key, &nonce, &theirs),
     };
     send(&mut first, proof.clone()).await;
     assert!(matches!(

@@ -178,16 +178,7 @@ async fn handshake(addr: SocketAddr, key: &Credential) -> Conn {
     let Ok(Answer::Reply(Message::Challenge { nonce: theirs })) = c.answer().await else {
         panic!("no challenge")
     };
-    let mac = auth::proof(
-        auth::Side::Client,
-        &key.secret,
-        auth::Exchange {
-            key_id: &key.id,
-            client: &nonce,
-            server: &theirs,
-            integrity: false,
-        },
-    );
+    let mac = common::client_proof(key, &nonce, &theirs);
     c.send(&body(0, Message::Proof { mac })).await;
     match c.answer().await {
         Ok(Answer::Reply(Message::Welcome { .. })) => c,
@@ -656,16 +647,7 @@ async fn fuzz_handshake(
         Answer::Reply(Message::Challenge { nonce }) => nonce,
         _ => return Ok(()),
     };
-    let mac = auth::proof(
-        auth::Side::Client,
-        &key.secret,
-        auth::Exchange {
-            key_id: &key.id,
-            client: &nonce,
-            server: &theirs,
-            integrity: false,
-        },
-    );
+    let mac = common::client_proof(key, &nonce, &theirs);
     let mut proof = body(0, Message::Proof { mac });
     let other = proof.clone();
     mutate(rng, &mut proof, &other);

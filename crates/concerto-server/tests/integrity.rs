@@ -235,32 +235,20 @@ async fn a_man_in_the_middle_can_turn_integrity_neither_off_nor_on() {
     let ring = KeyRing::generate().unwrap();
     let s = start(dir.path(), &ring, Integrity::WhenAsked).await;
     let key = admin(&ring);
-    // The client asked (its proof says so); the hello reaching the server does not.
-    let mut sock = TcpStream::connect(s.addr).await.unwrap();
-    let (answer, _) = handshake(&mut sock, &key, false, true).await;
-    assert!(
-        matches!(
+    // The client asked (its proof says so) and the hello reaching the
+    // server does not; and the other way round.
+    for (asked, proven) in [(false, true), (true, false)] {
+        let mut sock = TcpStream::connect(s.addr).await.unwrap();
+        let (answer, _) = handshake(&mut sock, &key, asked, proven).await;
+        let denied = matches!(
             answer,
             Message::Error {
                 kind: ErrorKind::Denied,
                 ..
             }
-        ),
-        "{answer:?}"
-    );
-    // And the other way round.
-    let mut sock = TcpStream::connect(s.addr).await.unwrap();
-    let (answer, _) = handshake(&mut sock, &key, true, false).await;
-    assert!(
-        matches!(
-            answer,
-            Message::Error {
-                kind: ErrorKind::Denied,
-                ..
-            }
-        ),
-        "{answer:?}"
-    );
+        );
+        assert!(denied, "hello {asked}, proof {proven}: {answer:?}");
+    }
     // Asked and proven alike, it is what the client asked. (A welcome
     // whose flag was flipped fails the server's proof: auth's unit tests.)
     let mut sock = TcpStream::connect(s.addr).await.unwrap();

@@ -34,10 +34,12 @@ mod common;
 
 use common::process::{write_ring, ServerProcess};
 
-/// The server process, and the admin key its well-behaved client uses.
+/// The server process, the admin key its well-behaved client uses, and
+/// two tenants' keys (jobs 1 and 2).
 struct Server {
     process: ServerProcess,
     admin: Credential,
+    tenants: [Credential; 2],
 }
 
 impl std::ops::Deref for Server {
@@ -51,8 +53,13 @@ impl std::ops::Deref for Server {
 /// Starts `concerto-server` with the given `[server]` limits, under a file
 /// descriptor limit (`ulimit -n`).
 fn start(dir: &Path, limits: &str, max_files: u32) -> Server {
-    let ring = KeyRing::generate().unwrap();
+    let mut ring = KeyRing::generate().unwrap();
+    for job in [1, 2] {
+        ring.add(common::tenant_key(&format!("tenant-{job}"), job, None))
+            .unwrap();
+    }
     let admin = ring.with_grant(Grant::Admin).unwrap().credential();
+    let tenants = ["tenant-1", "tenant-2"].map(|id| ring.get(id).unwrap().credential());
     let keys = write_ring(dir, &ring);
     let config = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\ndata_dir = \"{}\"\nroles = [\"data\"]\nkeys = \"{}\"\n{limits}\n",
@@ -62,6 +69,7 @@ fn start(dir: &Path, limits: &str, max_files: u32) -> Server {
     Server {
         process: ServerProcess::start(dir, &config, max_files),
         admin,
+        tenants,
     }
 }
 
@@ -149,16 +157,7 @@ async fn handshake(from: [u8; 4], s: &Server) -> (TcpStream, Message) {
     let Message::Challenge { nonce: theirs } = receive(&mut sock).await else {
         panic!("no challenge")
     };
-    let mac = auth::proof(
-        auth::Side::Client,
-        &s.admin.secret,
-        auth::Exchange {
-            key_id: &s.admin.id,
-            client: &nonce,
-            server: &theirs,
-            integrity: false,
-        },
-    );
+    let mac = common::client_proof(&s.admin, &nonce, &theirs);
     send(&mut sock, 0, Message::Proof { mac }).await;
     let answer = receive(&mut sock).await;
     (sock, answer)
@@ -490,6 +489,46 @@ async fn a_client_answered_busy_tries_again_and_gets_in_when_a_place_frees() {
     second.ping().await.unwrap();
 }
 
+/// One job cannot take every place of an address its node's other jobs
+/// share: past its key's cap at that address a connection is `Busy`,
+/// naming the key, while other keys of the address still get in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_at_its_cap_leaves_its_address_to_the_other_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), "max_connections_per_key = 2", 1024);
+    let [greedy, other] = &s.tenants;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(
+            ServerConnection::connect(s.addr, TIMEOUT, greedy)
+                .await
+                .unwrap(),
+        );
+    }
+    let e = ServerConnection::connect(s.addr, Duration::from_secs(1), greedy)
+        .await
+        .err()
+        .expect("a third connection of the key is over its cap");
+    assert!(e.is_busy(), "{e}");
+    assert!(
+        e.to_string()
+            .contains("2 connections of key \"tenant-1\" from 127.0.0.1 already"),
+        "{e}"
+    );
+    for key in [other, &s.admin] {
+        let c = ServerConnection::connect(s.addr, TIMEOUT, key)
+            .await
+            .unwrap();
+        c.ping().await.unwrap();
+    }
+    // A place of its own frees, and the key gets it.
+    drop(held.pop());
+    let again = ServerConnection::connect(s.addr, TIMEOUT, greedy)
+        .await
+        .unwrap();
+    again.ping().await.unwrap();
+}
+
 /// A client that stays `Busy` until its timeout fails with the server's
 /// last answer, not with a timeout that hides it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -517,7 +556,12 @@ async fn a_client_busy_until_its_timeout_fails_with_the_servers_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_hundred_clients_of_one_address_handshaking_at_once_all_get_in() {
     let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), "max_connections_per_client = 1000", 2048);
+    // One key, as a job's 400 ranks on one node have.
+    let s = start(
+        dir.path(),
+        "max_connections_per_client = 1000\nmax_connections_per_key = 1000",
+        2048,
+    );
     let clients: Vec<_> = (0..400)
         .map(|_| {
             let (addr, admin) = (s.addr, s.admin.clone());

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use concerto_proto::auth::{Grant, Key, Principal, Secret};
+use concerto_proto::auth::{self, Credential, Grant, Key, Principal, Secret};
 use concerto_proto::{Message, MetaRequest, Tags};
 use concerto_server::members::Members;
 use concerto_server::metadata::{Caller, MetadataConfig, MetadataService, Outcome};
@@ -93,4 +93,19 @@ pub fn tenant_key(id: &str, job: u32, user: Option<u32>) -> Key {
         groups: Vec::new(),
         secret: Secret::generate().unwrap(),
     }
+}
+
+/// A client's proof in a handshake spoken by hand (no integrity asked).
+#[allow(dead_code)]
+pub fn client_proof(key: &Credential, client: &auth::Nonce, server: &auth::Nonce) -> auth::Proof {
+    auth::proof(
+        auth::Side::Client,
+        &key.secret,
+        auth::Exchange {
+            key_id: &key.id,
+            client,
+            server,
+            integrity: false,
+        },
+    )
 }
