@@ -98,9 +98,17 @@ def test_calibrate_measures_the_client_overhead_and_the_twin_charges_it(tmp_path
     assert result["real_stat_s"] > 0 and result["simulated_stat_s"] > 0
     assert result["client_overhead_ns"] == round(max(0.0, result["real_stat_s"] - result["simulated_stat_s"]) * 1e9)
     calibration = tmp_path / "cal" / "calibration.toml"
-    from concerto.calibrate import read_overhead
+    from concerto.calibrate import COSTED_OPERATIONS, read_calibration, throttle_charge_ns
 
-    assert read_overhead(calibration) == result["client_overhead_ns"]
+    overhead, costs = read_calibration(calibration)
+    assert overhead == result["client_overhead_ns"] and costs == result["metadata_costs_ns"]
+    # Every operation was measured at the server, and none took less than
+    # the device time the throttle charges it (300 us; 5% for the clock's
+    # rounding): the probe sees the server's real work, not a guess.
+    charge = throttle_charge_ns("hdd")
+    assert set(result["server_latency_ns"]) == set(COSTED_OPERATIONS)
+    assert min(result["server_latency_ns"].values()) >= 0.95 * charge, result["server_latency_ns"]
+    assert min(costs.values()) == charge
     # The twin given the file charges that overhead on its simulated side:
     # a simulated stat takes what it took with none plus the overhead. How
     # close that lands to the real side of this second run is a measurement
@@ -114,6 +122,26 @@ def test_calibrate_measures_the_client_overhead_and_the_twin_charges_it(tmp_path
     assert 1.0 / stat["sim"] == pytest.approx(charged_s, rel=0.10), stat
 
 
+def test_the_servers_handling_of_any_request_is_not_charged_as_device_time():
+    from concerto.calibrate import split_latency
+
+    costs, fixed = split_latency({"getattr": 410_000, "create": 520_000, "fsync": 400_000}, 300_000)
+    assert fixed == 100_000
+    assert costs == {"getattr": 310_000, "create": 420_000, "fsync": 300_000}
+    # A server faster than the throttle's charge still costs the charge.
+    assert split_latency({"getattr": 250_000}, 300_000) == ({"getattr": 300_000}, 0)
+
+
+def test_a_calibration_file_with_a_bad_cost_is_refused_naming_the_key(tmp_path):
+    bad = tmp_path / "calibration.toml"
+    bad.write_text('[cluster]\nclient_overhead = "70us"\n[cluster.metadata.costs]\nlookup = "300us"\n')
+    r = concerto("twin", "ior", "-w", "--calibration", str(bad), "--out", str(tmp_path))
+    assert r.returncode == 2 and "cluster.metadata.costs.lookup: not an operation" in r.stderr, r.stderr
+    bad.write_text('[cluster]\nclient_overhead = "70us"\n[cluster.metadata.costs]\ncreate = 300\n')
+    r = concerto("twin", "ior", "-w", "--calibration", str(bad), "--out", str(tmp_path))
+    assert r.returncode == 2 and "cluster.metadata.costs.create = 300" in r.stderr, r.stderr
+
+
 def test_a_calibration_file_without_the_overhead_is_refused_naming_it(tmp_path):
     bad = tmp_path / "calibration.toml"
     bad.write_text("[cluster]\nservers = 4\n")
@@ -122,3 +150,23 @@ def test_a_calibration_file_without_the_overhead_is_refused_naming_it(tmp_path):
     bad.write_text("[cluster]\nclient_overhead = \"soon\"\n")
     r = concerto("twin", "ior", "-w", "--calibration", str(bad), "--out", str(tmp_path))
     assert r.returncode == 2 and "cluster.client_overhead = 'soon'" in r.stderr, r.stderr
+
+
+def test_a_task_that_dies_stops_the_real_run_at_once_naming_it():
+    # Not after OPERATION_TIMEOUT_S of waiting for a report it will never send.
+    import multiprocessing as mp
+    import os
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    alive = ctx.Event()
+    procs = [ctx.Process(target=alive.wait, daemon=True), ctx.Process(target=os._exit, args=(3,), daemon=True)]
+    for p in procs:
+        p.start()
+    try:
+        with pytest.raises(twin.TwinProblem, match=r"task 1 of the real run failed \(exit code 3"):
+            twin._next_mark(out, procs)
+    finally:
+        alive.set()
+        for p in procs:
+            p.join(10)

@@ -658,7 +658,8 @@ def demo_iosets(out: Path, quick: bool, cluster_dir: Path | None) -> None:
 @click.option("--write-behind", default="0", show_default=True, metavar="SIZE",
               help="The mount's write-behind (0: writes go through, as the simulator's client sends them).")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="A calibration.toml of `concerto calibrate`: the simulator charges its client overhead.")
+              help="A calibration.toml of `concerto calibrate`: the simulator charges its client overhead and "
+                   "the servers' measured cost of each operation.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/twin"),
               show_default=True)
 @guarded
@@ -681,9 +682,9 @@ def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit:
                          reps=reps, write_behind=write_behind)
     try:
         if calibration is not None:
-            from concerto.calibrate import read_overhead
+            from concerto.calibrate import read_calibration
 
-            spec.client_overhead_ns = read_overhead(calibration)
+            spec.client_overhead_ns, spec.metadata_costs_ns = read_calibration(calibration)
         result = twin.run(line, spec, out, processes, say=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     except twin.TwinProblem as e:
         raise UsageProblem(str(e)) from e
@@ -717,9 +718,9 @@ def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit:
 @guarded
 def calibrate_cmd(servers: int, throttle: str, stripe_unit: int, depth: int, items: int, reps: int,
                   out: Path) -> None:
-    """Measure what a request costs a client before it reaches a server (the kernel, FUSE, the library) on a
-    local throttled cluster, against the simulator's twin; write calibration.toml for `concerto twin
-    --calibration`."""
+    """Measure what each operation costs a server and what a request costs a client before it reaches one (the
+    kernel, FUSE, the library) on a local throttled cluster, against the simulator's twin; write
+    calibration.toml for `concerto twin --calibration`."""
     from concerto import calibrate, twin
 
     spec = twin.TwinSpec(servers=servers, throttle=throttle, stripe_unit=stripe_unit, depth=depth, reps=reps)
@@ -728,6 +729,9 @@ def calibrate_cmd(servers: int, throttle: str, stripe_unit: int, depth: int, ite
     except twin.TwinProblem as e:
         raise UsageProblem(str(e)) from e
     path = calibrate.write(result, out)
+    costs = ", ".join(f"{op} {ns / 1000:.0f}" for op, ns in result["server_latency_ns"].items())
+    console.print(f"each operation's latency at the server, alone (us): {costs}; "
+                  f"{result['server_fixed_ns'] / 1000:.0f} us of it is the server's handling of any request")
     console.print(f"a stat: {result['real_stat_s'] * 1e6:.0f} us real, {result['simulated_stat_s'] * 1e6:.0f} us "
                   f"simulated without client overhead: client_overhead = {result['client_overhead_ns'] / 1000:.0f} us")
     console.print(f"wrote {path}")

@@ -112,17 +112,17 @@ def _summary(per_app: list[dict]) -> dict:
 
 
 def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: str = "hdd",
-                          client_overhead_ns: int = 0) -> str:
+                          client_overhead_ns: int = 0, metadata_costs_ns: dict[str, int] | None = None) -> str:
     """A scenario's ``[cluster]`` of ``servers`` on the ``emulated`` device the
     throttle preset enforces on a real cluster: the simulator's twin of a
     ``cluster up --throttle PRESET``: the throttle's device, and its
     metadata service as the local cluster has it (one server, server 0,
-    every operation costing what the throttle charges it), and the
-    clients' overhead per step when one was measured (``concerto
-    calibrate``)."""
+    every operation costing what the throttle charges it, or what
+    ``concerto calibrate`` measured the servers take), and the clients'
+    overhead per step when one was measured."""
     dev = json.loads(_native.emulation_preset(preset))
-    cost = f'"{dev["metadata_ns"]}ns"'
-    costs = ", ".join(f"{op} = {cost}" for op in METADATA_OPERATIONS)
+    measured = metadata_costs_ns or {}
+    costs = ", ".join(f'{op} = "{measured.get(op, dev["metadata_ns"])}ns"' for op in METADATA_OPERATIONS)
     return f"""[cluster]
 servers = {servers}
 stripe_unit = {stripe_unit}
@@ -140,8 +140,9 @@ costs = {{ {costs} }}
 """
 
 
-#: The simulator's metadata operations (`[cluster.metadata] costs`).
-METADATA_OPERATIONS = ("mkdir", "create", "getattr", "readdir", "remove", "rmdir", "rename", "setattr")
+#: The simulator's metadata operations (`[cluster.metadata] costs`; fsync:
+#: a data server's, which the throttle charges as one).
+METADATA_OPERATIONS = ("mkdir", "create", "getattr", "readdir", "remove", "rmdir", "rename", "setattr", "fsync")
 
 
 def scenario_toml(policy: str) -> str:

@@ -72,6 +72,10 @@ class TwinSpec:
     #: What each step costs a client before it leaves, as ``concerto
     #: calibrate`` measured it (nanoseconds; 0: none).
     client_overhead_ns: int = 0
+    #: What each operation costs a server, as ``concerto calibrate``
+    #: measured it (nanoseconds by ``[cluster.metadata] costs`` name; None:
+    #: what the throttle charges).
+    metadata_costs_ns: dict[str, int] | None = None
 
 
 def program_of(command: str) -> str:
@@ -108,7 +112,7 @@ def sim_scenario(app: dict, spec: TwinSpec) -> str:
     """The simulated side: the app on the throttled cluster's twin."""
     return f"""name = "twin-{app['name']}"
 {emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle,
-                       spec.client_overhead_ns)}posix_mount = true
+                       spec.client_overhead_ns, spec.metadata_costs_ns)}posix_mount = true
 [policy]
 kind = "{spec.policy}"
 {benchmarks.apps_toml(app)}"""
@@ -236,6 +240,23 @@ def _md_rank(root: str, app: dict, rank: int, barrier, out) -> None:
         out.put((rank, op, start, time.monotonic()))
 
 
+def _next_mark(out, procs) -> tuple:
+    """The next operation a task reports; a task that died (its error is
+    on stderr) or an operation past ``OPERATION_TIMEOUT_S`` stops the run
+    at once, rather than when the others give up waiting for it."""
+    deadline = time.monotonic() + OPERATION_TIMEOUT_S
+    while True:
+        try:
+            return out.get(timeout=0.5)
+        except queue.Empty:
+            failed = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+            if failed:
+                raise TwinProblem(f"task {failed[0]} of the real run failed (exit code "
+                                  f"{procs[failed[0]].exitcode}; its error is above)") from None
+            if time.monotonic() > deadline:
+                raise TwinProblem(f"an operation of the real run took over {OPERATION_TIMEOUT_S} s") from None
+
+
 def _run_tasks(target, root: Path, app: dict, operations: int) -> list[tuple[float, float]]:
     """Runs ``app["processes"]`` tasks of ``target``; per operation, its
     start (the first task's) and end (the last task's)."""
@@ -249,11 +270,7 @@ def _run_tasks(target, root: Path, app: dict, operations: int) -> list[tuple[flo
         marks: dict[int, list[tuple[float, float]]] = {}
         seen: dict[int, int] = {}
         for _ in range(tasks * operations):
-            try:
-                rank, _op, start, end = out.get(timeout=OPERATION_TIMEOUT_S)
-            except queue.Empty:
-                failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-                raise TwinProblem(f"a task of the real run failed or hung (exit codes {failed})") from None
+            rank, _op, start, end = _next_mark(out, procs)
             k = seen.get(rank, 0)
             seen[rank] = k + 1
             marks.setdefault(k, []).append((start, end))

@@ -32,8 +32,23 @@ pub enum MetaTarget {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
-    Data { op: DataOp, access: Access },
-    Meta { op: MetaOp, target: MetaTarget },
+    Data {
+        op: DataOp,
+        access: Access,
+    },
+    Meta {
+        op: MetaOp,
+        target: MetaTarget,
+    },
+    /// close(2) of a file opened for writing through Concerto's mount
+    /// (docs/filesystem.md): when it `written` something, an fsync to each
+    /// data server those extents touch and the namespace's sync at the
+    /// file's metadata server, which the process waits for; then the
+    /// release's notice there, which it does not (both setattr-class).
+    Close {
+        file: u32,
+        written: SmallVec<[Extent; 1]>,
+    },
 }
 
 /// The largest request of a "phases" workload when `request_size` is not given.
@@ -196,7 +211,9 @@ pub fn call_steps(
 /// has not seen the names (`concerto twin` forgets them before each
 /// phase): every operation on a name comes after the kernel's lookup of
 /// it (which misses for a create or mkdir, and is all a stat asks), and a
-/// file is opened (one request more) before it is read.
+/// file is opened (one request more) before it is read; a file written
+/// is closed as the mount closes it ([`Step::Close`]), one created empty
+/// with the release's notice.
 fn md_test_steps(
     app: &AppSpec,
     rank: u32,
@@ -215,7 +232,13 @@ fn md_test_steps(
             out.push(meta(MetaOp::Getattr, target));
         }
     };
-    match app.md_steps().get(call as usize).copied() {
+    // mdtest writes a file in the loop that creates it (its "File
+    // creation"): the file is closed after the write, not the create.
+    let steps = app.md_steps();
+    let at = |k: Option<usize>| k.and_then(|k| steps.get(k)).copied();
+    let written_next = at(Some(call as usize + 1)) == Some(MdStep::Write) && size > 0;
+    let after_create = at((call as usize).checked_sub(1)) == Some(MdStep::Create);
+    match steps.get(call as usize).copied() {
         Some(MdStep::Mktestdir) => {
             lookup(MetaTarget::Dir, out);
             out.push(meta(MetaOp::Mkdir, MetaTarget::Dir));
@@ -224,6 +247,12 @@ fn md_test_steps(
             for i in 0..items {
                 lookup(MetaTarget::File(file(i)), out);
                 out.push(meta(MetaOp::Create, MetaTarget::File(file(i))));
+                if posix_mount && !written_next {
+                    out.push(Step::Close {
+                        file: file(i),
+                        written: SmallVec::new(),
+                    });
+                }
             }
         }
         // Through the mount, the lookup is the stat.
@@ -232,14 +261,24 @@ fn md_test_steps(
         }
         Some(MdStep::Write) if size > 0 => {
             for i in 0..items {
-                data(
-                    DataOp::Write,
-                    Access {
-                        file: file(i),
-                        extents: smallvec![Extent::new(0, size)],
-                    },
-                    out,
-                );
+                let written = Access {
+                    file: file(i),
+                    extents: smallvec![Extent::new(0, size)],
+                };
+                if posix_mount && !after_create {
+                    // open(O_WRONLY) of a name not seen: the lookup, then the open.
+                    lookup(MetaTarget::File(file(i)), out);
+                    lookup(MetaTarget::File(file(i)), out);
+                }
+                if posix_mount {
+                    data(DataOp::Write, written.clone(), out);
+                    out.push(Step::Close {
+                        file: written.file,
+                        written: written.extents,
+                    });
+                } else {
+                    data(DataOp::Write, written, out);
+                }
             }
         }
         Some(MdStep::Readdir) => out.push(meta(MetaOp::Readdir, MetaTarget::Dir)),
@@ -441,11 +480,23 @@ mod tests {
                 .map(|s| match s {
                     Step::Meta { op, .. } => format!("{op:?}"),
                     Step::Data { op, access } => format!("{op:?} {}", access.file),
+                    Step::Close { file, written } => format!("Close {file} {}", written.len()),
                 })
                 .collect::<Vec<_>>()
         };
         assert_eq!(kinds(0, &mount), ["Getattr", "Mkdir"]);
-        assert_eq!(kinds(1, &mount), ["Getattr", "Create", "Getattr", "Create"]);
+        // Created empty: closed with nothing written after each create.
+        assert_eq!(
+            kinds(1, &mount),
+            [
+                "Getattr",
+                "Create",
+                "Close 2 0",
+                "Getattr",
+                "Create",
+                "Close 3 0"
+            ]
+        );
         assert_eq!(
             kinds(2, &mount),
             ["Getattr", "Getattr", "Read 2", "Getattr", "Getattr", "Read 3"]
@@ -457,6 +508,56 @@ mod tests {
         assert_eq!(kinds(0, &pvfs2), ["Mkdir"]);
         assert_eq!(kinds(1, &pvfs2), ["Create", "Create"]);
         assert_eq!(kinds(2, &pvfs2), ["Read 2", "Read 3"]);
+    }
+
+    /// mdtest -w: a file is written in the loop that creates it and closed
+    /// after the write (an fsync of what it wrote, the namespace's sync and
+    /// the release); written in a phase of its own, it is opened first.
+    #[test]
+    fn a_posix_mount_closes_a_written_file_after_its_write() {
+        let steps_of = |md_steps: &str, call: u32, posix_mount: bool| {
+            let md = app(&format!("workload = \"md-test\"\nprocesses = 1\nitems = 1\nrequest_size = 4096\nmd_steps = {md_steps}"));
+            let metadata = MetadataConfig {
+                posix_mount,
+                ..MetadataConfig::default()
+            };
+            let mut steps = Vec::new();
+            call_steps(&md, 0, call, &metadata, &mut steps);
+            steps
+        };
+        let write = Step::Data {
+            op: DataOp::Write,
+            access: Access {
+                file: 0,
+                extents: smallvec![Extent::new(0, 4096)],
+            },
+        };
+        let close = Step::Close {
+            file: 0,
+            written: smallvec![Extent::new(0, 4096)],
+        };
+        let lookup = Step::Meta {
+            op: MetaOp::Getattr,
+            target: MetaTarget::File(0),
+        };
+        let create = Step::Meta {
+            op: MetaOp::Create,
+            target: MetaTarget::File(0),
+        };
+        let created_then_written = r#"["create", "write"]"#;
+        assert_eq!(
+            steps_of(created_then_written, 0, true),
+            [lookup.clone(), create]
+        );
+        assert_eq!(
+            steps_of(created_then_written, 1, true),
+            [write.clone(), close.clone()]
+        );
+        assert_eq!(
+            steps_of(r#"["stat", "write"]"#, 1, true),
+            [lookup.clone(), lookup, write.clone(), close]
+        );
+        assert_eq!(steps_of(created_then_written, 1, false), [write]);
     }
 
     #[test]

@@ -155,9 +155,21 @@ fn build_applications(
             let app_idx = apps.len() as u32;
             let first_rank = ranks.len() as u32;
             let mut app_files = Vec::new();
-            for _ in 0..workload::files_per_instance(spec) {
+            let files_before = files.len() as u32;
+            for f in 0..workload::files_per_instance(spec) {
                 let idx = files.len() as u32;
                 let placed = match cl.placement {
+                    // Concerto's metadata server places a file by its inode,
+                    // that is in the order files are created, and md-test's
+                    // processes create theirs in turns: file i of process r
+                    // is about the (i * processes + r)-th made.
+                    Placement::RoundRobin
+                        if cl.metadata.posix_mount && spec.workload == WorkloadKind::MdTest =>
+                    {
+                        let items = spec.items.unwrap_or(1);
+                        let made = (f % items) * spec.processes + f / items;
+                        (files_before + made) % cl.servers
+                    }
                     Placement::RoundRobin => idx % cl.servers,
                     Placement::Random => setup.gen_range(0..cl.servers),
                 };

@@ -145,6 +145,54 @@ impl<'a> Simulation<'a> {
                 }
                 self.split = pieces;
             }
+            Step::Close { file, written } => {
+                let file = self.apps[app_idx as usize].files[file as usize];
+                let meta_server = self.files[file as usize].meta_server;
+                let setattr = Op::Meta(concerto_core::MetaOp::Setattr);
+                let mut waited = 0;
+                if !written.is_empty() {
+                    // The flush: an fsync to each server written (a write of
+                    // no bytes to its scheduler, as the real server queues
+                    // it; its device charges `fsync`), the namespace's sync.
+                    let mut pieces = std::mem::take(&mut self.split);
+                    self.files[file as usize]
+                        .layout
+                        .split_extents_into(&written, &mut pieces);
+                    waited = pieces.len() as u32 + 1;
+                    self.ranks[rank as usize].pending = waited;
+                    let to = pieces.iter().map(|p| p.server).chain([meta_server]);
+                    let ops = std::iter::repeat_n(Op::Write, pieces.len()).chain([setattr]);
+                    let sends: Vec<(u32, Op)> = to.zip(ops).collect();
+                    self.split = pieces;
+                    for (server, op) in sends {
+                        let piece = self.new_piece(
+                            rank,
+                            server,
+                            file,
+                            call,
+                            0,
+                            template(op, file as u64),
+                            now,
+                        );
+                        self.send_request(piece, now);
+                    }
+                }
+                // The release's notice, which the process does not wait for.
+                let notice = self.new_piece(
+                    rank,
+                    meta_server,
+                    file,
+                    call,
+                    0,
+                    template(setattr, file as u64),
+                    now,
+                );
+                self.pieces[notice as usize].background = true;
+                self.send_request(notice, now);
+                if waited == 0 {
+                    self.step_done(rank, now);
+                }
+            }
             Step::Meta { op, target } => {
                 let a = &self.apps[app_idx as usize];
                 let (server, file, object) = match target {
@@ -189,6 +237,7 @@ impl<'a> Simulation<'a> {
             ticket: None,
             batch: collective::NO_BATCH,
             cached: false,
+            background: false,
             data_in: Time::ZERO,
         })
     }
@@ -280,6 +329,7 @@ impl<'a> Simulation<'a> {
     pub(super) fn response(&mut self, piece: u32, now: Time) {
         let p = &self.pieces[piece as usize];
         let (rank, bytes, is_meta, is_read) = (p.rank, p.bytes, !p.op.is_data(), p.op == Op::Read);
+        let background = p.background;
         let batch = p.batch;
         if let Some(detail) = self.detail.as_mut() {
             detail.push(PieceRecord {
@@ -307,6 +357,9 @@ impl<'a> Simulation<'a> {
         }
         a.bytes += bytes;
         a.metadata_ops += is_meta as u64;
+        if background {
+            return;
+        }
         rs.pending -= 1;
         if rs.pending > 0 {
             if is_read && !rs.blocks.is_empty() {
@@ -314,7 +367,12 @@ impl<'a> Simulation<'a> {
             }
             return;
         }
-        if rs.steps.is_empty() {
+        self.step_done(rank, now);
+    }
+
+    /// The rank's step has all its replies: its next step, or the call's end.
+    fn step_done(&mut self, rank: u32, now: Time) {
+        if self.ranks[rank as usize].steps.is_empty() {
             self.call_done(rank, now);
         } else {
             self.next_step(rank, now);

@@ -267,6 +267,9 @@ struct Piece {
     batch: u32,
     /// Served from the server's cache, not the disk.
     cached: bool,
+    /// Sent without its process waiting for the reply (the mount's
+    /// release notice): it occupies its server, not its process.
+    background: bool,
     /// A streamed write: when its last byte is in (the device cannot
     /// finish it earlier); zero otherwise.
     data_in: Time,

@@ -96,7 +96,10 @@ impl<'a> Simulation<'a> {
                     .schedule(at, Class::Normal, 0, Event::DeviceDone { piece });
                 continue;
             }
-            if elevator && req.op.is_data() {
+            // An fsync (a write of no bytes) costs its device what the
+            // configuration says, as the throttle charges it.
+            let fsync = req.op == Op::Write && req.len == 0;
+            if elevator && req.op.is_data() && !fsync {
                 // The disk takes it when the elevator picks it.
                 let address = base.wrapping_add(req.offset);
                 s.disk_waiting.push(DiskWait {
@@ -112,6 +115,9 @@ impl<'a> Simulation<'a> {
                 Op::Meta(op) => s
                     .device
                     .start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
+                Op::Write if fsync => s
+                    .device
+                    .start_metadata(now, self.sc.cluster.metadata.costs.fsync),
                 Op::Read | Op::Write => s
                     .device
                     .start(now, base, &req, &mut self.rng_dev)

@@ -125,6 +125,9 @@ pub struct MetaCosts {
     pub rmdir: Time,
     pub rename: Time,
     pub setattr: Time,
+    /// A data server's fsync of an object (the close or fsync of a file
+    /// written through the mount, `posix_mount`), on that server's storage.
+    pub fsync: Time,
 }
 
 impl Default for MetaCosts {
@@ -140,6 +143,7 @@ impl Default for MetaCosts {
             rmdir: Time::from_micros(600),
             rename: Time::from_micros(600),
             setattr: Time::from_micros(300),
+            fsync: Time::from_micros(300),
         }
     }
 }
