@@ -180,6 +180,8 @@ fn build_applications(
                 files.push(FileState {
                     layout,
                     meta_server: meta_servers[idx as usize % meta_servers.len()],
+                    writer: None,
+                    waiting: Default::default(),
                 });
                 app_files.push(idx);
             }
@@ -194,6 +196,7 @@ fn build_applications(
                     steps: Vec::new(),
                     dir_server,
                     blocks: Vec::new(),
+                    holds: None,
                 });
             }
             apps.push(AppState {

@@ -82,6 +82,25 @@ impl<'a> Simulation<'a> {
     pub(super) fn issue_step(&mut self, rank: u32, now: Time) {
         let rs = &mut self.ranks[rank as usize];
         let Some(step) = rs.steps.pop() else { return };
+        if let Step::Data {
+            op: DataOp::Write,
+            access,
+        } = &step
+        {
+            if self.sc.cluster.metadata.posix_mount {
+                // The mount writes through: the kernel holds the file's
+                // lock across the write(2), so its writes go one at a time.
+                let file = self.apps[rs.app as usize].files[access.file as usize];
+                let f = &mut self.files[file as usize];
+                if f.writer.is_some() {
+                    f.waiting.push_back(rank);
+                    rs.steps.push(step);
+                    return;
+                }
+                f.writer = Some(rank);
+                rs.holds = Some(file);
+            }
+        }
         let a = &self.apps[rs.app as usize];
         let (app_id, local_rank, call, dir_server) = (a.app_id, rs.rank, rs.call, rs.dir_server);
         let (app_idx, spec_idx, weight) = (rs.app, a.spec, a.weight);
@@ -370,8 +389,17 @@ impl<'a> Simulation<'a> {
         self.step_done(rank, now);
     }
 
-    /// The rank's step has all its replies: its next step, or the call's end.
+    /// The rank's step has all its replies: the file lock it held passes
+    /// to the next writer waiting, and the rank goes on to its next step,
+    /// or the call's end.
     fn step_done(&mut self, rank: u32, now: Time) {
+        if let Some(file) = self.ranks[rank as usize].holds.take() {
+            let f = &mut self.files[file as usize];
+            f.writer = None;
+            if let Some(next) = f.waiting.pop_front() {
+                self.issue_step(next, now);
+            }
+        }
         if self.ranks[rank as usize].steps.is_empty() {
             self.call_done(rank, now);
         } else {

@@ -183,12 +183,19 @@ struct RankState {
     /// Under `ordering`: the current step's blocks still to send (pieces,
     /// last first), one at a time.
     blocks: Vec<u32>,
+    /// The file whose write lock the current step holds (`posix_mount`).
+    holds: Option<u32>,
 }
 
 struct FileState {
     layout: StripeLayout,
     /// The server holding the file's metadata.
     meta_server: u32,
+    /// Under `posix_mount`, the kernel's lock on the file, held across a
+    /// write(2) that goes through: the rank writing, and those waiting
+    /// for it in turn.
+    writer: Option<u32>,
+    waiting: std::collections::VecDeque<u32>,
 }
 
 struct ServerState {

@@ -82,7 +82,10 @@ pub struct MetadataConfig {
     /// each md-test operation comes after the kernel's lookup of its name
     /// (a getattr; it misses for a create or mkdir, and is all a stat
     /// asks), and a read after the file's open too, as docs/filesystem.md
-    /// counts them.
+    /// counts them; a written file is closed as the mount closes it; the
+    /// mount writes through, under the kernel's lock on the file (one
+    /// write step to a file at a time); md-test's files are placed in the
+    /// order they are made, as the metadata server places them.
     pub posix_mount: bool,
     /// Time each operation keeps the metadata server's storage busy.
     pub costs: MetaCosts,
