@@ -170,3 +170,145 @@ def test_a_task_that_dies_stops_the_real_run_at_once_naming_it():
         alive.set()
         for p in procs:
             p.join(10)
+
+
+APPS = """
+[[apps]]
+name = "ckpt"
+workload = "ior"
+processes = 2
+request_size = "256KiB"
+block_size = "1MiB"
+segments = 2
+operations = ["write", "read"]
+file = "per-process"
+
+[[apps]]
+name = "md"
+workload = "md-test"
+processes = 2
+items = 10
+md_steps = ["mktestdir", "create", "write", "stat", "rm", "rmtestdir"]
+request_size = 4096
+"""
+
+
+def test_twin_runs_an_apps_file_at_once_on_both_sides(tmp_path):
+    apps = tmp_path / "apps.toml"
+    apps.write_text(APPS)
+    out = tmp_path / "out"
+    r = concerto("twin", "--apps", str(apps), "--reps", "1", "--policy", "sfq-d-plus", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ckpt (ior, 2 tasks)" in r.stdout and "md (mdtest, 2 tasks)" in r.stdout
+    result = json.loads((out / "twin.json").read_text())
+    ckpt, md = result["apps"]
+    assert [row["operation"] for row in ckpt["rows"]] == ["write", "read"] and ckpt["unit"] == "MiB/s"
+    assert [row["operation"] for row in md["rows"]] == [
+        "Tree creation", "File creation", "File stat", "File removal", "Tree removal"]
+    for row in ckpt["rows"] + md["rows"]:
+        assert row["real"] > 0 and row["sim"] > 0
+    # The simulated side is the two applications in one simulation, sharing the servers.
+    spec = twin.TwinSpec(policy="sfq-d-plus", reps=1)
+    expected = twin.simulated_apps(twin.apps_of(apps), spec)
+    assert [row["sim"] for row in ckpt["rows"]] == pytest.approx(list(expected[0].values()))
+    assert [row["sim"] for row in md["rows"]] == pytest.approx(list(expected[1].values()))
+    alone = twin.simulated("ior", twin.apps_of(apps)[0][1], spec)
+    assert list(alone.values())[0] > expected[0]["0:write"], "sharing the servers slows the checkpoint down"
+
+
+def test_each_application_of_an_apps_file_is_its_own_application_at_the_servers(tmp_path):
+    from concerto import cluster as local
+    from concerto.fs import Client
+    from concerto.fsbench import mounted_cluster
+
+    apps_file = tmp_path / "apps.toml"
+    apps_file.write_text(APPS)
+    apps = twin.apps_of(apps_file)
+    with mounted_cluster(tmp_path / "real", local.ClusterSpec(servers=2, throttle="ssd"), write_behind="0") as mnt:
+        root = mnt / "r"
+        root.mkdir()
+        twin.real_once(apps, root)
+        stats = Client(tmp_path / "real" / "cluster" / "cluster.toml").server_stats()
+    data = {}
+    for server in stats:
+        for a in server["apps"]:
+            data[a["app"]] = data.get(a["app"], 0) + a["data_ops"]
+    # The checkpoint (application 1) wrote and read 2 x 2 MiB in 256 KiB
+    # transfers; mdtest (application 2) wrote ten 4 KiB files per task.
+    assert data.get(1, 0) >= 2 * 16 and data.get(2, 0) >= 20, data
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[[apps]]\nworkload = "btio"\n', "apps[0]: workload 'btio': the twin's drivers run"),
+    ('[[apps]]\nname = "a"\nworkload = "md-test"\n[[apps]]\nname = "a"\nworkload = "md-test"\n', "named alike"),
+    ('[[apps]]\nworkload = "ior"\nblock_size = "1MiB"\nrequest_size = "300KiB"\n', "not a multiple"),
+    ('[[apps]]\nworkload = "ior"\nblock_size = "lots"\n', "apps[0].block_size = 'lots'"),
+    ('name = "x"\n', "no [[apps]] tables"),
+])
+def test_an_apps_file_the_drivers_cannot_run_is_refused_naming_the_entry(tmp_path, text, message):
+    apps = tmp_path / "apps.toml"
+    apps.write_text(text)
+    r = concerto("twin", "--apps", str(apps), "--out", str(tmp_path))
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_twin_takes_one_of_a_command_line_an_apps_file_or_a_benchmarks_output(tmp_path):
+    apps = tmp_path / "apps.toml"
+    apps.write_text(APPS)
+    r = concerto("twin", "ior", "-w", "--apps", str(apps), "--out", str(tmp_path))
+    assert r.returncode == 2 and "(one of them)" in r.stderr, r.stderr
+    r = concerto("twin", "--out", str(tmp_path))
+    assert r.returncode == 2 and "give an IOR or mdtest command line, --apps FILE or --real-from FILE" in r.stderr, r.stderr
+
+
+DATA = Path(__file__).parent / "data" / "twin"
+
+
+def test_an_ior_json_summary_is_the_real_side_beside_the_simulator_running_its_command(tmp_path):
+    out = tmp_path / "out"
+    r = concerto("twin", "--real-from", str(DATA / "ior-summary.json"), "--reps", "1", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads((out / "twin.json").read_text())
+    assert result["command"] == "ior -t 256k -b 1m -s 2 -F -w -r -i 3 -O summaryFormat=JSON"
+    assert result["app"]["processes"] == 2, "numTasks when the command line has no launcher"
+    assert [(row["operation"], row["real"]) for row in result["rows"]] == [("write", 26.59), ("read", 50.15)]
+    app = benchmarks.from_ior("mpirun -np 2 ior -t 256k -b 1m -s 2 -F -w -r")
+    expected = twin.simulated("ior", {**app, "name": "ior"}, twin.TwinSpec(reps=1))
+    assert [row["sim"] for row in result["rows"]] == pytest.approx(list(expected.values()))
+
+
+def test_mdtest_output_is_the_real_side_under_its_own_phase_names(tmp_path):
+    out = tmp_path / "out"
+    r = concerto("twin", "--real-from", str(DATA / "mdtest.txt"), "--reps", "1", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads((out / "twin.json").read_text())
+    assert result["app"]["processes"] == 4, "the tasks mdtest says it was launched with"
+    rows = {row["operation"]: row for row in result["rows"]}
+    assert rows["File creation"]["real"] == 301.112 and rows["File stat"]["real"] == 3298.451
+    assert set(rows) == {"Tree creation", "File creation", "File stat", "File read", "File removal", "Tree removal"}
+    assert result["not_modelled"] == [] and result["not_in_output"] == []
+
+
+def test_an_mdtest_output_with_phases_the_simulator_does_not_report_lists_them(tmp_path):
+    text = (DATA / "mdtest.txt").read_text().replace(
+        "   File removal ", "   Directory creation        :         10.000         10.000         10.000          0.000\n"
+        "   File removal ")
+    (tmp_path / "md.txt").write_text(text)
+    r = concerto("twin", "--real-from", str(tmp_path / "md.txt"), "--reps", "1", "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "in the output, not modelled: Directory creation" in r.stdout
+
+
+@pytest.mark.parametrize("text, message", [
+    ("hello\n", "neither IOR's JSON summary"),
+    ('{"summary": []}', 'no "Command line"'),
+    ('{"Command line": "ior -w", "summary": [{"operation": "write"}]}', "summary[0] has no operation and bwMeanMIB"),
+    ("SUMMARY rate: (of 1 iterations)\n   File stat : 1 1 1 0\n", 'no "Command line used:"'),
+    ("Command line used: mdtest -n 5 -u -F\n", 'no "SUMMARY rate" table'),
+    ('{"Command line": "ior -z -w", "summary": [{"operation": "write", "bwMeanMIB": 5}]}', "ior -z"),
+])
+def test_a_benchmark_output_twin_cannot_read_is_refused_naming_the_file_and_what_is_missing(tmp_path, text, message):
+    bad = tmp_path / "out.txt"
+    bad.write_text(text)
+    r = concerto("twin", "--real-from", str(bad), "--out", str(tmp_path))
+    assert r.returncode == 2 and message in r.stderr, r.stderr

@@ -643,7 +643,13 @@ def demo_iosets(out: Path, quick: bool, cluster_dir: Path | None) -> None:
 
 
 @main.command("twin", context_settings={"ignore_unknown_options": True})
-@click.argument("command", nargs=-1, required=True)
+@click.argument("command", nargs=-1)
+@click.option("--apps", "apps_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Instead of a command line: an [[apps]] file (as `sim workload from-ior/from-mdtest` print), "
+                   "its applications run at once, each the servers' application 1, 2, ...")
+@click.option("--real-from", "real_from", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Instead of running the real side: IOR's JSON summary (-O summaryFormat=JSON) or mdtest's "
+                   "output, from any cluster; the simulator runs the command line it gives.")
 @click.option("--servers", type=click.IntRange(min=1, max=64), default=4, show_default=True)
 @click.option("--throttle", type=click.Choice(["hdd", "ssd"]), default="hdd", show_default=True,
               help="The servers' emulated device (the simulator gets its model).")
@@ -663,8 +669,10 @@ def demo_iosets(out: Path, quick: bool, cluster_dir: Path | None) -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/twin"),
               show_default=True)
 @guarded
-def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit: int, depth: int, policy: str,
-             reps: int, processes: int | None, write_behind: str, calibration: Path | None, out: Path) -> None:
+def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path | None, servers: int,
+             throttle: str, stripe_unit: int,
+             depth: int, policy: str, reps: int, processes: int | None, write_behind: str, calibration: Path | None,
+             out: Path) -> None:
     """Run an IOR or mdtest command line on a local throttled cluster (the project's own IOR-like and
     mdtest-like drivers, through the mount) and in the simulator on its twin; print each operation side by
     side with sim / real. E.g. concerto twin mpirun -np 4 ior -t 1m -b 4m -s 4 -F -w -r"""
@@ -673,7 +681,9 @@ def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit:
 
     from concerto import twin
 
-    line = command[0] if len(command) == 1 else shlex.join(command)
+    if [bool(command), apps_file is not None, real_from is not None].count(True) != 1:
+        raise UsageProblem("give an IOR or mdtest command line, --apps FILE or --real-from FILE (one of them)")
+    line = (command[0] if len(command) == 1 else shlex.join(command)) if command else str(apps_file or real_from)
     try:
         _native.parse_size(write_behind)
     except ValueError as e:
@@ -685,19 +695,33 @@ def twin_cmd(command: tuple[str, ...], servers: int, throttle: str, stripe_unit:
             from concerto.calibrate import read_calibration
 
             spec.client_overhead_ns, spec.metadata_costs_ns = read_calibration(calibration)
-        result = twin.run(line, spec, out, processes, say=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
+        say = lambda m: err_console.print(f"[dim]{escape(m)}[/]")  # noqa: E731
+        if apps_file is not None:
+            result = twin.run_apps(apps_file, spec, out, say=say)
+            tables = [(f"{a['name']} ({a['program']}, {a['app']['processes']} tasks)", a) for a in result["apps"]]
+        elif real_from is not None:
+            result = twin.run_imported(real_from, spec, out, processes, say=say)
+            tables = [(result["command"], result)]
+        else:
+            result = twin.run(line, spec, out, processes, say=say)
+            tables = [(line, result)]
     except twin.TwinProblem as e:
         raise UsageProblem(str(e)) from e
-    t = Table(title=f"{escape(line)}: {servers} {throttle}-class servers, {policy}, {result['unit']}",
-              title_justify="left", box=box.SIMPLE_HEAD,
-              caption=f"real: median of {reps} runs through the mount; sim: mean of {reps} seeds on the throttle's "
-                      "device model", caption_justify="left")
-    for col in ("operation", "real", "sim", "sim / real"):
-        t.add_column(col, justify="left" if col == "operation" else "right")
-    for r in result["rows"]:
-        ratio = f"{r['sim_over_real']:.2f}" if r["sim_over_real"] is not None else "-"
-        t.add_row(r["operation"], f"{r['real']:.1f}", f"{r['sim']:.1f}", ratio)
-    console.print(t)
+    for title, figures in tables:
+        t = Table(title=f"{escape(title)}: {servers} {throttle}-class servers, {policy}, {figures['unit']}",
+                  title_justify="left", box=box.SIMPLE_HEAD,
+                  caption=(f"real: {escape(str(real_from))} (its mean)" if real_from is not None
+                           else f"real: median of {reps} runs through the mount")
+                  + f"; sim: mean of {reps} seeds on the throttle's device model", caption_justify="left")
+        for col in ("operation", "real", "sim", "sim / real"):
+            t.add_column(col, justify="left" if col == "operation" else "right")
+        for r in figures["rows"]:
+            ratio = f"{r['sim_over_real']:.2f}" if r["sim_over_real"] is not None else "-"
+            t.add_row(r["operation"], f"{r['real']:.1f}", f"{r['sim']:.1f}", ratio)
+        console.print(t)
+    for key, what in (("not_modelled", "in the output, not modelled"), ("not_in_output", "simulated, not in the output")):
+        if result.get(key):
+            console.print(f"{what}: {escape(', '.join(result[key]))}")
     if spec.client_overhead_ns:
         console.print(f"simulated with a client overhead of {spec.client_overhead_ns / 1000:.0f} us per step "
                       f"({escape(str(calibration))})")

@@ -1,4 +1,5 @@
-"""``concerto twin``: one IOR or mdtest command line run in both worlds.
+"""``concerto twin``: one IOR or mdtest command line, or several
+applications at once (``--apps``, an ``[[apps]]`` file), run in both worlds.
 
 The real side runs on a local cluster of throttled servers (``cluster up
 --throttle hdd|ssd``) through its FUSE mount, by the project's own IOR-like
@@ -108,30 +109,42 @@ def imported(command: str, processes: int | None) -> tuple[str, dict]:
     return program, app
 
 
-def sim_scenario(app: dict, spec: TwinSpec) -> str:
-    """The simulated side: the app on the throttled cluster's twin."""
-    return f"""name = "twin-{app['name']}"
+#: One application of a twin run: its benchmark (``ior`` or ``mdtest``) and its ``[[apps]]`` entry.
+TwinApp = tuple[str, dict]
+
+
+def sim_scenario(apps: list[TwinApp], spec: TwinSpec) -> str:
+    """The simulated side: the apps, at once, on the throttled cluster's twin."""
+    return f"""name = "twin-{apps[0][1]['name']}"
+app_ids = {{ rule = "sequential", start = 1 }}
 {emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle,
                        spec.client_overhead_ns, spec.metadata_costs_ns)}posix_mount = true
 [policy]
 kind = "{spec.policy}"
-{benchmarks.apps_toml(app)}"""
+{"".join(benchmarks.apps_toml(app) for _, app in apps)}"""
+
+
+def simulated_apps(apps: list[TwinApp], spec: TwinSpec) -> list[dict[str, float]]:
+    """Per app, per operation (numbered), the simulator's figure (MiB/s or
+    operations per second), the mean over ``spec.reps`` seeds."""
+    result = simulate(ScenarioSource(text=sim_scenario(apps, spec), label=f"twin-{apps[0][0]}"), reps=spec.reps)
+    figures: list[dict[str, list[float]]] = [{} for _ in apps]
+    for run in result["runs"]:
+        for k, (program, _) in enumerate(apps):
+            a = run["apps"][k]
+            if program == "ior":
+                rows = [(op["access"], op["bandwidth_MiBps"]) for op in a["ior"]]
+            else:
+                rows = [(op, items / seconds if seconds > 0 else 0.0)
+                        for op, items, seconds in mdtest_rows(a["mdtest"])]
+            for i, (name, value) in enumerate(rows):
+                figures[k].setdefault(f"{i}:{name}", []).append(value)
+    return [{key: statistics.mean(v) for key, v in f.items()} for f in figures]
 
 
 def simulated(program: str, app: dict, spec: TwinSpec) -> dict[str, float]:
-    """Per operation, the simulator's figure (MiB/s or operations per
-    second), the mean over ``spec.reps`` seeds."""
-    result = simulate(ScenarioSource(text=sim_scenario(app, spec), label=f"twin-{program}"), reps=spec.reps)
-    figures: dict[str, list[float]] = {}
-    for run in result["runs"]:
-        a = run["apps"][0]
-        if program == "ior":
-            rows = [(op["access"], op["bandwidth_MiBps"]) for op in a["ior"]]
-        else:
-            rows = [(op, items / seconds if seconds > 0 else 0.0) for op, items, seconds in mdtest_rows(a["mdtest"])]
-        for i, (name, value) in enumerate(rows):
-            figures.setdefault(f"{i}:{name}", []).append(value)
-    return {k: statistics.mean(v) for k, v in figures.items()}
+    """One app's figures per operation, simulated alone."""
+    return simulated_apps([(program, app)], spec)[0]
 
 
 # ------------------------------------------------------------------ drivers
@@ -141,7 +154,7 @@ def _drop_caches() -> None:
     Path("/proc/sys/vm/drop_caches").write_text("3")
 
 
-def _ior_rank(root: str, app: dict, rank: int, barrier, out) -> None:
+def _ior_rank(root: str, app: dict, rank: int, barrier, out, group: int) -> None:
     """One IOR task: each operation its blocks in IOR's layout, a transfer
     at a time; a write is fsynced before its file is closed (IOR's -e, and
     what makes it reach the servers through any cache)."""
@@ -172,7 +185,7 @@ def _ior_rank(root: str, app: dict, rank: int, barrier, out) -> None:
         if op == "write":
             os.fsync(fd)
         os.close(fd)
-        out.put((rank, op, start, time.monotonic()))
+        out.put((group, rank, start, time.monotonic()))
 
 
 def _md_item(step: str, directory: str, i: int, size: int) -> None:
@@ -212,7 +225,7 @@ def md_operations(steps: list[str]) -> list[str]:
     return ops
 
 
-def _md_rank(root: str, app: dict, rank: int, barrier, out) -> None:
+def _md_rank(root: str, app: dict, rank: int, barrier, out, group: int) -> None:
     """One mdtest task (-u): its own directory, its items through the
     phases. The kernel's names and attributes are forgotten before each
     phase (as mdtest's -N stride does across nodes), so that each phase
@@ -237,7 +250,7 @@ def _md_rank(root: str, app: dict, rank: int, barrier, out) -> None:
         else:
             for i in range(app["items"]):
                 _md_item(op, directory, i, size)
-        out.put((rank, op, start, time.monotonic()))
+        out.put((group, rank, start, time.monotonic()))
 
 
 def _next_mark(out, procs) -> tuple:
@@ -257,23 +270,48 @@ def _next_mark(out, procs) -> tuple:
                 raise TwinProblem(f"an operation of the real run took over {OPERATION_TIMEOUT_S} s") from None
 
 
-def _run_tasks(target, root: Path, app: dict, operations: int) -> list[tuple[float, float]]:
-    """Runs ``app["processes"]`` tasks of ``target``; per operation, its
-    start (the first task's) and end (the last task's)."""
-    tasks = app["processes"]
+def _operations(program: str, app: dict) -> list[str]:
+    """The operations the real driver runs, in order."""
+    return list(app["operations"]) if program == "ior" else md_operations(app["md_steps"])
+
+
+def _run_groups(apps: list[TwinApp], root: Path) -> list[list[tuple[float, float]]]:
+    """Runs every app's ``processes`` tasks at once, each app as the
+    servers' application ``k + 1`` (``CONCERTO_APP_ID``, which the mount
+    reads from each task's environment) in a directory of its own under
+    ``root``; per app, per operation, its start (the first task's) and end
+    (the last task's)."""
     ctx = mp.get_context("spawn")
-    barrier, out = ctx.Barrier(tasks, timeout=OPERATION_TIMEOUT_S), ctx.Queue()
-    procs = [ctx.Process(target=target, args=(str(root), app, r, barrier, out), daemon=True) for r in range(tasks)]
-    for p in procs:
-        p.start()
+    out = ctx.Queue()
+    procs, barriers = [], []
+    saved = os.environ.get("CONCERTO_APP_ID")
     try:
-        marks: dict[int, list[tuple[float, float]]] = {}
-        seen: dict[int, int] = {}
-        for _ in range(tasks * operations):
-            rank, _op, start, end = _next_mark(out, procs)
-            k = seen.get(rank, 0)
-            seen[rank] = k + 1
-            marks.setdefault(k, []).append((start, end))
+        for k, (program, app) in enumerate(apps):
+            target = _ior_rank if program == "ior" else _md_rank
+            directory = root / app["name"] if len(apps) > 1 else root
+            directory.mkdir(exist_ok=True)
+            # Kept until the tasks are done: a spawned task opens its
+            # barrier's semaphores by name, which go with the last reference here.
+            barriers.append(ctx.Barrier(app["processes"], timeout=OPERATION_TIMEOUT_S))
+            # A spawned task starts with the environment of this moment.
+            os.environ["CONCERTO_APP_ID"] = str(k + 1)
+            for r in range(app["processes"]):
+                p = ctx.Process(target=target, args=(str(directory), app, r, barriers[-1], out, k), daemon=True)
+                p.start()
+                procs.append(p)
+    finally:
+        if saved is None:
+            os.environ.pop("CONCERTO_APP_ID", None)
+        else:
+            os.environ["CONCERTO_APP_ID"] = saved
+    try:
+        marks: list[dict[int, list[tuple[float, float]]]] = [{} for _ in apps]
+        seen: dict[tuple[int, int], int] = {}
+        for _ in range(sum(app["processes"] * len(_operations(program, app)) for program, app in apps)):
+            group, rank, start, end = _next_mark(out, procs)
+            k = seen.get((group, rank), 0)
+            seen[(group, rank)] = k + 1
+            marks[group].setdefault(k, []).append((start, end))
         for p in procs:
             p.join(60)
             if p.exitcode != 0:
@@ -282,32 +320,36 @@ def _run_tasks(target, root: Path, app: dict, operations: int) -> list[tuple[flo
         for p in procs:
             if p.is_alive():
                 p.kill()
-    return [(min(s for s, _ in m), max(e for _, e in m)) for _, m in sorted(marks.items())]
+    return [[(min(s for s, _ in m), max(e for _, e in m)) for _, m in sorted(by.items())] for by in marks]
 
 
-def real_once(program: str, app: dict, root: Path) -> list[tuple[str, float]]:
-    """One real run under ``root`` (a directory of the mount): per
-    operation, its name and figure (MiB/s or operations per second)."""
+def _figures(program: str, app: dict, spans: list[tuple[float, float]]) -> list[tuple[str, float]]:
+    """Per operation of one app, its name and figure (MiB/s or operations per second)."""
     if program == "ior":
-        spans = _run_tasks(_ior_rank, root, app, len(app["operations"]))
         moved = app["processes"] * app["segments"] * app["block_size"]
         return [(op, moved / (end - start) / (1 << 20)) for op, (start, end) in zip(app["operations"], spans)]
-    ops = md_operations(app["md_steps"])
-    spans = _run_tasks(_md_rank, root, app, len(ops))
     names = {"mktestdir": "Tree creation", "create": "File creation", "create+write": "File creation",
              "write": "(write)", "stat": "File stat", "read": "File read", "rm": "File removal",
              "rmtestdir": "Tree removal", "readdir": "(readdir)", "close": "(close)"}
     rows = []
-    for op, (start, end) in zip(ops, spans):
+    for op, (start, end) in zip(md_operations(app["md_steps"]), spans):
         items = app["processes"] if op in ("mktestdir", "rmtestdir", "readdir") else app["processes"] * app["items"]
         rows.append((names[op], items / (end - start) if end > start else 0.0))
     return rows
 
 
-def real_runs(program: str, app: dict, spec: TwinSpec, say: Callable[[str], None]) -> dict[str, list[float]]:
-    """``spec.reps`` real runs of the app on a local cluster started and
-    mounted for them (and taken down after): per operation (numbered, as
-    ``simulated`` keys them), its figure in each run."""
+def real_once(apps: list[TwinApp], root: Path) -> list[list[tuple[str, float]]]:
+    """One real run of the apps at once under ``root`` (a directory of the
+    mount): per app, per operation, its name and figure."""
+    return [_figures(program, app, spans) for (program, app), spans in zip(apps, _run_groups(apps, root))]
+
+
+def real_runs_apps(apps: list[TwinApp], spec: TwinSpec,
+                   say: Callable[[str], None]) -> list[dict[str, list[float]]]:
+    """``spec.reps`` real runs of the apps at once on a local cluster
+    started and mounted for them (and taken down after): per app, per
+    operation (numbered, as ``simulated_apps`` keys them), its figure in
+    each run."""
     from concerto.fsbench import BenchProblem, mounted_cluster
 
     if spec.throttle not in THROTTLES:
@@ -317,36 +359,162 @@ def real_runs(program: str, app: dict, spec: TwinSpec, say: Callable[[str], None
         raise TwinProblem("the real side mounts the cluster and drops the page cache: run as root")
     cluster = local.ClusterSpec(servers=spec.servers, policy=spec.policy, throttle=spec.throttle,
                                 stripe_unit=spec.stripe_unit, depth=spec.depth)
-    real: dict[str, list[float]] = {}
+    real: list[dict[str, list[float]]] = [{} for _ in apps]
+    what = " + ".join(program for program, _ in apps)
     with tempfile.TemporaryDirectory(prefix="concerto-twin-") as tmp:
         try:
             with mounted_cluster(Path(tmp), cluster, write_behind=spec.write_behind) as mnt:
                 for rep in range(spec.reps):
-                    say(f"real cluster: {program}, round {rep + 1}/{spec.reps}")
+                    say(f"real cluster: {what}, round {rep + 1}/{spec.reps}")
                     root = mnt / f"round{rep}"
                     root.mkdir()
-                    for i, (name, value) in enumerate(real_once(program, app, root)):
-                        real.setdefault(f"{i}:{name}", []).append(value)
+                    for k, rows in enumerate(real_once(apps, root)):
+                        for i, (name, value) in enumerate(rows):
+                            real[k].setdefault(f"{i}:{name}", []).append(value)
         except (BenchProblem, local.ClusterError) as e:
             raise TwinProblem(str(e)) from e
     return real
+
+
+def real_runs(program: str, app: dict, spec: TwinSpec, say: Callable[[str], None]) -> dict[str, list[float]]:
+    """One app's real runs, alone."""
+    return real_runs_apps([(program, app)], spec, say)[0]
 
 
 def run(command: str, spec: TwinSpec, out: Path, processes: int | None = None,
         say: Callable[[str], None] = print) -> dict:
     """Both sides of one command line; writes ``twin.json`` and returns it."""
     program, app = imported(command, processes)
-    say(f"simulator: {program}, {app['processes']} tasks")
-    sim = simulated(program, app, spec)
-    real = real_runs(program, app, spec, say)
-    if list(real) != list(sim):
-        raise TwinProblem(f"the two sides ran different operations: real {list(real)}, simulated {list(sim)}")
-    rows = []
-    for key, runs in real.items():
-        r = statistics.median(runs)
-        rows.append({"operation": key.split(":", 1)[1], "real": r, "real_runs": runs, "sim": sim[key],
-                     "sim_over_real": sim[key] / r if r > 0 else None})
-    result = {"command": command, "program": program, "app": app, "cluster": asdict(spec),
+    result = _both_sides([(program, app)], spec, out, say)
+    rows = result.pop("apps")[0]["rows"]
+    result = {"command": command, "program": program, "app": app, **result,
               "unit": "MiB/s" if program == "ior" else "ops/s", "rows": rows}
     write_json(out / "twin.json", result)
     return result
+
+
+def run_imported(path: Path, spec: TwinSpec, out: Path, processes: int | None = None,
+                 say: Callable[[str], None] = print) -> dict:
+    """The real side read from a benchmark's own output (``twin_import``),
+    the simulated side run from the command line it gives; writes
+    ``twin.json`` and returns it. Rows the output has that the simulator
+    does not model, and the reverse, are listed, not dropped silently."""
+    from concerto import twin_import
+
+    try:
+        real = twin_import.read(path)
+    except twin_import.ImportProblem as e:
+        raise TwinProblem(str(e)) from e
+    program, app = imported(real.command, processes or real.tasks)
+    say(f"simulator: {program} of {path}, {app['processes']} tasks")
+    sim = simulated(program, app, spec)
+    rows, only_sim = [], []
+    for key, value in sim.items():
+        name = key.split(":", 1)[1]
+        if name in real.figures:
+            r = real.figures[name]
+            rows.append({"operation": name, "real": r, "real_runs": [r], "sim": value,
+                         "sim_over_real": value / r if r > 0 else None})
+        else:
+            only_sim.append(name)
+    if not rows:
+        raise TwinProblem(f"{path}: none of its operations ({', '.join(real.figures)}) is one the simulator "
+                          f"reports for {real.command!r} ({', '.join(only_sim)})")
+    named = {r["operation"] for r in rows}
+    result = {"command": real.command, "program": program, "app": app, "real_from": str(path),
+              "cluster": asdict(spec), "unit": "MiB/s" if program == "ior" else "ops/s", "rows": rows,
+              "not_modelled": [name for name in real.figures if name not in named],
+              "not_in_output": only_sim}
+    write_json(out / "twin.json", result)
+    return result
+
+
+def apps_of(path: Path) -> list[TwinApp]:
+    """The ``[[apps]]`` of a TOML file (what ``concerto sim workload
+    from-ior/from-mdtest`` prints), each one the drivers can run: IOR's
+    layout (``workload = "ior"`` with ``block_size``) or ``md-test``; an
+    entry they cannot run is refused naming it."""
+    import tomllib
+
+    try:
+        table = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise TwinProblem(f"{path}: {e}") from e
+    entries = table.get("apps")
+    if not isinstance(entries, list) or not entries or not all(isinstance(a, dict) for a in entries):
+        raise TwinProblem(f"{path}: no [[apps]] tables")
+    apps: list[TwinApp] = []
+    for k, app in enumerate(entries):
+        where = f"{path}: apps[{k}]"
+        app.setdefault("name", f"app{k + 1}")
+        if app.get("workload") == "ior" and "block_size" in app:
+            program = "ior"
+            app = {"processes": 1, "segments": 1, "operations": [app.get("op", "write")], "file": "shared", **app}
+            for key in ("block_size", "request_size"):
+                if key in app:
+                    app[key] = _size(where, key, app[key])
+            app.setdefault("request_size", app["block_size"])
+            if app["block_size"] % app["request_size"]:
+                raise TwinProblem(f"{where}: block_size is not a multiple of request_size")
+        elif app.get("workload") == "md-test":
+            program = "mdtest"
+            app = {"processes": 1, "items": 1, "md_steps": ["mktestdir", "create", "stat", "rm", "rmtestdir"], **app}
+            if "request_size" in app:
+                app["request_size"] = _size(where, "request_size", app["request_size"])
+        else:
+            raise TwinProblem(f"{where}: workload {app.get('workload')!r}: the twin's drivers run IOR's layout "
+                              "(workload = \"ior\" with block_size) and md-test")
+        if app.get("instances", 1) != 1:
+            raise TwinProblem(f"{where}: instances = {app['instances']}: give each application its own [[apps]]")
+        apps.append((program, app))
+    names = [app["name"] for _, app in apps]
+    if len(set(names)) != len(names):
+        raise TwinProblem(f"{path}: two [[apps]] are named alike ({names}): each needs a name of its own")
+    return apps
+
+
+def _size(where: str, key: str, value: object) -> int:
+    """A size an [[apps]] entry gives (bytes, or a string such as "64KiB")."""
+    from concerto import _native
+
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    try:
+        return _native.parse_size(str(value))
+    except ValueError as e:
+        raise TwinProblem(f"{where}.{key} = {value!r}: {e}") from e
+
+
+def run_apps(path: Path, spec: TwinSpec, out: Path, say: Callable[[str], None] = print) -> dict:
+    """Both sides of the [[apps]] of ``path``, run at once; writes ``twin.json`` and returns it."""
+    apps = apps_of(path)
+    result = {"apps_file": str(path), **_both_sides(apps, spec, out, say)}
+    write_json(out / "twin.json", result)
+    return result
+
+
+def _both_sides(apps: list[TwinApp], spec: TwinSpec, out: Path, say: Callable[[str], None]) -> dict:
+    """The simulator's figures and the real runs' of the apps, side by side, per app."""
+    from concerto import _native
+
+    names = [f"{app['name']} ({program}, {app['processes']} tasks)" for program, app in apps]
+    say(f"simulator: {', '.join(names)}")
+
+    try:
+        sims = simulated_apps(apps, spec)
+    except _native.ConfigError as e:
+        raise TwinProblem(f"the simulator refused the applications: {e}") from e
+    reals = real_runs_apps(apps, spec, say)
+    per_app = []
+    for (program, app), sim, real in zip(apps, sims, reals):
+        if list(real) != list(sim):
+            raise TwinProblem(f"{app['name']}: the two sides ran different operations: real {list(real)}, "
+                              f"simulated {list(sim)}")
+        rows = []
+        for key, runs in real.items():
+            r = statistics.median(runs)
+            rows.append({"operation": key.split(":", 1)[1], "real": r, "real_runs": runs, "sim": sim[key],
+                         "sim_over_real": sim[key] / r if r > 0 else None})
+        per_app.append({"name": app["name"], "program": program, "app": app,
+                        "unit": "MiB/s" if program == "ior" else "ops/s", "rows": rows})
+    return {"cluster": asdict(spec), "apps": per_app}
