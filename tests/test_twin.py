@@ -312,3 +312,32 @@ def test_a_benchmark_output_twin_cannot_read_is_refused_naming_the_file_and_what
     bad.write_text(text)
     r = concerto("twin", "--real-from", str(bad), "--out", str(tmp_path))
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_twin_replays_a_trace_on_the_real_side_beside_the_simulator(tmp_path):
+    ranks = [[{"op": "write", "file": 0, "offset": (k * 2 + r) * 65536, "length": 65536} for k in range(4)]
+             + [{"op": "read", "file": 1, "offset": r * 262144 + k * 65536, "length": 65536} for k in range(4)]
+             for r in range(2)]
+    (tmp_path / "job.json").write_text(json.dumps({"format": "concerto-trace", "version": 1,
+                                                   "apps": [{"name": "job", "ranks": ranks}]}))
+    apps = tmp_path / "apps.toml"
+    apps.write_text('[[apps]]\nname = "job"\nworkload = "trace"\ntrace = "job.json"\n')
+    out = tmp_path / "out"
+    r = concerto("twin", "--apps", str(apps), "--reps", "1", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (job,) = json.loads((out / "twin.json").read_text())["apps"]
+    assert job["program"] == "trace" and job["app"]["processes"] == 2 and job["unit"] == "MiB/s"
+    (row,) = job["rows"]
+    assert row["operation"] == "trace" and row["real"] > 0 and row["sim"] > 0
+    expected = twin.simulated_apps(twin.apps_of(apps), twin.TwinSpec(reps=1))[0]["0:trace"]
+    assert row["sim"] == pytest.approx(expected)
+
+
+def test_a_trace_entry_without_its_file_is_refused_naming_it(tmp_path):
+    apps = tmp_path / "apps.toml"
+    apps.write_text('[[apps]]\nworkload = "trace"\n')
+    r = concerto("twin", "--apps", str(apps), "--out", str(tmp_path))
+    assert r.returncode == 2 and 'apps[0]: workload "trace" needs trace = "FILE"' in r.stderr, r.stderr
+    apps.write_text('[[apps]]\nworkload = "trace"\ntrace = "nowhere.json"\n')
+    r = concerto("twin", "--apps", str(apps), "--out", str(tmp_path))
+    assert r.returncode == 2 and "apps[0].trace = " in r.stderr and "nowhere.json" in r.stderr, r.stderr

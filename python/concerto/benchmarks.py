@@ -334,5 +334,19 @@ def from_mdtest(args: str, processes: int | None = None, name: str | None = None
 
 
 def apps_toml(app: dict) -> str:
-    """An ``[[apps]]`` table to append to a scenario file."""
-    return tomli_w.dumps({"apps": [app]})
+    """An ``[[apps]]`` table to append to a scenario file: always in that
+    form, which may follow other tables (``tomli_w`` writes a short
+    array of tables inline, ``apps = [...]``, which after a ``[policy]``
+    table would belong to it)."""
+    return "[[apps]]\n" + "".join(f"{_toml_key(k)} = {_toml_value(v)}\n" for k, v in app.items())
+
+
+def _toml_key(key: str) -> str:
+    return tomli_w.dumps({key: 0}).split(" = ", 1)[0]
+
+
+def _toml_value(value: object) -> str:
+    """A value as TOML writes it on the right of a key (a table inline)."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return tomli_w.dumps({"v": value}).split(" = ", 1)[1].rstrip("\n")

@@ -29,6 +29,7 @@ IOR read, so that it reaches the servers.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import queue
@@ -121,7 +122,12 @@ app_ids = {{ rule = "sequential", start = 1 }}
                        spec.client_overhead_ns, spec.metadata_costs_ns)}posix_mount = true
 [policy]
 kind = "{spec.policy}"
-{"".join(benchmarks.apps_toml(app) for _, app in apps)}"""
+{"".join(benchmarks.apps_toml(_as_simulated(program, app)) for program, app in apps)}"""
+
+
+def _as_simulated(program: str, app: dict) -> dict:
+    """The entry the simulator reads: a trace's processes are its ranks."""
+    return {k: v for k, v in app.items() if not (program == "trace" and k == "processes")}
 
 
 def simulated_apps(apps: list[TwinApp], spec: TwinSpec) -> list[dict[str, float]]:
@@ -134,6 +140,9 @@ def simulated_apps(apps: list[TwinApp], spec: TwinSpec) -> list[dict[str, float]
             a = run["apps"][k]
             if program == "ior":
                 rows = [(op["access"], op["bandwidth_MiBps"]) for op in a["ior"]]
+            elif program == "trace":
+                span = a["end_s"] - a["start_s"]
+                rows = [("trace", a["bytes"] / span / (1 << 20) if span > 0 else 0.0)]
             else:
                 rows = [(op, items / seconds if seconds > 0 else 0.0)
                         for op, items, seconds in mdtest_rows(a["mdtest"])]
@@ -186,6 +195,58 @@ def _ior_rank(root: str, app: dict, rank: int, barrier, out, group: int) -> None
             os.fsync(fd)
         os.close(fd)
         out.put((group, rank, start, time.monotonic()))
+
+
+def trace_requests(app: dict) -> list[list[dict]]:
+    """The requests of each rank of a trace application (``trace``, and
+    ``trace_app`` when the file holds several)."""
+    doc = json.loads(Path(app["trace"]).read_text())
+    apps = doc["apps"]
+    chosen = [a for a in apps if a["name"] == app["trace_app"]] if "trace_app" in app else apps[:1]
+    return chosen[0]["ranks"]
+
+
+def _trace_rank(root: str, app: dict, rank: int, barrier, out, group: int) -> None:
+    """One rank of a trace: its requests one at a time, each when the
+    previous one is done, after its ``compute`` and no earlier than its
+    ``at`` (seconds from the application's start), as the simulator
+    issues them; a write is fsynced at the end, so that it reached the
+    servers when the rank's time ends."""
+    requests = trace_requests(app)[rank]
+    fds: dict[int, int] = {}
+    barrier.wait()
+    start = time.monotonic()
+    for q in requests:
+        if q.get("compute"):
+            time.sleep(q["compute"])
+        if q.get("at") is not None:
+            time.sleep(max(0.0, start + q["at"] - time.monotonic()))
+        fd = fds.get(q["file"])
+        if fd is None:
+            fd = fds[q["file"]] = os.open(os.path.join(root, f"trace.{q['file']}"), os.O_RDWR | os.O_CREAT, 0o644)
+        if q["op"] == "write":
+            moved = os.pwrite(fd, b"t" * q["length"], q["offset"])
+        else:
+            moved = len(os.pread(fd, q["length"], q["offset"]))
+        if moved != q["length"]:
+            raise RuntimeError(f"rank {rank}: a short {q['op']} of trace.{q['file']} at {q['offset']}")
+    for fd in fds.values():
+        os.fsync(fd)
+        os.close(fd)
+    out.put((group, rank, start, time.monotonic()))
+
+
+def _prepare_trace(directory: Path, app: dict) -> None:
+    """The files a trace reads, written before the run (not timed) as far
+    as its reads reach, so that each read finds its bytes on the servers."""
+    ends: dict[int, int] = {}
+    for q in (q for rank in trace_requests(app) for q in rank if q["op"] == "read"):
+        ends[q["file"]] = max(ends.get(q["file"], 0), q["offset"] + q["length"])
+    for file, end in ends.items():
+        with open(directory / f"trace.{file}", "wb") as f:
+            for at in range(0, end, 1 << 20):
+                f.write(b"p" * min(1 << 20, end - at))
+            os.fsync(f.fileno())
 
 
 def _md_item(step: str, directory: str, i: int, size: int) -> None:
@@ -272,6 +333,8 @@ def _next_mark(out, procs) -> tuple:
 
 def _operations(program: str, app: dict) -> list[str]:
     """The operations the real driver runs, in order."""
+    if program == "trace":
+        return ["trace"]
     return list(app["operations"]) if program == "ior" else md_operations(app["md_steps"])
 
 
@@ -287,9 +350,12 @@ def _run_groups(apps: list[TwinApp], root: Path) -> list[list[tuple[float, float
     saved = os.environ.get("CONCERTO_APP_ID")
     try:
         for k, (program, app) in enumerate(apps):
-            target = _ior_rank if program == "ior" else _md_rank
+            target = {"ior": _ior_rank, "mdtest": _md_rank, "trace": _trace_rank}[program]
             directory = root / app["name"] if len(apps) > 1 else root
             directory.mkdir(exist_ok=True)
+            if program == "trace":
+                _prepare_trace(directory, app)
+                _drop_caches()
             # Kept until the tasks are done: a spawned task opens its
             # barrier's semaphores by name, which go with the last reference here.
             barriers.append(ctx.Barrier(app["processes"], timeout=OPERATION_TIMEOUT_S))
@@ -325,6 +391,10 @@ def _run_groups(apps: list[TwinApp], root: Path) -> list[list[tuple[float, float
 
 def _figures(program: str, app: dict, spans: list[tuple[float, float]]) -> list[tuple[str, float]]:
     """Per operation of one app, its name and figure (MiB/s or operations per second)."""
+    if program == "trace":
+        moved = sum(q["length"] for rank in trace_requests(app) for q in rank)
+        ((start, end),) = spans
+        return [("trace", moved / (end - start) / (1 << 20))]
     if program == "ior":
         moved = app["processes"] * app["segments"] * app["block_size"]
         return [(op, moved / (end - start) / (1 << 20)) for op, (start, end) in zip(app["operations"], spans)]
@@ -456,6 +526,9 @@ def apps_of(path: Path) -> list[TwinApp]:
             app.setdefault("request_size", app["block_size"])
             if app["block_size"] % app["request_size"]:
                 raise TwinProblem(f"{where}: block_size is not a multiple of request_size")
+        elif app.get("workload") == "trace":
+            program = "trace"
+            app = _trace_app(where, path, app)
         elif app.get("workload") == "md-test":
             program = "mdtest"
             app = {"processes": 1, "items": 1, "md_steps": ["mktestdir", "create", "stat", "rm", "rmtestdir"], **app}
@@ -463,7 +536,7 @@ def apps_of(path: Path) -> list[TwinApp]:
                 app["request_size"] = _size(where, "request_size", app["request_size"])
         else:
             raise TwinProblem(f"{where}: workload {app.get('workload')!r}: the twin's drivers run IOR's layout "
-                              "(workload = \"ior\" with block_size) and md-test")
+                              "(workload = \"ior\" with block_size), md-test and trace")
         if app.get("instances", 1) != 1:
             raise TwinProblem(f"{where}: instances = {app['instances']}: give each application its own [[apps]]")
         apps.append((program, app))
@@ -471,6 +544,24 @@ def apps_of(path: Path) -> list[TwinApp]:
     if len(set(names)) != len(names):
         raise TwinProblem(f"{path}: two [[apps]] are named alike ({names}): each needs a name of its own")
     return apps
+
+
+def _trace_app(where: str, path: Path, app: dict) -> dict:
+    """A trace entry with its file made absolute (relative to the apps
+    file's directory, or where concerto runs, as the simulator reads it)
+    and as many processes as the trace has ranks; its trace is checked by
+    the simulator's own reader when the simulated side runs."""
+    if not isinstance(app.get("trace"), str):
+        raise TwinProblem(f"{where}: workload \"trace\" needs trace = \"FILE\" (a concerto-trace JSON file)")
+    trace = Path(app["trace"])
+    if not trace.is_absolute():
+        trace = trace if trace.exists() else path.parent / trace
+    app = {**app, "trace": str(trace.resolve())}
+    try:
+        app.setdefault("processes", len(trace_requests(app)))
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+        raise TwinProblem(f"{where}.trace = {str(trace)!r}: not a trace the twin can replay ({e!r})") from e
+    return app
 
 
 def _size(where: str, key: str, value: object) -> int:
@@ -516,5 +607,5 @@ def _both_sides(apps: list[TwinApp], spec: TwinSpec, out: Path, say: Callable[[s
             rows.append({"operation": key.split(":", 1)[1], "real": r, "real_runs": runs, "sim": sim[key],
                          "sim_over_real": sim[key] / r if r > 0 else None})
         per_app.append({"name": app["name"], "program": program, "app": app,
-                        "unit": "MiB/s" if program == "ior" else "ops/s", "rows": rows})
+                        "unit": "ops/s" if program == "mdtest" else "MiB/s", "rows": rows})
     return {"cluster": asdict(spec), "apps": per_app}
