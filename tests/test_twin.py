@@ -246,10 +246,16 @@ def test_each_application_of_an_apps_file_is_its_own_application_at_the_servers(
     ('name = "x"\n', "no [[apps]] tables"),
 ])
 def test_an_apps_file_the_drivers_cannot_run_is_refused_naming_the_entry(tmp_path, text, message):
-    apps = tmp_path / "apps.toml"
-    apps.write_text(text)
-    r = concerto("twin", "--apps", str(apps), "--out", str(tmp_path))
-    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert message in _refused(tmp_path, "--apps", text)
+
+
+def _refused(tmp_path: Path, option: str, text: str) -> str:
+    """What twin says of a file of ``text`` given to ``option``; it must refuse it."""
+    given = tmp_path / "given"
+    given.write_text(text)
+    r = concerto("twin", option, str(given), "--out", str(tmp_path))
+    assert r.returncode == 2, r.stdout + r.stderr
+    return r.stderr
 
 
 def test_twin_takes_one_of_a_command_line_an_apps_file_or_a_benchmarks_output(tmp_path):
@@ -308,10 +314,10 @@ def test_an_mdtest_output_with_phases_the_simulator_does_not_report_lists_them(t
     ('{"Command line": "ior -z -w", "summary": [{"operation": "write", "bwMeanMIB": 5}]}', "ior -z"),
 ])
 def test_a_benchmark_output_twin_cannot_read_is_refused_naming_the_file_and_what_is_missing(tmp_path, text, message):
-    bad = tmp_path / "out.txt"
-    bad.write_text(text)
-    r = concerto("twin", "--real-from", str(bad), "--out", str(tmp_path))
-    assert r.returncode == 2 and message in r.stderr, r.stderr
+    stderr = _refused(tmp_path, "--real-from", text)
+    assert message in stderr, stderr
+    if message != "ior -z":
+        assert str(tmp_path / "given") in stderr, stderr
 
 
 def test_twin_replays_a_trace_on_the_real_side_beside_the_simulator(tmp_path):

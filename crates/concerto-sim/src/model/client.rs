@@ -3,6 +3,7 @@
 //! complete them.
 
 use super::*;
+use smallvec::SmallVec;
 
 impl<'a> Simulation<'a> {
     /// The application asks to do its next operation: at once, or when the
@@ -168,46 +169,30 @@ impl<'a> Simulation<'a> {
                 let file = self.apps[app_idx as usize].files[file as usize];
                 let meta_server = self.files[file as usize].meta_server;
                 let setattr = Op::Meta(concerto_core::MetaOp::Setattr);
-                let mut waited = 0;
+                // (server, op, waited for): when something was written, the
+                // flush: an fsync to each server written (a write of no
+                // bytes to its scheduler, as the real server queues it; its
+                // device charges `fsync`) and the namespace's sync; then
+                // the release's notice, which the process does not wait for.
+                let mut sends: SmallVec<[(u32, Op, bool); 4]> = SmallVec::new();
                 if !written.is_empty() {
-                    // The flush: an fsync to each server written (a write of
-                    // no bytes to its scheduler, as the real server queues
-                    // it; its device charges `fsync`), the namespace's sync.
                     let mut pieces = std::mem::take(&mut self.split);
                     self.files[file as usize]
                         .layout
                         .split_extents_into(&written, &mut pieces);
-                    waited = pieces.len() as u32 + 1;
-                    self.ranks[rank as usize].pending = waited;
-                    let to = pieces.iter().map(|p| p.server).chain([meta_server]);
-                    let ops = std::iter::repeat_n(Op::Write, pieces.len()).chain([setattr]);
-                    let sends: Vec<(u32, Op)> = to.zip(ops).collect();
+                    sends.extend(pieces.iter().map(|p| (p.server, Op::Write, true)));
+                    sends.push((meta_server, setattr, true));
                     self.split = pieces;
-                    for (server, op) in sends {
-                        let piece = self.new_piece(
-                            rank,
-                            server,
-                            file,
-                            call,
-                            0,
-                            template(op, file as u64),
-                            now,
-                        );
-                        self.send_request(piece, now);
-                    }
                 }
-                // The release's notice, which the process does not wait for.
-                let notice = self.new_piece(
-                    rank,
-                    meta_server,
-                    file,
-                    call,
-                    0,
-                    template(setattr, file as u64),
-                    now,
-                );
-                self.pieces[notice as usize].background = true;
-                self.send_request(notice, now);
+                sends.push((meta_server, setattr, false));
+                let waited = sends.iter().filter(|s| s.2).count() as u32;
+                self.ranks[rank as usize].pending = waited;
+                for (server, op, wait) in sends {
+                    let req = template(op, file as u64);
+                    let piece = self.new_piece(rank, server, file, call, 0, req, now);
+                    self.pieces[piece as usize].background = !wait;
+                    self.send_request(piece, now);
+                }
                 if waited == 0 {
                     self.step_done(rank, now);
                 }
