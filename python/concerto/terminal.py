@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 import stat
 
+import click
 import humanize
+from rich.markup import escape
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from concerto import _native
 
 # Rich lays a table out for 80 columns when it does not print to a terminal,
 # cutting names and numbers short ("coordin…", "completi…"). The output of a
@@ -74,3 +78,29 @@ def exact_size(n: int) -> str:
 def mode_string(kind: str, mode: int) -> str:
     """Permission bits as ``ls -l`` shows them: drwxrwxrwt, -rw-r-----."""
     return stat.filemode((stat.S_IFDIR if kind == "directory" else stat.S_IFREG) | mode)
+
+
+class UsageProblem(click.ClickException):
+    """Bad input: printed as `error: ...` with exit code 2, never a traceback."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:  # noqa: ARG002 - click's signature
+        # The message is text, not markup: "[cluster]" in it must print as written.
+        console(stderr=True).print(f"[bold red]error:[/] {escape(self.message)}", highlight=False)
+
+
+def guarded(fn):
+    """Turns configuration and file errors into UsageProblem."""
+
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except _native.ConfigError as e:
+            raise UsageProblem(str(e)) from e
+        except OSError as e:
+            raise UsageProblem(f"{e.filename}: {e.strerror or e}" if e.filename else str(e)) from e
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
