@@ -110,7 +110,7 @@ def imported(command: str, processes: int | None) -> tuple[str, dict]:
     return program, app
 
 
-#: One application of a twin run: its benchmark (``ior`` or ``mdtest``) and its ``[[apps]]`` entry.
+#: One application of a twin run: what its real side runs (``ior``, ``mdtest`` or ``trace``) and its ``[[apps]]`` entry.
 TwinApp = tuple[str, dict]
 
 
