@@ -150,7 +150,10 @@ def test_demo_runs_real_and_simulated(tmp_path: Path) -> None:
     assert (tmp_path / "demo.png").exists()
     assert "stopped 4 servers" in r.stdout
     # The table fits a terminal-less 80 columns: every policy's row is printed whole.
-    rows = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines() if line.strip()}
+    rows: dict[str, list[str]] = {}
+    for line in r.stdout.splitlines():  # the first table's row; the disorder table's come after
+        if line.strip():
+            rows.setdefault(line.split()[0], line.split()[1:])
     for policy, result in data.items():
         assert rows[policy] == [f"{result['real']['avg_completion_s'] * 1e3:.1f}",
                                 f"{result['simulated']['avg_completion_s'] * 1e3:.1f}",
@@ -159,6 +162,25 @@ def test_demo_runs_real_and_simulated(tmp_path: Path) -> None:
                                 f"{result['real']['jain']:.3f}", f"{result['simulated']['jain']:.3f}"]
     pids = _server_pids(cluster_dir)
     assert len(pids) == 4 and _running(pids) == []
+
+
+def test_out_of_order_share_counts_calls_another_application_passes_at_one_server_only() -> None:
+    from concerto.demo import out_of_order_share
+
+    a, b, c = (1, 0, 0), (2, 0, 0), (2, 1, 0)
+    # Servers 0 and 1 both see a before b: in order; c (b's application too)
+    # is ahead of a at server 0 only: a and c are out of order, b is not.
+    arrivals = [(a, 0, 1.0), (b, 0, 2.0), (c, 0, 0.5), (a, 1, 1.0), (b, 1, 3.0), (c, 1, 2.0)]
+    assert out_of_order_share(arrivals) == 2 / 3
+    # Calls of one application passing each other do not count.
+    assert out_of_order_share([(b, 0, 1.0), (c, 0, 2.0), (b, 1, 2.0), (c, 1, 1.0)]) == 0.0
+    # A tie is one order, the same on every server.
+    assert out_of_order_share([(a, 0, 1.0), (b, 0, 1.0), (a, 1, 1.0), (b, 1, 1.0)]) == 0.0
+
+
+def test_demo_link_rate_without_netns_is_refused_by_name(tmp_path: Path) -> None:
+    r = concerto("demo", "--link-rate", "1e6", "--out", str(tmp_path))
+    assert r.returncode == 2 and "--link-rate" in r.stderr and "--netns" in r.stderr, r.stderr
 
 
 def test_an_interrupted_demo_stops_its_servers(tmp_path: Path) -> None:

@@ -205,3 +205,37 @@ def test_bench_integrity_measures_the_same_client_with_and_without_macs_between_
     assert _namespaces_and_links() <= before
     assert not (tmp_path / "integrity-cluster" / netns.STATE).exists()
 
+
+
+def test_measure_links_reads_the_link_limit_and_gives_the_simulator_a_shared_network(netns_cluster):
+    _, net = netns_cluster
+    links = netns.measure_links(net, size=2 << 20, reps=3, pings=50)
+    # A limit of RATE bytes/s on the wire leaves TCP's payload a little less (headers).
+    assert 0.9 * RATE <= links["rate_Bps"] <= RATE, links
+    assert 0 < links["latency_s"] < 0.01 and links["jitter_s"] >= 0, links
+    table = netns.network_toml(links)
+    assert 'mode = "shared"' in table and f'client_bandwidth = "{links["rate_Bps"]:.0f}B/s"' in table
+
+
+def _concerto_namespaces() -> set[str]:
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    return {n for n in names if n.startswith("concerto-")}
+
+
+def test_demo_across_namespaces_runs_both_worlds_and_leaves_nothing_behind(tmp_path):
+    cluster_dir = tmp_path / "cluster"
+    before = _concerto_namespaces()
+    r = concerto("demo", "--netns", "--out", str(tmp_path / "out"), "--cluster-dir", str(cluster_dir))
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads((tmp_path / "out" / "demo.json").read_text())
+    assert list(data) == ["fifo", "coordinated", "sfq-d-plus"]
+    for policy in data.values():
+        for world in ("real", "simulated"):
+            assert len(policy[world]["apps"]) == 3
+            assert 0 <= policy[world]["out_of_order"] <= 1
+    links = json.loads((tmp_path / "out" / "network.json").read_text())
+    # The demo's default links, 25 MB/s each way, as measured.
+    assert 0.9 * 25e6 <= links["rate_Bps"] <= 25e6, links
+    assert "in network namespaces, links of 25 MB/s" in r.stdout
+    assert not (cluster_dir / netns.STATE).exists()
+    assert _concerto_namespaces() <= before, "the demo left namespaces behind"

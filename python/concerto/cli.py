@@ -589,17 +589,25 @@ def profile_cmd(device: str | None, directory: Path | None, server: str | None, 
 @click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the demo cluster's files (server files, logs, cluster.toml) here; "
                    "default: a temporary directory removed at the end.")
+@click.option("--netns", "in_namespaces", is_flag=True,
+              help="Servers and applications each in a network namespace of their own, joined by limited links "
+                   "(needs root); the simulator is given the links as measured.")
+@click.option("--link-rate", type=click.FloatRange(min=1e5), default=None,
+              help="With --netns: bytes/s each way on every link (default 25e6).")
 @click.pass_context
 @guarded
-def demo(ctx: click.Context, out: Path, cluster_dir: Path | None) -> None:
+def demo(ctx: click.Context, out: Path, cluster_dir: Path | None, in_namespaces: bool,
+         link_rate: float | None) -> None:
     """FIFO, coordinated and SFQ(D)+ on a real local cluster and in the simulator, side by side.
 
     `concerto demo iosets` is the job-level one (IO-SETS)."""
     if ctx.invoked_subcommand is not None:
         return
-    from concerto.demo import run_demo
+    from concerto.demo import LINK_RATE, run_demo
 
-    run_demo(out, console, cluster_dir)
+    if link_rate is not None and not in_namespaces:
+        raise UsageProblem("--link-rate limits the links of a demo across namespaces: give --netns too")
+    run_demo(out, console, cluster_dir, in_namespaces, LINK_RATE if link_rate is None else link_rate)
 
 
 @demo.command("iosets")

@@ -10,11 +10,21 @@ servers switch policy live between runs: FIFO, coordinated, SFQ(D)+.
 The same scenario then runs in the simulator, whose ``emulated`` device is
 the model the throttle enforces, and the two are printed side by side.
 Every server the demo starts is stopped when it ends, also on Ctrl-C.
+
+With ``netns``, the servers and the applications are each in a network
+namespace of their own (an application's processes share one client
+group, as ranks on one node share its NIC), every link limited by tbf;
+the simulator's network is the links as measured first. Both worlds also
+count the calls whose pieces reach the servers in different orders: the
+phenomenon coordination exists for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
+import dataclasses
+import itertools
 import json
 import multiprocessing as mp
 import signal
@@ -29,7 +39,7 @@ from rich.table import Table
 
 from concerto import _native
 from concerto import cluster as local
-from concerto import fs
+from concerto import fs, netns
 from concerto.report import pyplot, write_json
 from concerto.sim import ScenarioSource, simulate
 
@@ -44,12 +54,19 @@ SIM_SEEDS = 3
 # One request at a time on each disk, as the coordination paper's servers
 # do: the order is then the policy's, not the storage threads'.
 DEPTH = 1
+# Each way on every link with --netns: an application's 1 MiB call takes
+# about 40 ms through its client group's link, half a FIFO call's time on
+# the disks, so the network shapes when pieces arrive without being the
+# bottleneck (the disks are: about 36 MB/s for the three applications).
+LINK_RATE = 25e6
 
 
 def _rank(cluster: str, path: str, app: int, rank: int, start: mp.Barrier, app_barrier: mp.Barrier,
-          results: mp.Queue) -> None:
+          results: mp.Queue, namespace: str | None) -> None:
     """One process of one application: ``CALLS`` synchronized strided writes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops everyone
+    if namespace is not None:
+        netns.join(namespace)
     client = fs.connect(cluster, app=app, rank=rank)
     f = client.open(path, write=True)
     data = bytes([app]) * REQUEST
@@ -67,8 +84,11 @@ def _rank(cluster: str, path: str, app: int, rank: int, start: mp.Barrier, app_b
     f.close()
 
 
-def run_real(client: fs.Client, cluster_file: Path, policy: str) -> dict:
+def run_real(client: fs.Client, cluster_file: Path, policy: str, net: netns.Network | None = None) -> dict:
+    """The policy's run on the cluster; with ``net``, application k's
+    processes in client group k-1's namespace."""
     ctx = mp.get_context("spawn")
+    logged = [log[-1]["seq"] if log else 0 for log in _arrival_logs(client)]
     start = ctx.Barrier(APPS * PROCESSES)
     results = ctx.Queue()
     procs = []
@@ -80,7 +100,8 @@ def run_real(client: fs.Client, cluster_file: Path, policy: str) -> dict:
             path = f"/demo/{policy}-app{app}"
             client.create(path, unit=STRIPE_UNIT, count=SERVERS).close()
             for rank in range(PROCESSES):
-                args = (str(cluster_file), path, app, rank, start, barriers[app - 1], results)
+                namespace = net.namespace("c", app - 1) if net else None
+                args = (str(cluster_file), path, app, rank, start, barriers[app - 1], results, namespace)
                 procs.append(ctx.Process(target=_rank, args=args))
                 procs[-1].start()
         apps = [results.get(timeout=300) for _ in range(APPS)]
@@ -98,7 +119,51 @@ def run_real(client: fs.Client, cluster_file: Path, policy: str) -> dict:
         moved = CALLS * PROCESSES * REQUEST
         per_app.append({"app": a["app"], "avg_completion_s": statistics.mean(a["durations"]),
                         "bandwidth_Bps": moved / a["elapsed"]})
-    return _summary(per_app)
+    logs = _arrival_logs(client)
+    arrivals = [(call, server, at) for server, log in enumerate(logs)
+                for call, at in _calls_arrived([a for a in log if a["seq"] > logged[server]])]
+    return _summary(per_app) | {"out_of_order": out_of_order_share(arrivals)}
+
+
+def _arrival_logs(client: fs.Client) -> list[list[dict]]:
+    logs = client.arrivals()
+    for server, log in enumerate(logs):
+        if isinstance(log, dict):
+            raise RuntimeError(f"server {server}'s arrival log: {log['error']}")
+    return logs
+
+
+def _calls_arrived(log: list[dict]) -> list[tuple[tuple[int, int, int], int]]:
+    """One server's arrivals of the applications' writes as ``((app, rank,
+    call), at_ns)``: a call puts one piece on every server, so a rank's
+    k-th piece here by offset is its call k."""
+    pieces: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for a in log:
+        if a["op"] == "write" and 1 <= a["app"] <= APPS:
+            pieces.setdefault((a["app"], a["rank"]), []).append((a["offset"], a["at_ns"]))
+    return [((app, rank, k), at) for (app, rank), ps in pieces.items() for k, (_, at) in enumerate(sorted(ps))]
+
+
+def out_of_order_share(arrivals: list[tuple[tuple[int, int, int], int, float]]) -> float:
+    """The share of calls whose pieces reach the servers in different
+    orders: ``arrivals`` holds ``((app, rank, call), server, time)`` per
+    piece, and a call counts when a call of another application reaches
+    one of its servers before it and another of its servers after it (the
+    disorder coordination removes; ties in time are one order, the same
+    everywhere)."""
+    position: dict[int, dict[tuple, int]] = {}
+    for server in sorted({s for _, s, _ in arrivals}):
+        here = sorted((t, call) for call, s, t in arrivals if s == server)
+        position[server] = {call: i for i, (_, call) in enumerate(here)}
+    calls = sorted({call for call, _, _ in arrivals})
+    disordered = set()
+    for a, b in itertools.combinations(calls, 2):
+        if a[0] == b[0]:
+            continue
+        orders = {pos[a] < pos[b] for pos in position.values() if a in pos and b in pos}
+        if len(orders) == 2:
+            disordered |= {a, b}
+    return len(disordered) / len(calls) if calls else 0.0
 
 
 def _summary(per_app: list[dict]) -> dict:
@@ -145,13 +210,15 @@ costs = {{ {costs} }}
 METADATA_OPERATIONS = ("mkdir", "create", "getattr", "readdir", "remove", "rmdir", "rename", "setattr", "fsync")
 
 
-def scenario_toml(policy: str) -> str:
-    """The same workload for the simulator, on the throttle's device model."""
+def scenario_toml(policy: str, network: str = "") -> str:
+    """The same workload for the simulator, on the throttle's device model
+    (and ``network``, a ``[cluster.network]`` table, if given)."""
     return f"""
 name = "demo-{policy}"
 seed = 1
 app_ids = {{ rule = "sequential", start = 1 }}
 {emulated_cluster_toml(SERVERS, STRIPE_UNIT, DEPTH)}
+{network}
 [policy]
 kind = "{policy}"
 [[apps]]
@@ -159,14 +226,21 @@ name = "ior"
 workload = "ior"
 instances = {APPS}
 processes = {PROCESSES}
+processes_per_node = {PROCESSES if network else 1}
 requests = {CALLS}
 request_size = {REQUEST}
 pattern = "strided"
+op = "write"
 """
 
 
-def run_simulated(policy: str) -> dict:
-    result = simulate(ScenarioSource(text=scenario_toml(policy), label=f"demo-{policy}"), reps=SIM_SEEDS)
+def run_simulated(policy: str, network: str = "") -> dict:
+    with tempfile.TemporaryDirectory(prefix="concerto-demo-sim-") as tmp:
+        detail = Path(tmp) / "pieces.csv"
+        result = simulate(ScenarioSource(text=scenario_toml(policy, network), label=f"demo-{policy}"), reps=SIM_SEEDS,
+                          detail_csv=detail)
+        with detail.open() as f:
+            pieces = [r for r in csv.DictReader(f) if r["op"] == "write"]
     runs = result["runs"]
     per_app = []
     for i, a in enumerate(runs[0]["apps"]):
@@ -175,14 +249,18 @@ def run_simulated(policy: str) -> dict:
             "avg_completion_s": statistics.mean(r["apps"][i]["completion_s"]["mean"] for r in runs),
             "bandwidth_Bps": statistics.mean(r["apps"][i]["bandwidth_Bps"] for r in runs),
         })
-    return _summary(per_app)
+    # The simulator numbers applications from 0; the real servers from 1.
+    shares = [out_of_order_share([((int(p["app"]) + 1, int(p["rank"]), int(p["call"])), int(p["server"]),
+                                   int(p["arrive_ns"])) for p in pieces if p["seed"] == seed])
+              for seed in sorted({p["seed"] for p in pieces})]
+    return _summary(per_app) | {"out_of_order": statistics.mean(shares)}
 
 
-def table(results: dict) -> Table:
+def table(results: dict, where: str = "on loopback") -> Table:
     # Units in the headers and a caption for what they mean: the cells stay
     # short enough for an 80-column terminal (and for a log without one).
     t = Table(title=f"{APPS} applications x {PROCESSES} processes, {CALLS} synchronized 256 KiB calls each, "
-                    f"{SERVERS} HDD-class servers: real cluster vs simulator", title_justify="left",
+                    f"{SERVERS} HDD-class servers {where}: real cluster vs simulator", title_justify="left",
               caption="ms: average call completion; MB/s: aggregate bandwidth; Jain: fairness index over the "
                       f"applications' bandwidths (1 = equal); sim: the simulator, mean of {SIM_SEEDS} seeds",
               caption_justify="left", box=box.SIMPLE_HEAD)
@@ -193,6 +271,18 @@ def table(results: dict) -> Table:
         t.add_row(policy, f"{real['avg_completion_s'] * 1e3:.1f}", f"{sim['avg_completion_s'] * 1e3:.1f}",
                   f"{real['bandwidth_Bps'] / 1e6:.1f}", f"{sim['bandwidth_Bps'] / 1e6:.1f}",
                   f"{real['jain']:.3f}", f"{sim['jain']:.3f}")
+    return t
+
+
+def disorder_table(results: dict) -> Table:
+    t = Table(title="Calls whose pieces reach the servers in different orders (what coordination is for)",
+              title_justify="left", caption="a call counts when a call of another application reaches one of its "
+                                            "servers before it and another after it", caption_justify="left",
+              box=box.SIMPLE_HEAD)
+    for col in ("policy", "share real", "share sim"):
+        t.add_column(col, justify="left" if col == "policy" else "right")
+    for policy, r in results.items():
+        t.add_row(policy, f"{r['real']['out_of_order']:.0%}", f"{r['simulated']['out_of_order']:.0%}")
     return t
 
 
@@ -218,9 +308,12 @@ def plot(results: dict, base: Path) -> None:
     plt.close(fig)
 
 
-def run_demo(out: Path, console: Console, cluster_dir: Path | None = None) -> dict:
-    console.print(f"[bold]Concerto demo[/]: starting {SERVERS} HDD-class servers on loopback ...")
+def run_demo(out: Path, console: Console, cluster_dir: Path | None = None, in_namespaces: bool = False,
+             link_rate: float = LINK_RATE) -> dict:
+    where = (f"in network namespaces, links of {link_rate / 1e6:g} MB/s" if in_namespaces else "on loopback")
+    console.print(f"[bold]Concerto demo[/]: starting {SERVERS} HDD-class servers {where} ...")
     results: dict[str, dict] = {}
+    network = ""
     # SIGTERM ends the demo like Ctrl-C does, so the servers are stopped either way.
     previous = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     with contextlib.ExitStack() as stack:
@@ -229,25 +322,37 @@ def run_demo(out: Path, console: Console, cluster_dir: Path | None = None) -> di
         else:
             directory = cluster_dir
         try:
-            cluster_file = local.up(directory, local.ClusterSpec(servers=SERVERS, policy="fifo", throttle="hdd",
-                                                                 stripe_unit=STRIPE_UNIT, timeout_s=30.0, depth=DEPTH))
+            spec = local.ClusterSpec(servers=SERVERS, policy="fifo", throttle="hdd", stripe_unit=STRIPE_UNIT,
+                                     timeout_s=30.0, depth=DEPTH)
+            if in_namespaces:
+                spec = dataclasses.replace(spec, netns=True, clients=APPS, link_rate=link_rate)
+            cluster_file = local.up(directory, spec)
+            net = netns.load(directory)
+            if net is not None:
+                links = netns.measure_links(net)
+                network = netns.network_toml(links)
+                console.print(f"  links measured: {links['rate_Bps'] / 1e6:.2f} MB/s, one way "
+                              f"{links['latency_s'] * 1e6:.0f} us + up to {links['jitter_s'] * 1e6:.0f} us")
             client = fs.connect(cluster_file, app=999)
             client.mkdir("/demo")
             for policy in POLICIES:
                 client.set_policy(local.policy_toml(policy, {}))
                 console.print(f"  {policy}: real cluster ...", end="")
-                real = run_real(client, cluster_file, policy)
+                real = run_real(client, cluster_file, policy, net)
                 console.print(" simulator ...", end="")
-                results[policy] = {"real": real, "simulated": run_simulated(policy)}
+                results[policy] = {"real": real, "simulated": run_simulated(policy, network)}
                 console.print(" done")
         finally:
             # Before cluster.toml exists, `up` stops what it started itself.
             if (directory / "cluster.toml").exists():
                 console.print(f"stopped {local.down(directory)} servers")
             signal.signal(signal.SIGTERM, previous)
-    console.print(table(results))
+    console.print(table(results, where))
+    console.print(disorder_table(results))
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "demo.json", results)
+    if in_namespaces:
+        write_json(out / "network.json", links)
     plot(results, out / "demo")
     console.print(f"wrote {out / 'demo.json'} and {out / 'demo.png'}")
     return results

@@ -21,10 +21,13 @@ is made, so :func:`destroy` removes everything even after a failed start.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
+import statistics
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,6 +48,8 @@ QUEUE_LATENCY = "50ms"
 # 16 KiB 1.56 of it, against 1.60), so 10 ms is kept.
 BURST_TIME = 10e-3
 BURST_MIN = 64 << 10
+# setns(2)'s namespace type for a network namespace.
+CLONE_NEWNET = 0x40000000
 
 
 class NetnsError(Exception):
@@ -83,6 +88,21 @@ class Network:
     def enter(self, kind: str, i: int) -> list[str]:
         """The command prefix that runs a program in that namespace's network."""
         return ["nsenter", f"--net=/run/netns/{self.namespace(kind, i)}", "--"]
+
+
+def join(namespace: str) -> None:
+    """Moves this process into ``namespace``'s network (a process of our
+    own started for it, before it opens a socket or a thread: sockets
+    stay in the namespace they were made in, threads start in their
+    parent's). Python 3.11 has no ``os.setns``, so through libc."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/run/netns/{namespace}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            errno = ctypes.get_errno()
+            raise NetnsError(f"cannot enter network namespace {namespace}: {os.strerror(errno)}")
+    finally:
+        os.close(fd)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -227,3 +247,98 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+# ---------------------------------------------------------------- measuring the links
+
+# A TCP sink in a server's namespace: each message is an 8-byte length and
+# that many bytes, answered with one byte once all are in.
+_SINK = r"""
+import socket, struct, sys
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+s.listen(1)
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept()
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+buf = bytearray(1 << 20)
+def exact(n):
+    got = 0
+    while got < n:
+        k = c.recv_into(memoryview(buf)[: min(len(buf), n - got)])
+        if k == 0:
+            sys.exit(0)
+        got += k
+    return bytes(buf[:n]) if n <= 8 else None
+while True:
+    (n,) = struct.unpack("<Q", exact(8))
+    exact(n)
+    c.sendall(b"k")
+"""
+
+# Its peer in a client group's namespace: round trips of 8-byte messages,
+# then timed bulk messages; prints what it measured.
+_SENDER = r"""
+import json, socket, statistics, struct, sys, time
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=60)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+size, reps, pings = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+def message(n, data=b""):
+    t = time.monotonic()
+    c.sendall(struct.pack("<Q", n) + data)
+    if c.recv(1) != b"k":
+        sys.exit("the sink stopped")
+    return time.monotonic() - t
+rtts = [message(0) for _ in range(pings)]
+data = bytes(size)
+message(1 << 20, data[: 1 << 20])  # TCP's window opened before the timed ones
+rates = [size / message(size, data) for _ in range(reps)]
+print(json.dumps({"rates_Bps": rates, "rtts_s": rtts}))
+"""
+
+
+def measure_links(net: Network, client: int = 0, server: int = 0, size: int = 8 << 20, reps: int = 5,
+                  pings: int = 200) -> dict[str, float]:
+    """What the simulator's network is given for a cluster across
+    namespaces, measured on the links themselves (a TCP stream from client
+    group ``client``'s namespace to server ``server``'s, beside the file
+    system, not through it, so no device's time is in it): the payload rate
+    of one stream through the links (the median of ``reps`` messages of
+    ``size`` bytes; what a limit leaves after headers), and from ``pings``
+    round trips of small messages a one-way latency (half the fastest) and
+    a jitter (the median's excess over the fastest: the simulator adds a
+    uniform draw from 0 to the jitter to each one-way latency, so two such
+    draws make the median round trip)."""
+    sink = subprocess.Popen([*net.enter("s", server), sys.executable, "-c", _SINK, net.address("s", server)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = sink.stdout.readline().strip()
+        if not port.isdigit():
+            raise NetnsError(f"the link probe's sink in {net.namespace('s', server)} did not start: "
+                             f"{sink.stderr.read().strip()}")
+        r = subprocess.run([*net.enter("c", client), sys.executable, "-c", _SENDER, net.address("s", server), port,
+                            str(size), str(reps), str(pings)], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise NetnsError(f"measuring the link from {net.namespace('c', client)} to "
+                             f"{net.namespace('s', server)} failed: {r.stderr.strip()}")
+    finally:
+        sink.kill()
+        sink.wait(10)
+    raw = json.loads(r.stdout)
+    fastest = min(raw["rtts_s"])
+    return {"rate_Bps": statistics.median(raw["rates_Bps"]), "latency_s": fastest / 2,
+            "jitter_s": statistics.median(raw["rtts_s"]) - fastest, "rtt_s": statistics.median(raw["rtts_s"])}
+
+
+def network_toml(links: dict[str, float]) -> str:
+    """The scenario's ``[cluster.network]`` for links measured by
+    :func:`measure_links`: every NIC at the measured rate, sharing it among
+    the messages it sends at once (``shared``), as TCP shares a link among
+    its connections."""
+    return f"""[cluster.network]
+mode = "shared"
+latency = "{max(1, round(links['latency_s'] * 1e6))}us"
+jitter = "{round(links['jitter_s'] * 1e6)}us"
+client_bandwidth = "{links['rate_Bps']:.0f}B/s"
+server_bandwidth = "{links['rate_Bps']:.0f}B/s"
+"""

@@ -3,7 +3,10 @@
 //! In the default (`queued`) mode each NIC serializes what it sends and what
 //! it receives at its bandwidth, on its own; in `exclusive` mode a transfer
 //! holds both NICs at once (every node does one transfer at a time, the
-//! model of Clusterfile's I/O scheduling). A message also takes the link
+//! model of Clusterfile's I/O scheduling); in `shared` mode a NIC shares
+//! its bandwidth equally among the messages it is sending at once, as TCP
+//! shares a link among its flows ([`Flows`]), and takes in what it receives
+//! as in `queued` mode. A message also takes the link
 //! latency plus a uniform random jitter. The jitter is what makes one
 //! client's pieces reach different servers at different times, so that
 //! independent servers see different arrival orders: the problem
@@ -93,6 +96,7 @@ impl Network {
                 src.nic.tx_free = end;
                 end
             }
+            NetworkMode::Shared => unreachable!("a shared NIC's messages go through Flows"),
             NetworkMode::Exclusive => {
                 let rate = Bandwidth(src.bandwidth.0.min(dst.bandwidth.0));
                 let end = now.max(src.nic.tx_free).max(dst.nic.rx_free) + rate.transfer_time(bytes);
@@ -101,14 +105,26 @@ impl Network {
                 end
             }
         };
+        Sent {
+            sent,
+            arrival: sent + self.one_way(rng),
+        }
+    }
+
+    /// A message's way from one NIC to the other once sent: the latency
+    /// and a uniform draw of the jitter.
+    pub fn one_way(&self, rng: &mut ChaCha8Rng) -> Time {
         let jitter = match self.cfg.jitter.as_nanos() {
             0 => Time::ZERO,
             j => Time::from_nanos(rng.gen_range(0..=j)),
         };
-        Sent {
-            sent,
-            arrival: sent + self.cfg.latency + jitter,
-        }
+        self.cfg.latency + jitter
+    }
+
+    /// Whether NICs share their bandwidth among the messages they send
+    /// (`shared` mode: sends go through [`Flows`], not [`Network::send`]).
+    pub fn is_shared(&self) -> bool {
+        self.cfg.mode == NetworkMode::Shared
     }
 
     /// When a read reply of `bytes` may start leaving the server, for a
@@ -142,7 +158,7 @@ impl Network {
     /// `exclusive` mode the transfer already held the receiver.
     pub fn receive(&self, now: Time, bytes: u64, dst: &mut Nic, dst_bw: Bandwidth) -> Time {
         match self.cfg.mode {
-            NetworkMode::Queued => {
+            NetworkMode::Queued | NetworkMode::Shared => {
                 let transfer = dst_bw.transfer_time(bytes);
                 if let Some(incast) = &self.cfg.incast {
                     // Bytes the receiver's port holds ahead of this message.
@@ -160,6 +176,84 @@ impl Network {
             }
             NetworkMode::Exclusive | NetworkMode::Ideal => now,
         }
+    }
+}
+
+/// The messages one NIC is sending in `shared` mode, each at an equal
+/// share of its bandwidth (processor sharing). A message's end depends on
+/// the messages sent after it, so the NIC's next end is an event that a
+/// later send moves: each change bumps `generation`, and an end event of
+/// an older generation is stale.
+pub struct Flows<T> {
+    /// Bytes still to send, and what the message is for.
+    sending: Vec<(f64, T)>,
+    /// When `sending` was last brought up to date.
+    last: Time,
+    generation: u32,
+}
+
+impl<T> Default for Flows<T> {
+    fn default() -> Self {
+        Flows {
+            sending: Vec::new(),
+            last: Time::ZERO,
+            generation: 0,
+        }
+    }
+}
+
+/// A message this close to its end is sent (the shares' floating point).
+const SENT_WITHIN_BYTES: f64 = 0.5;
+
+impl<T> Flows<T> {
+    /// Starts sending `bytes` for `what` at `now`; returns when the NIC's
+    /// next message ends and that end's generation (to schedule).
+    pub fn send(&mut self, now: Time, bytes: u64, bw: Bandwidth, what: T) -> (Time, u32) {
+        self.advance(now, bw);
+        self.sending.push((bytes as f64, what));
+        self.next_end(now, bw).expect("a message is being sent")
+    }
+
+    /// At an end event of `generation`: the messages sent by `now` (none if
+    /// the event is stale), and the next end to schedule, if any.
+    pub fn ended(
+        &mut self,
+        now: Time,
+        generation: u32,
+        bw: Bandwidth,
+        sent: &mut Vec<T>,
+    ) -> Option<(Time, u32)> {
+        if generation != self.generation {
+            return None;
+        }
+        self.advance(now, bw);
+        let mut i = 0;
+        while i < self.sending.len() {
+            if self.sending[i].0 <= SENT_WITHIN_BYTES {
+                // In the order they were sent: ties keep it.
+                sent.push(self.sending.remove(i).1);
+            } else {
+                i += 1;
+            }
+        }
+        self.next_end(now, bw)
+    }
+
+    fn advance(&mut self, now: Time, bw: Bandwidth) {
+        if !self.sending.is_empty() {
+            let each = (now - self.last).as_secs_f64() * bw.0 / self.sending.len() as f64;
+            for (left, _) in &mut self.sending {
+                *left -= each;
+            }
+        }
+        self.last = now;
+    }
+
+    fn next_end(&mut self, now: Time, bw: Bandwidth) -> Option<(Time, u32)> {
+        self.generation = self.generation.wrapping_add(1);
+        let least = self.sending.iter().map(|(left, _)| *left).reduce(f64::min)?;
+        let secs = least.max(0.0) * self.sending.len() as f64 / bw.0;
+        Some((now + Time::from_nanos((secs * 1e9).ceil() as u64), self.generation))
     }
 }
 
@@ -267,6 +361,33 @@ mod tests {
             done,
             "within one buffer"
         );
+    }
+
+    #[test]
+    fn a_shared_nic_sends_its_messages_side_by_side() {
+        let bw = Bandwidth(1e9);
+        let mut nic = Flows::default();
+        // 1 MB alone: 1 ms. A second 1 MB at 0.5 ms halves the rate: the
+        // first ends at 1.5 ms (0.5 MB alone, 0.5 MB at half), the second
+        // at 2 ms (the first's 0.5 MB at half, then 0.5 MB alone).
+        let (end, _) = nic.send(Time::ZERO, 1_000_000, bw, 'a');
+        assert_eq!(end, Time::from_millis(1));
+        let (end, generation) = nic.send(Time::from_micros(500), 1_000_000, bw, 'b');
+        assert_eq!(end, Time::from_micros(1500));
+        let mut sent = Vec::new();
+        assert_eq!(nic.ended(Time::from_millis(1), generation - 1, bw, &mut sent), None, "stale");
+        assert!(sent.is_empty());
+        let (end, generation) = nic.ended(Time::from_micros(1500), generation, bw, &mut sent).unwrap();
+        assert_eq!((sent.as_slice(), end), (&['a'][..], Time::from_millis(2)));
+        assert_eq!(nic.ended(end, generation, bw, &mut sent), None, "nothing left");
+        assert_eq!(sent, ['a', 'b']);
+        // Sixteen sent at once all end together, at sixteen's time.
+        let mut end = Time::ZERO;
+        for i in 0..16 {
+            end = nic.send(Time::from_millis(10), 100_000, bw, 'c').0;
+            let _ = i;
+        }
+        assert_eq!(end, Time::from_micros(11_600));
     }
 
     #[test]

@@ -13,18 +13,22 @@ impl<'a> Simulation<'a> {
         let (servers, meta_servers) = build_servers(sc, n_instances);
         let ids = assign_app_ids(sc, n_instances, &mut setup);
         let (apps, ranks, files) = build_applications(sc, &ids, &meta_servers, &mut setup);
-        let clients = vec![Nic::default(); ranks.len()];
+        let nodes = ranks.last().map_or(0, |r| r.nic as usize + 1);
+        let clients = vec![Nic::default(); nodes];
+        let net = Network::new(cl.network.clone());
+        let shared = sharing::SharedNics::new(&net, nodes, servers.len());
         Simulation {
             sc,
             seed,
             events: EventQueue::new(),
-            net: Network::new(cl.network.clone()),
+            net,
             rng_net: rng(seed, STREAM_NETWORK),
             rng_dev: rng(seed, STREAM_DEVICE),
             rng_tie: rng(seed, STREAM_TIES),
             apps,
             ranks,
             clients,
+            shared,
             files,
             servers,
             pieces: Vec::new(),
@@ -185,6 +189,9 @@ fn build_applications(
                 });
                 app_files.push(idx);
             }
+            // Nodes are numbered across instances: an instance's processes
+            // never share a NIC with another's.
+            let first_node = ranks.last().map_or(0, |r: &RankState| r.nic + 1);
             for rank in 0..spec.processes {
                 let dir_server = meta_servers[ranks.len() % meta_servers.len()];
                 ranks.push(RankState {
@@ -197,6 +204,7 @@ fn build_applications(
                     dir_server,
                     blocks: Vec::new(),
                     holds: None,
+                    nic: first_node + rank / spec.processes_per_node,
                 });
             }
             apps.push(AppState {

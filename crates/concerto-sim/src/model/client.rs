@@ -247,21 +247,27 @@ impl<'a> Simulation<'a> {
     }
 
     /// Puts a piece's request (with the data, for a write) on the wire to
-    /// its server; returns when the client's NIC has sent it.
-    pub(super) fn send_request(&mut self, piece: u32, now: Time) -> Time {
+    /// its server; returns when the client's NIC has sent it (unknown yet
+    /// in `shared` mode, where later messages share the NIC).
+    pub(super) fn send_request(&mut self, piece: u32, now: Time) -> Option<Time> {
         let p = &mut self.pieces[piece as usize];
         p.issue = now;
         if self.net.is_instant() {
             // No network: in the server's queue now, in the order sent.
             self.reach_server(piece, now);
-            return now;
+            return Some(now);
         }
         let wire = self.net.header_bytes() + if p.op == Op::Write { p.bytes } else { 0 };
+        if self.net.is_shared() {
+            let nic = self.ranks[p.rank as usize].nic;
+            self.share_send(false, nic, wire, sharing::Message::Request { piece }, now);
+            return None;
+        }
         let sent = self.net.send(
             now,
             wire,
             End {
-                nic: &mut self.clients[p.rank as usize],
+                nic: &mut self.clients[self.ranks[p.rank as usize].nic as usize],
                 bandwidth: self.net.client_bandwidth(),
             },
             End {
@@ -281,7 +287,7 @@ impl<'a> Simulation<'a> {
         let tie = self.rng_tie.gen::<u32>();
         self.events
             .schedule(reach, Class::Normal, tie, Event::ReachServer { piece });
-        sent.sent
+        Some(sent.sent)
     }
 
     /// Sends the next block of a process that orders its blocks. The process
@@ -293,7 +299,10 @@ impl<'a> Simulation<'a> {
             return;
         };
         let is_write = self.pieces[piece as usize].op == Op::Write;
-        let sent = self.send_request(piece, now);
+        // In `shared` mode the NIC's end of the block sends the next.
+        let Some(sent) = self.send_request(piece, now) else {
+            return;
+        };
         if is_write && !self.ranks[rank as usize].blocks.is_empty() {
             self.events
                 .schedule(sent, Class::Normal, 0, Event::SendBlock { rank });
@@ -319,7 +328,7 @@ impl<'a> Simulation<'a> {
         let done = self.net.receive(
             now,
             wire,
-            &mut self.clients[p.rank as usize],
+            &mut self.clients[self.ranks[p.rank as usize].nic as usize],
             self.net.client_bandwidth(),
         );
         if done == now {

@@ -416,6 +416,21 @@ impl Simulation<'_> {
         let e = &call.shape.plan.exchanges[x as usize];
         let (from, to) = (first_rank + e.from, first_rank + e.to);
         let wire = self.net.header_bytes() + e.bytes;
+        let (from, to) = (self.ranks[from as usize].nic, self.ranks[to as usize].nic);
+        if from == to {
+            // Processes of one node exchange through its memory, not its NIC.
+            self.events.schedule(
+                now,
+                Class::Normal,
+                0,
+                Event::ExchangeArrive { app, exchange: x },
+            );
+            return;
+        }
+        if self.net.is_shared() {
+            let message = super::sharing::Message::Exchange { app, exchange: x };
+            return self.share_send(false, from, wire, message, now);
+        }
         let (src, dst) = pair_mut(&mut self.clients, from as usize, to as usize);
         let sent = self.net.send(
             now,
@@ -450,7 +465,7 @@ impl Simulation<'_> {
         let done = self.net.receive(
             now,
             wire,
-            &mut self.clients[to as usize],
+            &mut self.clients[self.ranks[to as usize].nic as usize],
             self.net.client_bandwidth(),
         );
         self.events.schedule(

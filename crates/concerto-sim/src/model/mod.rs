@@ -19,6 +19,7 @@ mod client;
 mod collective;
 mod report;
 mod server;
+mod sharing;
 
 use std::collections::HashSet;
 
@@ -120,6 +121,14 @@ enum Event {
         app: u32,
         exchange: u32,
     },
+    /// A message of a shared NIC (`shared` mode) may have been sent: a
+    /// client node's NIC or (`server`) a server's; stale unless the NIC's
+    /// messages are still of `generation`.
+    NicEnd {
+        server: bool,
+        nic: u32,
+        generation: u32,
+    },
 }
 
 // RNG streams: separate so that, for one seed, application ids and file
@@ -185,6 +194,8 @@ struct RankState {
     blocks: Vec<u32>,
     /// The file whose write lock the current step holds (`posix_mount`).
     holds: Option<u32>,
+    /// The client NIC of the process's node (`clients`).
+    nic: u32,
 }
 
 struct FileState {
@@ -293,6 +304,8 @@ pub struct Simulation<'a> {
     apps: Vec<AppState>,
     ranks: Vec<RankState>,
     clients: Vec<Nic>,
+    /// The NICs in `shared` mode, where they send side by side.
+    shared: sharing::SharedNics,
     files: Vec<FileState>,
     servers: Vec<ServerState>,
     pieces: Vec<Piece>,
@@ -386,6 +399,11 @@ impl<'a> Simulation<'a> {
             Event::SendBatch { app, rank, batch } => self.send_batch(app, rank, batch, now),
             Event::ExchangeReach { app, exchange } => self.exchange_reach(app, exchange, now),
             Event::ExchangeArrive { app, exchange } => self.exchange_arrive(app, exchange, now),
+            Event::NicEnd {
+                server,
+                nic,
+                generation,
+            } => self.nic_end(server, nic, generation, now),
         }
     }
 

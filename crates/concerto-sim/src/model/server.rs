@@ -218,21 +218,12 @@ impl<'a> Simulation<'a> {
             } else {
                 now
             };
-            let sent = self.net.send(
-                reply_from,
-                wire,
-                End {
-                    nic: &mut s.nic,
-                    bandwidth: self.net.server_bandwidth(),
-                },
-                End {
-                    nic: &mut self.clients[rank as usize],
-                    bandwidth: self.net.client_bandwidth(),
-                },
-                &mut self.rng_net,
-            );
-            self.events
-                .schedule(sent.arrival, Class::Normal, 0, Event::ReachClient { piece });
+            if self.net.is_shared() {
+                let message = sharing::Message::Reply { piece };
+                self.share_send(true, server, wire, message, reply_from);
+            } else {
+                self.reply(server, rank, piece, wire, reply_from);
+            }
         }
         self.kick(server);
         if !is_meta && !cached && self.servers[server as usize].elevator {
@@ -244,6 +235,26 @@ impl<'a> Simulation<'a> {
             // on (the process's next request may come to this server).
             self.reach_client(piece, now);
         }
+    }
+
+    /// Sends a piece's reply of `wire` bytes from its server's NIC to its
+    /// client's, no earlier than `from`.
+    fn reply(&mut self, server: u32, rank: u32, piece: u32, wire: u64, from: Time) {
+        let sent = self.net.send(
+            from,
+            wire,
+            End {
+                nic: &mut self.servers[server as usize].nic,
+                bandwidth: self.net.server_bandwidth(),
+            },
+            End {
+                nic: &mut self.clients[self.ranks[rank as usize].nic as usize],
+                bandwidth: self.net.client_bandwidth(),
+            },
+            &mut self.rng_net,
+        );
+        self.events
+            .schedule(sent.arrival, Class::Normal, 0, Event::ReachClient { piece });
     }
 
     /// Sends a service report to every other server (one message each,

@@ -175,6 +175,11 @@ pub struct AppSpec {
     /// Time between an operation's completion and the next call.
     #[serde(default)]
     pub compute_time: Time,
+    /// How many of an instance's processes share one node and so one
+    /// client NIC (processes r, r+1, ... in blocks of this many); default
+    /// 1, a NIC per process.
+    #[serde(default = "one")]
+    pub processes_per_node: u32,
     /// When the application issues its first call.
     #[serde(default)]
     pub start: Time,
@@ -477,6 +482,7 @@ pub(crate) fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<
     let key = |k: &str| format!("{at}.{k}");
     positive(&key("instances"), app.instances as u64)?;
     positive(&key("processes"), app.processes as u64)?;
+    positive(&key("processes_per_node"), app.processes_per_node as u64)?;
     positive(&key("requests"), app.requests as u64)?;
     if let Some(name) = &app.name {
         if name.is_empty()

@@ -232,6 +232,10 @@ pub enum NetworkMode {
     /// transfer at a time (the model of Jain et al. that Clusterfile's
     /// scheduling assumes). A sender waits until the receiver is free.
     Exclusive,
+    /// A NIC shares its bandwidth equally among the messages it is sending
+    /// at once, as TCP shares a link among its flows; the receiver takes
+    /// messages in as in `queued` mode.
+    Shared,
     /// No network: a message takes no time and crosses no NIC. A request is
     /// in its server's queue the instant it is sent, in the order sent, and
     /// a reply is back the instant the server is done: the servers and
@@ -353,6 +357,12 @@ pub(crate) fn validate_network(n: &NetworkConfig) -> Result<(), ConfigError> {
         }
     }
     positive_f("cluster.network.server_bandwidth", n.server_bandwidth.0)?;
+    if n.mode == NetworkMode::Shared && n.flow_buffer.is_some() {
+        return Err(ConfigError::at(
+            "cluster.network.flow_buffer",
+            "is for mode = \"queued\": a shared NIC sends a message's bytes side by side with others, not as a stream ahead of them",
+        ));
+    }
     if let Some(incast) = &n.incast {
         if n.mode == NetworkMode::Exclusive {
             return Err(ConfigError::at(
