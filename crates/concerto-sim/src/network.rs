@@ -251,9 +251,16 @@ impl<T> Flows<T> {
 
     fn next_end(&mut self, now: Time, bw: Bandwidth) -> Option<(Time, u32)> {
         self.generation = self.generation.wrapping_add(1);
-        let least = self.sending.iter().map(|(left, _)| *left).reduce(f64::min)?;
+        let least = self
+            .sending
+            .iter()
+            .map(|(left, _)| *left)
+            .reduce(f64::min)?;
         let secs = least.max(0.0) * self.sending.len() as f64 / bw.0;
-        Some((now + Time::from_nanos((secs * 1e9).ceil() as u64), self.generation))
+        Some((
+            now + Time::from_nanos((secs * 1e9).ceil() as u64),
+            self.generation,
+        ))
     }
 }
 
@@ -375,11 +382,21 @@ mod tests {
         let (end, generation) = nic.send(Time::from_micros(500), 1_000_000, bw, 'b');
         assert_eq!(end, Time::from_micros(1500));
         let mut sent = Vec::new();
-        assert_eq!(nic.ended(Time::from_millis(1), generation - 1, bw, &mut sent), None, "stale");
+        assert_eq!(
+            nic.ended(Time::from_millis(1), generation - 1, bw, &mut sent),
+            None,
+            "stale"
+        );
         assert!(sent.is_empty());
-        let (end, generation) = nic.ended(Time::from_micros(1500), generation, bw, &mut sent).unwrap();
+        let (end, generation) = nic
+            .ended(Time::from_micros(1500), generation, bw, &mut sent)
+            .unwrap();
         assert_eq!((sent.as_slice(), end), (&['a'][..], Time::from_millis(2)));
-        assert_eq!(nic.ended(end, generation, bw, &mut sent), None, "nothing left");
+        assert_eq!(
+            nic.ended(end, generation, bw, &mut sent),
+            None,
+            "nothing left"
+        );
         assert_eq!(sent, ['a', 'b']);
         // Sixteen sent at once all end together, at sixteen's time.
         let mut end = Time::ZERO;

@@ -44,7 +44,14 @@ impl SharedNics {
 impl<'a> Simulation<'a> {
     /// Starts sending `bytes` for `message` from a client node's NIC
     /// (`server` false) or a server's.
-    pub(super) fn share_send(&mut self, server: bool, nic: u32, bytes: u64, message: Message, now: Time) {
+    pub(super) fn share_send(
+        &mut self,
+        server: bool,
+        nic: u32,
+        bytes: u64,
+        message: Message,
+        now: Time,
+    ) {
         let (flows, bw) = self.shared_nic(server, nic);
         let (end, generation) = flows.send(now, bytes, bw, message);
         self.events.schedule(
@@ -109,9 +116,15 @@ impl<'a> Simulation<'a> {
 
     fn shared_nic(&mut self, server: bool, nic: u32) -> (&mut Flows<Message>, Bandwidth) {
         if server {
-            (&mut self.shared.servers[nic as usize], self.net.server_bandwidth())
+            (
+                &mut self.shared.servers[nic as usize],
+                self.net.server_bandwidth(),
+            )
         } else {
-            (&mut self.shared.clients[nic as usize], self.net.client_bandwidth())
+            (
+                &mut self.shared.clients[nic as usize],
+                self.net.client_bandwidth(),
+            )
         }
     }
 }
