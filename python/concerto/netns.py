@@ -332,9 +332,9 @@ def measure_links(net: Network, client: int = 0, server: int = 0, size: int = 8 
 
 def network_toml(links: dict[str, float]) -> str:
     """The scenario's ``[cluster.network]`` for links measured by
-    :func:`measure_links`: every NIC at the measured rate, sharing it among
-    the messages it sends at once (``shared``), as TCP shares a link among
-    its connections."""
+    :func:`measure_links`: every NIC at the measured rate, each message a
+    flow at its fair share of the NICs it crosses (``shared``), as TCP
+    connections share links."""
     return f"""[cluster.network]
 mode = "shared"
 latency = "{max(1, round(links['latency_s'] * 1e6))}us"

@@ -3,10 +3,10 @@
 //! In the default (`queued`) mode each NIC serializes what it sends and what
 //! it receives at its bandwidth, on its own; in `exclusive` mode a transfer
 //! holds both NICs at once (every node does one transfer at a time, the
-//! model of Clusterfile's I/O scheduling); in `shared` mode a NIC shares
-//! its bandwidth equally among the messages it is sending at once, as TCP
-//! shares a link among its flows ([`Flows`]), and takes in what it receives
-//! as in `queued` mode. A message also takes the link
+//! model of Clusterfile's I/O scheduling); in `shared` mode every message
+//! is a flow at its max-min fair share of the sender's and the receiver's
+//! NIC, as TCP connections share the links they cross ([`Fabric`]). A
+//! message also takes the link
 //! latency plus a uniform random jitter. The jitter is what makes one
 //! client's pieces reach different servers at different times, so that
 //! independent servers see different arrival orders: the problem
@@ -96,7 +96,7 @@ impl Network {
                 src.nic.tx_free = end;
                 end
             }
-            NetworkMode::Shared => unreachable!("a shared NIC's messages go through Flows"),
+            NetworkMode::Shared => unreachable!("a shared network's messages go through a Fabric"),
             NetworkMode::Exclusive => {
                 let rate = Bandwidth(src.bandwidth.0.min(dst.bandwidth.0));
                 let end = now.max(src.nic.tx_free).max(dst.nic.rx_free) + rate.transfer_time(bytes);
@@ -121,8 +121,8 @@ impl Network {
         self.cfg.latency + jitter
     }
 
-    /// Whether NICs share their bandwidth among the messages they send
-    /// (`shared` mode: sends go through [`Flows`], not [`Network::send`]).
+    /// Whether messages are flows sharing the NICs they cross (`shared`
+    /// mode: sends go through a [`Fabric`], not [`Network::send`]).
     pub fn is_shared(&self) -> bool {
         self.cfg.mode == NetworkMode::Shared
     }
@@ -158,7 +158,7 @@ impl Network {
     /// `exclusive` mode the transfer already held the receiver.
     pub fn receive(&self, now: Time, bytes: u64, dst: &mut Nic, dst_bw: Bandwidth) -> Time {
         match self.cfg.mode {
-            NetworkMode::Queued | NetworkMode::Shared => {
+            NetworkMode::Queued => {
                 let transfer = dst_bw.transfer_time(bytes);
                 if let Some(incast) = &self.cfg.incast {
                     // Bytes the receiver's port holds ahead of this message.
@@ -174,89 +174,133 @@ impl Network {
                 dst.rx_free = done;
                 done
             }
-            NetworkMode::Exclusive | NetworkMode::Ideal => now,
+            // The transfer held the receiver (exclusive), or had its share
+            // of it (shared).
+            NetworkMode::Exclusive | NetworkMode::Shared | NetworkMode::Ideal => now,
         }
     }
 }
 
-/// The messages one NIC is sending in `shared` mode, each at an equal
-/// share of its bandwidth (processor sharing). A message's end depends on
-/// the messages sent after it, so the NIC's next end is an event that a
-/// later send moves: each change bumps `generation`, and an end event of
-/// an older generation is stale.
-pub struct Flows<T> {
-    /// Bytes still to send, and what the message is for.
-    sending: Vec<(f64, T)>,
-    /// When `sending` was last brought up to date.
+/// The messages on the wire in `shared` mode, as flows: each gets its
+/// max-min fair share of the two ports it crosses (its sender's sending
+/// side and its receiver's receiving side; a NIC is full duplex), as TCP
+/// connections share the links they cross. A flow's end depends on the
+/// flows that start after it, so the next end is an event that later
+/// changes move: each change bumps `generation`, and an end event of an
+/// older generation is stale.
+pub struct Fabric<T> {
+    flows: Vec<Flow<T>>,
+    /// Each port's capacity, bytes/s: port `2n` is NIC n's sending side,
+    /// `2n + 1` its receiving side.
+    capacity: Vec<f64>,
+    /// When the flows' bytes left were last brought up to date.
     last: Time,
     generation: u32,
 }
 
-impl<T> Default for Flows<T> {
-    fn default() -> Self {
-        Flows {
-            sending: Vec::new(),
+struct Flow<T> {
+    left: f64,
+    ports: [u32; 2],
+    rate: f64,
+    what: T,
+}
+
+/// A flow this close to its end is done (the shares' floating point).
+const SENT_WITHIN_BYTES: f64 = 0.5;
+
+impl<T> Fabric<T> {
+    /// A fabric of NICs with these bandwidths (each way).
+    pub fn new(nics: impl IntoIterator<Item = Bandwidth>) -> Fabric<T> {
+        Fabric {
+            flows: Vec::new(),
+            capacity: nics.into_iter().flat_map(|b| [b.0, b.0]).collect(),
             last: Time::ZERO,
             generation: 0,
         }
     }
-}
 
-/// A message this close to its end is sent (the shares' floating point).
-const SENT_WITHIN_BYTES: f64 = 0.5;
-
-impl<T> Flows<T> {
-    /// Starts sending `bytes` for `what` at `now`; returns when the NIC's
-    /// next message ends and that end's generation (to schedule).
-    pub fn send(&mut self, now: Time, bytes: u64, bw: Bandwidth, what: T) -> (Time, u32) {
-        self.advance(now, bw);
-        self.sending.push((bytes as f64, what));
-        self.next_end(now, bw).expect("a message is being sent")
+    /// Starts `bytes` for `what` from NIC `src` to NIC `dst` at `now`;
+    /// returns when the next flow ends and that end's generation (to
+    /// schedule).
+    pub fn send(&mut self, now: Time, bytes: u64, [src, dst]: [u32; 2], what: T) -> (Time, u32) {
+        self.advance(now);
+        self.flows.push(Flow {
+            left: bytes as f64,
+            ports: [2 * src, 2 * dst + 1],
+            rate: 0.0,
+            what,
+        });
+        self.share();
+        self.next_end(now).expect("a flow is on the wire")
     }
 
-    /// At an end event of `generation`: the messages sent by `now` (none if
-    /// the event is stale), and the next end to schedule, if any.
-    pub fn ended(
-        &mut self,
-        now: Time,
-        generation: u32,
-        bw: Bandwidth,
-        sent: &mut Vec<T>,
-    ) -> Option<(Time, u32)> {
+    /// At an end event of `generation`: the flows done by `now` (none if
+    /// the event is stale), in the order they started, and the next end
+    /// to schedule, if any.
+    pub fn ended(&mut self, now: Time, generation: u32, done: &mut Vec<T>) -> Option<(Time, u32)> {
         if generation != self.generation {
             return None;
         }
-        self.advance(now, bw);
+        self.advance(now);
         let mut i = 0;
-        while i < self.sending.len() {
-            if self.sending[i].0 <= SENT_WITHIN_BYTES {
-                // In the order they were sent: ties keep it.
-                sent.push(self.sending.remove(i).1);
+        while i < self.flows.len() {
+            if self.flows[i].left <= SENT_WITHIN_BYTES {
+                done.push(self.flows.remove(i).what);
             } else {
                 i += 1;
             }
         }
-        self.next_end(now, bw)
+        self.share();
+        self.next_end(now)
     }
 
-    fn advance(&mut self, now: Time, bw: Bandwidth) {
-        if !self.sending.is_empty() {
-            let each = (now - self.last).as_secs_f64() * bw.0 / self.sending.len() as f64;
-            for (left, _) in &mut self.sending {
-                *left -= each;
-            }
+    fn advance(&mut self, now: Time) {
+        let secs = (now - self.last).as_secs_f64();
+        for f in &mut self.flows {
+            f.left -= f.rate * secs;
         }
         self.last = now;
     }
 
-    fn next_end(&mut self, now: Time, bw: Bandwidth) -> Option<(Time, u32)> {
-        self.generation = self.generation.wrapping_add(1);
-        let least = self
-            .sending
+    /// Max-min fair rates by progressive filling: the port that can give
+    /// its unfixed flows the least fixes them at that share, and their
+    /// other ports lose what they take, until every flow is fixed.
+    fn share(&mut self) {
+        let mut left = self.capacity.clone();
+        let mut fixed = vec![false; self.flows.len()];
+        let mut unfixed = vec![0u32; left.len()];
+        for f in &self.flows {
+            for p in f.ports {
+                unfixed[p as usize] += 1;
+            }
+        }
+        while let Some((port, share)) = unfixed
             .iter()
-            .map(|(left, _)| *left)
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(p, &n)| (p, left[p] / n as f64))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+        {
+            for (i, f) in self.flows.iter_mut().enumerate() {
+                if !fixed[i] && f.ports.contains(&(port as u32)) {
+                    fixed[i] = true;
+                    f.rate = share;
+                    for p in f.ports {
+                        left[p as usize] -= share;
+                        unfixed[p as usize] -= 1;
+                    }
+                }
+            }
+        }
+    }
+
+    fn next_end(&mut self, now: Time) -> Option<(Time, u32)> {
+        self.generation = self.generation.wrapping_add(1);
+        let secs = self
+            .flows
+            .iter()
+            .map(|f| f.left.max(0.0) / f.rate)
             .reduce(f64::min)?;
-        let secs = least.max(0.0) * self.sending.len() as f64 / bw.0;
         Some((
             now + Time::from_nanos((secs * 1e9).ceil() as u64),
             self.generation,
@@ -371,40 +415,61 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_nic_sends_its_messages_side_by_side() {
-        let bw = Bandwidth(1e9);
-        let mut nic = Flows::default();
-        // 1 MB alone: 1 ms. A second 1 MB at 0.5 ms halves the rate: the
-        // first ends at 1.5 ms (0.5 MB alone, 0.5 MB at half), the second
-        // at 2 ms (the first's 0.5 MB at half, then 0.5 MB alone).
-        let (end, _) = nic.send(Time::ZERO, 1_000_000, bw, 'a');
+    fn flows_share_the_ports_they_cross_max_min_fairly() {
+        let gb = Bandwidth(1e9);
+        // Seven NICs of 1 GB/s each way.
+        let mut fabric = Fabric::new([gb; 7]);
+        let mut done = Vec::new();
+        // 1 MB alone: 1 ms.
+        let (end, _) = fabric.send(Time::ZERO, 1_000_000, [0, 2], 'a');
         assert_eq!(end, Time::from_millis(1));
-        let (end, generation) = nic.send(Time::from_micros(500), 1_000_000, bw, 'b');
+        // A second sender to the same receiver at 0.5 ms halves both: the
+        // first ends at 1.5 ms, the second at 2 ms (half, then alone).
+        let (end, generation) = fabric.send(Time::from_micros(500), 1_000_000, [1, 2], 'b');
         assert_eq!(end, Time::from_micros(1500));
-        let mut sent = Vec::new();
         assert_eq!(
-            nic.ended(Time::from_millis(1), generation - 1, bw, &mut sent),
+            fabric.ended(Time::from_millis(1), generation - 1, &mut done),
             None,
             "stale"
         );
-        assert!(sent.is_empty());
-        let (end, generation) = nic
-            .ended(Time::from_micros(1500), generation, bw, &mut sent)
+        let (end, generation) = fabric
+            .ended(Time::from_micros(1500), generation, &mut done)
             .unwrap();
-        assert_eq!((sent.as_slice(), end), (&['a'][..], Time::from_millis(2)));
+        assert_eq!((done.as_slice(), end), (&['a'][..], Time::from_millis(2)));
         assert_eq!(
-            nic.ended(end, generation, bw, &mut sent),
+            fabric.ended(end, generation, &mut done),
             None,
             "nothing left"
         );
-        assert_eq!(sent, ['a', 'b']);
-        // Sixteen sent at once all end together, at sixteen's time.
+        // Sixteen from one sender to four receivers all end together,
+        // at sixteen's time: the sender's port is what they share; a flow
+        // on other ports does not wait for them, and one into a receiver of
+        // theirs takes what they leave of it.
+        let t = Time::from_millis(10);
         let mut end = Time::ZERO;
         for i in 0..16 {
-            end = nic.send(Time::from_millis(10), 100_000, bw, 'c').0;
-            let _ = i;
+            end = fabric.send(t, 100_000, [0, 1 + i % 4], 'c').0;
         }
         assert_eq!(end, Time::from_micros(11_600));
+        // Into NIC 4, beside four of the sixteen at 1/16 each: 0.75 GB/s.
+        let (first, _) = fabric.send(t, 100_000, [6, 4], 'e');
+        assert_eq!(first, Time::from_nanos(10_133_334));
+        let (first, _) = fabric.send(t, 100_000, [5, 6], 'd');
+        assert_eq!(first, Time::from_micros(10_100));
+    }
+
+    #[test]
+    fn a_flow_held_back_elsewhere_leaves_its_share_to_the_others() {
+        // a: NIC 0 -> NIC 2; b: NIC 1 -> NIC 2; c and d: NIC 1 -> NIC 3.
+        // NIC 1 sends three flows, a third each; a gets the rest of NIC 2's
+        // receiving side (two thirds), not half of it.
+        let gb = Bandwidth(1e9);
+        let mut fabric = Fabric::new([gb; 4]);
+        fabric.send(Time::ZERO, 1_000_000, [1, 2], 'b');
+        fabric.send(Time::ZERO, 1_000_000, [1, 3], 'c');
+        fabric.send(Time::ZERO, 1_000_000, [1, 3], 'd');
+        let (end, _) = fabric.send(Time::ZERO, 500_000, [0, 2], 'a');
+        assert_eq!(end, Time::from_micros(750));
     }
 
     #[test]

@@ -105,6 +105,6 @@ fn a_schedule_block_needs_an_ordering() {
     );
     let e = error_of(TWO_BY_TWO, &["apps[0].schedule_block=0"]);
     assert!(e.contains("apps[0].schedule_block"), "{e}");
-    let e = error_of(TWO_BY_TWO, &["cluster.network.mode=\"shared\""]);
+    let e = error_of(TWO_BY_TWO, &["cluster.network.mode=\"token-ring\""]);
     assert!(e.contains("mode"), "{e}");
 }

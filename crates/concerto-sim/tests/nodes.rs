@@ -97,3 +97,30 @@ fn a_shared_network_refuses_a_flow_buffer_by_its_key() {
     );
     assert!(e.contains("cluster.network.flow_buffer"), "{e}");
 }
+
+/// Two copies' processes r write to server r at once (`first_server = 0`)
+/// through servers' NICs of 10 MB/s: a queued server takes the two 1 MB
+/// pieces in one after the other (0.1 and 0.2 s), a shared one side by
+/// side (both 0.2 s).
+#[test]
+fn a_shared_server_nic_takes_colliding_pieces_in_side_by_side() {
+    for (mode, expected) in [("queued", [0.1, 0.1, 0.2, 0.2]), ("shared", [0.2; 4])] {
+        let sets = [
+            "apps[0].first_server=0",
+            "apps[0].processes=2",
+            "cluster.network.client_bandwidth=\"10GB/s\"",
+            "cluster.network.server_bandwidth=\"10MB/s\"",
+            "output.detail=true",
+            &format!("cluster.network.mode=\"{mode}\""),
+        ];
+        let run = simulate(&scenario(WRITES, &sets), 1, None);
+        let mut at: Vec<f64> = run
+            .detail
+            .expect("detail asked for")
+            .iter()
+            .map(|p| (p.arrive.as_secs_f64() * 1e3).round() / 1e3)
+            .collect();
+        at.sort_by(f64::total_cmp);
+        assert_eq!(at, expected, "{mode}");
+    }
+}

@@ -16,7 +16,7 @@ impl<'a> Simulation<'a> {
         let nodes = ranks.last().map_or(0, |r| r.nic as usize + 1);
         let clients = vec![Nic::default(); nodes];
         let net = Network::new(cl.network.clone());
-        let shared = sharing::SharedNics::new(&net, nodes, servers.len());
+        let shared = sharing::SharedNetwork::new(&net, nodes, servers.len());
         Simulation {
             sc,
             seed,

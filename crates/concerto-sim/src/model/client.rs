@@ -259,8 +259,9 @@ impl<'a> Simulation<'a> {
         }
         let wire = self.net.header_bytes() + if p.op == Op::Write { p.bytes } else { 0 };
         if self.net.is_shared() {
-            let nic = self.ranks[p.rank as usize].nic;
-            self.share_send(false, nic, wire, sharing::Message::Request { piece }, now);
+            let (src, dst) = (self.ranks[p.rank as usize].nic, p.server);
+            let (src, dst) = (sharing::Nic::Client(src), sharing::Nic::Server(dst));
+            self.share_send(src, dst, wire, sharing::Message::Request { piece }, now);
             return None;
         }
         let sent = self.net.send(

@@ -429,7 +429,11 @@ impl Simulation<'_> {
         }
         if self.net.is_shared() {
             let message = super::sharing::Message::Exchange { app, exchange: x };
-            return self.share_send(false, from, wire, message, now);
+            let (src, dst) = (
+                super::sharing::Nic::Client(from),
+                super::sharing::Nic::Client(to),
+            );
+            return self.share_send(src, dst, wire, message, now);
         }
         let (src, dst) = pair_mut(&mut self.clients, from as usize, to as usize);
         let sent = self.net.send(

@@ -121,12 +121,9 @@ enum Event {
         app: u32,
         exchange: u32,
     },
-    /// A message of a shared NIC (`shared` mode) may have been sent: a
-    /// client node's NIC or (`server`) a server's; stale unless the NIC's
-    /// messages are still of `generation`.
-    NicEnd {
-        server: bool,
-        nic: u32,
+    /// A flow of the `shared` network may have ended; stale unless the
+    /// fabric is still at `generation`.
+    FlowEnd {
         generation: u32,
     },
 }
@@ -304,8 +301,8 @@ pub struct Simulation<'a> {
     apps: Vec<AppState>,
     ranks: Vec<RankState>,
     clients: Vec<Nic>,
-    /// The NICs in `shared` mode, where they send side by side.
-    shared: sharing::SharedNics,
+    /// The network in `shared` mode, where messages are flows sharing NICs.
+    shared: sharing::SharedNetwork,
     files: Vec<FileState>,
     servers: Vec<ServerState>,
     pieces: Vec<Piece>,
@@ -399,11 +396,7 @@ impl<'a> Simulation<'a> {
             Event::SendBatch { app, rank, batch } => self.send_batch(app, rank, batch, now),
             Event::ExchangeReach { app, exchange } => self.exchange_reach(app, exchange, now),
             Event::ExchangeArrive { app, exchange } => self.exchange_arrive(app, exchange, now),
-            Event::NicEnd {
-                server,
-                nic,
-                generation,
-            } => self.nic_end(server, nic, generation, now),
+            Event::FlowEnd { generation } => self.flow_end(generation, now),
         }
     }
 

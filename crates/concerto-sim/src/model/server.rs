@@ -220,7 +220,14 @@ impl<'a> Simulation<'a> {
             };
             if self.net.is_shared() {
                 let message = sharing::Message::Reply { piece };
-                self.share_send(true, server, wire, message, reply_from);
+                let client = sharing::Nic::Client(self.ranks[rank as usize].nic);
+                self.share_send(
+                    sharing::Nic::Server(server),
+                    client,
+                    wire,
+                    message,
+                    reply_from,
+                );
             } else {
                 self.reply(server, rank, piece, wire, reply_from);
             }

@@ -1,13 +1,14 @@
-//! `shared` mode's NICs: a NIC sends its messages side by side, each at an
-//! equal share of its bandwidth ([`Flows`]), so a message's end is an event
-//! that later sends move. Once sent, a message takes the network's latency
-//! and jitter to its receiver, which takes it in as in `queued` mode.
+//! `shared` mode's network: every message is a flow on a [`Fabric`] of the
+//! clients' nodes' and the servers' NICs, at its max-min fair share of the
+//! sender's and the receiver's NIC, as TCP connections share links. A
+//! flow's end is an event that later flows move. Once its last byte is
+//! sent, a message takes the network's latency and jitter to arrive; its
+//! receiver has already taken it in (its share was the receiver's too).
 
 use super::*;
-use crate::network::Flows;
-use concerto_core::units::Bandwidth;
+use crate::network::Fabric;
 
-/// What a message in a shared NIC is for: what happens once it is sent.
+/// What a message on the fabric is for: what happens once it is sent.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Message {
     /// A piece's request (with its data, for a write), to its server.
@@ -18,69 +19,69 @@ pub(super) enum Message {
     Exchange { app: u32, exchange: u32 },
 }
 
-/// The shared NICs of the clients' nodes and of the servers (empty in the
-/// other modes).
-#[derive(Default)]
-pub(super) struct SharedNics {
-    clients: Vec<Flows<Message>>,
-    servers: Vec<Flows<Message>>,
+/// A NIC of the fabric: a client node's or a server's.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Nic {
+    Client(u32),
+    Server(u32),
+}
+
+/// The fabric (empty in the other modes).
+pub(super) struct SharedNetwork {
+    fabric: Fabric<Message>,
+    /// Client nodes: the servers' NICs are numbered after them.
+    nodes: u32,
     /// The messages an end event found sent (kept to reuse its memory).
     sent: Vec<Message>,
 }
 
-impl SharedNics {
-    pub(super) fn new(net: &Network, clients: usize, servers: usize) -> SharedNics {
-        if !net.is_shared() {
-            return SharedNics::default();
-        }
-        SharedNics {
-            clients: (0..clients).map(|_| Flows::default()).collect(),
-            servers: (0..servers).map(|_| Flows::default()).collect(),
+impl SharedNetwork {
+    pub(super) fn new(net: &Network, nodes: usize, servers: usize) -> SharedNetwork {
+        let (nodes, servers) = if net.is_shared() {
+            (nodes, servers)
+        } else {
+            (0, 0)
+        };
+        let nics = std::iter::repeat_n(net.client_bandwidth(), nodes)
+            .chain(std::iter::repeat_n(net.server_bandwidth(), servers));
+        SharedNetwork {
+            fabric: Fabric::new(nics),
+            nodes: nodes as u32,
             sent: Vec::new(),
+        }
+    }
+
+    fn index(&self, nic: Nic) -> u32 {
+        match nic {
+            Nic::Client(node) => node,
+            Nic::Server(server) => self.nodes + server,
         }
     }
 }
 
 impl<'a> Simulation<'a> {
-    /// Starts sending `bytes` for `message` from a client node's NIC
-    /// (`server` false) or a server's.
+    /// Starts sending `bytes` for `message` from NIC `src` to NIC `dst`.
     pub(super) fn share_send(
         &mut self,
-        server: bool,
-        nic: u32,
+        src: Nic,
+        dst: Nic,
         bytes: u64,
         message: Message,
         now: Time,
     ) {
-        let (flows, bw) = self.shared_nic(server, nic);
-        let (end, generation) = flows.send(now, bytes, bw, message);
-        self.events.schedule(
-            end,
-            Class::Normal,
-            0,
-            Event::NicEnd {
-                server,
-                nic,
-                generation,
-            },
-        );
+        let shared = &mut self.shared;
+        let nics = [shared.index(src), shared.index(dst)];
+        let (end, generation) = shared.fabric.send(now, bytes, nics, message);
+        self.events
+            .schedule(end, Class::Normal, 0, Event::FlowEnd { generation });
     }
 
-    /// A shared NIC's message may have ended: what was sent goes on its way.
-    pub(super) fn nic_end(&mut self, server: bool, nic: u32, generation: u32, now: Time) {
+    /// A flow may have ended: what was sent goes on its way.
+    pub(super) fn flow_end(&mut self, generation: u32, now: Time) {
         let mut sent = std::mem::take(&mut self.shared.sent);
-        let (flows, bw) = self.shared_nic(server, nic);
-        if let Some((end, generation)) = flows.ended(now, generation, bw, &mut sent) {
-            self.events.schedule(
-                end,
-                Class::Normal,
-                0,
-                Event::NicEnd {
-                    server,
-                    nic,
-                    generation,
-                },
-            );
+        if let Some((end, generation)) = self.shared.fabric.ended(now, generation, &mut sent) {
+            self.events
+                .schedule(end, Class::Normal, 0, Event::FlowEnd { generation });
         }
         for message in sent.drain(..) {
             let arrival = now + self.net.one_way(&mut self.rng_net);
@@ -112,19 +113,5 @@ impl<'a> Simulation<'a> {
             }
         }
         self.shared.sent = sent;
-    }
-
-    fn shared_nic(&mut self, server: bool, nic: u32) -> (&mut Flows<Message>, Bandwidth) {
-        if server {
-            (
-                &mut self.shared.servers[nic as usize],
-                self.net.server_bandwidth(),
-            )
-        } else {
-            (
-                &mut self.shared.clients[nic as usize],
-                self.net.client_bandwidth(),
-            )
-        }
     }
 }

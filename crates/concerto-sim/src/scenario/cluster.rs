@@ -232,9 +232,10 @@ pub enum NetworkMode {
     /// transfer at a time (the model of Jain et al. that Clusterfile's
     /// scheduling assumes). A sender waits until the receiver is free.
     Exclusive,
-    /// A NIC shares its bandwidth equally among the messages it is sending
-    /// at once, as TCP shares a link among its flows; the receiver takes
-    /// messages in as in `queued` mode.
+    /// Every message is a flow at its max-min fair share of the sender's
+    /// and the receiver's NIC (each full duplex), as TCP connections share
+    /// the links they cross: messages sent or received side by side,
+    /// where `queued` takes them one after the other.
     Shared,
     /// No network: a message takes no time and crosses no NIC. A request is
     /// in its server's queue the instant it is sent, in the order sent, and
@@ -360,7 +361,7 @@ pub(crate) fn validate_network(n: &NetworkConfig) -> Result<(), ConfigError> {
     if n.mode == NetworkMode::Shared && n.flow_buffer.is_some() {
         return Err(ConfigError::at(
             "cluster.network.flow_buffer",
-            "is for mode = \"queued\": a shared NIC sends a message's bytes side by side with others, not as a stream ahead of them",
+            "is for mode = \"queued\": in a shared network a message's bytes go side by side with others', not as a stream ahead of them",
         ));
     }
     if let Some(incast) = &n.incast {
@@ -368,6 +369,12 @@ pub(crate) fn validate_network(n: &NetworkConfig) -> Result<(), ConfigError> {
             return Err(ConfigError::at(
                 "cluster.network.incast",
                 "has no effect with mode = \"exclusive\", where a receiver takes one transfer at a time",
+            ));
+        }
+        if n.mode == NetworkMode::Shared {
+            return Err(ConfigError::at(
+                "cluster.network.incast",
+                "has no effect with mode = \"shared\", where a receiver shares its bandwidth among what it takes in",
             ));
         }
         positive("cluster.network.incast.buffer", incast.buffer.0)?;
