@@ -178,8 +178,10 @@ def test_out_of_order_share_counts_calls_another_application_passes_at_one_serve
     assert out_of_order_share([(a, 0, 1.0), (b, 0, 1.0), (a, 1, 1.0), (b, 1, 1.0)]) == 0.0
 
 
-def test_demo_link_rate_without_netns_is_refused_by_name(tmp_path: Path) -> None:
-    r = concerto("demo", "--link-rate", "1e6", "--out", str(tmp_path))
+def test_demo_link_rate_without_netns_or_unreadable_is_refused_by_name(tmp_path: Path) -> None:
+    r = concerto("demo", "--netns", "--link-rate", "fast", "--out", str(tmp_path))
+    assert r.returncode == 2 and "--link-rate" in r.stderr and "fast" in r.stderr, r.stderr
+    r = concerto("demo", "--link-rate", "1MB/s", "--out", str(tmp_path))
     assert r.returncode == 2 and "--link-rate" in r.stderr and "--netns" in r.stderr, r.stderr
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from concerto import cluster as local
-from concerto import fs, netns
+from concerto import _native, fs, netns
 from conftest import concerto
 
 # Each way on every link: low enough that the link, not this machine's two
@@ -207,14 +207,35 @@ def test_bench_integrity_measures_the_same_client_with_and_without_macs_between_
 
 
 
-def test_measure_links_reads_the_link_limit_and_gives_the_simulator_a_shared_network(netns_cluster):
-    _, net = netns_cluster
-    links = netns.measure_links(net, size=2 << 20, reps=3, pings=50)
+def test_profile_network_reads_the_link_limit_and_writes_a_network_table_the_simulator_takes(netns_cluster, tmp_path):
+    cluster, net = netns_cluster
+    out = tmp_path / "profile"
+    r = concerto("profile", "--network", str(cluster.parent), "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    links = json.loads((out / "network.json").read_text())
     # A limit of RATE bytes/s on the wire leaves TCP's payload a little less (headers).
     assert 0.9 * RATE <= links["rate_Bps"] <= RATE, links
     assert 0 < links["latency_s"] < 0.01 and links["jitter_s"] >= 0, links
-    table = netns.network_toml(links)
-    assert 'mode = "shared"' in table and f'client_bandwidth = "{links["rate_Bps"]:.0f}B/s"' in table
+    table = (out / "network.toml").read_text()
+    assert table == netns.network_toml(links) and 'mode = "shared"' in table
+    scenario = f"""
+name = "measured-links"
+[cluster]
+servers = 4
+{table}
+[cluster.device]
+kind = "fixed"
+service_time = "10us"
+[[apps]]
+workload = "ior"
+processes = 2
+requests = 4
+request_size = "1MiB"
+op = "write"
+"""
+    run = json.loads(_native.simulate(scenario, None, [], 1, 1, None, None))
+    # Two processes' 8 MiB through their own links of the measured rate into four servers' links.
+    assert run["aggregate"]["aggregate_bandwidth_Bps"]["mean"] <= 2 * links["rate_Bps"]
 
 
 def _concerto_namespaces() -> set[str]:

@@ -17,7 +17,7 @@ from concerto import __version__, _native, terminal
 from concerto.report import (apps_csv, benchmark_tables, compare_plot, compare_table, fsbench_tables, runset_table,
                              write_json)
 from concerto.sim import ConfigWarning, ScenarioSource, simulate
-from concerto.fscli import size_arg, stripe_unit_arg
+from concerto.fscli import link_rate_arg, size_arg, stripe_unit_arg
 from concerto.sweep import default_workers, policy_override
 
 console = terminal.console()
@@ -512,6 +512,9 @@ def plan_collective(pattern: str, procs: int, servers: int, stripe: int, strateg
                    "(scheduler, storage, throttle).")
 @click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --server: the cluster file (default $CONCERTO_CLUSTER, else concerto-cluster/cluster.toml).")
+@click.option("--network", "network_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The links of a cluster across namespaces (`cluster up --netns --dir DIR`): rate, latency and "
+                   "jitter from client group 0 to server 0, and the scenario's [cluster.network] for them.")
 @click.option("--working-set", default=None, metavar="SIZE", callback=size_arg,
               help="With --dir or --server: bytes written first and read at random, a whole number of MiB "
                    "(default 1GiB for --dir, 64MiB for --server).")
@@ -528,16 +531,20 @@ def plan_collective(pattern: str, procs: int, servers: int, stripe: int, strateg
 @seed_opt
 @guarded
 def profile_cmd(device: str | None, directory: Path | None, server: str | None, cluster_file: Path | None,
-                working_set: int | None, sizes: str | None, depths: str | None, count: int | None,
-                large_size: str | None, out: Path, seed: int | None) -> None:
+                network_dir: Path | None, working_set: int | None, sizes: str | None, depths: str | None,
+                count: int | None, large_size: str | None, out: Path, seed: int | None) -> None:
     """Profile storage: throughput against outstanding I/Os per size, latency by size, and the SFQ(D)+ depth D,
-    small/large threshold and slot cost L it suggests. One of --device (simulated), --dir or --server (real)."""
+    small/large threshold and slot cost L it suggests. One of --device (simulated), --dir or --server (real).
+    Or --network: the links of a cluster across namespaces, as the simulator's network."""
     from concerto import profile
 
-    chosen = [name for name, v in (("--device", device), ("--dir", directory), ("--server", server)) if v is not None]
+    chosen = [name for name, v in (("--device", device), ("--dir", directory), ("--server", server),
+                                   ("--network", network_dir)) if v is not None]
     if len(chosen) != 1:
-        raise UsageProblem(f"give one of --device, --dir, --server, not {', '.join(chosen)}" if chosen
-                           else "say what to profile: --device, --dir or --server")
+        raise UsageProblem(f"give one of --device, --dir, --server, --network, not {', '.join(chosen)}" if chosen
+                           else "say what to profile: --device, --dir, --server or --network")
+    if network_dir is not None:
+        return _profile_network(network_dir, out)
     if working_set is not None and device is not None:
         raise UsageProblem("--working-set is for real storage (--dir or --server)")
     if cluster_file is not None and server is None:
@@ -584,6 +591,24 @@ def profile_cmd(device: str | None, directory: Path | None, server: str | None, 
     console.print(f"wrote {out / 'profile.json'} and {out / 'profile.png'}")
 
 
+def _profile_network(directory: Path, out: Path) -> None:
+    from concerto import netns
+    from concerto.report import write_json
+
+    net = netns.load(directory)
+    if net is None or net.clients < 1:
+        raise UsageProblem(f"--network {directory}: no cluster across namespaces with a client group there "
+                           f"(start one with `concerto cluster up --netns --clients 1 --dir {directory}`)")
+    links = netns.measure_links(net)
+    console.print(f"client group 0 -> server 0: {links['rate_Bps'] / 1e6:.2f} MB/s, one way "
+                  f"{links['latency_s'] * 1e6:.0f} us + up to {links['jitter_s'] * 1e6:.0f} us\n")
+    console.print(netns.network_toml(links), markup=False, highlight=False)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "network.json", links)
+    (out / "network.toml").write_text(netns.network_toml(links))
+    console.print(f"wrote {out / 'network.json'} and {out / 'network.toml'}")
+
+
 @main.group(invoke_without_command=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/demo"), show_default=True)
 @click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -592,8 +617,8 @@ def profile_cmd(device: str | None, directory: Path | None, server: str | None, 
 @click.option("--netns", "in_namespaces", is_flag=True,
               help="Servers and applications each in a network namespace of their own, joined by limited links "
                    "(needs root); the simulator is given the links as measured.")
-@click.option("--link-rate", type=click.FloatRange(min=1e5), default=None,
-              help="With --netns: bytes/s each way on every link (default 25e6).")
+@click.option("--link-rate", default=None, metavar="BANDWIDTH", callback=link_rate_arg,
+              help="With --netns: every link's rate each way (default 25MB/s).")
 @click.pass_context
 @guarded
 def demo(ctx: click.Context, out: Path, cluster_dir: Path | None, in_namespaces: bool,

@@ -60,6 +60,20 @@ def size_arg(_ctx, _param, value):
         raise click.BadParameter(str(e)) from None
 
 
+def link_rate_arg(_ctx, _param, value):
+    """A click callback: a link's rate ("12.5MB/s") as bytes/s, above 0;
+    a bad one is a usage error naming the option."""
+    if value is None:
+        return None
+    try:
+        rate = _native.parse_bandwidth(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    if rate <= 0:
+        raise click.BadParameter(f"{value!r}: a link's rate must be above 0")
+    return rate
+
+
 def stripe_unit_arg(real: bool):
     """A click callback for a stripe unit option: a size as bytes; one in
     decimal units ("4KB" is 4000 bytes) is warned about with the binary
@@ -185,7 +199,7 @@ def cluster() -> None:
                    "127.0.0.1; needs root. `cluster exec` runs programs in the client groups' namespaces.")
 @click.option("--clients", type=click.IntRange(min=0, max=netns.MAX_CLIENTS), default=0, show_default=True,
               help="With --netns: client groups, each a namespace of its own with its own link.")
-@click.option("--link-rate", default=None, metavar="BANDWIDTH",
+@click.option("--link-rate", default=None, metavar="BANDWIDTH", callback=link_rate_arg,
               help="With --netns: limit every server's and client group's link to this rate each way "
                    "(\"12.5MB/s\"; a tbf queueing discipline on both ends).")
 @fs_guarded
@@ -194,20 +208,12 @@ def cluster_up(servers, directory, policy, params, throttle, meta, stripe_unit, 
     """Start SERVERS servers (on loopback, or across network namespaces with --netns) and write DIR/cluster.toml."""
     if lease is not None and sets is None:
         raise click.BadParameter("only with --coordinator", param_hint="--lease")
-    rate = None
-    if link_rate is not None:
-        try:
-            rate = _native.parse_bandwidth(link_rate)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--link-rate") from None
-        if rate <= 0:
-            raise click.BadParameter(f"{link_rate!r}: a link's rate must be above 0", param_hint="--link-rate")
     coordinator = None
     if sets is not None:
         coordinator = {"sets": {"kind": sets}} | ({"lease": lease} if lease is not None else {})
     spec = local.ClusterSpec(servers=servers, policy=policy, policy_params=_params(params, policy), throttle=throttle, meta=meta,
                              stripe_unit=stripe_unit, stripe_count=stripe_count, depth=depth, coordinator=coordinator,
-                             netns=in_namespaces, clients=clients, link_rate=rate)
+                             netns=in_namespaces, clients=clients, link_rate=link_rate)
     path = local.up(directory, spec)
     with_coordinator = f" and a coordinator ({sets})" if sets else ""
     where = ""
