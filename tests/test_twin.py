@@ -16,9 +16,9 @@ from conftest import concerto
 IOR = ["mpirun", "-np", "2", "ior", "-t", "256k", "-b", "1m", "-s", "2", "-F"]
 
 
-def _twin(tmp_path: Path, name: str, *args: str) -> dict:
+def _twin(tmp_path: Path, name: str, *args: str, reps: int = 1) -> dict:
     out = tmp_path / name
-    r = concerto("twin", *args, "--reps", "1", "--out", str(out))
+    r = concerto("twin", *args, "--reps", str(reps), "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "sim / real" in r.stdout
     return json.loads((out / "twin.json").read_text())
@@ -42,8 +42,10 @@ def test_ior_file_per_process_writes_agree_within_15_percent_on_hdd_class_server
     # The data path is calibrated by construction (the throttle enforces
     # the device model the simulator is given): a write, fsynced, through
     # the mount is within the 15% of the simulator's prediction.
-    # Stated tolerance, two-sided.
-    (row,) = _twin(tmp_path, "agree", *IOR, "-w")["rows"]
+    # Stated tolerance, two-sided. The real side is the median of three
+    # runs: one run (4 MiB, a sixth of a second) read 1.21 once on a
+    # loaded CI machine, where it reads 1.06-1.08 here.
+    (row,) = _twin(tmp_path, "agree", *IOR, "-w", reps=3)["rows"]
     assert 0.85 <= row["sim_over_real"] <= 1.15, row
 
 
