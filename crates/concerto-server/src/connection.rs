@@ -29,7 +29,7 @@ use crate::data::ObjectOp;
 use crate::intake::{kib, next_request, Budgets, Next};
 use crate::keys::{capability_refusal, refusal, Keys};
 use crate::rules::parse_rules;
-use crate::schedule::{Action, Command, Job, Outgoing, Reply};
+use crate::schedule::{Action, Command, Held, Job, Outgoing, Reply};
 use crate::server::{ConnectionLimits, Integrity};
 use crate::stats::ConnectionCounters;
 
@@ -509,30 +509,8 @@ async fn serve<R: AsyncRead + Unpin>(
             stopped,
             peer.from,
         );
-        let message = match next.await {
-            Next::Request(env, permit) => Ok((env, permit)),
-            Next::Closed => return,
-            Next::Broken(message) => Err(message),
-            Next::Tampered(message) => {
-                peer.counters.integrity_failed();
-                eprintln!(
-                    "concerto-server: connection from {} closed: {message}",
-                    peer.from
-                );
-                Err(message)
-            }
-        };
-        let (env, permit) = match message {
-            Ok(request) => request,
-            Err(message) => {
-                // Answer, then close: the stream may be out of step; other connections carry on.
-                let error = Message::Error {
-                    kind: ErrorKind::Protocol,
-                    message,
-                };
-                let _ = out_tx.send((Envelope::new(0, error), None));
-                return;
-            }
+        let Some((env, permit)) = accepted(next.await, peer, out_tx) else {
+            return;
         };
         // A key revoked (or its secret replaced) since the handshake ends
         // its open connections too, within KEY_RECHECK of their next request.
@@ -581,29 +559,72 @@ async fn serve<R: AsyncRead + Unpin>(
     }
 }
 
+/// The request a read gave, or `None` when the connection ends: closed,
+/// or out of step (answered with the reason first; other connections
+/// carry on).
+fn accepted(
+    next: Next,
+    peer: &Peer,
+    out_tx: &mpsc::UnboundedSender<Outgoing>,
+) -> Option<(Envelope, Held)> {
+    let message = match next {
+        Next::Request(env, permit) => return Some((env, permit)),
+        Next::Closed => return None,
+        Next::Broken(message) => message,
+        Next::Tampered(message) => {
+            peer.counters.integrity_failed();
+            eprintln!(
+                "concerto-server: connection from {} closed: {message}",
+                peer.from
+            );
+            message
+        }
+    };
+    let error = Message::Error {
+        kind: ErrorKind::Protocol,
+        message,
+    };
+    let _ = out_tx.send((Envelope::new(0, error), None));
+    None
+}
+
 /// The command a request asks for; `Err(close)` when it was answered here
 /// (and whether the connection must close).
 fn command(
     message: Message,
     key: &Key,
-    (principal, key_id): &(Arc<Principal>, Arc<str>),
+    who: &(Arc<Principal>, Arc<str>),
     (conn, from): (u64, IpAddr),
     reply: Reply,
 ) -> Result<Command, bool> {
-    // A tenant's requests weigh what the administrator set for its key,
-    // and are its key's user's; only the administrator's own requests may
-    // carry a weight. A node key's request is the user's its capability
-    // was issued to (data) or that it names (namespace, checked against
-    // the key's users before it came here).
+    match storage_command(message, key, who, conn, reply) {
+        Ok(cmd) => Ok(cmd),
+        Err((message, reply)) => control_command(message, key, from, reply),
+    }
+}
+
+/// Whose a request is: the user its scheduling is charged to (`None`
+/// for the administrator's own) and who it acts as on files.
+///
+/// A tenant's requests weigh what the administrator set for its key,
+/// and are its key's user's; only the administrator's own requests may
+/// carry a weight. A node key's request is the user's its capability
+/// was issued to (data) or that it names (namespace, checked against
+/// the key's users before it came here).
+fn acting_as(
+    key: &Key,
+    message: &Message,
+    principal: &Arc<Principal>,
+) -> (Option<u32>, Arc<Principal>) {
     let user = match key.grant {
         Grant::Admin => None,
-        Grant::Node { .. } => match &message {
+        Grant::Node { .. } => match message {
             Message::Meta { user, .. } => user.as_ref().map(|p| p.uid),
             other => other.capability().map(|c| c.uid),
         },
         _ => key.user,
     };
-    let principal = match &message {
+    let principal = match message {
         Message::Meta {
             user: named @ Some(_),
             ..
@@ -613,6 +634,19 @@ fn command(
         ),
         _ => principal.clone(),
     };
+    (user, principal)
+}
+
+/// A data or metadata request's command, for the policy's queue (or
+/// served at once: an existence check); anything else given back.
+fn storage_command(
+    message: Message,
+    key: &Key,
+    (principal, key_id): &(Arc<Principal>, Arc<str>),
+    conn: u64,
+    reply: Reply,
+) -> Result<Command, (Message, Reply)> {
+    let (user, principal) = acting_as(key, &message, principal);
     let who = |tags: &Tags| match key.grant {
         Grant::Admin => (tags.weight, None),
         _ => (key.weight, user),
@@ -686,6 +720,22 @@ fn command(
             let r = req(&tags, Op::Meta(op.kind()), 0, &[]);
             Command::Submit(job(r, Action::Meta(op), reply))
         }
+        other => return Err((other, reply)),
+    })
+}
+
+/// A request to the server itself (policy, rules, cluster, coordinator,
+/// statistics); `Err(close)` when it was answered here.
+fn control_command(
+    message: Message,
+    key: &Key,
+    from: IpAddr,
+    reply: Reply,
+) -> Result<Command, bool> {
+    let refuse = |reply: Reply, kind, message: String| {
+        reply.send(Message::Error { kind, message });
+    };
+    Ok(match message {
         Message::Ping => Command::Ping { reply },
         Message::Space => Command::Space { reply },
         Message::SetPolicy { policy } => Command::SetPolicy { policy, reply },
@@ -704,10 +754,7 @@ fn command(
                 reply,
             },
             Err(message) => {
-                reply.send(Message::Error {
-                    kind: ErrorKind::Invalid,
-                    message,
-                });
+                refuse(reply, ErrorKind::Invalid, message);
                 return Err(false);
             }
         },
@@ -727,10 +774,7 @@ fn command(
         Message::SetSets { sets } => match crate::coordinator::parse_sets(&sets) {
             Ok(rule) => Command::Phase(PhaseCommand::Switch { rule, reply }),
             Err(message) => {
-                reply.send(Message::Error {
-                    kind: ErrorKind::Invalid,
-                    message,
-                });
+                refuse(reply, ErrorKind::Invalid, message);
                 return Err(false);
             }
         },
@@ -745,10 +789,11 @@ fn command(
             Command::Stats { reply: tx }
         }
         _ => {
-            reply.send(Message::Error {
-                kind: ErrorKind::Protocol,
-                message: "a reply is not a request".into(),
-            });
+            refuse(
+                reply,
+                ErrorKind::Protocol,
+                "a reply is not a request".into(),
+            );
             return Err(true);
         }
     })

@@ -31,6 +31,7 @@ pub mod members;
 pub mod metadata;
 mod metrics;
 mod peers;
+mod prometheus;
 mod report_bounds;
 pub mod rules;
 mod schedule;

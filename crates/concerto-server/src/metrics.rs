@@ -13,8 +13,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::prometheus::prometheus;
 use crate::schedule::Command;
-use crate::stats::prometheus;
 
 const MAX_REQUEST_HEAD: usize = 8192;
 

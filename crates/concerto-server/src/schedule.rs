@@ -174,7 +174,8 @@ pub(crate) struct Backend {
     pub members: Arc<Members>,
 }
 
-fn invalid(message: &str) -> Message {
+/// An error reply for a request the server cannot take as asked.
+fn invalid(message: impl Into<String>) -> Message {
     Message::Error {
         kind: ErrorKind::Invalid,
         message: message.into(),
@@ -489,60 +490,8 @@ impl Loop {
 
     fn command(&mut self, driver: &mut Driver, cmd: Command) {
         match cmd {
-            Command::Submit(mut job) => {
-                self.next_id += 1;
-                job.req.id = RequestId(self.next_id);
-                let arrived = self.clock.now();
-                self.recorder.arrived(&job.req, job.action.arrival_op());
-                // The client's clock is its word only within the skew allowed.
-                job.req.issue_time = job
-                    .req
-                    .issue_time
-                    .clamp(arrived.saturating_sub(self.cfg.issue_skew), arrived);
-                self.recorder.advance(arrived);
-                self.recorder.enqueued(job.req.app.0);
-                self.waiting.insert(
-                    self.next_id,
-                    Waiting {
-                        action: job.action,
-                        reply: job.reply,
-                        arrived,
-                        conn: job.conn,
-                        who: job.who,
-                        key_id: job.key_id,
-                    },
-                );
-                self.report_bounds.saw_weight(job.req.weight);
-                driver.enqueue(job.req, arrived);
-            }
-            Command::Direct(job) => {
-                let caller = Caller {
-                    conn: job.conn,
-                    who: job.who,
-                    key_id: job.key_id,
-                    tags: concerto_proto::Tags {
-                        app: job.req.app.0,
-                        rank: job.req.rank,
-                        issue_ns: 0,
-                        weight: None,
-                    },
-                };
-                let at = Placement {
-                    object: 0,
-                    offset: 0,
-                    len: 0,
-                    segments: 1,
-                };
-                match self.backend.execute_inline(&job.action, at, caller, 0) {
-                    Some(Outcome::Now(message)) => job.reply.send(message),
-                    _ => {
-                        let backend = self.backend.clone();
-                        tokio::task::spawn_blocking(move || {
-                            job.reply.send(backend.execute_direct(job.action))
-                        });
-                    }
-                }
-            }
+            Command::Submit(job) => self.submit(driver, job),
+            Command::Direct(job) => self.direct(job),
             Command::ConnectionClosed(conn) => {
                 if let Some(service) = &self.backend.metadata {
                     service.connection_closed(conn);
@@ -568,69 +517,20 @@ impl Loop {
                     Ok(p) => Message::Switched {
                         retiring: driver.switch(&p),
                     },
-                    Err(message) => Message::Error {
-                        kind: ErrorKind::Invalid,
-                        message,
-                    },
+                    Err(message) => invalid(message),
                 });
             }
             Command::Absorb {
-                mut report,
-                from: (from, bounded),
+                report,
+                from,
                 reply,
-            } => {
-                if bounded {
-                    if let Err(message) = self.bound_report(driver, from, &mut report) {
-                        eprintln!("concerto-server: {message}");
-                        reply.send(Message::Error {
-                            kind: ErrorKind::Denied,
-                            message,
-                        });
-                        return;
-                    }
-                }
-                driver.absorb(&report);
-                self.recorder.report_received();
-                reply.send(Message::Done);
-            }
+            } => reply.send(self.absorb(driver, report, from)),
             Command::SetRules {
-                rules: new,
+                rules,
                 apply,
                 reply,
-            } => {
-                if !apply {
-                    reply.send(Message::Done);
-                    return;
-                }
-                // Saved first: rules in force that a restart would lose
-                // would be a surprise.
-                reply.send(match save_rules(&self.cfg.data_dir, &new) {
-                    Ok(()) => {
-                        driver.set_rules(&new, self.clock.now());
-                        self.rules = new;
-                        Message::Done
-                    }
-                    Err(e) => Message::Error {
-                        kind: ErrorKind::Io,
-                        message: e.to_string(),
-                    },
-                });
-            }
-            Command::Phase(cmd) => match &self.backend.coordinator {
-                Some(c) => c.send(cmd),
-                None => {
-                    let (PhaseCommand::Begin { reply, .. }
-                    | PhaseCommand::End { reply, .. }
-                    | PhaseCommand::Switch { reply, .. }) = cmd;
-                    reply.send(Message::Error {
-                        kind: ErrorKind::Invalid,
-                        message: format!(
-                            "server {} has no coordinator role: ask the cluster's coordinator",
-                            self.addr
-                        ),
-                    });
-                }
-            },
+            } => reply.send(self.set_rules(driver, rules, apply)),
+            Command::Phase(cmd) => self.phase(cmd),
             Command::SetGrants { grants, reply } => {
                 driver.set_grants(grants.into_iter().map(|(app, p)| (AppId(app), p)));
                 reply.send(Message::Done);
@@ -640,49 +540,166 @@ impl Loop {
                     rules: rules_toml(&self.rules),
                 });
             }
-            Command::SetCluster { servers, reply } => {
-                reply.send(
-                    match crate::members::save(&self.cfg.data_dir, &servers)
-                        .and_then(|()| self.backend.members.set(servers))
-                    {
-                        Ok(()) => {
-                            self.peers.set(self.backend.members.data_peers());
-                            Message::Done
-                        }
-                        Err(message) => Message::Error {
-                            kind: ErrorKind::Invalid,
-                            message,
-                        },
-                    },
-                );
-            }
+            Command::SetCluster { servers, reply } => reply.send(self.set_cluster(servers)),
             Command::Arrivals { after, reply } => {
                 let arrivals = self.recorder.arrivals_after(after);
                 reply.send(Message::ArrivalLog { arrivals });
             }
             Command::Stats { reply } => {
-                let now = self.clock.now();
-                self.recorder.advance(now);
-                let space = self.space();
-                let _ = reply.send(ServerStats {
-                    address: self.addr.to_string(),
-                    roles: self.cfg.roles.clone(),
-                    policy: driver.policy().name().to_string(),
-                    throttle: self.backend.throttle.as_ref().map(|t| t.describe()),
-                    uptime_s: self.recorder.uptime_s(now),
-                    queued: driver.queued() as u64,
-                    in_flight: self.in_flight.len() as u64,
-                    apps: self.recorder.apps(),
-                    retired: self.recorder.retired(),
-                    latency: self.recorder.latency(),
-                    reports: self.recorder.reports(),
-                    connections: self.connections.counts(),
-                    space_total: space.total,
-                    space_free: space.available,
-                    grants: driver.grants().into_iter().map(|(a, p)| (a.0, p)).collect(),
-                    coordinator: self.backend.coordinator.as_ref().map(|c| c.stats()),
+                let _ = reply.send(self.stats(driver));
+            }
+        }
+    }
+
+    /// A request into the policy's queue.
+    fn submit(&mut self, driver: &mut Driver, mut job: Job) {
+        self.next_id += 1;
+        job.req.id = RequestId(self.next_id);
+        let arrived = self.clock.now();
+        self.recorder.arrived(&job.req, job.action.arrival_op());
+        // The client's clock is its word only within the skew allowed.
+        job.req.issue_time = job
+            .req
+            .issue_time
+            .clamp(arrived.saturating_sub(self.cfg.issue_skew), arrived);
+        self.recorder.advance(arrived);
+        self.recorder.enqueued(job.req.app.0);
+        self.waiting.insert(
+            self.next_id,
+            Waiting {
+                action: job.action,
+                reply: job.reply,
+                arrived,
+                conn: job.conn,
+                who: job.who,
+                key_id: job.key_id,
+            },
+        );
+        self.report_bounds.saw_weight(job.req.weight);
+        driver.enqueue(job.req, arrived);
+    }
+
+    /// A request served outside the policy's queue: here if it is quick,
+    /// else on a storage thread.
+    fn direct(&mut self, job: Job) {
+        let caller = Caller {
+            conn: job.conn,
+            who: job.who,
+            key_id: job.key_id,
+            tags: concerto_proto::Tags {
+                app: job.req.app.0,
+                rank: job.req.rank,
+                issue_ns: 0,
+                weight: None,
+            },
+        };
+        let at = Placement {
+            object: 0,
+            offset: 0,
+            len: 0,
+            segments: 1,
+        };
+        match self.backend.execute_inline(&job.action, at, caller, 0) {
+            Some(Outcome::Now(message)) => job.reply.send(message),
+            _ => {
+                let backend = self.backend.clone();
+                tokio::task::spawn_blocking(move || {
+                    job.reply.send(backend.execute_direct(job.action))
                 });
             }
+        }
+    }
+
+    /// A peer's service report charged to the policy; a peer key's report
+    /// is bounded first by what this server knows.
+    fn absorb(
+        &mut self,
+        driver: &mut Driver,
+        mut report: ServiceReport,
+        (from, bounded): (IpAddr, bool),
+    ) -> Message {
+        if bounded {
+            if let Err(message) = self.bound_report(driver, from, &mut report) {
+                eprintln!("concerto-server: {message}");
+                return Message::Error {
+                    kind: ErrorKind::Denied,
+                    message,
+                };
+            }
+        }
+        driver.absorb(&report);
+        self.recorder.report_received();
+        Message::Done
+    }
+
+    fn set_rules(&mut self, driver: &mut Driver, new: QosRules, apply: bool) -> Message {
+        if !apply {
+            return Message::Done;
+        }
+        // Saved first: rules in force that a restart would lose would be
+        // a surprise.
+        match save_rules(&self.cfg.data_dir, &new) {
+            Ok(()) => {
+                driver.set_rules(&new, self.clock.now());
+                self.rules = new;
+                Message::Done
+            }
+            Err(e) => Message::Error {
+                kind: ErrorKind::Io,
+                message: e.to_string(),
+            },
+        }
+    }
+
+    /// A job's I/O phase, for the coordinator role.
+    fn phase(&self, cmd: PhaseCommand) {
+        match &self.backend.coordinator {
+            Some(c) => c.send(cmd),
+            None => {
+                let (PhaseCommand::Begin { reply, .. }
+                | PhaseCommand::End { reply, .. }
+                | PhaseCommand::Switch { reply, .. }) = cmd;
+                reply.send(invalid(format!(
+                    "server {} has no coordinator role: ask the cluster's coordinator",
+                    self.addr
+                )));
+            }
+        }
+    }
+
+    fn set_cluster(&mut self, servers: Vec<Member>) -> Message {
+        match crate::members::save(&self.cfg.data_dir, &servers)
+            .and_then(|()| self.backend.members.set(servers))
+        {
+            Ok(()) => {
+                self.peers.set(self.backend.members.data_peers());
+                Message::Done
+            }
+            Err(message) => invalid(message),
+        }
+    }
+
+    fn stats(&mut self, driver: &Driver) -> ServerStats {
+        let now = self.clock.now();
+        self.recorder.advance(now);
+        let space = self.space();
+        ServerStats {
+            address: self.addr.to_string(),
+            roles: self.cfg.roles.clone(),
+            policy: driver.policy().name().to_string(),
+            throttle: self.backend.throttle.as_ref().map(|t| t.describe()),
+            uptime_s: self.recorder.uptime_s(now),
+            queued: driver.queued() as u64,
+            in_flight: self.in_flight.len() as u64,
+            apps: self.recorder.apps(),
+            retired: self.recorder.retired(),
+            latency: self.recorder.latency(),
+            reports: self.recorder.reports(),
+            connections: self.connections.counts(),
+            space_total: space.total,
+            space_free: space.available,
+            grants: driver.grants().into_iter().map(|(a, p)| (a.0, p)).collect(),
+            coordinator: self.backend.coordinator.as_ref().map(|c| c.stats()),
         }
     }
 }

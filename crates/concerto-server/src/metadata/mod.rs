@@ -29,7 +29,8 @@ use concerto_core::StripeLayout;
 use concerto_proto::auth::Principal;
 use concerto_proto::capability;
 use concerto_proto::{
-    FileKind, FsCounts, Message, MetaAttr, MetaReply, MetaRequest, Tags, WireLayout,
+    Closed, FileKind, FsCounts, LayoutRequest, Message, MetaAttr, MetaReply, MetaRequest, Tags,
+    WireLayout,
 };
 
 use crate::members::Members;
@@ -180,85 +181,28 @@ impl MetadataService {
         now_ns: u64,
         wait: Wait,
     ) -> Result<Outcome, MetaError> {
-        let conn = caller.conn;
         let who = &caller.who;
+        let at = (now_ns, wait);
         let result = match op {
             MetaRequest::Lookup { path } => {
                 let found = self.store.read(wait, |ops| ops.lookup(path, who));
-                if is_busy(&found) {
-                    return Err(MetaError::Busy);
-                }
-                return Ok(self.with_size(found, caller.tags));
+                return self.stat(found, caller.tags);
             }
             MetaRequest::Getattr { inode } => {
-                let found = self.store.read(wait, |ops| ops.get(*inode));
-                if is_busy(&found) {
-                    return Err(MetaError::Busy);
-                }
-                let found = found.and_then(|n| {
+                let found = self.store.read(wait, |ops| ops.get(*inode)).and_then(|n| {
                     n.map(|n| (*inode, n))
                         .ok_or_else(|| MetaError::NotFound(format!("inode {inode:#x}")))
                 });
-                return Ok(self.with_size(found, caller.tags));
+                return self.stat(found, caller.tags);
             }
-            MetaRequest::Open { path, write } => self
-                .store
-                .read(wait, |ops| ops.open(path, *write, who))
-                .and_then(|(ino, node)| {
-                    let size = self.sizes().size(ino).ok();
-                    if *write && node.kind == FileKind::File {
-                        self.sizes()
-                            .opened_for_write(ino, conn)
-                            .map_err(MetaError::Invalid)?;
-                    }
-                    Ok(MetaReply::Attr(self.with_capability(
-                        attr(ino, &node, size),
-                        &node,
-                        &caller,
-                        *write,
-                    )))
-                }),
-            MetaRequest::Renew { inode, write } => self
-                .store
-                .read(wait, |ops| ops.renew(*inode, *write, who))
-                .map(|node| {
-                    let size = self.sizes().size(*inode).ok();
-                    MetaReply::Attr(self.with_capability(
-                        attr(*inode, &node, size),
-                        &node,
-                        &caller,
-                        *write,
-                    ))
-                }),
+            MetaRequest::Open { path, write } => self.open_file(path, *write, &caller, wait),
+            MetaRequest::Renew { inode, write } => self.renew(*inode, *write, &caller, wait),
             MetaRequest::Create {
                 path,
                 layout,
                 exclusive,
                 mode,
-            } => self
-                .store
-                .change(wait, true, |ops, alloc| {
-                    ops.make(path, (Some(*layout), *exclusive, *mode), who, now_ns, alloc)
-                })
-                .and_then(|(made, _)| {
-                    let mut sizes = self.sizes();
-                    let size = if made.created {
-                        sizes.created(made.ino, conn).map_err(MetaError::Invalid)?;
-                        Some(0)
-                    } else {
-                        let known = sizes.size(made.ino).ok();
-                        sizes
-                            .opened_for_write(made.ino, conn)
-                            .map_err(MetaError::Invalid)?;
-                        known
-                    };
-                    Ok(MetaReply::Attr(self.with_capability(
-                        attr(made.ino, &made.node, size),
-                        &made.node,
-                        &caller,
-                        true,
-                    )))
-                }),
+            } => self.create(path, (*layout, *exclusive, *mode), &caller, at),
             MetaRequest::Mkdir { path, mode } => self
                 .store
                 .change(wait, true, |ops, alloc| {
@@ -269,45 +213,10 @@ impl MetadataService {
                 .store
                 .read(wait, |ops| ops.readdir(path, after.as_deref(), who))
                 .map(|(entries, more)| MetaReply::Entries { entries, more }),
-            MetaRequest::Unlink { path } | MetaRequest::Rmdir { path } => {
-                let kind = match op {
-                    MetaRequest::Unlink { .. } => FileKind::File,
-                    _ => FileKind::Directory,
-                };
-                self.store
-                    .change(wait, false, |ops, _| ops.remove(path, kind, who, now_ns))
-                    .map(|((ino, node), _)| {
-                        if kind == FileKind::File {
-                            self.sizes().forget(ino);
-                            self.store.made_orphans();
-                        }
-                        MetaReply::Attr(attr(ino, &node, None))
-                    })
-            }
-            MetaRequest::Rename { from, to } => self
-                .store
-                .change(wait, false, |ops, _| ops.rename(from, to, who, now_ns))
-                .map(|(replaced, _)| {
-                    MetaReply::Replaced(replaced.map(|(ino, node)| {
-                        if node.kind == FileKind::File {
-                            self.sizes().forget(ino);
-                            self.store.made_orphans();
-                        }
-                        attr(ino, &node, None)
-                    }))
-                }),
-            MetaRequest::Truncate { path, size } => self
-                .store
-                .change(wait, false, |ops, _| ops.truncate(path, who, now_ns))
-                .map(|((ino, node), _)| {
-                    self.sizes().truncated(ino, conn, *size);
-                    MetaReply::Attr(self.with_capability(
-                        attr(ino, &node, Some(*size)),
-                        &node,
-                        &caller,
-                        true,
-                    ))
-                }),
+            MetaRequest::Unlink { path } => self.remove(path, FileKind::File, who, at),
+            MetaRequest::Rmdir { path } => self.remove(path, FileKind::Directory, who, at),
+            MetaRequest::Rename { from, to } => self.rename(from, to, who, at),
+            MetaRequest::Truncate { path, size } => self.truncate(path, *size, &caller, at),
             MetaRequest::SetStripe { path, layout } => self
                 .store
                 .change(wait, false, |ops, _| {
@@ -319,55 +228,13 @@ impl MetadataService {
                 mode,
                 uid,
                 gid,
-            } => self
-                .store
-                .change(wait, false, |ops, _| {
-                    ops.set_attr(path, (*mode, *uid, *gid), who, now_ns)
-                })
-                .map(|((ino, node), _)| {
-                    let size = self.sizes().size(ino).ok();
-                    MetaReply::Attr(attr(ino, &node, size))
-                }),
+            } => self.set_attr(path, (*mode, *uid, *gid), who, at),
             MetaRequest::Access { path, mask } => self
                 .store
                 .read(wait, |ops| ops.access(path, *mask, who))
                 .map(|()| MetaReply::Done),
-            MetaRequest::Statfs => self.store.read(wait, |ops| ops.counts()).map(
-                |(files, directories, default_layout)| {
-                    MetaReply::Statfs(FsCounts {
-                        files,
-                        directories,
-                        inodes_free: self.store.free_bytes() / BYTES_PER_INODE,
-                        data_servers: self.store.config().data_servers.clone(),
-                        default_layout,
-                    })
-                },
-            ),
-            MetaRequest::Close { files } => {
-                // Descriptors that wrote: their files' modification time is now.
-                let wrote: Vec<u64> = files
-                    .iter()
-                    .filter(|c| c.written_end > 0)
-                    .map(|c| c.inode)
-                    .collect();
-                let touched = if wrote.is_empty() {
-                    Ok(())
-                } else {
-                    self.store
-                        .change(wait, false, |ops, _| {
-                            wrote.iter().try_for_each(|&ino| ops.touch(ino, now_ns))
-                        })
-                        .map(|_| ())
-                };
-                if is_busy(&touched) {
-                    return Err(MetaError::Busy);
-                }
-                let mut sizes = self.sizes();
-                for c in files {
-                    sizes.closed(c.inode, conn, c.written_end);
-                }
-                touched.map(|()| MetaReply::Done)
-            }
+            MetaRequest::Statfs => self.statfs(wait),
+            MetaRequest::Close { files } => self.close_files(files, caller.conn, at),
             MetaRequest::Sync => self.store.sync(wait).map(|_| MetaReply::Done),
             MetaRequest::Exists { inode } => self
                 .store
@@ -378,6 +245,215 @@ impl MetadataService {
             return Err(MetaError::Busy);
         }
         Ok(Outcome::Now(reply(self, result)))
+    }
+
+    /// A lookup's or getattr's answer, with the file's size.
+    fn stat(
+        self: &Arc<Self>,
+        found: Result<(u64, Inode), MetaError>,
+        tags: Tags,
+    ) -> Result<Outcome, MetaError> {
+        if is_busy(&found) {
+            return Err(MetaError::Busy);
+        }
+        Ok(self.with_size(found, tags))
+    }
+
+    /// Opens an existing file; for writing, the caller's connection holds
+    /// it open for writing until it closes it.
+    fn open_file(
+        &self,
+        path: &str,
+        write: bool,
+        caller: &Caller,
+        wait: Wait,
+    ) -> Result<MetaReply, MetaError> {
+        let (ino, node) = self
+            .store
+            .read(wait, |ops| ops.open(path, write, &caller.who))?;
+        let size = self.sizes().size(ino).ok();
+        if write && node.kind == FileKind::File {
+            self.sizes()
+                .opened_for_write(ino, caller.conn)
+                .map_err(MetaError::Invalid)?;
+        }
+        let a = attr(ino, &node, size);
+        Ok(MetaReply::Attr(
+            self.with_capability(a, &node, caller, write),
+        ))
+    }
+
+    /// A fresh capability for a file the caller has open.
+    fn renew(
+        &self,
+        inode: u64,
+        write: bool,
+        caller: &Caller,
+        wait: Wait,
+    ) -> Result<MetaReply, MetaError> {
+        let node = self
+            .store
+            .read(wait, |ops| ops.renew(inode, write, &caller.who))?;
+        let size = self.sizes().size(inode).ok();
+        let a = attr(inode, &node, size);
+        Ok(MetaReply::Attr(
+            self.with_capability(a, &node, caller, write),
+        ))
+    }
+
+    /// Creates a file (or opens it for writing, unless `exclusive`).
+    fn create(
+        &self,
+        path: &str,
+        (layout, exclusive, mode): (LayoutRequest, bool, u32),
+        caller: &Caller,
+        (now_ns, wait): (u64, Wait),
+    ) -> Result<MetaReply, MetaError> {
+        let (made, _) = self.store.change(wait, true, |ops, alloc| {
+            ops.make(
+                path,
+                (Some(layout), exclusive, mode),
+                &caller.who,
+                now_ns,
+                alloc,
+            )
+        })?;
+        let mut sizes = self.sizes();
+        let size = if made.created {
+            sizes
+                .created(made.ino, caller.conn)
+                .map_err(MetaError::Invalid)?;
+            Some(0)
+        } else {
+            let known = sizes.size(made.ino).ok();
+            sizes
+                .opened_for_write(made.ino, caller.conn)
+                .map_err(MetaError::Invalid)?;
+            known
+        };
+        drop(sizes);
+        let a = attr(made.ino, &made.node, size);
+        Ok(MetaReply::Attr(
+            self.with_capability(a, &made.node, caller, true),
+        ))
+    }
+
+    /// Unlinks a file (its objects left to the reaper) or removes an empty
+    /// directory.
+    fn remove(
+        &self,
+        path: &str,
+        kind: FileKind,
+        who: &Principal,
+        (now_ns, wait): (u64, Wait),
+    ) -> Result<MetaReply, MetaError> {
+        let ((ino, node), _) = self
+            .store
+            .change(wait, false, |ops, _| ops.remove(path, kind, who, now_ns))?;
+        if kind == FileKind::File {
+            self.forget_file(ino);
+        }
+        Ok(MetaReply::Attr(attr(ino, &node, None)))
+    }
+
+    /// A file whose last name went: its size is no longer tracked and the
+    /// reaper has objects to remove.
+    fn forget_file(&self, ino: u64) {
+        self.sizes().forget(ino);
+        self.store.made_orphans();
+    }
+
+    fn rename(
+        &self,
+        from: &str,
+        to: &str,
+        who: &Principal,
+        (now_ns, wait): (u64, Wait),
+    ) -> Result<MetaReply, MetaError> {
+        let (replaced, _) = self
+            .store
+            .change(wait, false, |ops, _| ops.rename(from, to, who, now_ns))?;
+        Ok(MetaReply::Replaced(replaced.map(|(ino, node)| {
+            if node.kind == FileKind::File {
+                self.forget_file(ino);
+            }
+            attr(ino, &node, None)
+        })))
+    }
+
+    fn truncate(
+        &self,
+        path: &str,
+        size: u64,
+        caller: &Caller,
+        (now_ns, wait): (u64, Wait),
+    ) -> Result<MetaReply, MetaError> {
+        let ((ino, node), _) = self.store.change(wait, false, |ops, _| {
+            ops.truncate(path, &caller.who, now_ns)
+        })?;
+        self.sizes().truncated(ino, caller.conn, size);
+        let a = attr(ino, &node, Some(size));
+        Ok(MetaReply::Attr(
+            self.with_capability(a, &node, caller, true),
+        ))
+    }
+
+    fn set_attr(
+        &self,
+        path: &str,
+        owner_and_mode: (Option<u32>, Option<u32>, Option<u32>),
+        who: &Principal,
+        (now_ns, wait): (u64, Wait),
+    ) -> Result<MetaReply, MetaError> {
+        let ((ino, node), _) = self.store.change(wait, false, |ops, _| {
+            ops.set_attr(path, owner_and_mode, who, now_ns)
+        })?;
+        let size = self.sizes().size(ino).ok();
+        Ok(MetaReply::Attr(attr(ino, &node, size)))
+    }
+
+    fn statfs(&self, wait: Wait) -> Result<MetaReply, MetaError> {
+        let (files, directories, default_layout) = self.store.read(wait, |ops| ops.counts())?;
+        Ok(MetaReply::Statfs(FsCounts {
+            files,
+            directories,
+            inodes_free: self.store.free_bytes() / BYTES_PER_INODE,
+            data_servers: self.store.config().data_servers.clone(),
+            default_layout,
+        }))
+    }
+
+    /// A connection closed files: those it wrote get a modification time of
+    /// now, and their sizes what it wrote.
+    fn close_files(
+        &self,
+        files: &[Closed],
+        conn: u64,
+        (now_ns, wait): (u64, Wait),
+    ) -> Result<MetaReply, MetaError> {
+        let wrote: Vec<u64> = files
+            .iter()
+            .filter(|c| c.written_end > 0)
+            .map(|c| c.inode)
+            .collect();
+        let touched = if wrote.is_empty() {
+            Ok(())
+        } else {
+            self.store
+                .change(wait, false, |ops, _| {
+                    wrote.iter().try_for_each(|&ino| ops.touch(ino, now_ns))
+                })
+                .map(|_| ())
+        };
+        // Busy: nothing done, the request waits for the store.
+        if is_busy(&touched) {
+            return Err(MetaError::Busy);
+        }
+        let mut sizes = self.sizes();
+        for c in files {
+            sizes.closed(c.inode, conn, c.written_end);
+        }
+        touched.map(|()| MetaReply::Done)
     }
 
     /// `a` with a capability for the caller's key to the file's objects:
