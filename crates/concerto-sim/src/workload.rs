@@ -100,9 +100,6 @@ pub fn call_steps(
         }
         out.push(Step::Data { op, access });
     };
-    let (r, k) = (rank as u64, call as u64);
-    let procs = app.processes as u64;
-    let size = app.request_size.map_or(0, |b| b.0);
     match app.workload {
         WorkloadKind::Ior if app.block_size.is_some() => ior_operation(app, rank, call, out, data),
         WorkloadKind::Trace => {
@@ -124,45 +121,7 @@ pub fn call_steps(
         | WorkloadKind::Noncontig => data(app.op, access(app, rank, call), out),
         // The model runs a collective call from its plan (model/collective.rs).
         WorkloadKind::Collective => {}
-        WorkloadKind::Btio => {
-            // Output steps write the solution; verification steps read it back in the same places.
-            let steps = app.requests as u64;
-            let (op, k) = if k < steps {
-                (DataOp::Write, k)
-            } else {
-                (DataOp::Read, k - steps)
-            };
-            let n = app.elements.unwrap_or(1) as u64;
-            let esz = app.element_size.map_or(1, |b| b.0);
-            match app.subtype.unwrap_or_default() {
-                BtioSubtype::Full => {
-                    // Collective buffering hands each process one aggregated, contiguous piece.
-                    let chunk = n * esz;
-                    data(
-                        op,
-                        Access {
-                            file: 0,
-                            extents: smallvec![Extent::new((k * procs + r) * chunk, chunk)],
-                        },
-                        out,
-                    );
-                }
-                BtioSubtype::Simple => {
-                    // Each cell is its own tiny I/O, one outstanding, interleaved across processes.
-                    for i in 0..n {
-                        let offset = ((k * n + i) * procs + r) * esz;
-                        data(
-                            op,
-                            Access {
-                                file: 0,
-                                extents: smallvec![Extent::new(offset, esz)],
-                            },
-                            out,
-                        );
-                    }
-                }
-            }
-        }
+        WorkloadKind::Btio => btio_steps(app, rank, call, out, data),
         WorkloadKind::Wrf => {
             for _ in 0..app.getattrs.unwrap_or(0) {
                 out.push(Step::Meta {
@@ -170,39 +129,78 @@ pub fn call_steps(
                     target: MetaTarget::File(rank),
                 });
             }
-            data(
-                app.op,
-                Access {
-                    file: rank,
-                    extents: smallvec![Extent::new(k * size, size)],
-                },
-                out,
-            );
+            let size = app.request_size.map_or(0, |b| b.0);
+            let access = Access {
+                file: rank,
+                extents: smallvec![Extent::new(call as u64 * size, size)],
+            };
+            data(app.op, access, out);
         }
-        WorkloadKind::Phases => {
-            // The phase's bytes in equal shares (the first ones a byte more),
-            // each process's share contiguous, in requests of at most request_size.
-            let total =
-                crate::scenario::phase_bytes(app.phases.as_ref().map_or(0.0, |p| p[k as usize][1]));
-            let (share, extra) = (total / procs, total % procs);
-            let mine = share + u64::from(r < extra);
-            let mut offset = r * share + r.min(extra);
-            let chunk = app.request_size.map_or(DEFAULT_PHASE_REQUEST, |b| b.0);
-            let end = offset + mine;
-            while offset < end {
-                let len = chunk.min(end - offset);
-                data(
-                    app.op,
-                    Access {
-                        file: 0,
-                        extents: smallvec![Extent::new(offset, len)],
-                    },
-                    out,
-                );
-                offset += len;
+        WorkloadKind::Phases => phase_steps(app, rank, call, out, data),
+        WorkloadKind::MdTest => md_test_steps(app, rank, call, posix_mount, out, data),
+    }
+}
+
+/// BTIO's call `call` of process `rank`: output steps write the solution;
+/// verification steps read it back in the same places.
+fn btio_steps(
+    app: &AppSpec,
+    rank: u32,
+    call: u32,
+    out: &mut Vec<Step>,
+    data: impl Fn(DataOp, Access, &mut Vec<Step>),
+) {
+    let (r, procs) = (rank as u64, app.processes as u64);
+    let steps = app.requests as u64;
+    let (op, k) = if (call as u64) < steps {
+        (DataOp::Write, call as u64)
+    } else {
+        (DataOp::Read, call as u64 - steps)
+    };
+    let n = app.elements.unwrap_or(1) as u64;
+    let esz = app.element_size.map_or(1, |b| b.0);
+    let at = |offset: u64, len: u64| Access {
+        file: 0,
+        extents: smallvec![Extent::new(offset, len)],
+    };
+    match app.subtype.unwrap_or_default() {
+        // Collective buffering hands each process one aggregated, contiguous piece.
+        BtioSubtype::Full => data(op, at((k * procs + r) * n * esz, n * esz), out),
+        // Each cell is its own tiny I/O, one outstanding, interleaved across processes.
+        BtioSubtype::Simple => {
+            for i in 0..n {
+                data(op, at(((k * n + i) * procs + r) * esz, esz), out);
             }
         }
-        WorkloadKind::MdTest => md_test_steps(app, rank, call, posix_mount, out, data),
+    }
+}
+
+/// Phase `call` of process `rank` of a `phases` application: the phase's
+/// bytes in equal shares (the first ones a byte more), each process's
+/// share contiguous, in requests of at most `request_size`.
+fn phase_steps(
+    app: &AppSpec,
+    rank: u32,
+    call: u32,
+    out: &mut Vec<Step>,
+    data: impl Fn(DataOp, Access, &mut Vec<Step>),
+) {
+    let (r, procs) = (rank as u64, app.processes as u64);
+    let total =
+        crate::scenario::phase_bytes(app.phases.as_ref().map_or(0.0, |p| p[call as usize][1]));
+    let (share, extra) = (total / procs, total % procs);
+    let mine = share + u64::from(r < extra);
+    let mut offset = r * share + r.min(extra);
+    let chunk = app.request_size.map_or(DEFAULT_PHASE_REQUEST, |b| b.0);
+    let end = offset + mine;
+    while offset < end {
+        let len = chunk.min(end - offset);
+        let access = Access {
+            file: 0,
+            extents: smallvec![Extent::new(offset, len)],
+        };
+        data(app.op, access, out);
+        offset += len;
     }
 }
 
@@ -222,98 +220,133 @@ fn md_test_steps(
     out: &mut Vec<Step>,
     data: impl Fn(DataOp, Access, &mut Vec<Step>),
 ) {
-    let items = app.items.unwrap_or(1);
-    let size = app.request_size.map_or(0, |b| b.0);
-    let file = |i: u32| rank * items + i;
-    let meta = |op: MetaOp, target: MetaTarget| Step::Meta { op, target };
-    // The kernel's lookup of a name, or the open of a file: one getattr-class request.
-    let lookup = |target: MetaTarget, out: &mut Vec<Step>| {
-        if posix_mount {
-            out.push(meta(MetaOp::Getattr, target));
-        }
+    let p = MdProcess {
+        rank,
+        items: app.items.unwrap_or(1),
+        size: app.request_size.map_or(0, |b| b.0),
+        posix_mount,
     };
     // mdtest writes a file in the loop that creates it (its "File
     // creation"): the file is closed after the write, not the create.
     let steps = app.md_steps();
     let at = |k: Option<usize>| k.and_then(|k| steps.get(k)).copied();
-    let written_next = at(Some(call as usize + 1)) == Some(MdStep::Write) && size > 0;
+    let written_next = at(Some(call as usize + 1)) == Some(MdStep::Write) && p.size > 0;
     let after_create = at((call as usize).checked_sub(1)) == Some(MdStep::Create);
+    let meta = |op: MetaOp, target: MetaTarget| Step::Meta { op, target };
     match steps.get(call as usize).copied() {
         Some(MdStep::Mktestdir) => {
-            lookup(MetaTarget::Dir, out);
+            p.lookup(MetaTarget::Dir, out);
             out.push(meta(MetaOp::Mkdir, MetaTarget::Dir));
         }
         Some(MdStep::Create) => {
-            for i in 0..items {
-                lookup(MetaTarget::File(file(i)), out);
-                out.push(meta(MetaOp::Create, MetaTarget::File(file(i))));
+            for file in p.file_indices() {
+                let f = MetaTarget::File(file);
+                p.lookup(f, out);
+                out.push(meta(MetaOp::Create, f));
                 if posix_mount && !written_next {
                     out.push(Step::Close {
-                        file: file(i),
+                        file,
                         written: SmallVec::new(),
                     });
                 }
             }
         }
         // Through the mount, the lookup is the stat.
-        Some(MdStep::Stat) => {
-            out.extend((0..items).map(|i| meta(MetaOp::Getattr, MetaTarget::File(file(i)))))
-        }
-        Some(MdStep::Write) if size > 0 => {
-            for i in 0..items {
-                let written = Access {
-                    file: file(i),
-                    extents: smallvec![Extent::new(0, size)],
-                };
-                if posix_mount && !after_create {
-                    // open(O_WRONLY) of a name not seen: the lookup, then the open.
-                    lookup(MetaTarget::File(file(i)), out);
-                    lookup(MetaTarget::File(file(i)), out);
-                }
-                if posix_mount {
-                    data(DataOp::Write, written.clone(), out);
-                    out.push(Step::Close {
-                        file: written.file,
-                        written: written.extents,
-                    });
-                } else {
-                    data(DataOp::Write, written, out);
-                }
-            }
-        }
+        Some(MdStep::Stat) => out.extend(p.files().map(|f| meta(MetaOp::Getattr, f))),
+        Some(MdStep::Write) if p.size > 0 => p.write(after_create, out, data),
         Some(MdStep::Readdir) => out.push(meta(MetaOp::Readdir, MetaTarget::Dir)),
-        Some(MdStep::Read) => {
-            for i in 0..items {
-                if size > 0 {
-                    // The lookup, then the open.
-                    lookup(MetaTarget::File(file(i)), out);
-                    lookup(MetaTarget::File(file(i)), out);
-                    data(
-                        DataOp::Read,
-                        Access {
-                            file: file(i),
-                            extents: smallvec![Extent::new(0, size)],
-                        },
-                        out,
-                    );
-                } else {
-                    out.push(meta(MetaOp::Getattr, MetaTarget::File(file(i))));
-                }
-            }
-        }
+        Some(MdStep::Read) if p.size > 0 => p.read(out, data),
+        Some(MdStep::Read) => out.extend(p.files().map(|f| meta(MetaOp::Getattr, f))),
         // PVFS2 has no close request: the phase only synchronizes.
         Some(MdStep::Close) => {}
         Some(MdStep::Rm) => {
-            for i in 0..items {
-                lookup(MetaTarget::File(file(i)), out);
-                out.push(meta(MetaOp::Remove, MetaTarget::File(file(i))));
+            for f in p.files() {
+                p.lookup(f, out);
+                out.push(meta(MetaOp::Remove, f));
             }
         }
         Some(MdStep::Rmtestdir) => {
-            lookup(MetaTarget::Dir, out);
+            p.lookup(MetaTarget::Dir, out);
             out.push(meta(MetaOp::Rmdir, MetaTarget::Dir));
         }
         Some(MdStep::Write) | None => {}
+    }
+}
+
+/// One md-test process: its items (files `rank * items ..`), the bytes it
+/// writes and reads of each, and whether it works through the mount.
+struct MdProcess {
+    rank: u32,
+    items: u32,
+    size: u64,
+    posix_mount: bool,
+}
+
+impl MdProcess {
+    /// Its items' files, as metadata targets.
+    fn files(&self) -> impl Iterator<Item = MetaTarget> {
+        self.file_indices().map(MetaTarget::File)
+    }
+
+    fn file_indices(&self) -> std::ops::Range<u32> {
+        let first = self.rank * self.items;
+        first..first + self.items
+    }
+
+    /// The kernel's lookup of a name, or the open of a file: one
+    /// getattr-class request (through the mount only).
+    fn lookup(&self, target: MetaTarget, out: &mut Vec<Step>) {
+        if self.posix_mount {
+            out.push(Step::Meta {
+                op: MetaOp::Getattr,
+                target,
+            });
+        }
+    }
+
+    /// Each item's whole content from the start; through the mount opened
+    /// first unless the create just did, and closed after.
+    fn write(
+        &self,
+        after_create: bool,
+        out: &mut Vec<Step>,
+        data: impl Fn(DataOp, Access, &mut Vec<Step>),
+    ) {
+        for file in self.file_indices() {
+            let f = MetaTarget::File(file);
+            let written = Access {
+                file,
+                extents: smallvec![Extent::new(0, self.size)],
+            };
+            if self.posix_mount && !after_create {
+                // open(O_WRONLY) of a name not seen: the lookup, then the open.
+                self.lookup(f, out);
+                self.lookup(f, out);
+            }
+            if self.posix_mount {
+                data(DataOp::Write, written.clone(), out);
+                out.push(Step::Close {
+                    file,
+                    written: written.extents,
+                });
+            } else {
+                data(DataOp::Write, written, out);
+            }
+        }
+    }
+
+    /// Each item's whole content, after its lookup and open.
+    fn read(&self, out: &mut Vec<Step>, data: impl Fn(DataOp, Access, &mut Vec<Step>)) {
+        for file in self.file_indices() {
+            let f = MetaTarget::File(file);
+            self.lookup(f, out);
+            self.lookup(f, out);
+            let access = Access {
+                file,
+                extents: smallvec![Extent::new(0, self.size)],
+            };
+            data(DataOp::Read, access, out);
+        }
     }
 }
 

@@ -8,14 +8,31 @@ use std::path::{Path, PathBuf};
 
 use concerto_sim::{simulate_reps, Scenario};
 
-/// Experiment files (their base scenario, for sweep files) and the golden
-/// file each is checked against.
+/// Experiment files (their base scenario, for sweep files), relative to
+/// the repository, and the golden file each is checked against. The two
+/// scenarios of `tests/golden/scenarios/` hold every workload kind whose
+/// requests the simulator builds step by step, plain and through the
+/// mount.
 const CASES: &[(&str, &str)] = &[
-    ("coordination/formula.toml", "coordination-formula.json"),
-    ("demo.toml", "demo.json"),
-    ("vpfs/uneven.toml", "vpfs-uneven.json"),
-    ("resonance/demo.toml", "resonance-demo.json"),
-    ("clusterfile/synthetic.toml", "clusterfile-synthetic.json"),
+    (
+        "experiments/coordination/formula.toml",
+        "coordination-formula.json",
+    ),
+    ("experiments/demo.toml", "demo.json"),
+    ("experiments/vpfs/uneven.toml", "vpfs-uneven.json"),
+    ("experiments/resonance/demo.toml", "resonance-demo.json"),
+    (
+        "experiments/clusterfile/synthetic.toml",
+        "clusterfile-synthetic.json",
+    ),
+    (
+        "crates/concerto-sim/tests/golden/scenarios/workloads.toml",
+        "workloads.json",
+    ),
+    (
+        "crates/concerto-sim/tests/golden/scenarios/mount.toml",
+        "mount.json",
+    ),
 ];
 
 fn root() -> PathBuf {
@@ -25,7 +42,7 @@ fn root() -> PathBuf {
 /// The results of `file` (seed 1, one repetition) as JSON, without the
 /// version string (which changes with every release, not with the model).
 fn results(file: &str) -> serde_json::Value {
-    let path = root().join("experiments").join(file);
+    let path = root().join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let doc: toml::Table = text.parse().unwrap_or_else(|e| panic!("{file}: {e}"));
     let table = (!doc.contains_key("cluster")).then_some("scenario");
@@ -71,7 +88,7 @@ fn small_experiments_give_their_golden_results() {
 fn the_same_experiment_run_twice_gives_the_same_results() {
     // What makes golden files meaningful: a run is a function of its file and seed.
     assert_eq!(
-        results("coordination/formula.toml"),
-        results("coordination/formula.toml")
+        results("experiments/coordination/formula.toml"),
+        results("experiments/coordination/formula.toml")
     );
 }

@@ -5,6 +5,8 @@
 use super::*;
 use smallvec::SmallVec;
 
+use crate::workload::Access;
+
 impl<'a> Simulation<'a> {
     /// The application asks to do its next operation: at once, or when the
     /// job-level arbiter grants it. Its completion time counts from here.
@@ -83,41 +85,18 @@ impl<'a> Simulation<'a> {
     pub(super) fn issue_step(&mut self, rank: u32, now: Time) {
         let rs = &mut self.ranks[rank as usize];
         let Some(step) = rs.steps.pop() else { return };
-        if let Step::Data {
-            op: DataOp::Write,
-            access,
-        } = &step
-        {
-            if self.sc.cluster.metadata.posix_mount {
-                // The mount writes through: the kernel holds the file's
-                // lock across the write(2), so its writes go one at a time.
-                let file = self.apps[rs.app as usize].files[access.file as usize];
-                let f = &mut self.files[file as usize];
-                if f.writer.is_some() {
-                    f.waiting.push_back(rank);
-                    rs.steps.push(step);
-                    return;
-                }
-                f.writer = Some(rank);
-                rs.holds = Some(file);
-            }
+        if self.waits_for_file_lock(rank, &step) {
+            self.ranks[rank as usize].steps.push(step);
+            return;
         }
+        let rs = &self.ranks[rank as usize];
         let a = &self.apps[rs.app as usize];
-        let (app_id, local_rank, call, dir_server) = (a.app_id, rs.rank, rs.call, rs.dir_server);
-        let (app_idx, spec_idx, weight) = (rs.app, a.spec, a.weight);
-        let user = self.sc.apps[spec_idx].user;
-        let template = move |op: Op, object: u64| Request {
-            id: RequestId(0),
-            app: AppId(app_id),
-            rank: local_rank,
-            issue_time: now,
-            op,
-            object: ObjectId(object),
-            offset: 0,
-            len: 0,
-            segments: Vec::new(),
-            weight: Some(weight),
-            user,
+        let origin = Origin {
+            app: a.app_id,
+            rank: rs.rank,
+            weight: a.weight,
+            user: self.sc.apps[a.spec].user,
+            at: now,
         };
         match step {
             Step::Data { op, access } => {
@@ -125,80 +104,15 @@ impl<'a> Simulation<'a> {
                     DataOp::Read => Op::Read,
                     DataOp::Write => Op::Write,
                 };
-                let file = self.apps[app_idx as usize].files[access.file as usize];
-                let spec = &self.sc.apps[spec_idx];
-                if let Some(ordering) = spec.ordering {
-                    let layout = &self.files[file as usize].layout;
-                    let b = spec.schedule_block.map_or(layout.unit(), |b| b.0);
-                    let blocks = ordering::blocks(layout, &access.extents, b);
-                    // hash-IOS staggers the processes of one application by
-                    // rank; random-IOS draws each process's order from the
-                    // run's seed, the application and the rank.
-                    let sequence = ordering::order(
-                        &blocks,
-                        local_rank,
-                        self.sc.cluster.servers,
-                        ordering,
-                        self.seed ^ (u64::from(app_idx) << 40),
-                    );
-                    self.ranks[rank as usize].pending = sequence.len() as u32;
-                    for &i in sequence.iter().rev() {
-                        let block = &blocks[i];
-                        let req =
-                            piece_request(template(op, file as u64), &block.extents, block.bytes);
-                        let piece =
-                            self.new_piece(rank, block.server, file, call, block.bytes, req, now);
-                        self.ranks[rank as usize].blocks.push(piece);
-                    }
-                    return self.send_block(rank, now);
-                }
-                // The buffer of pieces is reused from step to step.
-                let mut pieces = std::mem::take(&mut self.split);
-                self.files[file as usize]
-                    .layout
-                    .split_extents_into(&access.extents, &mut pieces);
-                self.ranks[rank as usize].pending = pieces.len() as u32;
-                for p in pieces.drain(..) {
-                    let req = piece_request(template(op, file as u64), &p.extents, p.bytes);
-                    let piece = self.new_piece(rank, p.server, file, call, p.bytes, req, now);
-                    self.send_request(piece, now);
-                }
-                self.split = pieces;
-            }
-            Step::Close { file, written } => {
-                let file = self.apps[app_idx as usize].files[file as usize];
-                let meta_server = self.files[file as usize].meta_server;
-                let setattr = Op::Meta(concerto_core::MetaOp::Setattr);
-                // (server, op, waited for): when something was written, the
-                // flush: an fsync to each server written (a write of no
-                // bytes to its scheduler, as the real server queues it; its
-                // device charges `fsync`) and the namespace's sync; then
-                // the release's notice, which the process does not wait for.
-                let mut sends: SmallVec<[(u32, Op, bool); 4]> = SmallVec::new();
-                if !written.is_empty() {
-                    let mut pieces = std::mem::take(&mut self.split);
-                    self.files[file as usize]
-                        .layout
-                        .split_extents_into(&written, &mut pieces);
-                    sends.extend(pieces.iter().map(|p| (p.server, Op::Write, true)));
-                    sends.push((meta_server, setattr, true));
-                    self.split = pieces;
-                }
-                sends.push((meta_server, setattr, false));
-                let waited = sends.iter().filter(|s| s.2).count() as u32;
-                self.ranks[rank as usize].pending = waited;
-                for (server, op, wait) in sends {
-                    let req = template(op, file as u64);
-                    let piece = self.new_piece(rank, server, file, call, 0, req, now);
-                    self.pieces[piece as usize].background = !wait;
-                    self.send_request(piece, now);
-                }
-                if waited == 0 {
-                    self.step_done(rank, now);
+                match self.sc.apps[a.spec].ordering {
+                    Some(ordering) => self.issue_ordered(rank, (op, &access), ordering, origin),
+                    None => self.issue_split(rank, op, &access, origin),
                 }
             }
+            Step::Close { file, written } => self.issue_close(rank, file, &written, origin),
             Step::Meta { op, target } => {
-                let a = &self.apps[app_idx as usize];
+                let (app, call, dir_server) = (rs.app, rs.call, rs.dir_server);
+                let a = &self.apps[app as usize];
                 let (server, file, object) = match target {
                     MetaTarget::File(f) => {
                         let file = a.files[f as usize];
@@ -208,10 +122,130 @@ impl<'a> Simulation<'a> {
                     MetaTarget::Dir => (dir_server, a.files[0], (1 << 63) | rank as u64),
                 };
                 self.ranks[rank as usize].pending = 1;
-                let req = template(Op::Meta(op), object);
+                let req = origin.request(Op::Meta(op), object);
                 let piece = self.new_piece(rank, server, file, call, 0, req, now);
                 self.send_request(piece, now);
             }
+        }
+    }
+
+    /// Whether a write through the mount must wait for its file: the
+    /// kernel holds the file's lock across the write(2), so a mount's
+    /// writes to one file go one at a time. Takes the lock when free.
+    fn waits_for_file_lock(&mut self, rank: u32, step: &Step) -> bool {
+        let Step::Data {
+            op: DataOp::Write,
+            access,
+        } = step
+        else {
+            return false;
+        };
+        if !self.sc.cluster.metadata.posix_mount {
+            return false;
+        }
+        let rs = &mut self.ranks[rank as usize];
+        let file = self.apps[rs.app as usize].files[access.file as usize];
+        let f = &mut self.files[file as usize];
+        if f.writer.is_some() {
+            f.waiting.push_back(rank);
+            return true;
+        }
+        f.writer = Some(rank);
+        rs.holds = Some(file);
+        false
+    }
+
+    /// A data step as the layout splits it: one piece per server, all
+    /// sent at once.
+    fn issue_split(&mut self, rank: u32, op: Op, access: &Access, origin: Origin) {
+        let rs = &self.ranks[rank as usize];
+        let (file, call) = (
+            self.apps[rs.app as usize].files[access.file as usize],
+            rs.call,
+        );
+        // The buffer of pieces is reused from step to step.
+        let mut pieces = std::mem::take(&mut self.split);
+        self.files[file as usize]
+            .layout
+            .split_extents_into(&access.extents, &mut pieces);
+        self.ranks[rank as usize].pending = pieces.len() as u32;
+        for p in pieces.drain(..) {
+            let req = piece_request(origin.request(op, file as u64), &p.extents, p.bytes);
+            let piece = self.new_piece(rank, p.server, file, call, p.bytes, req, origin.at);
+            self.send_request(piece, origin.at);
+        }
+        self.split = pieces;
+    }
+
+    /// A data step of a process that orders its transfers: its blocks in
+    /// the order the application's transfer ordering gives, one at a time.
+    fn issue_ordered(
+        &mut self,
+        rank: u32,
+        (op, access): (Op, &Access),
+        ordering: concerto_core::client::ordering::Ordering,
+        origin: Origin,
+    ) {
+        let rs = &self.ranks[rank as usize];
+        let (app, call) = (rs.app, rs.call);
+        let a = &self.apps[app as usize];
+        let spec = &self.sc.apps[a.spec];
+        let file = a.files[access.file as usize];
+        let layout = &self.files[file as usize].layout;
+        let b = spec.schedule_block.map_or(layout.unit(), |b| b.0);
+        let blocks = ordering::blocks(layout, &access.extents, b);
+        // hash-IOS staggers the processes of one application by
+        // rank; random-IOS draws each process's order from the
+        // run's seed, the application and the rank.
+        let sequence = ordering::order(
+            &blocks,
+            origin.rank,
+            self.sc.cluster.servers,
+            ordering,
+            self.seed ^ (u64::from(app) << 40),
+        );
+        self.ranks[rank as usize].pending = sequence.len() as u32;
+        for &i in sequence.iter().rev() {
+            let block = &blocks[i];
+            let req = piece_request(origin.request(op, file as u64), &block.extents, block.bytes);
+            let piece = self.new_piece(rank, block.server, file, call, block.bytes, req, origin.at);
+            self.ranks[rank as usize].blocks.push(piece);
+        }
+        self.send_block(rank, origin.at);
+    }
+
+    /// A close: when something was written, the flush (an fsync to each
+    /// server written, a write of no bytes to its scheduler as the real
+    /// server queues it, its device charging `fsync`; and the namespace's
+    /// sync); then the release's notice, which the process does not wait
+    /// for.
+    fn issue_close(&mut self, rank: u32, file: u32, written: &[Extent], origin: Origin) {
+        let rs = &self.ranks[rank as usize];
+        let (file, call) = (self.apps[rs.app as usize].files[file as usize], rs.call);
+        let meta_server = self.files[file as usize].meta_server;
+        let setattr = Op::Meta(concerto_core::MetaOp::Setattr);
+        // (server, op, waited for)
+        let mut sends: SmallVec<[(u32, Op, bool); 4]> = SmallVec::new();
+        if !written.is_empty() {
+            let mut pieces = std::mem::take(&mut self.split);
+            self.files[file as usize]
+                .layout
+                .split_extents_into(written, &mut pieces);
+            sends.extend(pieces.iter().map(|p| (p.server, Op::Write, true)));
+            sends.push((meta_server, setattr, true));
+            self.split = pieces;
+        }
+        sends.push((meta_server, setattr, false));
+        let waited = sends.iter().filter(|s| s.2).count() as u32;
+        self.ranks[rank as usize].pending = waited;
+        for (server, op, wait) in sends {
+            let req = origin.request(op, file as u64);
+            let piece = self.new_piece(rank, server, file, call, 0, req, origin.at);
+            self.pieces[piece as usize].background = !wait;
+            self.send_request(piece, origin.at);
+        }
+        if waited == 0 {
+            self.step_done(rank, origin.at);
         }
     }
 
@@ -497,4 +531,35 @@ pub(super) fn piece_request(mut req: Request, extents: &[Extent], bytes: u64) ->
         req.segments = extents.to_vec();
     }
     req
+}
+
+/// Whose a step's requests are and when they leave: what every request of
+/// the step carries.
+#[derive(Clone, Copy)]
+pub(super) struct Origin {
+    app: u32,
+    rank: u32,
+    weight: f64,
+    user: Option<u32>,
+    at: Time,
+}
+
+impl Origin {
+    /// A request of this origin for `op` on `object`, covering nothing yet
+    /// (see [`piece_request`]).
+    fn request(&self, op: Op, object: u64) -> Request {
+        Request {
+            id: RequestId(0),
+            app: AppId(self.app),
+            rank: self.rank,
+            issue_time: self.at,
+            op,
+            object: ObjectId(object),
+            offset: 0,
+            len: 0,
+            segments: Vec::new(),
+            weight: Some(self.weight),
+            user: self.user,
+        }
+    }
 }

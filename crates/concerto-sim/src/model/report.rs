@@ -1,105 +1,17 @@
 //! The results of a run: per application, per server, and the job level.
 
 use super::*;
+use crate::scenario::AppSpec;
 
 impl<'a> Simulation<'a> {
     pub(super) fn results(mut self) -> RunResult {
         let makespan = self.apps.iter().map(|a| a.end).max().unwrap_or(Time::ZERO);
-        let apps: Vec<AppResult> = self
-            .apps
-            .iter()
-            .map(|a| {
-                let spec = &self.sc.apps[a.spec];
-                AppResult::new(
-                    spec.label(),
-                    spec.workload_name(),
-                    a.instance,
-                    a.app_id,
-                    spec.processes,
-                    a.completions.clone(),
-                    &a.spreads,
-                    a.bytes,
-                    a.pieces,
-                    a.metadata_ops,
-                    a.start,
-                    a.end,
-                )
-                .with_timeline(a.timeline.as_ref().map(|t| t.to_timeline(false)))
-                .with_ior(spec.block_size.is_some().then(|| {
-                    let moved = spec.bytes_per_call() * spec.processes as u64;
-                    spec.ior_operations()
-                        .iter()
-                        .zip(&a.completions)
-                        .map(|(op, &s)| IorOperation::new(*op == DataOp::Read, moved, s))
-                        .collect()
-                }))
-                .with_mdtest(
-                    (spec.workload == WorkloadKind::MdTest && spec.barrier).then(|| {
-                        // Directory phases handle one item per process.
-                        let items = spec.items.unwrap_or(1) as u64 * spec.processes as u64;
-                        spec.md_steps()
-                            .iter()
-                            .zip(&a.completions)
-                            .map(|(&phase, &seconds)| {
-                                let items = match phase {
-                                    MdStep::Mktestdir | MdStep::Rmtestdir | MdStep::Readdir => {
-                                        spec.processes as u64
-                                    }
-                                    _ => items,
-                                };
-                                MdPhase {
-                                    phase,
-                                    operation: phase.mdtest_operation(),
-                                    items,
-                                    seconds,
-                                    ops_per_s: if seconds > 0.0 {
-                                        items as f64 / seconds
-                                    } else {
-                                        0.0
-                                    },
-                                }
-                            })
-                            .collect()
-                    }),
-                )
-            })
-            .collect();
+        let apps: Vec<AppResult> = self.apps.iter().map(|a| self.app_result(a)).collect();
         let servers: Vec<ServerResult> = self
             .servers
             .iter()
             .enumerate()
-            .map(|(i, s)| ServerResult {
-                index: i as u32,
-                role: s.role.name(),
-                requests: s.requests,
-                metadata_ops: s.metadata_ops,
-                bytes: s.bytes,
-                busy_s: s.busy.as_secs_f64(),
-                utilization: if makespan.is_zero() {
-                    0.0
-                } else {
-                    s.busy.as_secs_f64() / makespan.as_secs_f64()
-                },
-                max_queue: s.max_queue as u64,
-                service_reports: s.reports_sent,
-                timeline: s
-                    .timeline
-                    .as_ref()
-                    .map(|per_app| per_app.iter().map(|t| t.bins.to_timeline(true)).collect()),
-                apps: {
-                    let mut apps: Vec<ServerAppResult> = s
-                        .finish
-                        .iter()
-                        .map(|(&app, f)| ServerAppResult {
-                            app,
-                            first_finish_s: f.first.as_secs_f64(),
-                            last_finish_s: f.last.as_secs_f64(),
-                        })
-                        .collect();
-                    apps.sort_unstable_by_key(|a| a.app);
-                    apps
-                },
-            })
+            .map(|(i, s)| server_result(i as u32, s, makespan))
             .collect();
         let pooled: Vec<f64> = self
             .apps
@@ -121,6 +33,39 @@ impl<'a> Simulation<'a> {
         );
         result.job = job;
         result
+    }
+
+    /// One application's figures, with its IOR operations or mdtest
+    /// phases when it ran one of those.
+    fn app_result(&self, a: &AppState) -> AppResult {
+        let spec = &self.sc.apps[a.spec];
+        AppResult::new(
+            spec.label(),
+            spec.workload_name(),
+            a.instance,
+            a.app_id,
+            spec.processes,
+            a.completions.clone(),
+            &a.spreads,
+            a.bytes,
+            a.pieces,
+            a.metadata_ops,
+            a.start,
+            a.end,
+        )
+        .with_timeline(a.timeline.as_ref().map(|t| t.to_timeline(false)))
+        .with_ior(spec.block_size.is_some().then(|| {
+            let moved = spec.bytes_per_call() * spec.processes as u64;
+            spec.ior_operations()
+                .iter()
+                .zip(&a.completions)
+                .map(|(op, &s)| IorOperation::new(*op == DataOp::Read, moved, s))
+                .collect()
+        }))
+        .with_mdtest(
+            (spec.workload == WorkloadKind::MdTest && spec.barrier)
+                .then(|| mdtest_phases(spec, &a.completions)),
+        )
     }
 
     /// The phases as they ran, and the window metrics the fluid mode
@@ -167,5 +112,66 @@ impl<'a> Simulation<'a> {
             metrics,
             phase_records: run.phases,
         }
+    }
+}
+
+/// An mdtest run's phases as mdtest reports them: items and rate.
+fn mdtest_phases(spec: &AppSpec, completions: &[f64]) -> Vec<MdPhase> {
+    // Directory phases handle one item per process.
+    let items = spec.items.unwrap_or(1) as u64 * spec.processes as u64;
+    spec.md_steps()
+        .iter()
+        .zip(completions)
+        .map(|(&phase, &seconds)| {
+            let items = match phase {
+                MdStep::Mktestdir | MdStep::Rmtestdir | MdStep::Readdir => spec.processes as u64,
+                _ => items,
+            };
+            MdPhase {
+                phase,
+                operation: phase.mdtest_operation(),
+                items,
+                seconds,
+                ops_per_s: if seconds > 0.0 {
+                    items as f64 / seconds
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect()
+}
+
+/// One server's figures over a run of `makespan`.
+fn server_result(index: u32, s: &ServerState, makespan: Time) -> ServerResult {
+    let mut apps: Vec<ServerAppResult> = s
+        .finish
+        .iter()
+        .map(|(&app, f)| ServerAppResult {
+            app,
+            first_finish_s: f.first.as_secs_f64(),
+            last_finish_s: f.last.as_secs_f64(),
+        })
+        .collect();
+    apps.sort_unstable_by_key(|a| a.app);
+    ServerResult {
+        index,
+        role: s.role.name(),
+        requests: s.requests,
+        metadata_ops: s.metadata_ops,
+        bytes: s.bytes,
+        busy_s: s.busy.as_secs_f64(),
+        utilization: if makespan.is_zero() {
+            0.0
+        } else {
+            s.busy.as_secs_f64() / makespan.as_secs_f64()
+        },
+        max_queue: s.max_queue as u64,
+        service_reports: s.reports_sent,
+        timeline: s
+            .timeline
+            .as_ref()
+            .map(|per_app| per_app.iter().map(|t| t.bins.to_timeline(true)).collect()),
+        apps,
     }
 }
