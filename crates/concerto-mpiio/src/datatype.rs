@@ -172,14 +172,13 @@ impl Reader<'_> {
     }
 
     fn node(&mut self, depth: u32) -> Result<Typemap, String> {
-        use combiner::*;
         if depth > 64 {
             return Err("datatype nested more than 64 deep".into());
         }
         let kind = self.word()?;
         let lb = self.word()?;
         let extent = self.word()?;
-        if kind == NAMED {
+        if kind == combiner::NAMED {
             let size = count(self.word()?, "size")?;
             let mut map = Typemap::bytes(size);
             map.lb = lb;
@@ -194,136 +193,170 @@ impl Reader<'_> {
         let children = (0..nt)
             .map(|_| self.node(depth + 1))
             .collect::<Result<Vec<_>, _>>()?;
+        let made = Combined {
+            kind,
+            ints,
+            addrs,
+            children,
+        };
         let mut out = Builder::default();
-        let int = |i: usize| -> Result<i64, String> {
-            ints.get(i)
-                .copied()
-                .ok_or_else(|| format!("datatype: combiner {kind} lacks integer {i}"))
-        };
-        let addr = |i: usize| -> Result<i64, String> {
-            addrs
-                .get(i)
-                .copied()
-                .ok_or_else(|| format!("datatype: combiner {kind} lacks address {i}"))
-        };
-        let child = |i: usize| -> Result<&Typemap, String> {
-            children
-                .get(i)
-                .ok_or_else(|| format!("datatype: combiner {kind} lacks type {i}"))
-        };
-        match kind {
-            DUP => out.place(child(0)?, 1, 0)?,
-            RESIZED => out.place(child(0)?, 1, 0)?,
-            CONTIGUOUS => out.place(child(0)?, count(int(0)?, "count")?, 0)?,
-            VECTOR | HVECTOR => {
-                let t = child(0)?;
-                let n = count(int(0)?, "count")?;
-                let blocklen = count(int(1)?, "block length")?;
-                let stride = if kind == VECTOR {
-                    int(2)? * t.extent
-                } else {
-                    addr(0)?
-                };
-                for i in 0..n {
-                    out.place(t, blocklen, i as i64 * stride)?;
-                }
-            }
-            INDEXED | HINDEXED => {
-                let t = child(0)?;
-                let n = count(int(0)?, "count")? as usize;
-                for i in 0..n {
-                    let blocklen = count(int(1 + i)?, "block length")?;
-                    let disp = if kind == INDEXED {
-                        int(1 + n + i)? * t.extent
-                    } else {
-                        addr(i)?
-                    };
-                    out.place(t, blocklen, disp)?;
-                }
-            }
-            INDEXED_BLOCK | HINDEXED_BLOCK => {
-                let t = child(0)?;
-                let n = count(int(0)?, "count")? as usize;
-                let blocklen = count(int(1)?, "block length")?;
-                for i in 0..n {
-                    let disp = if kind == INDEXED_BLOCK {
-                        int(2 + i)? * t.extent
-                    } else {
-                        addr(i)?
-                    };
-                    out.place(t, blocklen, disp)?;
-                }
-            }
-            STRUCT => {
-                let n = count(int(0)?, "count")? as usize;
-                for i in 0..n {
-                    out.place(child(i)?, count(int(1 + i)?, "block length")?, addr(i)?)?;
-                }
-            }
-            SUBARRAY => {
-                let nd = count(int(0)?, "dimensions")? as usize;
-                let dims = |k: usize| -> Result<Vec<u64>, String> {
-                    (0..nd)
-                        .map(|d| count(int(1 + k * nd + d)?, "subarray size"))
-                        .collect()
-                };
-                let (sizes, subsizes, starts) = (dims(0)?, dims(1)?, dims(2)?);
-                let fortran = int(1 + 3 * nd)? == 1;
-                for d in 0..nd {
-                    if starts[d] + subsizes[d] > sizes[d] {
-                        return Err(format!(
-                            "subarray: dimension {d} starts at {} with {} of {} elements",
-                            starts[d], subsizes[d], sizes[d]
-                        ));
-                    }
-                }
-                let ranges: Vec<Vec<(u64, u64)>> = (0..nd)
-                    .map(|d| vec![(starts[d], starts[d] + subsizes[d])])
-                    .collect();
-                grid(&mut out, child(0)?, &sizes, &ranges, fortran)?;
-            }
-            DARRAY => {
-                let size = count(int(0)?, "processes")?;
-                let rank = count(int(1)?, "rank")?;
-                let nd = count(int(2)?, "dimensions")? as usize;
-                let arr = |k: usize| -> Result<Vec<i64>, String> {
-                    (0..nd).map(|d| int(3 + k * nd + d)).collect()
-                };
-                let gsizes: Vec<u64> = arr(0)?
-                    .into_iter()
-                    .map(|v| count(v, "global size"))
-                    .collect::<Result<_, _>>()?;
-                let (distribs, dargs) = (arr(1)?, arr(2)?);
-                let psizes: Vec<u64> = arr(3)?
-                    .into_iter()
-                    .map(|v| count(v, "process grid size"))
-                    .collect::<Result<_, _>>()?;
-                let fortran = int(3 + 4 * nd)? == 1;
-                if psizes.iter().product::<u64>() != size || rank >= size.max(1) {
-                    return Err(format!(
-                        "darray: process grid {psizes:?} does not hold {size} processes (rank {rank})"
-                    ));
-                }
-                // The process grid is row-major whatever the array's order.
-                let mut coords = vec![0u64; nd];
-                let mut r = rank;
-                for d in (0..nd).rev() {
-                    coords[d] = r % psizes[d].max(1);
-                    r /= psizes[d].max(1);
-                }
-                let ranges = (0..nd)
-                    .map(|d| owned(gsizes[d], distribs[d], dargs[d], psizes[d], coords[d]))
-                    .collect::<Result<Vec<_>, _>>()?;
-                grid(&mut out, child(0)?, &gsizes, &ranges, fortran)?;
-            }
-            other => return Err(format!("datatype combiner {other} is not known")),
-        }
+        made.place_into(&mut out)?;
         Ok(Typemap {
             blocks: out.blocks,
             size: out.size,
             lb,
             extent,
         })
+    }
+}
+
+/// A derived datatype as its description gives it: the combiner that
+/// made it, with its integers, addresses and component types (as
+/// MPI_Type_get_contents returns them).
+struct Combined {
+    kind: i64,
+    ints: Vec<i64>,
+    addrs: Vec<i64>,
+    children: Vec<Typemap>,
+}
+
+impl Combined {
+    fn int(&self, i: usize) -> Result<i64, String> {
+        self.ints
+            .get(i)
+            .copied()
+            .ok_or_else(|| format!("datatype: combiner {} lacks integer {i}", self.kind))
+    }
+
+    fn addr(&self, i: usize) -> Result<i64, String> {
+        self.addrs
+            .get(i)
+            .copied()
+            .ok_or_else(|| format!("datatype: combiner {} lacks address {i}", self.kind))
+    }
+
+    fn child(&self, i: usize) -> Result<&Typemap, String> {
+        self.children
+            .get(i)
+            .ok_or_else(|| format!("datatype: combiner {} lacks type {i}", self.kind))
+    }
+
+    /// Places the datatype's blocks, in its type map's order.
+    fn place_into(&self, out: &mut Builder) -> Result<(), String> {
+        use combiner::*;
+        let kind = self.kind;
+        match kind {
+            DUP | RESIZED => out.place(self.child(0)?, 1, 0),
+            CONTIGUOUS => out.place(self.child(0)?, count(self.int(0)?, "count")?, 0),
+            VECTOR | HVECTOR => {
+                let t = self.child(0)?;
+                let n = count(self.int(0)?, "count")?;
+                let blocklen = count(self.int(1)?, "block length")?;
+                let stride = if kind == VECTOR {
+                    self.int(2)? * t.extent
+                } else {
+                    self.addr(0)?
+                };
+                (0..n).try_for_each(|i| out.place(t, blocklen, i as i64 * stride))
+            }
+            INDEXED | HINDEXED => {
+                let t = self.child(0)?;
+                let n = count(self.int(0)?, "count")? as usize;
+                (0..n).try_for_each(|i| {
+                    let blocklen = count(self.int(1 + i)?, "block length")?;
+                    let disp = if kind == INDEXED {
+                        self.int(1 + n + i)? * t.extent
+                    } else {
+                        self.addr(i)?
+                    };
+                    out.place(t, blocklen, disp)
+                })
+            }
+            INDEXED_BLOCK | HINDEXED_BLOCK => {
+                let t = self.child(0)?;
+                let n = count(self.int(0)?, "count")? as usize;
+                let blocklen = count(self.int(1)?, "block length")?;
+                (0..n).try_for_each(|i| {
+                    let disp = if kind == INDEXED_BLOCK {
+                        self.int(2 + i)? * t.extent
+                    } else {
+                        self.addr(i)?
+                    };
+                    out.place(t, blocklen, disp)
+                })
+            }
+            STRUCT => {
+                let n = count(self.int(0)?, "count")? as usize;
+                (0..n).try_for_each(|i| {
+                    let blocklen = count(self.int(1 + i)?, "block length")?;
+                    out.place(self.child(i)?, blocklen, self.addr(i)?)
+                })
+            }
+            SUBARRAY => self.subarray(out),
+            DARRAY => self.darray(out),
+            other => Err(format!("datatype combiner {other} is not known")),
+        }
+    }
+
+    /// MPI_Type_create_subarray: sizes, subsizes, starts, order.
+    fn subarray(&self, out: &mut Builder) -> Result<(), String> {
+        let nd = count(self.int(0)?, "dimensions")? as usize;
+        let dims = |k: usize| -> Result<Vec<u64>, String> {
+            (0..nd)
+                .map(|d| count(self.int(1 + k * nd + d)?, "subarray size"))
+                .collect()
+        };
+        let (sizes, subsizes, starts) = (dims(0)?, dims(1)?, dims(2)?);
+        let fortran = self.int(1 + 3 * nd)? == 1;
+        for d in 0..nd {
+            if starts[d] + subsizes[d] > sizes[d] {
+                return Err(format!(
+                    "subarray: dimension {d} starts at {} with {} of {} elements",
+                    starts[d], subsizes[d], sizes[d]
+                ));
+            }
+        }
+        let ranges: Vec<Vec<(u64, u64)>> = (0..nd)
+            .map(|d| vec![(starts[d], starts[d] + subsizes[d])])
+            .collect();
+        grid(out, self.child(0)?, &sizes, &ranges, fortran)
+    }
+
+    /// MPI_Type_create_darray: size, rank, global sizes, distributions,
+    /// distribution arguments, process grid, order.
+    fn darray(&self, out: &mut Builder) -> Result<(), String> {
+        let size = count(self.int(0)?, "processes")?;
+        let rank = count(self.int(1)?, "rank")?;
+        let nd = count(self.int(2)?, "dimensions")? as usize;
+        let arr = |k: usize| -> Result<Vec<i64>, String> {
+            (0..nd).map(|d| self.int(3 + k * nd + d)).collect()
+        };
+        let gsizes: Vec<u64> = arr(0)?
+            .into_iter()
+            .map(|v| count(v, "global size"))
+            .collect::<Result<_, _>>()?;
+        let (distribs, dargs) = (arr(1)?, arr(2)?);
+        let psizes: Vec<u64> = arr(3)?
+            .into_iter()
+            .map(|v| count(v, "process grid size"))
+            .collect::<Result<_, _>>()?;
+        let fortran = self.int(3 + 4 * nd)? == 1;
+        if psizes.iter().product::<u64>() != size || rank >= size.max(1) {
+            return Err(format!(
+                "darray: process grid {psizes:?} does not hold {size} processes (rank {rank})"
+            ));
+        }
+        // The process grid is row-major whatever the array's order.
+        let mut coords = vec![0u64; nd];
+        let mut r = rank;
+        for d in (0..nd).rev() {
+            coords[d] = r % psizes[d].max(1);
+            r /= psizes[d].max(1);
+        }
+        let ranges = (0..nd)
+            .map(|d| owned(gsizes[d], distribs[d], dargs[d], psizes[d], coords[d]))
+            .collect::<Result<Vec<_>, _>>()?;
+        grid(out, self.child(0)?, &gsizes, &ranges, fortran)
     }
 }
 

@@ -230,6 +230,58 @@ pub(crate) fn by_server(own: &[Vec<Extent>], layout: &StripeLayout) -> Vec<Vec<V
     out
 }
 
+/// Whether no byte of `list` is in it twice.
+fn once(list: &[Extent]) -> bool {
+    bytes_of(list) == bytes_of(&normalize(list))
+}
+
+/// A write's plan: every requested byte written exactly once, by its owner
+/// or by a process the owner sent it to.
+fn check_written(
+    own: &[Vec<Extent>],
+    io: &[Vec<Extent>],
+    received: &[Vec<Extent>],
+) -> Result<(), String> {
+    let written: Vec<Extent> = io.iter().flatten().copied().collect();
+    let all: Vec<Extent> = own.iter().flatten().copied().collect();
+    if !once(&written) {
+        return Err("some bytes are written twice".into());
+    }
+    if normalize(&written) != normalize(&all) {
+        return Err("the bytes written are not the bytes requested".into());
+    }
+    for rank in 0..own.len() {
+        let mine: Vec<Extent> = own[rank].iter().chain(&received[rank]).copied().collect();
+        if bytes_of(&subtract(&normalize(&io[rank]), &normalize(&mine))) > 0 {
+            return Err(format!(
+                "rank {rank} writes bytes it neither owns nor received"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A read's plan: every process ends up with each of its bytes exactly
+/// once, read by itself or sent by a process that read it.
+fn check_read(
+    own: &[Vec<Extent>],
+    io: &[Vec<Extent>],
+    received: &[Vec<Extent>],
+) -> Result<(), String> {
+    for rank in 0..own.len() {
+        // What it read of its own, plus what it was sent.
+        let mut got: Vec<Extent> = extents::intersect(&normalize(&io[rank]), &own[rank]);
+        got.extend_from_slice(&received[rank]);
+        if !once(&got) {
+            return Err(format!("rank {rank} gets some of its bytes twice"));
+        }
+        if normalize(&got) != own[rank] {
+            return Err(format!("rank {rank} does not get exactly its bytes"));
+        }
+    }
+    Ok(())
+}
+
 impl CollectivePlan {
     /// Checks that the plan does what the call asks: in a write, every
     /// requested byte is written exactly once, by its owner or by a process
@@ -245,6 +297,26 @@ impl CollectivePlan {
                 self.processes.len()
             ));
         }
+        self.check_batches()?;
+        let io: Vec<Vec<Extent>> = self
+            .processes
+            .iter()
+            .map(|bs| {
+                bs.iter()
+                    .flat_map(|b| b.requests.iter().flat_map(|r| r.extents.iter().copied()))
+                    .collect()
+            })
+            .collect();
+        let received = self.check_exchanges(&own, &io)?;
+        match self.direction {
+            Direction::Write => check_written(&own, &io, &received),
+            Direction::Read => check_read(&own, &io, &received),
+        }
+    }
+
+    /// Every batch waits only for batches that exist, and its requests'
+    /// extents are ascending and disjoint.
+    fn check_batches(&self) -> Result<(), String> {
         for (rank, batches) in self.processes.iter().enumerate() {
             for (b, batch) in batches.iter().enumerate() {
                 if batch.after_previous && b == 0 {
@@ -268,15 +340,18 @@ impl CollectivePlan {
                 }
             }
         }
-        let io: Vec<Vec<Extent>> = self
-            .processes
-            .iter()
-            .map(|bs| {
-                bs.iter()
-                    .flat_map(|b| b.requests.iter().flat_map(|r| r.extents.iter().copied()))
-                    .collect()
-            })
-            .collect();
+        Ok(())
+    }
+
+    /// Every exchange goes between two processes and sends what its sender
+    /// has (its own data in a write, what it read in a read): what each
+    /// process receives.
+    fn check_exchanges(
+        &self,
+        own: &[Vec<Extent>],
+        io: &[Vec<Extent>],
+    ) -> Result<Vec<Vec<Extent>>, String> {
+        let n = own.len();
         let mut received: Vec<Vec<Extent>> = vec![Vec::new(); n];
         for x in &self.exchanges {
             let (from, to) = (x.from as usize, x.to as usize);
@@ -289,8 +364,6 @@ impl CollectivePlan {
                     x.bytes
                 ));
             }
-            // What is sent must be what the sender has: its own data in a
-            // write, what it read in a read.
             let has = match self.direction {
                 Direction::Write => &own[from],
                 Direction::Read => &io[from],
@@ -300,43 +373,7 @@ impl CollectivePlan {
             }
             received[to].extend_from_slice(&x.extents);
         }
-        let once = |list: &[Extent]| bytes_of(list) == bytes_of(&normalize(list));
-        match self.direction {
-            Direction::Write => {
-                let written: Vec<Extent> = io.iter().flatten().copied().collect();
-                let all: Vec<Extent> = own.iter().flatten().copied().collect();
-                if !once(&written) {
-                    return Err("some bytes are written twice".into());
-                }
-                if normalize(&written) != normalize(&all) {
-                    return Err("the bytes written are not the bytes requested".into());
-                }
-                for rank in 0..n {
-                    let mine: Vec<Extent> =
-                        own[rank].iter().chain(&received[rank]).copied().collect();
-                    if bytes_of(&subtract(&normalize(&io[rank]), &normalize(&mine))) > 0 {
-                        return Err(format!(
-                            "rank {rank} writes bytes it neither owns nor received"
-                        ));
-                    }
-                }
-            }
-            Direction::Read => {
-                for rank in 0..n {
-                    // What it read of its own, plus what it was sent.
-                    let mut got: Vec<Extent> =
-                        extents::intersect(&normalize(&io[rank]), &own[rank]);
-                    got.extend_from_slice(&received[rank]);
-                    if !once(&got) {
-                        return Err(format!("rank {rank} gets some of its bytes twice"));
-                    }
-                    if normalize(&got) != own[rank] {
-                        return Err(format!("rank {rank} does not get exactly its bytes"));
-                    }
-                }
-            }
-        }
-        Ok(())
+        Ok(received)
     }
 
     /// Bytes the processes send to the servers or get from them.

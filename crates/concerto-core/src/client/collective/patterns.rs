@@ -101,10 +101,15 @@ pub fn tile_extents(
         .collect()
 }
 
-impl Pattern {
-    /// Reads `name:key=value,...`; an error names the key.
-    pub fn parse(spec: &str) -> Result<Pattern, String> {
-        let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+/// A pattern's `key=value` list, checked against the keys its pattern
+/// knows; errors name the pattern and the key.
+struct PatternKeys<'a> {
+    name: &'a str,
+    keys: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> PatternKeys<'a> {
+    fn parse(name: &'a str, rest: &'a str) -> Result<PatternKeys<'a>, String> {
         let mut keys: Vec<(&str, &str)> = Vec::new();
         for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part
@@ -128,55 +133,72 @@ impl Pattern {
                 known.join(", ")
             ));
         }
-        let size = |key: &str, default: Option<u64>| -> Result<u64, String> {
-            match keys.iter().find(|(k, _)| *k == key) {
-                Some((_, v)) => match parse_size(v) {
-                    Ok(0) => Err(format!("{name}: {key} must be > 0")),
-                    Ok(n) => Ok(n),
-                    Err(e) => Err(format!("{name}: {key}: {e}")),
-                },
-                None => default.ok_or_else(|| format!("{name}: give {key}=...")),
-            }
-        };
-        // `AxB`: two positive whole numbers.
-        let pair = |key: &str| -> Result<[u64; 2], String> {
-            let (_, v) = keys
-                .iter()
-                .find(|(k, _)| *k == key)
-                .ok_or_else(|| format!("{name}: give {key}=AxB"))?;
-            let parsed: Option<Vec<u64>> = v.split('x').map(|n| n.trim().parse().ok()).collect();
-            match parsed.as_deref() {
-                Some(&[a, b]) if a > 0 && b > 0 => Ok([a, b]),
-                _ => Err(format!("{name}: {key}={v:?} is not AxB with A, B > 0")),
-            }
-        };
-        Ok(match name {
-            "tiles" => Pattern::Tiles {
-                grid: pair("grid")?,
-                tile: pair("tile")?,
-                planes: match keys.iter().find(|(k, _)| *k == "planes") {
-                    Some((_, v)) => {
-                        v.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| {
-                            format!("{name}: planes={v:?} is not a whole number > 0")
-                        })?
-                    }
-                    None => 1,
-                },
-                element: size("element", None)?,
+        Ok(PatternKeys { name, keys })
+    }
+
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.keys.iter().find(|(k, _)| *k == key).map(|&(_, v)| v)
+    }
+
+    /// A size above 0 (`64KiB`), or `default` when not given.
+    fn size(&self, key: &str, default: Option<u64>) -> Result<u64, String> {
+        let name = self.name;
+        match self.get(key) {
+            Some(v) => match parse_size(v) {
+                Ok(0) => Err(format!("{name}: {key} must be > 0")),
+                Ok(n) => Ok(n),
+                Err(e) => Err(format!("{name}: {key}: {e}")),
             },
+            None => default.ok_or_else(|| format!("{name}: give {key}=...")),
+        }
+    }
+
+    /// `AxB`: two positive whole numbers.
+    fn pair(&self, key: &str) -> Result<[u64; 2], String> {
+        let name = self.name;
+        let v = self
+            .get(key)
+            .ok_or_else(|| format!("{name}: give {key}=AxB"))?;
+        let parsed: Option<Vec<u64>> = v.split('x').map(|n| n.trim().parse().ok()).collect();
+        match parsed.as_deref() {
+            Some(&[a, b]) if a > 0 && b > 0 => Ok([a, b]),
+            _ => Err(format!("{name}: {key}={v:?} is not AxB with A, B > 0")),
+        }
+    }
+}
+
+impl Pattern {
+    /// Reads `name:key=value,...`; an error names the key.
+    pub fn parse(spec: &str) -> Result<Pattern, String> {
+        let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+        let keys = PatternKeys::parse(name, rest)?;
+        Ok(match name {
+            "tiles" => {
+                Pattern::Tiles {
+                    grid: keys.pair("grid")?,
+                    tile: keys.pair("tile")?,
+                    planes: match keys.get("planes") {
+                        Some(v) => v.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                            format!("{name}: planes={v:?} is not a whole number > 0")
+                        })?,
+                        None => 1,
+                    },
+                    element: keys.size("element", None)?,
+                }
+            }
             "demo" => Pattern::Demo {
-                segment: size("segment", None)?,
+                segment: keys.size("segment", None)?,
             },
             "mpi-io-test" => Pattern::MpiIoTest {
-                segment: size("segment", None)?,
+                segment: keys.size("segment", None)?,
             },
             "ior-mpi-io" => Pattern::IorMpiIo {
-                segment: size("segment", None)?,
-                file: size("file", Some(1 << 30))?,
+                segment: keys.size("segment", None)?,
+                file: keys.size("file", Some(1 << 30))?,
             },
             "ior" => {
-                let transfer = size("transfer", None)?;
-                let block = size("block", Some(transfer))?;
+                let transfer = keys.size("transfer", None)?;
+                let block = keys.size("block", Some(transfer))?;
                 if block % transfer != 0 {
                     return Err(format!(
                         "{name}: block={block} is not a whole number of transfers of {transfer} bytes"
@@ -185,19 +207,19 @@ impl Pattern {
                 Pattern::Ior { block, transfer }
             }
             "hpio" => Pattern::Hpio {
-                count: size("count", None)?,
-                size: size("size", None)?,
-                spacing: match keys.iter().find(|(k, _)| *k == "spacing") {
-                    Some((_, v)) => parse_size(v).map_err(|e| format!("{name}: spacing: {e}"))?,
+                count: keys.size("count", None)?,
+                size: keys.size("size", None)?,
+                spacing: match keys.get("spacing") {
+                    Some(v) => parse_size(v).map_err(|e| format!("{name}: spacing: {e}"))?,
                     None => 0,
                 },
             },
             "coll-perf" => Pattern::CollPerf {
-                n: size("n", None)?,
+                n: keys.size("n", None)?,
             },
             _ => Pattern::Noncontig {
-                elmtcount: size("elmtcount", None)?,
-                call_bytes: size("call", Some(16 << 20))?,
+                elmtcount: keys.size("elmtcount", None)?,
+                call_bytes: keys.size("call", Some(16 << 20))?,
             },
         })
     }

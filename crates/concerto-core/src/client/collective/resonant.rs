@@ -105,44 +105,8 @@ impl Resonant {
         layout: &StripeLayout,
     ) -> CollectivePlan {
         let per_server = by_server(own, layout);
-        // Processes that share a server are in one set (union-find).
-        let mut parent: Vec<usize> = (0..own.len()).collect();
-        fn root(parent: &mut [usize], mut i: usize) -> usize {
-            while parent[i] != i {
-                parent[i] = parent[parent[i]];
-                i = parent[i];
-            }
-            i
-        }
-        for ranks in &per_server {
-            let mut first = None;
-            for (rank, extents) in ranks.iter().enumerate() {
-                if extents.is_empty() {
-                    continue;
-                }
-                match first {
-                    None => first = Some(rank),
-                    Some(f) => {
-                        let (a, b) = (root(&mut parent, f), root(&mut parent, rank));
-                        parent[a.max(b)] = a.min(b);
-                    }
-                }
-            }
-        }
         let n = layout.stripe_count().max(1) as usize;
-        let mut sets: Vec<Vec<u32>> = Vec::new();
-        let mut set_of = vec![usize::MAX; own.len()];
-        for (rank, extents) in own.iter().enumerate() {
-            if extents.is_empty() {
-                continue;
-            }
-            let r = root(&mut parent, rank);
-            if set_of[r] == usize::MAX {
-                set_of[r] = sets.len();
-                sets.push(Vec::new());
-            }
-            sets[set_of[r]].push(rank as u32);
-        }
+        let sets = sharing_sets(&per_server, own);
         // The servers each process uses.
         let mut uses: Vec<Vec<usize>> = vec![Vec::new(); own.len()];
         for (server, ranks) in per_server.iter().enumerate() {
@@ -203,11 +167,41 @@ impl Resonant {
         layout: &StripeLayout,
     ) -> Result<CollectivePlan, PlanError> {
         let per_server = by_server(own, layout);
+        let assignments = self.assign_agents(direction, own, &per_server, layout)?;
+        let (mut processes, exchanges) =
+            self.agent_batches(direction, own.len(), &per_server, &assignments);
+        if direction == Direction::Read {
+            self.read_the_rest(own, &mut processes);
+        }
+        let agents: Vec<(u32, Vec<u32>)> = assignments
+            .into_iter()
+            .map(|(s, a)| (s, a.into_iter().map(|(r, _)| r).collect()))
+            .collect();
+        Ok(CollectivePlan {
+            direction,
+            processes,
+            exchanges,
+            arrangement: format!(
+                "one agent per server's data ({} per server at most)",
+                self.agents_per_server
+            ),
+            agents,
+        })
+    }
+
+    /// Each server's agents, in order, with the part of its access set
+    /// each accesses: (server, agents).
+    fn assign_agents(
+        &self,
+        direction: Direction,
+        own: &[Vec<Extent>],
+        per_server: &[Vec<Vec<Extent>>],
+        layout: &StripeLayout,
+    ) -> Result<Vec<(u32, Vec<AgentPart>)>, PlanError> {
         let p = own.len();
         let k = (self.agents_per_server as usize).min(p);
         // How many servers each process is an agent for.
         let mut agent_of = vec![0u32; p];
-        // (server, agents in order, each agent's part of the access set).
         let mut assignments: Vec<(u32, Vec<AgentPart>)> = Vec::new();
         for &server in layout.servers() {
             let ranks = &per_server[server as usize];
@@ -247,11 +241,27 @@ impl Resonant {
             let parts = split_bytes(&access_set, chosen.len());
             assignments.push((server, chosen.into_iter().zip(parts).collect()));
         }
+        Ok(assignments)
+    }
+
+    /// The agents' batches and, in a write, the owners' exchanges to them.
+    ///
+    /// A read's agent sends everything at once (it only prefetches for
+    /// the others); a write's agent holds the others' data, so it works,
+    /// like ROMIO's aggregators, in rounds of `cb_buffer_size` bytes, the
+    /// owners sending their data for each round before it.
+    fn agent_batches(
+        &self,
+        direction: Direction,
+        p: usize,
+        per_server: &[Vec<Vec<Extent>>],
+        assignments: &[(u32, Vec<AgentPart>)],
+    ) -> (Vec<Vec<Batch>>, Vec<Exchange>) {
         // Per agent, the parts it accesses (server, extents), in order, and
         // the agents whose first batch it waits for.
         let mut parts: Vec<Vec<(u32, Vec<Extent>)>> = vec![Vec::new(); p];
         let mut waits: Vec<Vec<(u32, u32)>> = vec![Vec::new(); p];
-        for (server, agents) in &assignments {
+        for (server, agents) in assignments {
             for (j, (agent, part)) in agents.iter().enumerate() {
                 parts[*agent as usize].push((*server, part.clone()));
                 if j > 0 {
@@ -264,10 +274,6 @@ impl Resonant {
                 }
             }
         }
-        // A read's agent sends everything at once (it only prefetches for
-        // the others); a write's agent holds the others' data, so it works,
-        // like ROMIO's aggregators, in rounds of `cb_buffer_size` bytes, the
-        // owners sending their data for each round before it.
         let round_bytes = match direction {
             Direction::Read => u64::MAX,
             Direction::Write => self.cb_buffer_size.max(1),
@@ -287,66 +293,110 @@ impl Resonant {
                 for (server, extents) in &round {
                     batch.requests.extend(pack(extents, self.max_segments));
                     if direction == Direction::Write {
-                        for (owner, owned) in per_server[*server as usize].iter().enumerate() {
-                            if owner == agent {
-                                continue;
-                            }
-                            let moved = super::extents::intersect(owned, extents);
-                            if !moved.is_empty() {
-                                exchanges.push(Exchange {
-                                    from: owner as u32,
-                                    to: agent as u32,
-                                    batch: r as u32,
-                                    bytes: bytes_of(&moved),
-                                    extents: moved.into(),
-                                });
-                            }
-                        }
+                        let owners = &per_server[*server as usize];
+                        exchanges.extend(owners_to_agent(owners, extents, agent, r));
                     }
                 }
                 processes[agent].push(batch);
             }
         }
-        if direction == Direction::Read {
-            let agents: Vec<(u32, u32)> = (0..p as u32)
-                .filter(|&r| !processes[r as usize].is_empty())
-                .map(|r| (r, 0))
-                .collect();
-            for rank in 0..p {
-                let read: Vec<Extent> = normalize(
-                    &processes[rank]
-                        .iter()
-                        .flat_map(|b| b.requests.iter().flat_map(|r| r.extents.iter().copied()))
-                        .collect::<Vec<_>>(),
-                );
-                let rest = subtract(&own[rank], &read);
-                if !rest.is_empty() {
-                    // After the agents' synchronization, so that their
-                    // requests reach the servers first.
-                    processes[rank].push(Batch {
-                        requests: pack(&rest, self.max_segments),
-                        after_sent: agents.clone(),
-                        delay: self.group_delay,
-                        ..Batch::default()
-                    });
+        (processes, exchanges)
+    }
+
+    /// In a read, what the agents did not read for a process it reads
+    /// itself, after the agents' synchronization, so that their requests
+    /// reach the servers first.
+    fn read_the_rest(&self, own: &[Vec<Extent>], processes: &mut [Vec<Batch>]) {
+        let agents: Vec<(u32, u32)> = (0..processes.len() as u32)
+            .filter(|&r| !processes[r as usize].is_empty())
+            .map(|r| (r, 0))
+            .collect();
+        for (rank, batches) in processes.iter_mut().enumerate() {
+            let read: Vec<Extent> = normalize(
+                &batches
+                    .iter()
+                    .flat_map(|b| b.requests.iter().flat_map(|r| r.extents.iter().copied()))
+                    .collect::<Vec<_>>(),
+            );
+            let rest = subtract(&own[rank], &read);
+            if !rest.is_empty() {
+                batches.push(Batch {
+                    requests: pack(&rest, self.max_segments),
+                    after_sent: agents.clone(),
+                    delay: self.group_delay,
+                    ..Batch::default()
+                });
+            }
+        }
+    }
+}
+
+/// What the owners of a server's data send `agent` for its round `round`
+/// of `extents` there.
+fn owners_to_agent(
+    owners: &[Vec<Extent>],
+    extents: &[Extent],
+    agent: usize,
+    round: usize,
+) -> Vec<Exchange> {
+    owners
+        .iter()
+        .enumerate()
+        .filter(|&(owner, _)| owner != agent)
+        .filter_map(|(owner, owned)| {
+            let moved = super::extents::intersect(owned, extents);
+            (!moved.is_empty()).then(|| Exchange {
+                from: owner as u32,
+                to: agent as u32,
+                batch: round as u32,
+                bytes: bytes_of(&moved),
+                extents: moved.into(),
+            })
+        })
+        .collect()
+}
+
+/// The processes with data, in sets of those that share a server directly
+/// or through others (union-find), each set in rank order, the sets in
+/// the order of their lowest rank.
+fn sharing_sets(per_server: &[Vec<Vec<Extent>>], own: &[Vec<Extent>]) -> Vec<Vec<u32>> {
+    let mut parent: Vec<usize> = (0..own.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for ranks in per_server {
+        let mut first = None;
+        for (rank, extents) in ranks.iter().enumerate() {
+            if extents.is_empty() {
+                continue;
+            }
+            match first {
+                None => first = Some(rank),
+                Some(f) => {
+                    let (a, b) = (root(&mut parent, f), root(&mut parent, rank));
+                    parent[a.max(b)] = a.min(b);
                 }
             }
         }
-        let agents: Vec<(u32, Vec<u32>)> = assignments
-            .into_iter()
-            .map(|(s, a)| (s, a.into_iter().map(|(r, _)| r).collect()))
-            .collect();
-        Ok(CollectivePlan {
-            direction,
-            processes,
-            exchanges,
-            arrangement: format!(
-                "one agent per server's data ({} per server at most)",
-                self.agents_per_server
-            ),
-            agents,
-        })
     }
+    let mut sets: Vec<Vec<u32>> = Vec::new();
+    let mut set_of = vec![usize::MAX; own.len()];
+    for (rank, extents) in own.iter().enumerate() {
+        if extents.is_empty() {
+            continue;
+        }
+        let r = root(&mut parent, rank);
+        if set_of[r] == usize::MAX {
+            set_of[r] = sets.len();
+            sets.push(Vec::new());
+        }
+        sets[set_of[r]].push(rank as u32);
+    }
+    sets
 }
 
 /// An agent's parts cut, in order, into rounds of at most `limit` bytes.

@@ -91,18 +91,7 @@ impl Planner for TwoPhase {
         };
         let (ranks, bounds) = self.domains(p, lo, hi, layout.unit());
         let cb = self.cb_buffer_size;
-        let rounds = bounds
-            .windows(2)
-            .map(|w| (w[1] - w[0]).div_ceil(cb))
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        // Range `d * rounds + r` is round r of domain d.
-        let mut steps: Vec<u64> = Vec::with_capacity(ranks.len() * rounds as usize + 1);
-        for w in bounds.windows(2) {
-            steps.extend((0..rounds).map(|r| (w[0] + r * cb).min(w[1])));
-        }
-        steps.push(hi);
+        let (rounds, steps) = round_bounds(&bounds, cb, hi);
         let union = union_by_range(&own, &steps);
         if direction == Direction::Write {
             check_disjoint(&own, &union)?;
@@ -116,37 +105,7 @@ impl Planner for TwoPhase {
                 })
                 .collect();
         }
-        // Each owner's bytes, cut at domain and round boundaries, in order.
-        // (At most one per piece: reserving that many saves the copies of
-        // a growing vector, a tenth of the planning time at a million.)
-        let mut exchanges: Vec<Exchange> = Vec::with_capacity(own.iter().map(Vec::len).sum());
-        cut_at(&own, &steps, |owner, range, piece| {
-            let agg = ranks[range / rounds as usize];
-            if agg == owner {
-                return;
-            }
-            let batch = (range % rounds as usize) as u32;
-            let (from, to) = match direction {
-                Direction::Write => (owner, agg),
-                Direction::Read => (agg, owner),
-            };
-            match exchanges.last_mut() {
-                Some(x) if (x.from, x.to, x.batch) == (from, to, batch) => {
-                    x.bytes += piece.len;
-                    match x.extents.last_mut() {
-                        Some(l) if l.end() == piece.offset => l.len += piece.len,
-                        _ => x.extents.push(piece),
-                    }
-                }
-                _ => exchanges.push(Exchange {
-                    from,
-                    to,
-                    batch,
-                    extents: smallvec::smallvec![piece],
-                    bytes: piece.len,
-                }),
-            }
-        });
+        let exchanges = exchanges(direction, &own, &steps, &ranks, rounds as usize);
         Ok(CollectivePlan {
             direction,
             processes,
@@ -164,4 +123,64 @@ impl Planner for TwoPhase {
             ),
         })
     }
+}
+
+/// The domains' bounds cut into rounds of at most `cb` bytes: how many
+/// rounds the largest domain takes, and the bounds of every round of
+/// every domain (range `d * rounds + r` is round r of domain d).
+fn round_bounds(bounds: &[u64], cb: u64, hi: u64) -> (u64, Vec<u64>) {
+    let rounds = bounds
+        .windows(2)
+        .map(|w| (w[1] - w[0]).div_ceil(cb))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut steps: Vec<u64> = Vec::with_capacity(bounds.len() * rounds as usize + 1);
+    for w in bounds.windows(2) {
+        steps.extend((0..rounds).map(|r| (w[0] + r * cb).min(w[1])));
+    }
+    steps.push(hi);
+    (rounds, steps)
+}
+
+/// Each owner's bytes, cut at domain and round boundaries, in order:
+/// sent to their aggregator in a write, from it in a read.
+fn exchanges(
+    direction: Direction,
+    own: &[Vec<Extent>],
+    steps: &[u64],
+    aggregators: &[u32],
+    rounds: usize,
+) -> Vec<Exchange> {
+    // (At most one per piece: reserving that many saves the copies of
+    // a growing vector, a tenth of the planning time at a million.)
+    let mut exchanges: Vec<Exchange> = Vec::with_capacity(own.iter().map(Vec::len).sum());
+    cut_at(own, steps, |owner, range, piece| {
+        let agg = aggregators[range / rounds];
+        if agg == owner {
+            return;
+        }
+        let batch = (range % rounds) as u32;
+        let (from, to) = match direction {
+            Direction::Write => (owner, agg),
+            Direction::Read => (agg, owner),
+        };
+        match exchanges.last_mut() {
+            Some(x) if (x.from, x.to, x.batch) == (from, to, batch) => {
+                x.bytes += piece.len;
+                match x.extents.last_mut() {
+                    Some(l) if l.end() == piece.offset => l.len += piece.len,
+                    _ => x.extents.push(piece),
+                }
+            }
+            _ => exchanges.push(Exchange {
+                from,
+                to,
+                batch,
+                extents: smallvec::smallvec![piece],
+                bytes: piece.len,
+            }),
+        }
+    });
+    exchanges
 }
