@@ -198,10 +198,50 @@ pub fn server_config(text: &str) -> Result<ServerConfig, String> {
 
 /// Reads a server file; with it, a warning for each value in it that is
 /// valid but almost surely a mistake (see `concerto_core::traps`), naming
-/// its line and key.
+/// its line and key, and a note for each documented default that matters
+/// for the policy configured.
 pub fn server_config_warned(text: &str) -> Result<(ServerConfig, Vec<String>), String> {
-    let (f, warnings) = concerto_core::traps::read_warned(|| parse::<ServerFile>(text))?;
+    let (f, mut warnings) = concerto_core::traps::read_warned(|| parse::<ServerFile>(text))?;
+    if let Some(note) = default_capacity_note(&f) {
+        warnings.push(note);
+    }
     Ok((validated(f)?, warnings))
+}
+
+/// What a server shares out and bounds its peers' reports by when neither
+/// `server.capacity` nor a throttle says (docs/deployment.md).
+pub const DEFAULT_CAPACITY: Bandwidth = concerto_core::server::DEFAULT_CAPACITY;
+
+/// The capacity a server file gives: `server.capacity`, else the
+/// throttle's bandwidth, else [`DEFAULT_CAPACITY`].
+fn capacity(server: &ServerSection, throttle: Option<&EmulationConfig>) -> Bandwidth {
+    server
+        .capacity
+        .or(throttle.map(|t| t.bandwidth))
+        .unwrap_or(DEFAULT_CAPACITY)
+}
+
+/// A note when the policy uses the server's capacity (`capped` without
+/// its own, `service-sync`'s report bounds) and the file leaves it to
+/// [`DEFAULT_CAPACITY`].
+fn default_capacity_note(f: &ServerFile) -> Option<String> {
+    let throttled = f
+        .throttle
+        .as_ref()
+        .is_some_and(|t| t.preset.as_deref() != Some("none"));
+    if f.server.capacity.is_some() || throttled {
+        return None;
+    }
+    let uses = match &f.policy {
+        PolicyConfig::Capped(c) if c.capacity.is_none() => "shares out",
+        PolicyConfig::ServiceSync(_) => "bounds its peers' service reports by",
+        _ => return None,
+    };
+    Some(format!(
+        "server.capacity: not set and no throttle: the {} policy {uses} the default {} MB/s; set capacity to the storage's bandwidth",
+        f.policy.name(),
+        DEFAULT_CAPACITY.0 / 1e6
+    ))
 }
 
 /// The server a file describes, once its values are checked together.
@@ -217,27 +257,7 @@ fn validated(f: ServerFile) -> Result<ServerConfig, String> {
     if f.server.depth == 0 {
         return Err("server.depth: must be > 0".into());
     }
-    let metadata = match (f.server.roles.contains(&Role::Metadata), f.metadata) {
-        (true, None) => return Err("metadata: a server with the metadata role needs a [metadata] section (data_servers, stripe_unit)".into()),
-        (false, Some(_)) => return Err("metadata: only a server with the metadata role takes a [metadata] section".into()),
-        (false, None) => None,
-        (true, Some(m)) => {
-            if m.data_servers.is_empty() {
-                return Err("metadata.data_servers: list at least one data server id".into());
-            }
-            let unit = m.stripe_unit.0;
-            check_stripe_unit(unit).map_err(|e| format!("metadata.stripe_unit: {e}"))?;
-            let count = m.stripe_count.unwrap_or(m.data_servers.len() as u32);
-            if count == 0 || count as usize > m.data_servers.len() {
-                return Err(format!("metadata.stripe_count: must be between 1 and the {} data servers", m.data_servers.len()));
-            }
-            let commit_interval = m.commit_interval.map_or(DEFAULT_COMMIT_INTERVAL, |t| std::time::Duration::from_nanos(t.as_nanos()));
-            if commit_interval > std::time::Duration::from_secs(1) {
-                return Err("metadata.commit_interval: at most 1s (changes wait this long to be durable)".into());
-            }
-            Some(MetadataConfig { data_servers: m.data_servers, default_unit: unit, default_count: count, commit_interval })
-        }
-    };
+    let metadata = metadata_section(f.server.roles.contains(&Role::Metadata), f.metadata)?;
     let coordinator = match (f.server.roles.contains(&Role::Coordinator), f.coordinator) {
         (false, Some(_)) => return Err(
             "coordinator: only a server with the coordinator role takes a [coordinator] section"
@@ -249,30 +269,82 @@ fn validated(f: ServerFile) -> Result<ServerConfig, String> {
         Some(t) => t.resolve()?,
         None => None,
     };
-    let capacity = f
-        .server
-        .capacity
-        .or(throttle.as_ref().map(|t| t.bandwidth))
-        .unwrap_or(Bandwidth(100e6));
+    let capacity = capacity(&f.server, throttle.as_ref());
     let keys = Keys::from_file(&f.server.keys).map_err(|e| format!("server.keys: {e}"))?;
+    let limits = connection_limits(&f.server)?;
+    Ok(ServerConfig {
+        listen: f.server.listen,
+        data_dir: f.server.data_dir,
+        policy: f.policy,
+        depth: f.server.depth,
+        capacity,
+        roles: f.server.roles,
+        metadata,
+        coordinator,
+        throttle,
+        metrics: f.server.metrics,
+        cluster: f.server.cluster,
+        keys: Arc::new(keys),
+        issue_skew: f.server.issue_skew.unwrap_or(DEFAULT_ISSUE_SKEW),
+        limits,
+    })
+}
+
+/// `[metadata]`, which a server takes exactly when it has the metadata role.
+fn metadata_section(
+    role: bool,
+    section: Option<MetadataSection>,
+) -> Result<Option<MetadataConfig>, String> {
+    let m = match (role, section) {
+        (true, None) => return Err("metadata: a server with the metadata role needs a [metadata] section (data_servers, stripe_unit)".into()),
+        (false, Some(_)) => return Err("metadata: only a server with the metadata role takes a [metadata] section".into()),
+        (false, None) => return Ok(None),
+        (true, Some(m)) => m,
+    };
+    if m.data_servers.is_empty() {
+        return Err("metadata.data_servers: list at least one data server id".into());
+    }
+    let unit = m.stripe_unit.0;
+    check_stripe_unit(unit).map_err(|e| format!("metadata.stripe_unit: {e}"))?;
+    let count = m.stripe_count.unwrap_or(m.data_servers.len() as u32);
+    if count == 0 || count as usize > m.data_servers.len() {
+        return Err(format!(
+            "metadata.stripe_count: must be between 1 and the {} data servers",
+            m.data_servers.len()
+        ));
+    }
+    let commit_interval = m.commit_interval.map_or(DEFAULT_COMMIT_INTERVAL, |t| {
+        std::time::Duration::from_nanos(t.as_nanos())
+    });
+    if commit_interval > std::time::Duration::from_secs(1) {
+        return Err(
+            "metadata.commit_interval: at most 1s (changes wait this long to be durable)".into(),
+        );
+    }
+    Ok(Some(MetadataConfig {
+        data_servers: m.data_servers,
+        default_unit: unit,
+        default_count: count,
+        commit_interval,
+    }))
+}
+
+/// What one client, one key and every connection may hold, checked
+/// against each other.
+fn connection_limits(server: &ServerSection) -> Result<ConnectionLimits, String> {
     let defaults = ConnectionLimits::default();
     let limits = ConnectionLimits {
-        per_client: f
-            .server
+        per_client: server
             .max_connections_per_client
             .unwrap_or(defaults.per_client),
-        per_key: f.server.max_connections_per_key.unwrap_or(defaults.per_key),
-        memory: f.server.connection_memory.map_or(defaults.memory, |b| b.0),
-        address_memory: f
-            .server
+        per_key: server.max_connections_per_key.unwrap_or(defaults.per_key),
+        memory: server.connection_memory.map_or(defaults.memory, |b| b.0),
+        address_memory: server
             .address_memory
             .map_or(defaults.address_memory, |b| b.0),
-        server_memory: f
-            .server
-            .server_memory
-            .map_or(defaults.server_memory, |b| b.0),
-        frame_timeout: f.server.frame_timeout.unwrap_or(defaults.frame_timeout),
-        integrity: f.server.integrity.unwrap_or_default(),
+        server_memory: server.server_memory.map_or(defaults.server_memory, |b| b.0),
+        frame_timeout: server.frame_timeout.unwrap_or(defaults.frame_timeout),
+        integrity: server.integrity.unwrap_or_default(),
     };
     if limits.per_client == 0 {
         return Err("server.max_connections_per_client: must be > 0".into());
@@ -301,22 +373,7 @@ fn validated(f: ServerFile) -> Result<ServerConfig, String> {
     if limits.frame_timeout == Time::ZERO {
         return Err("server.frame_timeout: must be > 0".into());
     }
-    Ok(ServerConfig {
-        listen: f.server.listen,
-        data_dir: f.server.data_dir,
-        policy: f.policy,
-        depth: f.server.depth,
-        capacity,
-        roles: f.server.roles,
-        metadata,
-        coordinator,
-        throttle,
-        metrics: f.server.metrics,
-        cluster: f.server.cluster,
-        keys: Arc::new(keys),
-        issue_skew: f.server.issue_skew.unwrap_or(DEFAULT_ISSUE_SKEW),
-        limits,
-    })
+    Ok(limits)
 }
 
 #[cfg(test)]
@@ -367,6 +424,45 @@ stripe_unit = "1MiB"
         );
         let m = c.metadata.unwrap();
         assert_eq!((m.default_unit, m.default_count), (1 << 20, 2));
+    }
+
+    #[test]
+    fn the_default_capacity_is_noted_only_where_the_policy_uses_it() {
+        let (_dir, text) = server_text();
+        let unthrottled = text.replace("[throttle]\npreset = \"hdd\"\nseek = \"4ms\"\n", "");
+        assert_ne!(unthrottled, text);
+        let capped = unthrottled.replace("kind = \"sfq-d-plus\"", "kind = \"capped\"");
+        let (config, notes) = server_config_warned(&capped).unwrap();
+        assert_eq!(config.capacity, DEFAULT_CAPACITY);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("server.capacity: not set and no throttle: the capped policy shares out the default 100 MB/s"),
+            "{}",
+            notes[0]
+        );
+        let synced = unthrottled.replace("kind = \"sfq-d-plus\"", "kind = \"service-sync\"");
+        let (_, notes) = server_config_warned(&synced).unwrap();
+        assert!(
+            notes.len() == 1 && notes[0].contains("bounds its peers' service reports"),
+            "{notes:?}"
+        );
+        // Set, throttled, or a policy that does not use it: nothing to note.
+        let set = capped.replace("keys = ", "capacity = \"250MB/s\"\nkeys = ");
+        let (config, notes) = server_config_warned(&set).unwrap();
+        assert_eq!(
+            (config.capacity, notes.len()),
+            (Bandwidth(250e6), 0),
+            "{notes:?}"
+        );
+        let throttled = text.replace("kind = \"sfq-d-plus\"", "kind = \"capped\"");
+        let (config, notes) = server_config_warned(&throttled).unwrap();
+        assert_eq!(
+            (config.capacity, notes.len()),
+            (Bandwidth(100e6), 0),
+            "{notes:?}"
+        );
+        let (_, notes) = server_config_warned(&unthrottled).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
     }
 
     #[test]

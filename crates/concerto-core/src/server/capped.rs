@@ -41,10 +41,10 @@ impl Default for CappedConfig {
 impl PolicySpec for CappedConfig {
     const NAME: &'static str = "capped";
     fn build(&self, _default_window: Time) -> Box<dyn RequestQueue> {
-        // Resolved by the driver from the device; 100 MB/s only for a queue
-        // built by hand without a device (tests, benchmarks).
+        // Resolved by the driver from the device; the default only for a
+        // queue built by hand without a device (tests, benchmarks).
         Box::new(Capped::new(
-            self.capacity.unwrap_or(Bandwidth(100e6)),
+            self.capacity.unwrap_or(super::DEFAULT_CAPACITY),
             self.depth,
             self.metadata_cost.0,
         ))

@@ -146,6 +146,12 @@ pub(crate) fn positive(field: &'static str, v: u64) -> Result<(), (&'static str,
 /// D from the vPFS+ profiling (Section III-B).
 pub const DEFAULT_DEPTH: u32 = 14;
 
+/// The bandwidth a server shares out (`capped`) and bounds its peers'
+/// service reports by when it is told neither its own capacity nor a
+/// throttle's: a documented default (docs/deployment.md), which the
+/// server notes at start when its policy uses it.
+pub const DEFAULT_CAPACITY: Bandwidth = Bandwidth(100e6);
+
 /// Declares [`PolicyConfig`] from one line per policy: its variant (whose
 /// kebab-case name is the policy's `kind`) and its [`PolicySpec`].
 macro_rules! policies {
