@@ -147,6 +147,21 @@ pub struct Execution {
     pub error: Option<String>,
 }
 
+/// Who waits for each of `me`'s batches to be sent: batch -> ranks.
+fn waiters(plan: &CollectivePlan, me: u32) -> HashMap<u32, Vec<u32>> {
+    let mut waiters: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (r, batches) in plan.processes.iter().enumerate() {
+        for b in batches {
+            for &(s, i) in &b.after_sent {
+                if s == me {
+                    waiters.entry(i).or_default().push(r as u32);
+                }
+            }
+        }
+    }
+    waiters
+}
+
 fn note_tag(batch: u32) -> i32 {
     NOTE_TAG + (batch % NOTE_TAGS) as i32
 }
@@ -161,17 +176,7 @@ impl Execution {
             .iter()
             .map(|b| b.requests.iter().map(|r| r.extents.to_vec()).collect())
             .collect();
-        // Who waits for each of my batches to be sent.
-        let mut waiters: HashMap<u32, Vec<u32>> = HashMap::new();
-        for (r, batches) in plan.processes.iter().enumerate() {
-            for b in batches {
-                for &(s, i) in &b.after_sent {
-                    if s == me {
-                        waiters.entry(i).or_default().push(r as u32);
-                    }
-                }
-            }
-        }
+        let waiters = waiters(&plan, me);
         let mut e = Execution {
             ops: Default::default(),
             sends: Vec::new(),
@@ -184,86 +189,117 @@ impl Execution {
             error: None,
             plan,
         };
-        // Requests are numbered in the order their steps start them; only
-        // the receives' numbers are needed (a write waits for a batch's).
+        let received = e.post_exchanges(me, &order, access);
+        e.run_batches(me, &order, &waiters, &received);
+        e.ops.push_back(Op::AwaitIo(None));
+        e
+    }
+
+    /// The exchanges posted first: a write's sends of its own data, all at
+    /// once; then every receive. Requests are numbered in the order their
+    /// steps start them; returns, per batch, the number of its first
+    /// receive and how many it has (a write waits for a batch's).
+    fn post_exchanges(
+        &mut self,
+        me: u32,
+        order: &[usize],
+        access: &Access,
+    ) -> HashMap<usize, (u64, u64)> {
         let mut requests = 0u64;
-        let direction = e.plan.direction;
-        // Sends of a write's own data, all at once; then every receive.
-        if direction == Direction::Write {
-            for &x in &order {
-                let ex = &e.plan.exchanges[x];
+        if self.plan.direction == Direction::Write {
+            for &x in order {
+                let ex = &self.plan.exchanges[x];
                 if ex.from == me {
                     let mut data = Vec::with_capacity(ex.bytes as usize);
                     access.gather(&ex.extents, &mut data);
-                    e.sends.push(data);
-                    e.ops.push_back(Op::Isend {
+                    self.sends.push(data);
+                    self.ops.push_back(Op::Isend {
                         to: ex.to,
-                        buffer: Buffer::Send(e.sends.len() - 1),
+                        buffer: Buffer::Send(self.sends.len() - 1),
                     });
                     requests += 1;
                 }
             }
         }
         let mut received: HashMap<usize, (u64, u64)> = HashMap::new();
-        for &x in &order {
-            let ex = &e.plan.exchanges[x];
+        for &x in order {
+            let ex = &self.plan.exchanges[x];
             if ex.to == me {
                 let first = received.entry(ex.batch as usize).or_insert((requests, 0));
                 first.1 += 1;
-                e.recvs.push(vec![0; ex.bytes as usize]);
-                e.recv_exchange.push(x);
-                e.ops.push_back(Op::Irecv {
+                self.recvs.push(vec![0; ex.bytes as usize]);
+                self.recv_exchange.push(x);
+                self.ops.push_back(Op::Irecv {
                     from: ex.from,
-                    buffer: Buffer::Recv(e.recvs.len() - 1),
+                    buffer: Buffer::Recv(self.recvs.len() - 1),
                 });
                 requests += 1;
             }
         }
-        for (b, batch) in e.plan.processes[me as usize].clone().iter().enumerate() {
+        received
+    }
+
+    /// Each of my batches in turn: wait for what it waits for, assemble a
+    /// write's data, its I/O, then tell its waiters; a read's batch then
+    /// sends the others their bytes.
+    fn run_batches(
+        &mut self,
+        me: u32,
+        order: &[usize],
+        waiters: &HashMap<u32, Vec<u32>>,
+        received: &HashMap<usize, (u64, u64)>,
+    ) {
+        let direction = self.plan.direction;
+        for (b, batch) in self.plan.processes[me as usize].clone().iter().enumerate() {
             for &(s, i) in &batch.after_sent {
-                e.ops.push_back(Op::RecvNote { from: s, batch: i });
+                self.ops.push_back(Op::RecvNote { from: s, batch: i });
             }
             if batch.after_previous && b > 0 {
-                e.ops.push_back(Op::AwaitIo(Some(b - 1)));
+                self.ops.push_back(Op::AwaitIo(Some(b - 1)));
             }
             if direction == Direction::Write {
                 if let Some(&(first, count)) = received.get(&b) {
-                    e.ops.push_back(Op::Wait { first, count });
+                    self.ops.push_back(Op::Wait { first, count });
                 }
-                e.ops.push_back(Op::Assemble(b));
+                self.ops.push_back(Op::Assemble(b));
             }
             if !batch.delay.is_zero() {
-                e.ops
+                self.ops
                     .push_back(Op::Sleep(Duration::from_nanos(batch.delay.as_nanos())));
             }
-            e.ops.push_back(Op::Io(b));
+            self.ops.push_back(Op::Io(b));
             for &r in waiters.get(&(b as u32)).into_iter().flatten() {
-                e.ops.push_back(Op::SendNote {
+                self.ops.push_back(Op::SendNote {
                     to: r,
                     batch: b as u32,
                 });
             }
             if direction == Direction::Read {
-                for &x in &order {
-                    let ex = &e.plan.exchanges[x];
-                    if ex.from == me && ex.batch as usize == b {
-                        e.ops.push_back(Op::AwaitIo(Some(b)));
-                        e.sends.push(vec![0; ex.bytes as usize]);
-                        let buffer = e.sends.len() - 1;
-                        e.ops.push_back(Op::Pack {
-                            exchange: x,
-                            buffer,
-                        });
-                        e.ops.push_back(Op::Isend {
-                            to: ex.to,
-                            buffer: Buffer::Send(buffer),
-                        });
-                    }
-                }
+                self.send_read_bytes(me, order, b);
             }
         }
-        e.ops.push_back(Op::AwaitIo(None));
-        e
+    }
+
+    /// After a read's batch `b`: the bytes it read for others, packed and
+    /// sent.
+    fn send_read_bytes(&mut self, me: u32, order: &[usize], b: usize) {
+        for &x in order {
+            let ex = &self.plan.exchanges[x];
+            if ex.from == me && ex.batch as usize == b {
+                self.ops.push_back(Op::AwaitIo(Some(b)));
+                self.sends.push(vec![0; ex.bytes as usize]);
+                let buffer = self.sends.len() - 1;
+                let to = ex.to;
+                self.ops.push_back(Op::Pack {
+                    exchange: x,
+                    buffer,
+                });
+                self.ops.push_back(Op::Isend {
+                    to,
+                    buffer: Buffer::Send(buffer),
+                });
+            }
+        }
     }
 
     fn pointer(&mut self, b: Buffer) -> (*mut u8, u64) {

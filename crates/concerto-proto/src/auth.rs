@@ -276,6 +276,90 @@ enum Role {
     Node,
 }
 
+/// A key entry's fault: the field and what is wrong with it.
+type EntryError = (&'static str, String);
+
+impl KeyEntry {
+    /// What its role grants, with the job or users the role needs.
+    fn grant(&self) -> Result<Grant, EntryError> {
+        let grant = match (self.role, self.job) {
+            (Role::Tenant, Some(job)) => Grant::Tenant { job },
+            (Role::Tenant, None) => return Err(("job", "a tenant key needs one".into())),
+            (_, Some(_)) => return Err(("job", "only a tenant key names a job".into())),
+            (Role::Admin, None) => Grant::Admin,
+            (Role::Peer, None) => Grant::Peer,
+            (Role::Node, None) => node_users(self.users)?,
+        };
+        if self.users.is_some() && self.role != Role::Node {
+            return Err(("users", "only a node key names a range of users".into()));
+        }
+        Ok(grant)
+    }
+
+    /// Its weight, user and groups: a tenant's only, never root's.
+    fn check_identity(&self) -> Result<(), EntryError> {
+        match self.weight {
+            Some(w) if !(w.is_finite() && w > 0.0) => {
+                return Err(("weight", format!("{w} is not a number > 0")))
+            }
+            Some(_) if self.role != Role::Tenant => {
+                return Err(("weight", "only a tenant key has a weight".into()))
+            }
+            _ => {}
+        }
+        if self.user.is_some() && self.role != Role::Tenant {
+            return Err(("user", "only a tenant key names a user".into()));
+        }
+        if self.user == Some(0) {
+            return Err((
+                "user",
+                "0 is root: only the admin key acts as root (tenants are squashed)".into(),
+            ));
+        }
+        if !self.groups.is_empty() && self.user.is_none() {
+            return Err((
+                "groups",
+                "groups need a user (a key without one acts as nobody)".into(),
+            ));
+        }
+        if self.groups.len() > MAX_GROUPS {
+            return Err((
+                "groups",
+                format!(
+                    "{} groups is over the limit of {MAX_GROUPS}",
+                    self.groups.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A node key's grant: the users it may act for, never root.
+fn node_users(users: Option<[u32; 2]>) -> Result<Grant, EntryError> {
+    match users {
+        Some([first_user, last_user]) if first_user >= 1 && first_user <= last_user => {
+            Ok(Grant::Node {
+                first_user,
+                last_user,
+            })
+        }
+        Some([first, last]) if first == 0 => Err((
+            "users",
+            format!("[{first}, {last}] holds 0, root: a node never acts as root (root squash)"),
+        )),
+        Some([first, last]) => Err((
+            "users",
+            format!("[{first}, {last}]: the first is above the last"),
+        )),
+        None => Err((
+            "users",
+            "a node key needs the users it may act for: users = [FIRST, LAST] (e.g. [1000, 59999])"
+                .into(),
+        )),
+    }
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RingFile {
@@ -311,79 +395,14 @@ impl KeyRing {
         let file: RingFile = concerto_toml::parse(text)?;
         let mut keys: Vec<Key> = Vec::with_capacity(file.keys.len());
         for (i, e) in file.keys.into_iter().enumerate() {
-            let at = |field: &str, msg: String| format!("keys[{i}].{field}: {msg}");
-            check_key_id(&e.id).map_err(|m| at("id", m))?;
+            let at = |(field, msg): EntryError| format!("keys[{i}].{field}: {msg}");
+            check_key_id(&e.id).map_err(|m| at(("id", m)))?;
             if keys.iter().any(|k| k.id == e.id) {
-                return Err(at("id", format!("{:?} appears twice", e.id)));
+                return Err(at(("id", format!("{:?} appears twice", e.id))));
             }
-            let grant = match (e.role, e.job) {
-                (Role::Tenant, Some(job)) => Grant::Tenant { job },
-                (Role::Tenant, None) => return Err(at("job", "a tenant key needs one".into())),
-                (_, Some(_)) => return Err(at("job", "only a tenant key names a job".into())),
-                (Role::Admin, None) => Grant::Admin,
-                (Role::Peer, None) => Grant::Peer,
-                (Role::Node, None) => match e.users {
-                    Some([first_user, last_user]) if first_user >= 1 && first_user <= last_user => {
-                        Grant::Node {
-                            first_user,
-                            last_user,
-                        }
-                    }
-                    Some([first, last]) if first == 0 => {
-                        return Err(at(
-                            "users",
-                            format!("[{first}, {last}] holds 0, root: a node never acts as root (root squash)"),
-                        ))
-                    }
-                    Some([first, last]) => {
-                        return Err(at("users", format!("[{first}, {last}]: the first is above the last")))
-                    }
-                    None => {
-                        return Err(at(
-                            "users",
-                            "a node key needs the users it may act for: users = [FIRST, LAST] (e.g. [1000, 59999])"
-                                .into(),
-                        ))
-                    }
-                },
-            };
-            if e.users.is_some() && e.role != Role::Node {
-                return Err(at("users", "only a node key names a range of users".into()));
-            }
-            match e.weight {
-                Some(w) if !(w.is_finite() && w > 0.0) => {
-                    return Err(at("weight", format!("{w} is not a number > 0")))
-                }
-                Some(_) if e.role != Role::Tenant => {
-                    return Err(at("weight", "only a tenant key has a weight".into()))
-                }
-                _ => {}
-            }
-            if e.user.is_some() && e.role != Role::Tenant {
-                return Err(at("user", "only a tenant key names a user".into()));
-            }
-            if e.user == Some(0) {
-                return Err(at(
-                    "user",
-                    "0 is root: only the admin key acts as root (tenants are squashed)".into(),
-                ));
-            }
-            if !e.groups.is_empty() && e.user.is_none() {
-                return Err(at(
-                    "groups",
-                    "groups need a user (a key without one acts as nobody)".into(),
-                ));
-            }
-            if e.groups.len() > MAX_GROUPS {
-                return Err(at(
-                    "groups",
-                    format!(
-                        "{} groups is over the limit of {MAX_GROUPS}",
-                        e.groups.len()
-                    ),
-                ));
-            }
-            let secret = Secret::from_hex(&e.secret).map_err(|m| at("secret", m))?;
+            let grant = e.grant().map_err(at)?;
+            e.check_identity().map_err(at)?;
+            let secret = Secret::from_hex(&e.secret).map_err(|m| at(("secret", m)))?;
             keys.push(Key {
                 id: e.id,
                 grant,

@@ -109,6 +109,47 @@ impl ClientError {
 const BUSY_FIRST_PAUSE: Duration = Duration::from_millis(5);
 const BUSY_LONGEST_PAUSE: Duration = Duration::from_millis(500);
 
+/// What the server said instead of going on: `Busy` is no refusal of the
+/// key (the address has its cap of connections, or newer handshakes
+/// closed this one) and is worth trying again.
+fn stopped(server: SocketAddr, kind: ErrorKind, message: String) -> ClientError {
+    match kind {
+        ErrorKind::Busy => ClientError::Server {
+            server,
+            kind,
+            message: format!("server {server}: {message}"),
+        },
+        _ => ClientError::Auth { server, message },
+    }
+}
+
+/// The server's next handshake message; a server of another wire version
+/// is told apart before its frame is decoded.
+async fn next_message(
+    server: SocketAddr,
+    frames: &mut FramedRead<StampedRead, LengthDelimitedCodec>,
+) -> Result<Message, ClientError> {
+    match frames.next().await {
+        Some(Ok(frame)) => match Envelope::peek_version(&frame) {
+            // Another release's server (or this one's, with a client
+            // library, mount or MPI-IO library from another build).
+            Some(theirs) if theirs != VERSION => Err(ClientError::Server {
+                server,
+                kind: ErrorKind::Protocol,
+                message: format!(
+                    "server {server} speaks wire version {theirs}, this client {VERSION}: \
+                     run one Concerto release on servers and clients (`make build` relinks \
+                     the MPI-IO library)"
+                ),
+            }),
+            _ => Envelope::decode(frame.freeze())
+                .map(|e| e.message)
+                .map_err(|_| ClientError::Unexpected { server }),
+        },
+        _ => Err(ClientError::Closed { server }),
+    }
+}
+
 /// The client's side of the handshake: hello, the server's challenge, our
 /// proof, and the server's welcome with its own proof.
 async fn handshake(
@@ -119,41 +160,7 @@ async fn handshake(
 ) -> Result<(Grant, Option<Session>), ClientError> {
     let closed = || ClientError::Closed { server };
     let refused = |message: String| ClientError::Auth { server, message };
-    // What the server said instead of going on: `Busy` is no refusal of
-    // the key (the address has its cap of connections, or newer
-    // handshakes closed this one) and is worth trying again.
-    let stopped = |kind: ErrorKind, message: String| match kind {
-        ErrorKind::Busy => ClientError::Server {
-            server,
-            kind,
-            message: format!("server {server}: {message}"),
-        },
-        _ => refused(message),
-    };
-    async fn next(
-        server: SocketAddr,
-        frames: &mut FramedRead<StampedRead, LengthDelimitedCodec>,
-    ) -> Result<Message, ClientError> {
-        match frames.next().await {
-            Some(Ok(frame)) => match Envelope::peek_version(&frame) {
-                // Another release's server (or this one's, with a client
-                // library, mount or MPI-IO library from another build).
-                Some(theirs) if theirs != VERSION => Err(ClientError::Server {
-                    server,
-                    kind: ErrorKind::Protocol,
-                    message: format!(
-                        "server {server} speaks wire version {theirs}, this client {VERSION}: \
-                         run one Concerto release on servers and clients (`make build` relinks \
-                         the MPI-IO library)"
-                    ),
-                }),
-                _ => Envelope::decode(frame.freeze())
-                    .map(|e| e.message)
-                    .map_err(|_| ClientError::Unexpected { server }),
-            },
-            _ => Err(ClientError::Closed { server }),
-        }
-    }
+    let stopped = |kind: ErrorKind, message: String| stopped(server, kind, message);
     let ours = auth::random().map_err(refused)?;
     let id = credential.id.clone();
     let asked = ask.asks(server.ip());
@@ -168,7 +175,7 @@ async fn handshake(
     .write_to(&mut *writer, None)
     .await
     .map_err(|_| closed())?;
-    let theirs = match next(server, frames).await? {
+    let theirs = match next_message(server, frames).await? {
         Message::Challenge { nonce } => nonce,
         Message::Error { kind, message } => return Err(stopped(kind, message)),
         _ => return Err(ClientError::Unexpected { server }),
@@ -184,7 +191,7 @@ async fn handshake(
         .write_to(&mut *writer, None)
         .await
         .map_err(|_| closed())?;
-    match next(server, frames).await? {
+    match next_message(server, frames).await? {
         Message::Welcome {
             grant,
             integrity,

@@ -81,6 +81,38 @@ impl LocalCluster {
         Self::start_all(dir, spec, ring, Some(coordinator)).await
     }
 
+    /// Server `id`'s configuration: data on every server, the metadata
+    /// role (over all of them) on server 0.
+    fn server_config(
+        dir: &Path,
+        spec: &LocalClusterSpec,
+        id: u32,
+        keys: &Arc<Keys>,
+    ) -> ServerConfig {
+        let roles = if id == 0 {
+            vec![Role::Data, Role::Metadata]
+        } else {
+            vec![Role::Data]
+        };
+        let metadata = (id == 0).then(|| MetadataConfig {
+            data_servers: (0..spec.servers).collect(),
+            default_unit: spec.stripe_unit,
+            default_count: spec.servers,
+            commit_interval: DEFAULT_COMMIT_INTERVAL,
+        });
+        ServerConfig {
+            roles,
+            metadata,
+            throttle: spec.throttle.clone(),
+            keys: keys.clone(),
+            limits: ConnectionLimits {
+                integrity: spec.integrity,
+                ..ConnectionLimits::default()
+            },
+            ..ServerConfig::data(dir.join(format!("s{id}")), spec.policy.clone())
+        }
+    }
+
     async fn start_all(
         dir: &Path,
         spec: LocalClusterSpec,
@@ -92,41 +124,13 @@ impl LocalCluster {
             .map(|k| k.credential())
             .ok_or_else(|| io::Error::other("the key ring has no admin key"))?;
         let keys = Arc::new(Keys::fixed(ring));
-        let data_servers: Vec<u32> = (0..spec.servers).collect();
         let mut servers = Vec::new();
         let mut entries = Vec::new();
         for id in 0..spec.servers {
-            let roles = if id == 0 {
-                vec![Role::Data, Role::Metadata]
-            } else {
-                vec![Role::Data]
-            };
-            let metadata = (id == 0).then(|| MetadataConfig {
-                data_servers: data_servers.clone(),
-                default_unit: spec.stripe_unit,
-                default_count: spec.servers,
-                commit_interval: DEFAULT_COMMIT_INTERVAL,
-            });
-            let cfg = ServerConfig {
-                roles: roles.clone(),
-                metadata,
-                throttle: spec.throttle.clone(),
-                keys: keys.clone(),
-                limits: ConnectionLimits {
-                    integrity: spec.integrity,
-                    ..ConnectionLimits::default()
-                },
-                ..ServerConfig::data(dir.join(format!("s{id}")), spec.policy.clone())
-            };
+            let cfg = Self::server_config(dir, &spec, id, &keys);
+            let roles = cfg.roles.clone();
             let handle = server::start(cfg).await?;
-            entries.push(ServerEntry {
-                id,
-                address: handle.addr,
-                roles,
-                metrics: None,
-                pid: None,
-                config: None,
-            });
+            entries.push(entry(id, &handle, roles));
             servers.push(handle);
         }
         if let Some(c) = coordinator {
@@ -137,14 +141,7 @@ impl LocalCluster {
                 ..ServerConfig::data(dir.join("coordinator"), spec.policy.clone())
             };
             let handle = server::start(cfg).await?;
-            entries.push(ServerEntry {
-                id: spec.servers,
-                address: handle.addr,
-                roles: vec![Role::Coordinator],
-                metrics: None,
-                pid: None,
-                config: None,
-            });
+            entries.push(entry(spec.servers, &handle, vec![Role::Coordinator]));
             servers.push(handle);
         }
         let cluster = ClusterFile {
@@ -177,5 +174,17 @@ impl LocalCluster {
         for s in self.servers {
             s.shutdown().await;
         }
+    }
+}
+
+/// The cluster file's entry for a server started here.
+fn entry(id: u32, handle: &ServerHandle, roles: Vec<Role>) -> ServerEntry {
+    ServerEntry {
+        id,
+        address: handle.addr,
+        roles,
+        metrics: None,
+        pid: None,
+        config: None,
     }
 }

@@ -220,26 +220,18 @@ fn initial_members(cfg: &ServerConfig) -> io::Result<Option<Vec<Member>>> {
     crate::members::load(&cfg.data_dir).map_err(other)
 }
 
-/// Opens the stores, binds, then serves until shut down.
-pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
-    if cfg.roles.is_empty() {
-        return Err(other(
-            "a server needs at least one role: data, metadata, coordinator".into(),
-        ));
-    }
-    if let Some(t) = &cfg.throttle {
-        t.validate()
-            .map_err(|(field, msg)| other(format!("throttle.{field}: {msg}")))?;
-    }
-    let listener = TcpListener::bind(cfg.listen)
-        .await
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {}: {e}", cfg.listen)))?;
-    let addr = listener.local_addr()?;
+/// What the server's roles need, opened: the object store (data), the
+/// namespace (metadata), the coordinator's task, the throttle, and the
+/// cluster's members as far as they are known.
+fn open_roles(
+    cfg: &ServerConfig,
+    addr: SocketAddr,
+    stop: &watch::Sender<bool>,
+) -> io::Result<Backend> {
     let members = Arc::new(Members::new(addr, cfg.keys.clone()));
-    if let Some(map) = initial_members(&cfg)? {
+    if let Some(map) = initial_members(cfg)? {
         members.set(map).map_err(other)?;
     }
-    let (stop, stopped) = watch::channel(false);
     let runtime = tokio::runtime::Handle::current();
     let objects = if cfg.roles.contains(&Role::Data) {
         let store = Arc::new(ObjectStore::open(&cfg.data_dir)?);
@@ -277,13 +269,32 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
             stop.subscribe(),
         )
     });
-    let backend = Backend {
+    Ok(Backend {
         objects,
         metadata,
         coordinator,
         throttle: cfg.throttle.clone().map(Throttle::new),
         members,
-    };
+    })
+}
+
+/// Opens the stores, binds, then serves until shut down.
+pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
+    if cfg.roles.is_empty() {
+        return Err(other(
+            "a server needs at least one role: data, metadata, coordinator".into(),
+        ));
+    }
+    if let Some(t) = &cfg.throttle {
+        t.validate()
+            .map_err(|(field, msg)| other(format!("throttle.{field}: {msg}")))?;
+    }
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {}: {e}", cfg.listen)))?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = watch::channel(false);
+    let backend = open_roles(&cfg, addr, &stop)?;
     let rules = load_rules(&cfg.data_dir)?;
     let metrics_listener =
         match cfg.metrics {

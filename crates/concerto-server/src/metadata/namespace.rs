@@ -249,6 +249,35 @@ where
     Ok((ino, node))
 }
 
+/// Whether the path of directory names `names` from the root passes
+/// through inode `ino` (moving a directory under itself would).
+fn passes_through<E>(entries: &E, names: &[&str], ino: u64) -> Result<bool, MetaError>
+where
+    E: ReadableTable<(u64, &'static str), u64>,
+{
+    let mut ancestor = ROOT;
+    for name in names {
+        if ancestor == ino {
+            break;
+        }
+        ancestor = entries.get((ancestor, *name))?.map_or(0, |v| v.value());
+    }
+    Ok(ancestor == ino)
+}
+
+/// Whether a rename of a `kind` may replace `old` at `to`: a file a file,
+/// a directory an empty directory.
+fn may_replace(kind: FileKind, old: &Inode, to: &str) -> Result<(), MetaError> {
+    match (kind, old.kind) {
+        (FileKind::File, FileKind::Directory) => Err(MetaError::IsADirectory(to.into())),
+        (FileKind::Directory, FileKind::File) => Err(MetaError::NotADirectory(to.into())),
+        (FileKind::Directory, FileKind::Directory) if old.entries > 0 => {
+            Err(MetaError::NotEmpty(to.into()))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn resolve_dir<I, E>(
     inodes: &I,
     entries: &E,
@@ -630,16 +659,7 @@ impl Ops<'_> {
             .ok_or_else(|| MetaError::NotFound(from.into()))?;
         let node = load(&inodes, ino)?
             .ok_or_else(|| MetaError::Store(format!("{from}: missing inode")))?;
-        // Resolving the target's parent walks its ancestors: moving a
-        // directory under itself would pass through it.
-        let mut ancestor = ROOT;
-        for name in &to_parent_names {
-            if ancestor == ino {
-                break;
-            }
-            ancestor = entries.get((ancestor, *name))?.map_or(0, |v| v.value());
-        }
-        if ancestor == ino && node.kind == FileKind::Directory {
+        if node.kind == FileKind::Directory && passes_through(&entries, &to_parent_names, ino)? {
             return Err(MetaError::Invalid(format!(
                 "cannot move {from} into itself ({to})"
             )));
@@ -659,18 +679,7 @@ impl Ops<'_> {
             }
             let old = load(&inodes, target)?
                 .ok_or_else(|| MetaError::Store(format!("{to}: missing inode")))?;
-            match (node.kind, old.kind) {
-                (FileKind::File, FileKind::Directory) => {
-                    return Err(MetaError::IsADirectory(to.into()))
-                }
-                (FileKind::Directory, FileKind::File) => {
-                    return Err(MetaError::NotADirectory(to.into()))
-                }
-                (FileKind::Directory, FileKind::Directory) if old.entries > 0 => {
-                    return Err(MetaError::NotEmpty(to.into()))
-                }
-                _ => {}
-            }
+            may_replace(node.kind, &old, to)?;
             access::check_sticky(who, &to_dir, &old, "rename", to)?;
             inodes.remove(target)?;
             bump(

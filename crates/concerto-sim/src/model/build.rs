@@ -2,6 +2,7 @@
 //! layouts, applications and their processes, ids and seeds.
 
 use super::*;
+use crate::scenario::AppSpec;
 
 impl<'a> Simulation<'a> {
     /// Sets up a run of a validated scenario with `seed`.
@@ -162,21 +163,7 @@ fn build_applications(
             let files_before = files.len() as u32;
             for f in 0..workload::files_per_instance(spec) {
                 let idx = files.len() as u32;
-                let placed = match cl.placement {
-                    // Concerto's metadata server places a file by its inode,
-                    // that is in the order files are created, and md-test's
-                    // processes create theirs in turns: file i of process r
-                    // is about the (i * processes + r)-th made.
-                    Placement::RoundRobin
-                        if cl.metadata.posix_mount && spec.workload == WorkloadKind::MdTest =>
-                    {
-                        let items = spec.items.unwrap_or(1);
-                        let made = (f % items) * spec.processes + f / items;
-                        (files_before + made) % cl.servers
-                    }
-                    Placement::RoundRobin => idx % cl.servers,
-                    Placement::Random => setup.gen_range(0..cl.servers),
-                };
+                let placed = place_file(sc, spec, (f, files_before + f), setup);
                 let first = spec.first_server.unwrap_or(placed);
                 let count = spec.stripe_count.unwrap_or(cl.stripe_count());
                 let layout = StripeLayout::round_robin(cl.stripe_unit.0, count, first, cl.servers)
@@ -189,24 +176,7 @@ fn build_applications(
                 });
                 app_files.push(idx);
             }
-            // Nodes are numbered across instances: an instance's processes
-            // never share a NIC with another's.
-            let first_node = ranks.last().map_or(0, |r: &RankState| r.nic + 1);
-            for rank in 0..spec.processes {
-                let dir_server = meta_servers[ranks.len() % meta_servers.len()];
-                ranks.push(RankState {
-                    app: app_idx,
-                    rank,
-                    pending: 0,
-                    call: 0,
-                    issue: Time::ZERO,
-                    steps: Vec::new(),
-                    dir_server,
-                    blocks: Vec::new(),
-                    holds: None,
-                    nic: first_node + rank / spec.processes_per_node,
-                });
-            }
+            push_ranks(&mut ranks, spec, app_idx, meta_servers);
             apps.push(AppState {
                 spec: spec_idx,
                 instance,
@@ -258,5 +228,52 @@ fn assign_app_ids(sc: &Scenario, n: usize, rng: &mut ChaCha8Rng) -> Vec<u32> {
             .iter()
             .flat_map(|a| (0..a.instances).map(move |i| a.app_id.unwrap_or(0) + i))
             .collect(),
+    }
+}
+
+/// The server file `f` of an instance of `spec` starts on, `index` its
+/// number among every file of the run.
+fn place_file(
+    sc: &Scenario,
+    spec: &AppSpec,
+    (f, index): (u32, u32),
+    setup: &mut ChaCha8Rng,
+) -> u32 {
+    let cl = &sc.cluster;
+    match cl.placement {
+        // Concerto's metadata server places a file by its inode, that is
+        // in the order files are created, and md-test's processes create
+        // theirs in turns: file i of process r is about the
+        // (i * processes + r)-th made.
+        Placement::RoundRobin
+            if cl.metadata.posix_mount && spec.workload == WorkloadKind::MdTest =>
+        {
+            let items = spec.items.unwrap_or(1);
+            let made = (f % items) * spec.processes + f / items;
+            (index - f + made) % cl.servers
+        }
+        Placement::RoundRobin => index % cl.servers,
+        Placement::Random => setup.gen_range(0..cl.servers),
+    }
+}
+
+/// An instance's processes. Nodes are numbered across instances: an
+/// instance's processes never share a NIC with another's.
+fn push_ranks(ranks: &mut Vec<RankState>, spec: &AppSpec, app: u32, meta_servers: &[u32]) {
+    let first_node = ranks.last().map_or(0, |r: &RankState| r.nic + 1);
+    for rank in 0..spec.processes {
+        let dir_server = meta_servers[ranks.len() % meta_servers.len()];
+        ranks.push(RankState {
+            app,
+            rank,
+            pending: 0,
+            call: 0,
+            issue: Time::ZERO,
+            steps: Vec::new(),
+            dir_server,
+            blocks: Vec::new(),
+            holds: None,
+            nic: first_node + rank / spec.processes_per_node,
+        });
     }
 }
