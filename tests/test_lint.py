@@ -50,3 +50,18 @@ def test_clippy_step_turns_a_warning_into_a_failure(tmp_path):
     assert r.returncode != 0 and "needless_return" in r.stdout + r.stderr
     (tmp_path / "clippy" / "src" / "lib.rs").write_text("pub fn f(x: u8) -> u8 {\n    x\n}\n")
     assert lint("clippy", manifest).returncode == 0, lint("clippy", manifest).stderr
+
+
+def test_length_step_fails_on_a_function_over_80_lines_of_code_but_not_in_tests(tmp_path):
+    def function(name: str, lines: int) -> str:
+        body = "".join(f"    let x{i} = {i};\n" for i in range(lines - 2))
+        return f"pub fn {name}() -> u32 {{\n{body}    x0\n}}\n"
+
+    # clippy counts the lines of code between the braces.
+    manifest = crate(tmp_path / "long", function("f", 82))
+    r = lint("length", manifest)
+    assert r.returncode != 0 and "too_many_lines" in r.stdout + r.stderr, r.stderr
+    (tmp_path / "long" / "src" / "lib.rs").write_text(
+        function("f", 80) + "#[cfg(test)]\nmod tests {\n" + function("table", 120) + "}\n")
+    r = lint("length", manifest)
+    assert r.returncode == 0, r.stderr

@@ -788,7 +788,9 @@ def mpirun(cluster: Path | None, launcher: str, args: tuple[str, ...]) -> None:
 
 # The real file system's commands, and those that put the simulator beside
 # it, live in their own modules.
-from concerto.fscli import auth_cmd, cluster, fs, mount, server  # noqa: E402
+from concerto.authcli import auth_cmd  # noqa: E402
+from concerto.filescli import fs  # noqa: E402
+from concerto.fscli import cluster, mount, server  # noqa: E402
 from concerto.twincli import calibrate_cmd, twin_cmd  # noqa: E402
 
 for command in (server, cluster, fs, mount, auth_cmd, twin_cmd, calibrate_cmd):

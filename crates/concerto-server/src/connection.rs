@@ -599,7 +599,10 @@ fn command(
 ) -> Result<Command, bool> {
     match storage_command(message, key, who, conn, reply) {
         Ok(cmd) => Ok(cmd),
-        Err((message, reply)) => control_command(message, key, from, reply),
+        Err(given_back) => {
+            let (message, reply) = *given_back;
+            control_command(message, key, from, reply)
+        }
     }
 }
 
@@ -645,7 +648,7 @@ fn storage_command(
     (principal, key_id): &(Arc<Principal>, Arc<str>),
     conn: u64,
     reply: Reply,
-) -> Result<Command, (Message, Reply)> {
+) -> Result<Command, Box<(Message, Reply)>> {
     let (user, principal) = acting_as(key, &message, principal);
     let who = |tags: &Tags| match key.grant {
         Grant::Admin => (tags.weight, None),
@@ -720,7 +723,8 @@ fn storage_command(
             let r = req(&tags, Op::Meta(op.kind()), 0, &[]);
             Command::Submit(job(r, Action::Meta(op), reply))
         }
-        other => return Err((other, reply)),
+        // Boxed: only control requests, which are rare, take this way.
+        other => return Err(Box::new((other, reply))),
     })
 }
 

@@ -253,7 +253,6 @@ impl ConnectionCounters {
 mod tests {
 
     use super::*;
-    use concerto_proto::Role;
 
     #[test]
     fn the_arrival_log_keeps_the_latest_requests_in_order() {
