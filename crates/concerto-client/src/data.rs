@@ -23,7 +23,7 @@ pub const MAX_READ: u64 = 1 << 30;
 /// A caller's extents must be in order; a list read is also bounded, because
 /// its buffer (zeros where nothing was written) is allocated whole.
 fn check_extents(extents: &[Extent]) -> Result<u64, ClientError> {
-    ordered_total(extents).map_err(|(_, message)| ClientError::Invalid(message))
+    ordered_total(extents).map_err(|e| ClientError::Invalid(e.message))
 }
 
 /// A write planned and copied into its per-server requests, ready to send:

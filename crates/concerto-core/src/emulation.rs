@@ -7,6 +7,7 @@
 //! until then), and the simulator offers it as the `emulated` device, so a
 //! real run and its simulation face the same device model.
 
+use crate::FieldError;
 use serde::{Deserialize, Serialize};
 
 use crate::server::DeviceClass;
@@ -85,12 +86,12 @@ impl EmulationConfig {
         }
     }
 
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if !(self.bandwidth.0.is_finite() && self.bandwidth.0 > 0.0) {
-            return Err(("bandwidth", "must be > 0".into()));
+            return Err(FieldError::new("bandwidth", "must be > 0".into()));
         }
         if self.parallelism == 0 {
-            return Err(("parallelism", "must be > 0".into()));
+            return Err(FieldError::new("parallelism", "must be > 0".into()));
         }
         Ok(())
     }

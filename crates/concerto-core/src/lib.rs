@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod client;
 pub mod emulation;
+mod field_error;
 pub mod job;
 pub mod layout;
 pub mod metrics;
@@ -19,6 +20,7 @@ pub mod time;
 pub mod traps;
 pub mod units;
 
+pub use field_error::FieldError;
 pub use layout::{
     BufferPart, Chunk, LayoutError, RequestLimits, ServerPiece, ServerRequest, StripeLayout,
 };

@@ -6,6 +6,7 @@
 //! drives a modelled device with it, and a real server can drive real
 //! storage with the same sweep and the same recommendation.
 
+use crate::FieldError;
 use serde::{Deserialize, Serialize};
 
 use crate::units::Bytes;
@@ -94,27 +95,39 @@ impl Default for ProfileSpec {
 
 impl ProfileSpec {
     /// Checks the sweep; the error names the field.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.sizes.is_empty() || self.sizes.contains(&Bytes(0)) {
-            return Err(("sizes", "needs at least one size, all > 0".into()));
+            return Err(FieldError::new(
+                "sizes",
+                "needs at least one size, all > 0".into(),
+            ));
         }
         if self.depths.is_empty() || self.depths.contains(&0) {
-            return Err(("depths", "needs at least one depth, all > 0".into()));
+            return Err(FieldError::new(
+                "depths",
+                "needs at least one depth, all > 0".into(),
+            ));
         }
         if self.sizes.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(("sizes", "must be strictly ascending".into()));
+            return Err(FieldError::new(
+                "sizes",
+                "must be strictly ascending".into(),
+            ));
         }
         if self.depths.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(("depths", "must be strictly ascending".into()));
+            return Err(FieldError::new(
+                "depths",
+                "must be strictly ascending".into(),
+            ));
         }
         if self.count == 0 {
-            return Err(("count", "must be > 0".into()));
+            return Err(FieldError::new("count", "must be > 0".into()));
         }
         if !(self.saturation > 0.0 && self.saturation <= 1.0) {
-            return Err(("saturation", "must be in (0, 1]".into()));
+            return Err(FieldError::new("saturation", "must be in (0, 1]".into()));
         }
         if !self.sizes.contains(&self.large_size) {
-            return Err((
+            return Err(FieldError::new(
                 "large_size",
                 format!(
                     "{} bytes is not one of the profiled sizes",
@@ -361,7 +374,7 @@ mod tests {
             ),
         ];
         for (spec, field) in bad {
-            assert_eq!(spec.validate().unwrap_err().0, field);
+            assert_eq!(spec.validate().unwrap_err().field, field);
         }
     }
 }

@@ -24,6 +24,7 @@
 //! frames are never encrypted, so a cluster's network between hosts should
 //! still be private (docs/deployment.md).
 
+use concerto_core::FieldError;
 use std::fmt;
 use std::path::Path;
 
@@ -276,54 +277,70 @@ enum Role {
     Node,
 }
 
-/// A key entry's fault: the field and what is wrong with it.
-type EntryError = (&'static str, String);
-
 impl KeyEntry {
     /// What its role grants, with the job or users the role needs.
-    fn grant(&self) -> Result<Grant, EntryError> {
+    fn grant(&self) -> Result<Grant, FieldError> {
         let grant = match (self.role, self.job) {
             (Role::Tenant, Some(job)) => Grant::Tenant { job },
-            (Role::Tenant, None) => return Err(("job", "a tenant key needs one".into())),
-            (_, Some(_)) => return Err(("job", "only a tenant key names a job".into())),
+            (Role::Tenant, None) => {
+                return Err(FieldError::new("job", "a tenant key needs one".into()))
+            }
+            (_, Some(_)) => {
+                return Err(FieldError::new(
+                    "job",
+                    "only a tenant key names a job".into(),
+                ))
+            }
             (Role::Admin, None) => Grant::Admin,
             (Role::Peer, None) => Grant::Peer,
             (Role::Node, None) => node_users(self.users)?,
         };
         if self.users.is_some() && self.role != Role::Node {
-            return Err(("users", "only a node key names a range of users".into()));
+            return Err(FieldError::new(
+                "users",
+                "only a node key names a range of users".into(),
+            ));
         }
         Ok(grant)
     }
 
     /// Its weight, user and groups: a tenant's only, never root's.
-    fn check_identity(&self) -> Result<(), EntryError> {
+    fn check_identity(&self) -> Result<(), FieldError> {
         match self.weight {
             Some(w) if !(w.is_finite() && w > 0.0) => {
-                return Err(("weight", format!("{w} is not a number > 0")))
+                return Err(FieldError::new(
+                    "weight",
+                    format!("{w} is not a number > 0"),
+                ))
             }
             Some(_) if self.role != Role::Tenant => {
-                return Err(("weight", "only a tenant key has a weight".into()))
+                return Err(FieldError::new(
+                    "weight",
+                    "only a tenant key has a weight".into(),
+                ))
             }
             _ => {}
         }
         if self.user.is_some() && self.role != Role::Tenant {
-            return Err(("user", "only a tenant key names a user".into()));
+            return Err(FieldError::new(
+                "user",
+                "only a tenant key names a user".into(),
+            ));
         }
         if self.user == Some(0) {
-            return Err((
+            return Err(FieldError::new(
                 "user",
                 "0 is root: only the admin key acts as root (tenants are squashed)".into(),
             ));
         }
         if !self.groups.is_empty() && self.user.is_none() {
-            return Err((
+            return Err(FieldError::new(
                 "groups",
                 "groups need a user (a key without one acts as nobody)".into(),
             ));
         }
         if self.groups.len() > MAX_GROUPS {
-            return Err((
+            return Err(FieldError::new(
                 "groups",
                 format!(
                     "{} groups is over the limit of {MAX_GROUPS}",
@@ -336,7 +353,7 @@ impl KeyEntry {
 }
 
 /// A node key's grant: the users it may act for, never root.
-fn node_users(users: Option<[u32; 2]>) -> Result<Grant, EntryError> {
+fn node_users(users: Option<[u32; 2]>) -> Result<Grant, FieldError> {
     match users {
         Some([first_user, last_user]) if first_user >= 1 && first_user <= last_user => {
             Ok(Grant::Node {
@@ -344,15 +361,15 @@ fn node_users(users: Option<[u32; 2]>) -> Result<Grant, EntryError> {
                 last_user,
             })
         }
-        Some([first, last]) if first == 0 => Err((
+        Some([first, last]) if first == 0 => Err(FieldError::new(
             "users",
             format!("[{first}, {last}] holds 0, root: a node never acts as root (root squash)"),
         )),
-        Some([first, last]) => Err((
+        Some([first, last]) => Err(FieldError::new(
             "users",
             format!("[{first}, {last}]: the first is above the last"),
         )),
-        None => Err((
+        None => Err(FieldError::new(
             "users",
             "a node key needs the users it may act for: users = [FIRST, LAST] (e.g. [1000, 59999])"
                 .into(),
@@ -395,14 +412,18 @@ impl KeyRing {
         let file: RingFile = concerto_toml::parse(text)?;
         let mut keys: Vec<Key> = Vec::with_capacity(file.keys.len());
         for (i, e) in file.keys.into_iter().enumerate() {
-            let at = |(field, msg): EntryError| format!("keys[{i}].{field}: {msg}");
-            check_key_id(&e.id).map_err(|m| at(("id", m)))?;
+            let at = |e: FieldError| e.within(&format!("keys[{i}]"));
+            check_key_id(&e.id).map_err(|m| at(FieldError::new("id", m)))?;
             if keys.iter().any(|k| k.id == e.id) {
-                return Err(at(("id", format!("{:?} appears twice", e.id))));
+                return Err(at(FieldError::new(
+                    "id",
+                    format!("{:?} appears twice", e.id),
+                )));
             }
             let grant = e.grant().map_err(at)?;
             e.check_identity().map_err(at)?;
-            let secret = Secret::from_hex(&e.secret).map_err(|m| at(("secret", m)))?;
+            let secret =
+                Secret::from_hex(&e.secret).map_err(|m| at(FieldError::new("secret", m)))?;
             keys.push(Key {
                 id: e.id,
                 grant,

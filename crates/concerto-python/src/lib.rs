@@ -89,8 +89,8 @@ fn scenario_warnings(
 #[pyfunction]
 fn fluid_generate(spec: &str, seed: u64) -> PyResult<String> {
     let spec = fluid::GeneratorSpec::from_toml(spec).map_err(ConcertoConfigError::new_err)?;
-    let apps = fluid::generate(&spec, seed)
-        .map_err(|(field, message)| ConcertoConfigError::new_err(format!("{field}: {message}")))?;
+    let apps =
+        fluid::generate(&spec, seed).map_err(|e| ConcertoConfigError::new_err(e.to_string()))?;
     serde_json::to_string_pretty(&fluid::WorkloadFile::generated(&spec, &apps))
         .map_err(|e| PyValueError::new_err(e.to_string()))
 }
@@ -235,8 +235,7 @@ fn fluid_measure(
     }
     let outcomes = py
         .allow_threads(|| {
-            let apps = fluid::generate(&spec, seed)
-                .map_err(|(field, message)| format!("{field}: {message}"))?;
+            let apps = fluid::generate(&spec, seed).map_err(|e| e.to_string())?;
             fluid::measure(
                 &apps,
                 spec.groups.len(),
@@ -561,7 +560,7 @@ fn profile_spec(spec: &str) -> PyResult<ProfileSpec> {
         ConcertoConfigError::new_err(format!("profile.{}: {}", e.path(), json_message(&e)))
     })?;
     spec.validate()
-        .map_err(|(field, msg)| ConcertoConfigError::new_err(format!("profile.{field}: {msg}")))?;
+        .map_err(|e| ConcertoConfigError::new_err(e.within("profile")))?;
     Ok(spec)
 }
 
@@ -584,7 +583,7 @@ fn check_qos_rule(rule: &str) -> Option<(String, String)> {
     let mut de = serde_json::Deserializer::from_str(rule);
     match serde_path_to_error::deserialize::<_, concerto_core::server::QosRule>(&mut de) {
         Err(e) => Some((e.path().to_string(), json_message(&e))),
-        Ok(r) => r.validate().err().map(|(field, m)| (field.to_string(), m)),
+        Ok(r) => r.validate().err().map(|e| (e.field, e.message)),
     }
 }
 

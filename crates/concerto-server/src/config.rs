@@ -50,8 +50,7 @@ impl CoordinatorSection {
     fn resolve(self) -> Result<CoordinatorConfig, String> {
         let mut c = CoordinatorConfig::default();
         if let Some(sets) = self.sets {
-            sets.validate()
-                .map_err(|(field, msg)| format!("coordinator.sets.{field}: {msg}"))?;
+            sets.validate().map_err(|e| e.within("coordinator.sets"))?;
             c.sets = sets;
         }
         if let Some(lease) = self.lease {
@@ -65,9 +64,7 @@ impl CoordinatorSection {
         }
         if let Some(a) = self.smoothing {
             c.phases.smoothing = a;
-            c.phases
-                .validate()
-                .map_err(|(field, msg)| format!("coordinator.{field}: {msg}"))?;
+            c.phases.validate().map_err(|e| e.within("coordinator"))?;
         }
         Ok(c)
     }
@@ -167,8 +164,7 @@ impl ThrottleSection {
                 .or(base.as_ref().map(|b| b.segment))
                 .unwrap_or(Time::ZERO),
         };
-        cfg.validate()
-            .map_err(|(field, msg)| format!("throttle.{field}: {msg}"))?;
+        cfg.validate().map_err(|e| e.within("throttle"))?;
         Ok(Some(cfg))
     }
 }
@@ -246,9 +242,7 @@ fn default_capacity_note(f: &ServerFile) -> Option<String> {
 
 /// The server a file describes, once its values are checked together.
 fn validated(f: ServerFile) -> Result<ServerConfig, String> {
-    f.policy
-        .validate()
-        .map_err(|(field, msg)| format!("policy.{field}: {msg}"))?;
+    f.policy.validate().map_err(|e| e.within("policy"))?;
     if f.server.roles.is_empty() {
         return Err(
             "server.roles: give at least one of \"data\", \"metadata\", \"coordinator\"".into(),

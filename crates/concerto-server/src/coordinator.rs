@@ -97,8 +97,7 @@ pub(crate) enum PhaseCommand {
 /// validated; an error names the key (`sets.base: ...`).
 pub fn parse_sets(text: &str) -> Result<SetRule, String> {
     let rule: SetRule = concerto_toml::parse(text).map_err(|e| format!("sets: {e}"))?;
-    rule.validate()
-        .map_err(|(field, msg)| format!("sets.{field}: {msg}"))?;
+    rule.validate().map_err(|e| e.within("sets"))?;
     Ok(rule)
 }
 

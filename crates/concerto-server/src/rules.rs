@@ -18,8 +18,7 @@ pub const RULES_FILE: &str = "rules.toml";
 /// validated; an error names the key (`rules[0].bandwidth: ...`).
 pub fn parse_rules(text: &str) -> Result<QosRules, String> {
     let r: QosRules = concerto_toml::parse(text)?;
-    r.validate()
-        .map_err(|(field, msg)| format!("{field}: {msg}"))?;
+    r.validate().map_err(|e| e.to_string())?;
     Ok(r)
 }
 
@@ -49,7 +48,6 @@ pub(crate) fn load_rules(dir: &std::path::Path) -> io::Result<QosRules> {
 /// A policy from TOML text (`kind = "sfq-d-plus"`, `depth = 8`, ...), validated.
 pub fn parse_policy(text: &str) -> Result<PolicyConfig, String> {
     let p: PolicyConfig = concerto_toml::parse(text).map_err(|e| format!("policy: {e}"))?;
-    p.validate()
-        .map_err(|(field, msg)| format!("policy.{field}: {msg}"))?;
+    p.validate().map_err(|e| e.within("policy"))?;
     Ok(p)
 }

@@ -286,8 +286,7 @@ pub async fn start(cfg: ServerConfig) -> io::Result<ServerHandle> {
         ));
     }
     if let Some(t) = &cfg.throttle {
-        t.validate()
-            .map_err(|(field, msg)| other(format!("throttle.{field}: {msg}")))?;
+        t.validate().map_err(|e| other(e.within("throttle")))?;
     }
     let listener = TcpListener::bind(cfg.listen)
         .await

@@ -10,6 +10,7 @@
 //! one odd iteration does not move an application, and a conservative
 //! low-priority set before the first estimate.
 
+use crate::FieldError;
 use serde::{Deserialize, Serialize};
 
 use super::sets::{SetId, SetRule, UNKNOWN_PRIORITY, UNKNOWN_SET};
@@ -41,15 +42,18 @@ impl Default for PhaseConfig {
 
 impl PhaseConfig {
     /// Checks the numbers; the error names the field.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if !(self.gap_ratio.is_finite() && self.gap_ratio >= 0.0) {
-            return Err((
+            return Err(FieldError::new(
                 "gap_ratio",
                 format!("{} must be a number >= 0", self.gap_ratio),
             ));
         }
         if !(self.smoothing > 0.0 && self.smoothing <= 1.0) {
-            return Err(("smoothing", format!("{} must be in (0, 1]", self.smoothing)));
+            return Err(FieldError::new(
+                "smoothing",
+                format!("{} must be in (0, 1]", self.smoothing),
+            ));
         }
         Ok(())
     }

@@ -8,6 +8,7 @@
 //! priorities, and mappings a user writes (any log base, thresholds, a
 //! table). [`Sets`] is the arbiter that applies one.
 
+use crate::FieldError;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -75,21 +76,25 @@ pub enum SetRule {
 
 impl SetRule {
     /// Checks the rule's own numbers; the error names the field.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let positive = |field: &'static str, p: f64| {
             if p.is_finite() && p > 0.0 {
                 Ok(())
             } else {
-                Err((field, format!("{p} must be a positive number")))
+                Err(FieldError::new(
+                    field,
+                    format!("{p} must be a positive number"),
+                ))
             }
         };
         match self {
-            SetRule::Log { base } if !(base.is_finite() && *base > 1.0) => {
-                Err(("base", format!("{base} must be a number above 1")))
-            }
+            SetRule::Log { base } if !(base.is_finite() && *base > 1.0) => Err(FieldError::new(
+                "base",
+                format!("{base} must be a number above 1"),
+            )),
             SetRule::Thresholds { bounds, priorities } => {
                 if priorities.len() != bounds.len() + 1 {
-                    return Err((
+                    return Err(FieldError::new(
                         "priorities",
                         format!(
                             "{} bounds make {} sets, but {} priorities are given",
@@ -100,7 +105,10 @@ impl SetRule {
                     ));
                 }
                 if bounds.windows(2).any(|w| w[0] >= w[1]) {
-                    return Err(("bounds", "must be strictly ascending".into()));
+                    return Err(FieldError::new(
+                        "bounds",
+                        "must be strictly ascending".into(),
+                    ));
                 }
                 priorities
                     .iter()
@@ -356,17 +364,20 @@ mod tests {
 
     #[test]
     fn bad_rules_name_the_field() {
-        assert_eq!(SetRule::Log { base: 1.0 }.validate().unwrap_err().0, "base");
+        assert_eq!(
+            SetRule::Log { base: 1.0 }.validate().unwrap_err().field,
+            "base"
+        );
         let t = SetRule::Thresholds {
             bounds: vec![Time::from_secs_f64(30.0)],
             priorities: vec![1.0],
         };
-        assert_eq!(t.validate().unwrap_err().0, "priorities");
+        assert_eq!(t.validate().unwrap_err().field, "priorities");
         let t = SetRule::Thresholds {
             bounds: vec![Time::from_secs_f64(30.0), Time::from_secs_f64(3.0)],
             priorities: vec![1.0, 1.0, 1.0],
         };
-        assert_eq!(t.validate().unwrap_err().0, "bounds");
+        assert_eq!(t.validate().unwrap_err().field, "bounds");
     }
 
     #[test]

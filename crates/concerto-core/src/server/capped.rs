@@ -8,6 +8,7 @@
 //! tag + cost / share)`. Among eligible requests the smallest SFQ start tag
 //! goes first.
 
+use crate::FieldError;
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
@@ -49,11 +50,13 @@ impl PolicySpec for CappedConfig {
             self.metadata_cost.0,
         ))
     }
-    fn validate(&self) -> Result<(), (&'static str, String)> {
+    fn validate(&self) -> Result<(), FieldError> {
         positive("depth", self.depth as u64)?;
         positive("metadata_cost", self.metadata_cost.0)?;
         match self.capacity {
-            Some(c) if !(c.0.is_finite() && c.0 > 0.0) => Err(("capacity", "must be > 0".into())),
+            Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
+                Err(FieldError::new("capacity", "must be > 0".into()))
+            }
             _ => Ok(()),
         }
     }

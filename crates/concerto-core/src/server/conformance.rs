@@ -403,7 +403,10 @@ fn sfq_d_plus_lets_small_requests_through_a_wall_of_large_ones() {
 fn policy_parameters_are_validated() {
     let bad = |toml: &str| -> String {
         let p: PolicyConfig = toml::from_str(toml).unwrap();
-        let (field, msg) = p.validate().unwrap_err();
+        let crate::FieldError {
+            field,
+            message: msg,
+        } = p.validate().unwrap_err();
         format!("{field}: {msg}")
     };
     assert_eq!(bad("kind = \"sfq-d\"\ndepth = 0"), "depth: must be > 0");

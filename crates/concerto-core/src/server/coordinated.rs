@@ -10,6 +10,7 @@
 //! The paper's priority `req_time / interval * 32768 + app_id` is the same
 //! order for ids below 32768; ties are broken by issue time, then arrival.
 
+use crate::FieldError;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -38,9 +39,9 @@ impl PolicySpec for CoordinatedConfig {
             self.time_source,
         ))
     }
-    fn validate(&self) -> Result<(), (&'static str, String)> {
+    fn validate(&self) -> Result<(), FieldError> {
         match self.window {
-            Some(w) if w.is_zero() => Err(("window", "must be > 0".into())),
+            Some(w) if w.is_zero() => Err(FieldError::new("window", "must be > 0".into())),
             _ => Ok(()),
         }
     }

@@ -24,6 +24,7 @@ pub use qos::{OpClass, QosRule, QosRules, QosStage};
 pub use service_sync::{ServiceSync, ServiceSyncConfig};
 pub use sfq::{CostRow, Sfq, SfqConfig, SfqDConfig, SfqDPlusConfig, SfqParams, SlotCosts};
 
+use crate::FieldError;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -126,7 +127,7 @@ pub trait PolicySpec: Default {
     /// unresolved take `default_window`.
     fn build(&self, default_window: Time) -> Box<dyn RequestQueue>;
     /// Checks parameter values; returns (field, problem) on error.
-    fn validate(&self) -> Result<(), (&'static str, String)> {
+    fn validate(&self) -> Result<(), FieldError> {
         Ok(())
     }
     /// Fills in defaults that depend on the device: the coordination window
@@ -135,9 +136,9 @@ pub trait PolicySpec: Default {
 }
 
 /// A parameter that must not be zero.
-pub(crate) fn positive(field: &'static str, v: u64) -> Result<(), (&'static str, String)> {
+pub(crate) fn positive(field: &'static str, v: u64) -> Result<(), FieldError> {
     if v == 0 {
-        Err((field, "must be > 0".to_string()))
+        Err(FieldError::new(field, "must be > 0".to_string()))
     } else {
         Ok(())
     }
@@ -198,7 +199,7 @@ macro_rules! policies {
             }
 
             /// Checks parameter values; returns (field, problem) on error.
-            pub fn validate(&self) -> Result<(), (&'static str, String)> {
+            pub fn validate(&self) -> Result<(), FieldError> {
                 match self {
                     $(PolicyConfig::$variant(p) => p.validate()),*
                 }

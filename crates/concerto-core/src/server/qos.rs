@@ -28,6 +28,7 @@
 //! time passed in (the crates read a clock), and it queues requests rather
 //! than answering yes or no.
 
+use crate::FieldError;
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
@@ -116,36 +117,45 @@ impl QosRule {
     }
 
     /// The error names the field: `rules[2].bandwidth: must be > 0`.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.name.is_empty() {
-            return Err(("name", "a rule needs a name".into()));
+            return Err(FieldError::new("name", "a rule needs a name".into()));
         }
         if self.requests_per_second.is_none() && self.bandwidth.is_none() && self.weight.is_none() {
-            return Err((
+            return Err(FieldError::new(
                 "requests_per_second",
                 "give a weight, requests_per_second, bandwidth, or several of them".into(),
             ));
         }
         if let Some(w) = self.weight {
             if !(w.is_finite() && w > 0.0) {
-                return Err(("weight", format!("{w} is not a number > 0")));
+                return Err(FieldError::new(
+                    "weight",
+                    format!("{w} is not a number > 0"),
+                ));
             }
         }
         if let Some(r) = self.requests_per_second {
             if !(r.is_finite() && r > 0.0) {
-                return Err(("requests_per_second", format!("{r} is not a number > 0")));
+                return Err(FieldError::new(
+                    "requests_per_second",
+                    format!("{r} is not a number > 0"),
+                ));
             }
         }
         if let Some(b) = self.bandwidth {
             if !(b.0.is_finite() && b.0 > 0.0) {
-                return Err(("bandwidth", "must be > 0".into()));
+                return Err(FieldError::new("bandwidth", "must be > 0".into()));
             }
         }
         if self.burst_requests == Some(0) {
-            return Err(("burst_requests", "must be at least 1".into()));
+            return Err(FieldError::new(
+                "burst_requests",
+                "must be at least 1".into(),
+            ));
         }
         if self.burst.is_some_and(|b| b.0 == 0) {
-            return Err(("burst", "must be > 0".into()));
+            return Err(FieldError::new("burst", "must be > 0".into()));
         }
         Ok(())
     }
@@ -164,12 +174,11 @@ pub struct QosRules {
 
 impl QosRules {
     /// Every rule valid, names unique; the error names the rule's index.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         for (i, r) in self.rules.iter().enumerate() {
-            r.validate()
-                .map_err(|(f, m)| (format!("rules[{i}].{f}"), m))?;
+            r.validate().map_err(|e| e.under(&format!("rules[{i}]")))?;
             if self.rules[..i].iter().any(|o| o.name == r.name) {
-                return Err((
+                return Err(FieldError::new(
                     format!("rules[{i}].name"),
                     format!("{:?} appears twice", r.name),
                 ));
@@ -550,13 +559,16 @@ mod tests {
     #[test]
     fn bad_rules_are_named() {
         let mut r = rules(rule(None, None));
-        assert_eq!(r.validate().unwrap_err().0, "rules[0].requests_per_second");
+        assert_eq!(
+            r.validate().unwrap_err().field,
+            "rules[0].requests_per_second"
+        );
         r.rules[0].weight = Some(0.0);
-        assert_eq!(r.validate().unwrap_err().0, "rules[0].weight");
+        assert_eq!(r.validate().unwrap_err().field, "rules[0].weight");
         r.rules[0].weight = None;
         r.rules[0].requests_per_second = Some(5.0);
         r.rules.push(r.rules[0].clone());
-        assert_eq!(r.validate().unwrap_err().0, "rules[1].name");
+        assert_eq!(r.validate().unwrap_err().field, "rules[1].name");
     }
 
     proptest! {

@@ -13,6 +13,7 @@
 //! number of exchanges. The owner (simulator or real server) carries the
 //! reports between servers.
 
+use crate::FieldError;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -84,12 +85,12 @@ impl PolicySpec for ServiceSyncConfig {
             self.interval,
         ))
     }
-    fn validate(&self) -> Result<(), (&'static str, String)> {
+    fn validate(&self) -> Result<(), FieldError> {
         positive("depth", self.depth as u64)?;
         positive("metadata_cost", self.metadata_cost.0)?;
         positive("threshold", self.threshold.0)?;
         if self.interval.is_some_and(|i| i.is_zero()) {
-            return Err(("interval", "must be > 0".into()));
+            return Err(FieldError::new("interval", "must be > 0".into()));
         }
         self.sfq().validate()
     }

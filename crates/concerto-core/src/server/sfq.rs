@@ -22,6 +22,7 @@
 //! through [`Sfq::charge_remote`]: bytes an application received on other
 //! servers push its next start tag back by `bytes / weight`, as in DSFQ.
 
+use crate::FieldError;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -62,7 +63,7 @@ impl PolicySpec for SfqConfig {
             },
         ))
     }
-    fn validate(&self) -> Result<(), (&'static str, String)> {
+    fn validate(&self) -> Result<(), FieldError> {
         positive("metadata_cost", self.metadata_cost.0)
     }
 }
@@ -95,7 +96,7 @@ impl PolicySpec for SfqDConfig {
             },
         ))
     }
-    fn validate(&self) -> Result<(), (&'static str, String)> {
+    fn validate(&self) -> Result<(), FieldError> {
         positive("depth", self.depth as u64)?;
         positive("metadata_cost", self.metadata_cost.0)
     }
@@ -167,12 +168,14 @@ impl PolicySpec for SfqDPlusConfig {
     fn build(&self, _default_window: Time) -> Box<dyn RequestQueue> {
         Box::new(Sfq::new(Self::NAME, self.params()))
     }
-    fn validate(&self) -> Result<(), (&'static str, String)> {
+    fn validate(&self) -> Result<(), FieldError> {
         positive("depth", self.depth as u64)?;
         positive("metadata_cost", self.metadata_cost.0)?;
         positive("small_threshold", self.small_threshold.0)?;
         positive("large_slots", self.large_slots as u64)?;
-        self.costs().map(|_| ()).map_err(|m| ("cost_table", m))
+        self.costs()
+            .map(|_| ())
+            .map_err(|m| FieldError::new("cost_table", m))
     }
 }
 

@@ -3,7 +3,7 @@
 //! (stripe units, layouts, modes, extent lists).
 
 use concerto_core::server::ServiceReport;
-use concerto_core::Extent;
+use concerto_core::{Extent, FieldError};
 
 use super::{
     Envelope, LayoutRequest, Message, MetaRequest, ProtocolError, Tags, MAX_CLOSES, MAX_IO,
@@ -81,8 +81,14 @@ pub fn check_extents(extents: &[Extent]) -> Result<u64, ProtocolError> {
             ),
         );
     }
-    let total = ordered_total(extents)
-        .map_err(|(f, message)| ProtocolError::Field { field: f, message })?;
+    let total = ordered_total(extents).map_err(|e| ProtocolError::Field {
+        field: if e.field == "offset" {
+            "offset"
+        } else {
+            "extents"
+        },
+        message: e.message,
+    })?;
     if total > MAX_IO {
         return field(
             "len",
@@ -94,18 +100,18 @@ pub fn check_extents(extents: &[Extent]) -> Result<u64, ProtocolError> {
 
 /// Extents ascending, disjoint and none overflowing (what the client checks
 /// of a caller's list too): their total length, or the field at fault and why.
-pub fn ordered_total(extents: &[Extent]) -> Result<u64, (&'static str, String)> {
+pub fn ordered_total(extents: &[Extent]) -> Result<u64, FieldError> {
     let mut total = 0u64;
     let mut end = 0u64;
     for (i, e) in extents.iter().enumerate() {
         let e_end = e.offset.checked_add(e.len).ok_or_else(|| {
-            (
+            FieldError::new(
                 "offset",
                 format!("extent {i}: {} + {} overflows", e.offset, e.len),
             )
         })?;
         if i > 0 && e.offset < end {
-            return Err((
+            return Err(FieldError::new(
                 "extents",
                 format!("extent {i}: extents must be ascending and must not overlap"),
             ));

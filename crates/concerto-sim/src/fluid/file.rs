@@ -10,8 +10,7 @@ use concerto_core::job::SetRule;
 /// names the line, column and key.
 pub fn rule_from_toml(text: &str) -> Result<SetRule, String> {
     let rule: SetRule = concerto_toml::parse(text).map_err(|e| format!("rule: {e}"))?;
-    rule.validate()
-        .map_err(|(field, message)| format!("rule.{field}: {message}"))?;
+    rule.validate().map_err(|e| e.within("rule"))?;
     Ok(rule)
 }
 

@@ -1,6 +1,7 @@
 //! The workload generator of io-sets.txt Section V-B.
 
 use super::*;
+use concerto_core::FieldError;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
@@ -60,8 +61,7 @@ impl GeneratorSpec {
     /// and checks it; an error names the line, column and key.
     pub fn from_toml(text: &str) -> Result<GeneratorSpec, String> {
         let spec: GeneratorSpec = concerto_toml::parse(text)?;
-        spec.validate()
-            .map_err(|(field, message)| format!("{field}: {message}"))?;
+        spec.validate().map_err(|e| e.to_string())?;
         Ok(spec)
     }
 
@@ -96,27 +96,32 @@ impl GeneratorSpec {
                     path => placed(ConfigError::at(path.to_string(), message)),
                 }
             })?;
-        spec.validate()
-            .map_err(|(field, message)| placed(ConfigError::at(field, message)))?;
+        spec.validate().map_err(|e| placed(ConfigError::field(e)))?;
         Ok(spec)
     }
 
     /// Checks the numbers; the error names the field.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let positive = |field: &'static str, v: f64, unit: &str| {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err((field, format!("{v} must be a positive number{unit}")))
+                Err(FieldError::new(
+                    field,
+                    format!("{v} must be a positive number{unit}"),
+                ))
             }
         };
         if self.groups.iter().all(|g| g.count == 0) {
-            return Err(("groups", "need at least one application".into()));
+            return Err(FieldError::new(
+                "groups",
+                "need at least one application".into(),
+            ));
         }
         for g in &self.groups {
             positive("groups.mu_s", g.mu_s, " of seconds")?;
             if !(g.sigma_s.is_finite() && g.sigma_s >= 0.0) {
-                return Err((
+                return Err(FieldError::new(
                     "groups.sigma_s",
                     format!("{} must be a number >= 0", g.sigma_s),
                 ));
@@ -124,14 +129,14 @@ impl GeneratorSpec {
         }
         positive("horizon_s", self.horizon_s, " of seconds")?;
         if !(self.min_w_iter_s.is_finite() && self.min_w_iter_s >= 0.0) {
-            return Err((
+            return Err(FieldError::new(
                 "min_w_iter_s",
                 format!("{} must be a number of seconds >= 0", self.min_w_iter_s),
             ));
         }
         for g in &self.groups {
             if g.sigma_s == 0.0 && g.mu_s < self.min_w_iter_s {
-                return Err((
+                return Err(FieldError::new(
                     "groups.mu_s",
                     format!(
                         "{} is below min_w_iter_s ({}) with sigma_s = 0",
@@ -143,7 +148,10 @@ impl GeneratorSpec {
         positive("io_stress", self.io_stress, "")?;
         positive("bandwidth", self.bandwidth.0, " of bytes per second")?;
         if !(0.0..=1.0).contains(&self.noise) {
-            return Err(("noise", format!("{} must be in [0, 1]", self.noise)));
+            return Err(FieldError::new(
+                "noise",
+                format!("{} must be in [0, 1]", self.noise),
+            ));
         }
         Ok(())
     }
@@ -164,7 +172,7 @@ pub struct Generated {
 /// t_io = α_io w_iter, each phase scaled by 1 + U[−b, b] when noisy.
 /// The info each application gives the arbiter is its w_iter and its group
 /// (with the group's μ).
-pub fn generate(spec: &GeneratorSpec, seed: u64) -> Result<Vec<Generated>, (&'static str, String)> {
+pub fn generate(spec: &GeneratorSpec, seed: u64) -> Result<Vec<Generated>, FieldError> {
     spec.validate()?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut drawn: Vec<(u32, f64, f64)> = Vec::new(); // (group, w_iter, α_j)
@@ -186,7 +194,7 @@ pub fn generate(spec: &GeneratorSpec, seed: u64) -> Result<Vec<Generated>, (&'st
         .sum();
     if phases > MAX_PHASES as f64 {
         let shortest = drawn.iter().map(|d| d.1).fold(f64::INFINITY, f64::min);
-        return Err((
+        return Err(FieldError::new(
             "min_w_iter_s",
             format!(
                 "the workload would have {phases:.0} I/O phases (the shortest w_iter drawn is {shortest} s); \

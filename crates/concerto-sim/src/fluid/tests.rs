@@ -160,14 +160,14 @@ fn w_iter_is_drawn_above_its_floor_and_huge_workloads_are_refused() {
     );
     spec.min_w_iter_s = 0.0;
     spec.horizon_s = 1e7;
-    let (field, message) = generate(&spec, 3).unwrap_err();
+    let concerto_core::FieldError { field, message } = generate(&spec, 3).unwrap_err();
     assert_eq!(field, "min_w_iter_s");
     assert!(
         message.contains("I/O phases") && message.contains("raise min_w_iter_s"),
         "{message}"
     );
     spec.min_w_iter_s = -1.0;
-    assert_eq!(generate(&spec, 3).unwrap_err().0, "min_w_iter_s");
+    assert_eq!(generate(&spec, 3).unwrap_err().field, "min_w_iter_s");
 }
 
 #[test]
@@ -224,12 +224,12 @@ fn a_generator_file_reads_with_units_and_names_bad_keys() {
 fn a_bad_generator_spec_names_the_field() {
     let mut spec = paper_spec(0.0);
     spec.groups[1].sigma_s = -1.0;
-    assert_eq!(generate(&spec, 1).unwrap_err().0, "groups.sigma_s");
+    assert_eq!(generate(&spec, 1).unwrap_err().field, "groups.sigma_s");
     let mut spec = paper_spec(1.5);
-    assert_eq!(generate(&spec, 1).unwrap_err().0, "noise");
+    assert_eq!(generate(&spec, 1).unwrap_err().field, "noise");
     spec.noise = 0.0;
     spec.horizon_s = 0.0;
-    assert_eq!(generate(&spec, 1).unwrap_err().0, "horizon_s");
+    assert_eq!(generate(&spec, 1).unwrap_err().field, "horizon_s");
 }
 
 proptest! {

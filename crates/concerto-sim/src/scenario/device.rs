@@ -258,7 +258,7 @@ pub(crate) fn validate_device(at: &str, device: &DeviceConfig) -> Result<(), Con
         }
         DeviceConfig::Emulated(e) => e
             .validate()
-            .map_err(|(field, msg)| ConfigError::at(key(field), msg))?,
+            .map_err(|e| ConfigError::at(key(&e.field), e.message))?,
     }
     Ok(())
 }

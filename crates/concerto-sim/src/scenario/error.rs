@@ -26,6 +26,11 @@ pub(crate) fn within(outer: &str, inner: &str) -> bool {
 }
 
 impl ConfigError {
+    /// A value's check failed: its key (relative to the scenario) and why.
+    pub fn field(e: concerto_core::FieldError) -> ConfigError {
+        ConfigError::at(e.field, e.message)
+    }
+
     pub fn at(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
             path: path.into(),

@@ -280,7 +280,7 @@ impl Scenario {
     fn validate_policy(&self) -> Result<(), ConfigError> {
         self.policy
             .validate()
-            .map_err(|(field, msg)| ConfigError::at(format!("policy.{field}"), msg))?;
+            .map_err(|e| ConfigError::field(e.under("policy")))?;
         if let PolicyConfig::Capped(concerto_core::server::CappedConfig {
             capacity: None, ..
         }) = &self.policy
@@ -294,7 +294,7 @@ impl Scenario {
         }
         self.qos
             .validate()
-            .map_err(|(field, msg)| ConfigError::at(format!("qos.{field}"), msg))?;
+            .map_err(|e| ConfigError::field(e.under("qos")))?;
         Ok(())
     }
 
@@ -303,7 +303,7 @@ impl Scenario {
         if let Some(job) = &self.job {
             job.rule
                 .validate()
-                .map_err(|(field, msg)| ConfigError::at(format!("job.rule.{field}"), msg))?;
+                .map_err(|e| ConfigError::field(e.under("job.rule")))?;
             if let Some(b) = job.bandwidth {
                 positive_f("job.bandwidth", b.0)?;
             }
