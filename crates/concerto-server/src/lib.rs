@@ -20,6 +20,7 @@
 //! file; [`local::LocalCluster`] runs a whole cluster in one process for
 //! tests and benchmarks.
 
+mod commands;
 pub mod config;
 mod connection;
 pub mod coordinator;
