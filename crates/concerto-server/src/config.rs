@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use concerto_core::emulation::EmulationConfig;
 use concerto_core::job::SetRule;
+use concerto_core::server::DEFAULT_CAPACITY;
 use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{PolicyConfig, Time};
 
@@ -203,10 +204,6 @@ pub fn server_config_warned(text: &str) -> Result<(ServerConfig, Vec<String>), S
     }
     Ok((validated(f)?, warnings))
 }
-
-/// What a server shares out and bounds its peers' reports by when neither
-/// `server.capacity` nor a throttle says (docs/deployment.md).
-pub const DEFAULT_CAPACITY: Bandwidth = concerto_core::server::DEFAULT_CAPACITY;
 
 /// The capacity a server file gives: `server.capacity`, else the
 /// throttle's bandwidth, else [`DEFAULT_CAPACITY`].

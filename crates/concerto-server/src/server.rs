@@ -162,7 +162,7 @@ impl ServerConfig {
             data_dir,
             policy,
             depth: 8,
-            capacity: crate::config::DEFAULT_CAPACITY,
+            capacity: concerto_core::server::DEFAULT_CAPACITY,
             roles: vec![Role::Data],
             metadata: None,
             coordinator: None,
