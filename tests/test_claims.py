@@ -337,3 +337,48 @@ def test_a_result_reproduced_only_with_a_model_option_is_counted_and_shown_apart
     assert optioned.shown_status == "reproduced with cluster.device.overload = { after = 4, loss = 0.03 }"
     assert refuted.shown_status == "not reproduced" and plain.shown_status == "reproduced"
     assert optioned.as_json()["model_option"].startswith("cluster.device.overload")
+
+
+def test_clusterfile_real_counts_reading_clients_that_meet_at_a_server() -> None:
+    # Arrival logs of two servers on a 1 MB/s link (a 64 KB read takes
+    # 64 ms on it): at server 0, rank 1 reaches it 10 ms after rank 0 (they
+    # met), then rank 2 40 ms later (past half a block: apart); rank 2's own
+    # second read and the write are not pairs of two clients' reads; the
+    # arrival after the cell's end is left out.
+    from concerto.reproduce.clusterfile_real import read_meetings
+
+    ms = 1_000_000
+    read = lambda at, rank: {"op": "read", "at_ns": at * ms, "rank": rank, "bytes": 64_000}  # noqa: E731
+    logs = [
+        [read(0, 0), read(10, 1), read(50, 2), read(51, 2), {**read(52, 3), "op": "write"}, read(500, 3)],
+        [read(100, 3), read(200, 0)],
+    ]
+    assert read_meetings(logs, 0, 300 * ms, 1e6) == (1, 3)
+    with pytest.raises(RuntimeError, match="server 1's arrival log: no key"):
+        read_meetings([[], {"error": "no key"}], 0, 1, 1e6)
+
+
+def test_clusterfile_real_twin_holds_hash_ios_to_the_tolerance_only_where_its_clients_kept_apart() -> None:
+    # One block size, every cell at the simulator's rate but hash-IOS reads
+    # at 0.7 of it: not reproduced with the bound holding when the logs
+    # show those readers met (at 20% of reads), failed when they kept apart
+    # (2%); a hash-IOS write as far off fails whatever the logs say.
+    from concerto.reproduce.clusterfile_real import ORDERINGS, evaluate
+
+    def results(read_hash: float, write_hash: float, met: int) -> dict:
+        sim, real = [], []
+        for o in ORDERINGS:
+            for op in ("write", "read"):
+                sim.append({"op": op, "ordering": o, "block": 65536, "throughput_Bps": 40e6})
+                factor = {"read": read_hash, "write": write_hash}[op] if o == "hash-ios" else 1.0
+                cell = {"op": op, "ordering": o, "block": 65536, "rep": 0, "throughput_Bps": 40e6 * factor}
+                real.append(cell | ({"meetings": met, "read_pairs": 100} if op == "read" else {}))
+        return {"links": {"rate_Bps": 12e6}, "real": real, "simulated": sim}
+
+    def twin(r: dict) -> str:
+        return next(c for c in evaluate(r) if c.id == "cf-real-twin").status
+
+    assert twin(results(0.7, 1.0, met=20)) == "not reproduced"
+    assert twin(results(0.7, 1.0, met=2)) == "failed"
+    assert twin(results(1.0, 0.7, met=20)) == "failed"
+    assert twin(results(1.0, 1.0, met=20)) == "reproduced"

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from concerto import _native, netns
+from concerto import _native, fs, netns
 from concerto import cluster as local
 from concerto.report import line_plot, markdown_table, write_json
 from concerto.reproduce import Claim, report_head
@@ -102,15 +102,17 @@ class Workers:
             raise RuntimeError(f"a client process stopped (exit code {p.returncode})")
         return line
 
-    def run(self, cell: dict) -> float:
-        """The cell on every client at once; the aggregate throughput, bytes/s."""
+    def run(self, cell: dict) -> tuple[float, int, int]:
+        """The cell on every client at once: the aggregate throughput,
+        bytes/s, and when the first client started and the last ended (the
+        machine's monotonic clock, the servers' arrival logs' too)."""
         cell = cell | {"start_ns": time.monotonic_ns() + 300_000_000}
         for p in self.procs:
             p.stdin.write(json.dumps(cell) + "\n")
             p.stdin.flush()
         times = [json.loads(self._line(p)) for p in self.procs]
-        span = max(t["end_ns"] for t in times) - min(t["start_ns"] for t in times)
-        return len(self.procs) * cell["size"] * 1e9 / span
+        start, end = min(t["start_ns"] for t in times), max(t["end_ns"] for t in times)
+        return len(self.procs) * cell["size"] * 1e9 / (end - start), start, end
 
     def close(self) -> None:
         for p in self.procs:
@@ -122,6 +124,31 @@ class Workers:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(10)
+
+
+# Two reading clients "meet" at a server when one's request reaches it
+# before half of the block it sends the other, asked for just before, could
+# have crossed a link: the later then waits for or shares that link. A read
+# request arrives before its data leaves, so the arrival logs show this; a
+# write arrives with its data, after any wait, so for writes they cannot.
+MEET_FRACTION = 0.5
+
+
+def read_meetings(logs: list[list[dict]], start_ns: int, end_ns: int, rate: float) -> tuple[int, int]:
+    """How often reading clients met at a server during one cell, from the
+    servers' arrival logs: (meetings, consecutive reads from two clients)
+    over every server's reads between ``start_ns`` and ``end_ns``."""
+    met = pairs = 0
+    for server, log in enumerate(logs):
+        if isinstance(log, dict):
+            raise RuntimeError(f"server {server}'s arrival log: {log['error']}")
+        here = sorted((a["at_ns"], a["rank"], a["bytes"]) for a in log
+                      if a["op"] == "read" and start_ns <= a["at_ns"] <= end_ns)
+        for (t0, r0, size), (t1, r1, _) in zip(here, here[1:]):
+            if r0 != r1:
+                pairs += 1
+                met += (t1 - t0) < MEET_FRACTION * size / rate * 1e9
+    return met, pairs
 
 
 def run_real(directory: Path, quick: bool, status: Callable[[str], None]) -> dict[str, Any]:
@@ -137,6 +164,7 @@ def run_real(directory: Path, quick: bool, status: Callable[[str], None]) -> dic
         # a loaded CI machine (11.8-11.9 otherwise), where the run then moved
         # 11.7 through each.
         links = netns.measure_links(net)
+        admin = fs.connect(cluster, app=99)
         workers = Workers(net, cluster)
         try:
             cells = []
@@ -148,8 +176,12 @@ def run_real(directory: Path, quick: bool, status: Callable[[str], None]) -> dic
                             status(f"real: {op} {ordering} b={b} rep {rep + 1}/{reps}")
                             cell = {"app": 100 + ORDERINGS.index(ordering), "ordering": ordering, "block": b,
                                     "path": path, "unit": UNIT, "servers": SERVERS, "size": size, "op": op}
+                            throughput, start, end = workers.run(cell)
                             cells.append({"op": op, "ordering": ordering, "block": b, "rep": rep,
-                                          "throughput_Bps": workers.run(cell)})
+                                          "throughput_Bps": throughput})
+                            if op == "read":
+                                met, pairs = read_meetings(admin.arrivals(), start, end, links["rate_Bps"])
+                                cells[-1] |= {"meetings": met, "read_pairs": pairs}
         finally:
             workers.close()
         return {"links": links, "cells": cells}
@@ -231,6 +263,15 @@ def _spread(cells: list[dict], op: str, b: int) -> tuple[float, str, str]:
 # at the next server, so they stay in lockstep and go slower. Where no two
 # transfers ever meet at a NIC (hash-IOS, clients as many as servers) the
 # difference cannot arise, and there the twin must hold the tolerance.
+# But hash-IOS keeps clients apart only while they stay in step: on real
+# links they can drift out of it (found on CI, 2026-11-27: reads at 64 KiB
+# at 0.71-0.87 of the simulator over 12 quick runs while writes held
+# 0.97-0.98; the servers' arrival logs showed 17-28% of the read requests
+# reaching a server within a fraction of a block of another client's, under
+# 2% of the writes; the later client then waits for the link). The strict
+# check is for hash-IOS writes, where a client's own link paces it (it is
+# busy at every step), and the hash-IOS reads whose clients, by the arrival
+# logs, did not meet.
 CAUSE = ("the simulator's NIC takes in colliding transfers first come first served, where TCP shares the link: "
          "real colliding clients stay in lockstep, simulated ones drift into a pipeline")
 # Off by more than this anywhere, the cause above no longer explains it.
@@ -239,6 +280,22 @@ TWIN_BOUND = 0.5
 # together they get one link's rate (its measured payload rate, less what
 # the moves from server to server cost).
 LOCKSTEP_FLOOR = 0.9
+# A read cell's clients "kept apart" when fewer than this share of
+# consecutive reads at a server (from two clients) were meetings.
+APART_SHARE = 0.05
+
+
+def met_share(cells: list[dict], ordering: str, b: int) -> float:
+    """The share of consecutive reads from two clients at a server that were
+    meetings, over the repetitions of one read cell."""
+    here = [c for c in cells if (c["op"], c["ordering"], c["block"]) == ("read", ordering, b)]
+    return sum(c["meetings"] for c in here) / max(1, sum(c["read_pairs"] for c in here))
+
+
+def kept_apart(cells: list[dict], op: str, ordering: str, b: int) -> bool:
+    """Whether no two of a hash-IOS cell's transfers met at a NIC: writes,
+    paced by each client's own busy link; reads, by the arrival logs."""
+    return ordering == "hash-ios" and (op == "write" or met_share(cells, ordering, b) < APART_SHARE)
 
 
 def _twin_claim(real: list[dict], sim: list[dict], blocks: list[int]) -> Claim:
@@ -252,13 +309,17 @@ def _twin_claim(real: list[dict], sim: list[dict], blocks: list[int]) -> Claim:
     if not any(far(r, TWIN_TOLERANCE) for r in ratios.values()):
         return Claim("cf-real-twin", claim, expected, measured, True)
     off = sorted(k for k, r in ratios.items() if far(r, TWIN_TOLERANCE))
-    conflict_free_ok = not any(far(r, TWIN_TOLERANCE) for (op, o, b), r in ratios.items() if o == "hash-ios")
+    apart = [k for k in ratios if kept_apart(real, *k)]
+    conflict_free_ok = not any(far(ratios[k], TWIN_TOLERANCE) for k in apart)
     bounded = all(not far(r, TWIN_BOUND) for r in ratios.values())
-    cells = ", ".join(f"{op} {o} b={b >> 10} KiB {ratios[(op, o, b)]:.2f}" for op, o, b in off)
+    met = lambda op, o, b: f" (clients met at {met_share(real, o, b):.0%} of reads)" if op == "read" else ""  # noqa: E731
+    cells = ", ".join(f"{op} {o} b={b >> 10} KiB {ratios[(op, o, b)]:.2f}{met(op, o, b)}" for op, o, b in off)
     return Claim("cf-real-twin", claim, expected + f"; not reproduced while {CAUSE}: bound — every hash-IOS cell "
-                 f"(no two transfers meet at a NIC) within the tolerance, every cell within "
+                 f"whose clients kept apart (no two transfers at a NIC: writes, and reads where the servers' arrival "
+                 f"logs show clients met at under {APART_SHARE:.0%} of reads) within the tolerance, every cell within "
                  f"{1 - TWIN_BOUND:.2f}-{1 + TWIN_BOUND:.2f}",
-                 f"{measured}; outside the tolerance: {cells}", conflict_free_ok and bounded, reproduced=False)
+                 f"{measured}; hash-IOS cells kept apart: {len(apart)} of {len(blocks) * len(OPS)}; outside the "
+                 f"tolerance: {cells}", conflict_free_ok and bounded, reproduced=False)
 
 
 def evaluate(results: dict) -> list[Claim]:
@@ -315,7 +376,8 @@ def write_outputs(out: Path, results: dict, claims: list[Claim], quick: bool) ->
                     rows.append({"params": {"op": op, "block": b, "ordering": o, "world": world},
                                  "throughput_MBps": mean / 1e6})
                 table.append([op, f"{b >> 10} KiB", o, f"{means['real'] / 1e6:.1f}",
-                              f"{means['simulated'] / 1e6:.1f}", f"{means['real'] / means['simulated']:.2f}"])
+                              f"{means['simulated'] / 1e6:.1f}", f"{means['real'] / means['simulated']:.2f}",
+                              f"{met_share(results['real'], o, b):.0%}" if op == "read" else "-"])
     line_plot(rows, x="block", y="throughput_MBps", series=["ordering", "world"], facet="op", path=out / "real",
               title="Synthetic benchmark on real bytes", xlabel="schedule block b (bytes)",
               ylabel="aggregate throughput (MB/s)", logx=True)
@@ -333,7 +395,11 @@ def write_outputs(out: Path, results: dict, claims: list[Claim], quick: bool) ->
         *report_head("Clusterfile's synthetic benchmark on real bytes", "clusterfile --real", quick, about, claims),
         "## Throughput, real beside simulated (means over the repetitions)",
         "",
-        markdown_table(["op", "b", "ordering", "real MB/s", "simulated MB/s", "real / sim"], table),
+        markdown_table(["op", "b", "ordering", "real MB/s", "simulated MB/s", "real / sim", "clients met (reads)"],
+                       table),
+        "",
+        "*clients met*: the share of consecutive reads from two clients at a server (its arrival log) where the "
+        f"later reached it before {MEET_FRACTION:g} of the earlier's block could have crossed a link.",
         "",
         "![throughput](real.png)",
     ]
