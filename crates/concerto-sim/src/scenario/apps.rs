@@ -1,7 +1,9 @@
-//! The `[[apps]]` tables: each application's workload kind, its keys, and
-//! the validation that says which keys a kind takes.
+//! The `[[apps]]` tables: each application's keys, those every
+//! application has and those of its workload kind (`crate::workload`), and
+//! their validation.
 
 use super::*;
+pub use crate::workload::WorkloadKind;
 
 /// How applications get their ids (the coordination paper orders by them).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,44 +36,6 @@ impl Default for AppIdRule {
             max: default_max_app_id(),
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WorkloadKind {
-    /// IOR: `request_size` per call, contiguous (segmented) or strided.
-    Ior,
-    /// PIO-bench sequential / simple-strided access (the same shapes as IOR).
-    PioBench,
-    /// MPI-TILE-IO: each process reads or writes one tile of a 2-D dataset.
-    MpiTileIo,
-    /// noncontig: a vector of small elements interleaved across processes.
-    Noncontig,
-    /// NPB BTIO: `requests` output steps writing the solution, then as many
-    /// verification steps reading it back; each step moves `elements` cells
-    /// of `element_size` per process, as tiny I/Os one at a time (subtype
-    /// "simple") or aggregated by collective buffering into one I/O ("full").
-    Btio,
-    /// WRF-like: each call is `getattrs` getattr requests then one small
-    /// I/O of `request_size` to the process's own (checkpoint) file.
-    Wrf,
-    /// md-test: phases mktestdir, create, write, readdir, read, close, rm,
-    /// rmtestdir over `items` files per process in a directory per process;
-    /// each phase is one call (a barrier between phases when `barrier`).
-    MdTest,
-    /// Explicit phases (a job-level workload): `phases` lists `[compute
-    /// seconds, bytes]`; each call computes, then the processes write the
-    /// bytes (an equal share each, contiguous, in requests of at most
-    /// `request_size`, default 4 MiB) over the same region of one file.
-    Phases,
-    /// Collective I/O (resonant-io.txt): each call, every process asks for
-    /// what the `access` pattern gives it, and the `collective` planner
-    /// decides who sends which requests, in which order, and what the
-    /// processes exchange over the network.
-    Collective,
-    /// An explicit request trace (`trace`, docs/workloads.md): each rank
-    /// replays its own requests, one at a time, with no barriers.
-    Trace,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -325,18 +289,7 @@ impl AppSpec {
     }
 
     pub fn workload_name(&self) -> &'static str {
-        match self.workload {
-            WorkloadKind::Ior => "ior",
-            WorkloadKind::PioBench => "pio-bench",
-            WorkloadKind::MpiTileIo => "mpi-tile-io",
-            WorkloadKind::Noncontig => "noncontig",
-            WorkloadKind::Btio => "btio",
-            WorkloadKind::Wrf => "wrf",
-            WorkloadKind::MdTest => "md-test",
-            WorkloadKind::Phases => "phases",
-            WorkloadKind::Collective => "collective",
-            WorkloadKind::Trace => "trace",
-        }
+        self.workload.name()
     }
 
     /// The compute time before call `call`: after the previous call (or the
@@ -374,18 +327,7 @@ impl AppSpec {
 
     /// The bytes all of one instance's processes move in call `call`.
     pub fn bytes_of_call(&self, call: u32) -> u64 {
-        match &self.phases {
-            Some(p) => phase_bytes(p[call as usize][1]),
-            None if self.workload == WorkloadKind::Collective => {
-                self.access_pattern().map_or(0, |p| {
-                    p.accesses(self.processes, call as u64)
-                        .iter()
-                        .map(|a| a.iter().map(|e| e.len).sum::<u64>())
-                        .sum()
-                })
-            }
-            None => self.bytes_per_call() * self.processes as u64,
-        }
+        self.workload.workload().bytes_of_call(self, call)
     }
 
     /// A collective workload's access pattern (validated: `access` parses).
@@ -418,57 +360,12 @@ impl AppSpec {
     /// Calls each process makes (md-test: one per phase; btio: output then
     /// verification; ior with `block_size`: one per operation).
     pub fn calls(&self) -> u32 {
-        match self.workload {
-            WorkloadKind::MdTest => self.md_steps().len() as u32,
-            WorkloadKind::Btio => self.requests.saturating_mul(2),
-            WorkloadKind::Ior if self.block_size.is_some() => self.ior_operations().len() as u32,
-            WorkloadKind::Trace => self.trace_data.as_ref().map_or(0, |t| {
-                t.ranks.iter().map(Vec::len).max().unwrap_or(0) as u32
-            }),
-            WorkloadKind::Phases => self.phases.as_ref().map_or(0, |p| p.len() as u32),
-            _ => self.requests,
-        }
+        self.workload.workload().calls(self)
     }
 
     /// Bytes one process moves per call (md-test: in its write phase).
     pub fn bytes_per_call(&self) -> u64 {
-        let elements = || self.elements.unwrap_or(0) as u64 * self.element_size.map_or(0, |b| b.0);
-        match self.workload {
-            WorkloadKind::Ior if self.block_size.is_some() => {
-                self.block_size.map_or(0, |b| b.0) * self.segments.unwrap_or(1) as u64
-            }
-            WorkloadKind::Ior | WorkloadKind::PioBench | WorkloadKind::Wrf => {
-                self.request_size.map_or(0, |b| b.0)
-            }
-            WorkloadKind::Btio => elements(),
-            WorkloadKind::MdTest => {
-                self.request_size.map_or(0, |b| b.0) * self.items.unwrap_or(0) as u64
-            }
-            WorkloadKind::MpiTileIo => {
-                let [x, y] = self.tile.unwrap_or([0, 0]);
-                x as u64
-                    * y as u64
-                    * self.planes.unwrap_or(1) as u64
-                    * self.element_size.map_or(0, |b| b.0)
-            }
-            WorkloadKind::Noncontig => elements(),
-            // The first call's bytes, per process.
-            WorkloadKind::Collective => self.bytes_of_call(0) / self.processes.max(1) as u64,
-            // The largest request.
-            WorkloadKind::Trace => self.trace_data.as_ref().map_or(0, |t| {
-                t.ranks
-                    .iter()
-                    .flatten()
-                    .map(|q| q.length)
-                    .max()
-                    .unwrap_or(0)
-            }),
-            // The largest phase's share per process.
-            WorkloadKind::Phases => self.phases.as_ref().map_or(0, |p| {
-                p.iter().map(|x| phase_bytes(x[1])).max().unwrap_or(0)
-                    / self.processes.max(1) as u64
-            }),
-        }
+        self.workload.workload().bytes_per_call(self)
     }
 }
 
@@ -517,7 +414,7 @@ pub(crate) fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<
             ));
         }
     }
-    check_kind(at, app)?;
+    app.workload.workload().check(at, app)?;
     if app.group.is_some() != app.group_w_iter.is_some() {
         return Err(ConfigError::at(
             key(if app.group.is_some() {
@@ -526,12 +423,6 @@ pub(crate) fn validate_app(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<
                 "group"
             }),
             "group and group_w_iter go together (the group and its characteristic time)",
-        ));
-    }
-    if app.workload == WorkloadKind::MdTest && app.requests != 1 {
-        return Err(ConfigError::at(
-            key("requests"),
-            "does not apply to workload \"md-test\" (its calls are its eight phases; set items)",
         ));
     }
     if app
@@ -568,4 +459,45 @@ fn check_app_id(at: &str, app: &AppSpec, rule: &AppIdRule) -> Result<(), ConfigE
         )),
         _ => Ok(()),
     }
+}
+
+impl AppSpec {
+    /// Every key some kinds take and others do not, with whether it is set,
+    /// in the order they are checked.
+    fn kind_keys_set(&self) -> [(&'static str, bool); 18] {
+        [
+            ("request_size", self.request_size.is_some()),
+            ("phases", self.phases.is_some()),
+            ("pattern", self.pattern.is_some()),
+            ("file", self.file.is_some()),
+            ("grid", self.grid.is_some()),
+            ("tile", self.tile.is_some()),
+            ("planes", self.planes.is_some()),
+            ("element_size", self.element_size.is_some()),
+            ("elements", self.elements.is_some()),
+            ("getattrs", self.getattrs.is_some()),
+            ("access", self.access.is_some()),
+            ("collective", self.collective.is_some()),
+            ("items", self.items.is_some()),
+            ("subtype", self.subtype.is_some()),
+            ("block_size", self.block_size.is_some()),
+            ("md_steps", self.md_steps.is_some()),
+            ("trace", self.trace.is_some()),
+            ("trace_app", self.trace_app.is_some()),
+        ]
+    }
+}
+
+/// A key set for a kind that does not take it is an error naming the kind.
+pub(crate) fn check_keys_apply(at: &str, app: &AppSpec) -> Result<(), ConfigError> {
+    let taken = app.workload.workload().keys();
+    for (key, set) in app.kind_keys_set() {
+        if set && !taken.contains(&key) {
+            return Err(ConfigError::at(
+                format!("{at}.{key}"),
+                format!("does not apply to workload \"{}\"", app.workload_name()),
+            ));
+        }
+    }
+    Ok(())
 }

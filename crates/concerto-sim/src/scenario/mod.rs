@@ -18,13 +18,11 @@ mod cluster;
 mod device;
 mod error;
 pub mod overrides;
-mod workloads;
 
 pub use apps::*;
 pub use cluster::*;
 pub use device::*;
 pub use error::*;
-pub(crate) use workloads::{check_keys_apply, check_kind};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
