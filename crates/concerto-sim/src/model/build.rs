@@ -127,8 +127,7 @@ fn build_servers(sc: &Scenario, n_instances: usize) -> (Vec<ServerState>, Vec<u3
                 .map(|w| (0..n_instances).map(|_| Backlog::new(w)).collect()),
             reports_sent: 0,
             elevator: role != ServerRole::Metadata
-                && matches!(&cl.device,
-                    DeviceConfig::Hdd(h) if h.scheduler == DiskScheduler::Elevator),
+                && cl.device.kind().elevator_deadline().is_some(),
             disk_waiting: Vec::new(),
             disk_busy: false,
         })

@@ -45,8 +45,7 @@ use crate::results::{
     ServerResult,
 };
 use crate::scenario::{
-    AppIdRule, DataOp, DeviceConfig, DiskScheduler, JobConfig, MdStep, MetadataPlacement,
-    Placement, Scenario, WorkloadKind,
+    AppIdRule, DataOp, JobConfig, MdStep, MetadataPlacement, Placement, Scenario, WorkloadKind,
 };
 use crate::timeline::{Backlog, Bins};
 use crate::workload::{self, MetaTarget, Step};

@@ -146,17 +146,14 @@ impl<'a> Simulation<'a> {
 
     /// Under the elevator: if the disk is free, starts the request it picks.
     pub(super) fn start_disk(&mut self, server: u32, now: Time) {
-        let DeviceConfig::Hdd(cfg) = &self.sc.cluster.device else {
+        let Some(deadline) = self.sc.cluster.device.kind().elevator_deadline() else {
             return;
         };
         let s = &mut self.servers[server as usize];
         if s.disk_busy || s.disk_waiting.is_empty() {
             return;
         }
-        let Device::Hdd(disk) = &s.device else {
-            return;
-        };
-        let i = elevator_pick(&s.disk_waiting, disk.head(), now, cfg.deadline);
+        let i = elevator_pick(&s.disk_waiting, s.device.head(), now, deadline);
         let DiskWait { piece, .. } = s.disk_waiting.remove(i);
         let p = &mut self.pieces[piece as usize];
         let Some(req) = p.req.as_ref() else { return };

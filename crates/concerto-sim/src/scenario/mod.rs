@@ -6,8 +6,7 @@
 use concerto_core::client::collective::patterns::Pattern as AccessPattern;
 use concerto_core::client::collective::PlannerChoice;
 use concerto_core::client::ordering::Ordering;
-use concerto_core::emulation::EmulationConfig;
-use concerto_core::server::{DeviceClass, DeviceDefaults, QosRules};
+use concerto_core::server::{DeviceDefaults, QosRules};
 use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{MetaOp, PolicyConfig, Time};
 use serde::{Deserialize, Serialize};
@@ -15,13 +14,15 @@ use thiserror::Error;
 
 mod apps;
 mod cluster;
-mod device;
 mod error;
 pub mod overrides;
 
+pub(crate) use crate::device::validate_device;
+pub use crate::device::{
+    DeviceConfig, DiskScheduler, FixedConfig, HddConfig, ObjectPlacement, Overload, SsdConfig,
+};
 pub use apps::*;
 pub use cluster::*;
-pub use device::*;
 pub use error::*;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
