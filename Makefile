@@ -60,7 +60,7 @@ bench: build
 	bash benches/simgrid/run.sh
 	bash benches/peers/fsbench.sh
 	$(VENV)/bin/concerto bench mpiio
-	$(VENV)/bin/concerto bench integrity --link-rate 100e6
+	$(VENV)/bin/concerto bench integrity --link-rate 100MB/s
 
 # The protocol fuzzed against a live server: CONCERTO_FUZZ_FRAMES frames
 # (default ten million), seed CONCERTO_FUZZ_SEED (default 1).

@@ -185,6 +185,16 @@ def test_demo_link_rate_without_netns_or_unreadable_is_refused_by_name(tmp_path:
     assert r.returncode == 2 and "--link-rate" in r.stderr and "--netns" in r.stderr, r.stderr
 
 
+def test_bench_integrity_link_rate_is_a_rate_as_the_other_commands_take_it(tmp_path: Path) -> None:
+    # A bare number is not a rate (the option once took bytes/s); a rate too
+    # slow for the bench is refused by name before any namespace is made.
+    r = concerto("bench", "integrity", "--link-rate", "100e6", "--out", str(tmp_path))
+    assert r.returncode == 2 and "--link-rate" in r.stderr and "100MB/s" in r.stderr, r.stderr
+    r = concerto("bench", "integrity", "--link-rate", "10kB/s", "--out", str(tmp_path))
+    assert r.returncode != 0 and "--link-rate" in r.stderr and "100 kB/s" in r.stderr, r.stderr
+    assert not any(tmp_path.iterdir())
+
+
 def test_an_interrupted_demo_stops_its_servers(tmp_path: Path) -> None:
     cluster_dir = tmp_path / "cluster"
     p = subprocess.Popen([sys.executable, "-m", "concerto", "demo", "--out", str(tmp_path), "--cluster-dir",

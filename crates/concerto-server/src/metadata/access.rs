@@ -10,7 +10,8 @@
 use concerto_proto::auth::Principal;
 use concerto_proto::FileKind;
 
-use super::namespace::{Inode, MetaError};
+use super::namespace::MetaError;
+use super::records::Inode;
 
 pub(super) const READ: u32 = 4;
 pub(super) const WRITE: u32 = 2;

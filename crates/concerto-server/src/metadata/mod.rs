@@ -13,6 +13,7 @@
 mod access;
 mod namespace;
 mod reaper;
+mod records;
 mod sizes;
 mod store;
 
@@ -34,7 +35,7 @@ use concerto_proto::{
 };
 
 use crate::members::Members;
-use namespace::Inode;
+use records::Inode;
 use sizes::SizeBook;
 use store::{Store, Wait};
 

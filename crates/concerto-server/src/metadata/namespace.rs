@@ -6,43 +6,21 @@
 //! A file's size is not stored here: it is the furthest byte any of its
 //! objects holds, which the service knows from the file's writers or asks
 //! the data servers ([`super::sizes`]).
-//!
-//! Tables:
-//! - `inodes`: inode number → bincode [`Inode`]
-//! - `entries`: (directory inode, name) → child inode; a directory's entries
-//!   are one key range, listed in name order
-//! - `counters`: the inode numbers handed out so far (a durable limit, see
-//!   [`super::store`]) and the numbers of files and directories
-//! - `orphans`: inode → the data servers holding objects of a file that is
-//!   gone; the reaper deletes them and then the row
 
 use std::ops::Bound;
 
-use redb::{ReadableTable, TableDefinition, WriteTransaction};
-use serde::{Deserialize, Serialize};
+use redb::{ReadableTable, WriteTransaction};
 use thiserror::Error;
 
 use super::access::{self, READ, SEARCH, WRITE};
+use super::records::{
+    bump, counter, encode, load, Inode, COUNTERS, DIRECTORIES, ENTRIES, FILES, INODES, ORPHANS,
+    ROOT,
+};
 
 use concerto_proto::auth::Principal;
 use concerto_proto::namespace;
 use concerto_proto::{DirEntry, ErrorKind, FileKind, LayoutRequest, WireLayout, MAX_ENTRIES};
-
-pub(super) const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
-pub(super) const ENTRIES: TableDefinition<(u64, &str), u64> = TableDefinition::new("entries");
-pub(super) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
-pub(super) const ORPHANS: TableDefinition<u64, &[u8]> = TableDefinition::new("orphans");
-
-pub(super) const ROOT: u64 = 1;
-/// Every inode number below it may have been handed out (see the store).
-pub(super) const INODE_LIMIT: &str = "inode_limit";
-/// The counter an older store kept instead.
-const NEXT_INODE: &str = "next_inode";
-/// How many namespace changes were ever made: the number a reply's
-/// `durable` is counted in, kept across restarts.
-pub(super) const CHANGES: &str = "changes";
-const FILES: &str = "files";
-const DIRECTORIES: &str = "directories";
 
 /// What the metadata service needs to know of the cluster.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,78 +116,6 @@ impl<E: Into<redb::Error>> From<E> for MetaError {
     }
 }
 
-/// A stored file or directory.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(super) struct Inode {
-    pub kind: FileKind,
-    pub ctime_ns: u64,
-    pub mtime_ns: u64,
-    pub layout: Option<WireLayout>,
-    pub default_layout: Option<(u64, u32)>,
-    pub entries: u64,
-    pub uid: u32,
-    pub gid: u32,
-    /// Permission bits, set-user-id, set-group-id and sticky (`07777`).
-    pub mode: u32,
-}
-
-/// An inode as a store from before owners and modes kept it: read as
-/// owned by root and open to everyone (0666 files, 0777 directories), as
-/// it was, until the administrator changes it.
-#[derive(Deserialize)]
-#[cfg_attr(test, derive(Serialize))]
-struct InodeWithoutOwner {
-    kind: FileKind,
-    ctime_ns: u64,
-    mtime_ns: u64,
-    layout: Option<WireLayout>,
-    default_layout: Option<(u64, u32)>,
-    entries: u64,
-}
-
-impl From<InodeWithoutOwner> for Inode {
-    fn from(o: InodeWithoutOwner) -> Inode {
-        Inode {
-            mode: match o.kind {
-                FileKind::File => 0o666,
-                FileKind::Directory => 0o777,
-            },
-            kind: o.kind,
-            ctime_ns: o.ctime_ns,
-            mtime_ns: o.mtime_ns,
-            layout: o.layout,
-            default_layout: o.default_layout,
-            entries: o.entries,
-            uid: 0,
-            gid: 0,
-        }
-    }
-}
-
-fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    bincode::serialize(value).unwrap_or_default()
-}
-
-/// An inode's record; one too short for an owner and mode is from a store
-/// made before them.
-fn decode(ino: u64, bytes: &[u8]) -> Result<Inode, MetaError> {
-    bincode::deserialize::<Inode>(bytes).or_else(|e| {
-        bincode::deserialize::<InodeWithoutOwner>(bytes)
-            .map(Inode::from)
-            .map_err(|_| MetaError::Store(format!("inode {ino} is corrupt: {e}")))
-    })
-}
-
-fn load<T: ReadableTable<u64, &'static [u8]>>(
-    inodes: &T,
-    ino: u64,
-) -> Result<Option<Inode>, MetaError> {
-    match inodes.get(ino)? {
-        None => Ok(None),
-        Some(bytes) => decode(ino, bytes.value()).map(Some),
-    }
-}
-
 /// Walks `names` from the root: the inode they name, or the error a shell
 /// would show; `who` must may search every directory on the way.
 fn resolve<I, E>(
@@ -293,59 +199,6 @@ where
         return Err(MetaError::NotADirectory(format!("/{}", names.join("/"))));
     }
     Ok((ino, node))
-}
-
-fn counter(counters: &impl ReadableTable<&'static str, u64>, key: &str) -> Result<u64, MetaError> {
-    Ok(counters.get(key)?.map_or(0, |v| v.value()))
-}
-
-fn bump(counters: &mut redb::Table<&str, u64>, key: &str, delta: i64) -> Result<(), MetaError> {
-    let now = counter(counters, key)?;
-    counters.insert(key, now.saturating_add_signed(delta))?;
-    Ok(())
-}
-
-/// Creates the tables and the root directory in a new store; returns the
-/// inode limit and the change count it holds.
-pub(super) fn format_if_new(
-    txn: &WriteTransaction,
-    cfg: &MetadataConfig,
-) -> Result<(u64, u64), MetaError> {
-    let mut inodes = txn.open_table(INODES)?;
-    txn.open_table(ENTRIES)?;
-    txn.open_table(ORPHANS)?;
-    let mut counters = txn.open_table(COUNTERS)?;
-    if inodes.get(ROOT)?.is_none() {
-        let count = cfg.default_count.min(cfg.data_servers.len() as u32).max(1);
-        let root = Inode {
-            kind: FileKind::Directory,
-            ctime_ns: 0,
-            mtime_ns: 0,
-            layout: None,
-            default_layout: Some((cfg.default_unit, count)),
-            entries: 0,
-            uid: 0,
-            gid: 0,
-            mode: access::ROOT_MODE,
-        };
-        inodes.insert(ROOT, encode(&root).as_slice())?;
-        counters.insert(INODE_LIMIT, ROOT + 1)?;
-        counters.insert(DIRECTORIES, 1)?;
-    }
-    if counters.get(INODE_LIMIT)?.is_none() {
-        let next = counter(&counters, NEXT_INODE)?.max(ROOT + 1);
-        counters.insert(INODE_LIMIT, next)?;
-    }
-    Ok((
-        counter(&counters, INODE_LIMIT)?,
-        counter(&counters, CHANGES)?,
-    ))
-}
-
-/// Sets a counter (the store's inode limit and change count).
-pub(super) fn set_counter(txn: &WriteTransaction, key: &str, value: u64) -> Result<(), MetaError> {
-    txn.open_table(COUNTERS)?.insert(key, value)?;
-    Ok(())
 }
 
 /// A file created, or one that existed (`create` without `exclusive`).
@@ -849,40 +702,4 @@ pub(super) fn orphans(
         }
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_inode_from_before_owners_reads_as_roots_and_open_to_all_as_it_was() {
-        let old = InodeWithoutOwner {
-            kind: FileKind::File,
-            ctime_ns: 5,
-            mtime_ns: 6,
-            layout: Some(WireLayout {
-                unit: 65536,
-                servers: vec![0, 1],
-            }),
-            default_layout: None,
-            entries: 0,
-        };
-        let node = decode(7, &bincode::serialize(&old).unwrap()).unwrap();
-        assert_eq!((node.uid, node.gid, node.mode), (0, 0, 0o666));
-        assert_eq!((node.ctime_ns, node.mtime_ns), (5, 6));
-        assert_eq!(node.layout.unwrap().servers, vec![0, 1]);
-        let dir = InodeWithoutOwner {
-            kind: FileKind::Directory,
-            layout: None,
-            ..old
-        };
-        let node = decode(8, &bincode::serialize(&dir).unwrap()).unwrap();
-        assert_eq!(node.mode, 0o777);
-        // A new record reads as itself, and garbage as corrupt.
-        let again = decode(9, &encode(&node)).unwrap();
-        assert_eq!((again.kind, again.mode), (FileKind::Directory, 0o777));
-        let e = decode(10, &[1, 2, 3]).unwrap_err();
-        assert!(e.to_string().contains("inode 10 is corrupt"), "{e}");
-    }
 }

@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 use redb::{Database, WriteTransaction};
 use tokio::sync::Notify;
 
-use super::namespace::{self, MetaError, MetadataConfig, Ops, CHANGES, INODE_LIMIT};
+use super::namespace::{MetaError, MetadataConfig, Ops};
+use super::records::{self, CHANGES, INODE_LIMIT};
 
 /// Bytes kept free for the metadata store's own transactions on a full disk.
 pub const RESERVE_BYTES: u64 = 4 << 20;
@@ -146,7 +147,7 @@ impl Store {
         if state.db.is_none() {
             let db = Database::create(&self.path)?;
             let txn = db.begin_write()?;
-            let (limit, changes) = namespace::format_if_new(&txn, &self.cfg)?;
+            let (limit, changes) = records::format_if_new(&txn, &self.cfg)?;
             txn.commit()?;
             state.db = Some(db);
             state.next_inode = limit;
@@ -268,7 +269,7 @@ impl Store {
             // New numbers are reserved durably before any is handed out.
             let limit = state.next_inode + INODE_BATCH;
             if let Some(txn) = state.txn.as_ref() {
-                namespace::set_counter(txn, INODE_LIMIT, limit)?;
+                records::set_counter(txn, INODE_LIMIT, limit)?;
             }
             state.dirty_since.get_or_insert_with(Instant::now);
             self.commit(&mut state)?;
@@ -352,7 +353,7 @@ impl Store {
         // A commit needs fresh pages: with less than the reserve free, the
         // reserve goes first.
         self.deletes_only(state);
-        let committed = namespace::set_counter(&txn, CHANGES, state.changes)
+        let committed = records::set_counter(&txn, CHANGES, state.changes)
             .and_then(|()| txn.commit().map_err(MetaError::from));
         match committed {
             Ok(()) => {
@@ -419,7 +420,7 @@ impl Drop for Store {
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         if state.dirty_since.is_some() {
             if let Some(txn) = state.txn.take() {
-                let _ = namespace::set_counter(&txn, CHANGES, state.changes);
+                let _ = records::set_counter(&txn, CHANGES, state.changes);
                 if let Err(e) = txn.commit() {
                     eprintln!("concerto-server: the last metadata commit failed: {e}");
                 }
