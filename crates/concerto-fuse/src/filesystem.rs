@@ -8,7 +8,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
@@ -16,7 +15,7 @@ use fuser::{
 use libc::c_int;
 use tokio::runtime::Handle;
 
-use concerto_client::{ClientError, FileHandle, FsClient, Identity, Stat};
+use concerto_client::{FileHandle, FsClient, Identity, Stat};
 use concerto_core::job::PhaseConfig;
 use concerto_core::Extent;
 use concerto_proto::auth::Principal;
@@ -24,6 +23,7 @@ use concerto_proto::{ErrorKind, FileKind, LayoutRequest};
 
 use crate::inodes::{OpenFile, State, HIDDEN_PREFIX};
 use crate::phases::ImplicitPhases;
+use crate::replies::{open_flags, Answer, Errno, Statfs};
 use crate::MountOptions;
 
 /// How long a process's identity is reused before its environment is read
@@ -34,41 +34,16 @@ pub const CALLER_TTL: Duration = Duration::from_secs(1);
 /// are dropped, and if none has expired, all of them.
 const MAX_CALLERS: usize = 4096;
 
-/// An errno for the kernel; a client error converts to the one a POSIX
-/// program expects, so operations use `?` on client calls.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Errno(pub(crate) c_int);
-
-impl From<ClientError> for Errno {
-    fn from(e: ClientError) -> Errno {
-        Errno(match e.kind() {
-            Some(ErrorKind::NotFound) => libc::ENOENT,
-            Some(ErrorKind::Exists) => libc::EEXIST,
-            Some(ErrorKind::NotEmpty) => libc::ENOTEMPTY,
-            Some(ErrorKind::NotADirectory) => libc::ENOTDIR,
-            Some(ErrorKind::IsADirectory) => libc::EISDIR,
-            Some(ErrorKind::Invalid) => libc::EINVAL,
-            Some(ErrorKind::Denied) => libc::EACCES,
-            Some(ErrorKind::NoSpace) => libc::ENOSPC,
-            Some(ErrorKind::Stale) => libc::ESTALE,
-            Some(ErrorKind::Busy) => libc::EAGAIN,
-            _ if matches!(e, ClientError::Auth { .. }) => libc::EACCES,
-            _ if matches!(e, ClientError::Invalid(_)) => libc::EINVAL,
-            _ => libc::EIO,
-        })
-    }
-}
-
 fn time(ns: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(ns)
 }
 
 /// What an operation's task gets: the client acting for the caller, the shared state and how to build attributes.
 #[derive(Clone)]
-struct Ctx {
+pub(crate) struct Ctx {
     client: FsClient,
     state: Arc<Mutex<State>>,
-    ttl: Duration,
+    pub(crate) ttl: Duration,
     /// Callers' I/O phases, found in their streams (with a coordinator).
     phases: Option<Arc<ImplicitPhases>>,
 }
@@ -86,7 +61,7 @@ impl Ctx {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn attr(&self, s: &Stat) -> FileAttr {
+    pub(crate) fn attr(&self, s: &Stat) -> FileAttr {
         let (kind, nlink) = match s.kind {
             FileKind::Directory => (FileType::Directory, 2),
             FileKind::File => (FileType::RegularFile, 1),
@@ -169,65 +144,6 @@ impl Ctx {
     }
 }
 
-/// A FUSE reply that an operation's result completes.
-trait Answer<T>: Send + 'static {
-    fn answer(self, ctx: &Ctx, value: T);
-    fn fail(self, errno: Errno);
-}
-
-macro_rules! answer {
-    ($reply:ty, $value:ty, |$r:ident, $ctx:ident, $v:ident| $ok:expr) => {
-        impl Answer<$value> for $reply {
-            fn answer(self, $ctx: &Ctx, $v: $value) {
-                let $r = self;
-                $ok
-            }
-            fn fail(self, errno: Errno) {
-                self.error(errno.0)
-            }
-        }
-    };
-}
-
-answer!(ReplyEntry, FileAttr, |r, ctx, attr| r
-    .entry(&ctx.ttl, &attr, 0));
-answer!(ReplyAttr, Stat, |r, ctx, stat| r
-    .attr(&ctx.ttl, &ctx.attr(&stat)));
-answer!(ReplyEmpty, (), |r, _ctx, _v| r.ok());
-// (handle, FOPEN_* flags)
-answer!(ReplyOpen, (u64, u32), |r, _ctx, v| r.opened(v.0, v.1));
-answer!(ReplyCreate, (FileAttr, u64), |r, ctx, v| r.created(
-    &ctx.ttl,
-    &v.0,
-    0,
-    v.1,
-    open_flags()
-));
-answer!(ReplyData, bytes::Bytes, |r, _ctx, data| r.data(&data));
-answer!(ReplyWrite, u32, |r, _ctx, n| r.written(n));
-answer!(ReplyStatfs, Statfs, |r, _ctx, s| r.statfs(
-    s.blocks,
-    s.free,
-    s.available,
-    s.files,
-    s.ffree,
-    s.bsize,
-    s.namelen,
-    s.frsize
-));
-
-/// What statfs answers.
-struct Statfs {
-    blocks: u64,
-    free: u64,
-    available: u64,
-    files: u64,
-    ffree: u64,
-    bsize: u32,
-    namelen: u32,
-    frsize: u32,
-}
-
 /// What the mount knows of a calling process, read once per [`CALLER_TTL`].
 #[derive(Clone)]
 struct Caller {
@@ -247,16 +163,6 @@ pub(crate) struct ConcertoFuse {
     serve_users: bool,
     /// Whether writes not asked to be synchronous are written behind.
     write_behind: bool,
-}
-
-/// How every file is opened: direct I/O (no page cache: every read(2) and
-/// write(2) reaches the servers), and writes to one file from several
-/// processes in parallel rather than one at a time (`FOPEN_PARALLEL_DIRECT_WRITES`,
-/// Linux 6.2; older kernels ignore it).
-fn open_flags() -> u32 {
-    /// Not in fuser's ABI 7.28 constants; its value in the kernel's fuse.h.
-    const FOPEN_PARALLEL_DIRECT_WRITES: u32 = 1 << 6;
-    FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES
 }
 
 impl ConcertoFuse {

@@ -9,7 +9,7 @@ use std::ffi::OsStr;
 use concerto_client::{FileHandle, FsClient};
 use concerto_proto::DirEntry;
 
-use crate::filesystem::Errno;
+use crate::replies::Errno;
 
 /// An open file and the client acting for the process that opened it.
 #[derive(Clone)]

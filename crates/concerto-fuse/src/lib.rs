@@ -40,6 +40,7 @@ mod filesystem;
 mod inodes;
 mod mountpoint;
 mod phases;
+mod replies;
 
 pub use filesystem::CALLER_TTL;
 
