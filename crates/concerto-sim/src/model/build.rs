@@ -48,15 +48,7 @@ impl<'a> Simulation<'a> {
             planners: sc
                 .apps
                 .iter()
-                .map(|a| {
-                    (a.workload == WorkloadKind::Collective).then(|| {
-                        a.collective
-                            .clone()
-                            .unwrap_or_default()
-                            .planner()
-                            .expect("validated: the planner's options")
-                    })
-                })
+                .map(|a| a.workload.workload().planner(a))
                 .collect(),
         }
     }
@@ -241,14 +233,9 @@ fn place_file(
     let cl = &sc.cluster;
     match cl.placement {
         // Concerto's metadata server places a file by its inode, that is
-        // in the order files are created, and md-test's processes create
-        // theirs in turns: file i of process r is about the
-        // (i * processes + r)-th made.
-        Placement::RoundRobin
-            if cl.metadata.posix_mount && spec.workload == WorkloadKind::MdTest =>
-        {
-            let items = spec.items.unwrap_or(1);
-            let made = (f % items) * spec.processes + f / items;
+        // in the order files are created.
+        Placement::RoundRobin if cl.metadata.posix_mount => {
+            let made = spec.workload.workload().creation_order(spec, f);
             (index - f + made) % cl.servers
         }
         Placement::RoundRobin => index % cl.servers,

@@ -6,6 +6,7 @@
 
 use super::{required, Steps, Workload};
 use concerto_core::client::collective::patterns::Pattern as AccessPattern;
+use concerto_core::client::collective::Planner;
 
 use crate::scenario::{AppSpec, ConfigError};
 
@@ -69,4 +70,9 @@ impl Workload for Collective {
     }
 
     fn steps(&self, _app: &AppSpec, _rank: u32, _call: u32, _steps: &mut Steps) {}
+
+    fn planner(&self, app: &AppSpec) -> Option<Box<dyn Planner + Send + Sync>> {
+        let choice = app.collective.clone().unwrap_or_default();
+        Some(choice.planner().expect("validated: the planner's options"))
+    }
 }

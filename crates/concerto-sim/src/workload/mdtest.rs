@@ -73,6 +73,13 @@ impl Workload for MdTest {
     fn steps(&self, app: &AppSpec, rank: u32, call: u32, steps: &mut Steps) {
         md_test_steps(app, rank, call, steps)
     }
+
+    /// The processes create theirs in turns: file i of process r is about
+    /// the (i * processes + r)-th made.
+    fn creation_order(&self, app: &AppSpec, file: u32) -> u32 {
+        let items = app.items.unwrap_or(1);
+        (file % items) * app.processes + file / items
+    }
 }
 
 /// md-test's phase `call` of process `rank`: its items' requests. With

@@ -7,6 +7,7 @@
 //! step is issued when the previous one's replies are all in (one data
 //! access split over the servers, or one metadata operation).
 
+use concerto_core::client::collective::Planner;
 use concerto_core::{Extent, MetaOp};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
@@ -61,6 +62,19 @@ pub trait Workload: Sync {
 
     /// The steps of call `call` of process `rank`, in order, into `steps`.
     fn steps(&self, app: &AppSpec, rank: u32, call: u32, steps: &mut Steps);
+
+    /// Where file `file` of an instance comes in the order its processes
+    /// create their files (a metadata server that places files by inode
+    /// places them in that order).
+    fn creation_order(&self, _app: &AppSpec, file: u32) -> u32 {
+        file
+    }
+
+    /// The planner each call is run from, for a kind whose calls are
+    /// planned collectively rather than built from steps.
+    fn planner(&self, _app: &AppSpec) -> Option<Box<dyn Planner + Send + Sync>> {
+        None
+    }
 }
 
 /// The registry: each kind's variant of [`WorkloadKind`], the name a
