@@ -404,9 +404,11 @@ fn plan_collective(
         agents_per_server,
         group_delay: group_delay_us.map(concerto_core::Time::from_micros),
     };
-    let planner = choice
-        .planner()
-        .map_err(|e| bad(format!("--{}", e.to_string().replace('_', "-"))))?;
+    // The options are the command's: `cb_nodes` is `--cb-nodes`.
+    choice
+        .validate()
+        .map_err(|e| bad(format!("--{} {}", e.field.replace('_', "-"), e.message)))?;
+    let planner = choice.planner().map_err(|e| bad(e.to_string()))?;
     let accesses = pattern.accesses(procs, call);
     let direction = if write {
         Direction::Write

@@ -24,9 +24,9 @@ impl Workload for Collective {
         AccessPattern::parse(app.access.as_deref().unwrap_or_default())
             .map_err(|e| ConfigError::at(key("access"), e))?;
         let choice = app.collective.clone().unwrap_or_default();
-        choice.validate().map_err(|e| {
-            ConfigError::at(key(&format!("collective.{}", e.option)), e.to_string())
-        })?;
+        choice
+            .validate()
+            .map_err(|e| ConfigError::field(e.under("collective").under(at)))?;
         // Whether the processes' writes overlap does not depend on the
         // layout or the call: plan the first call once, here.
         if let (Some(pattern), Ok(planner)) = (app.access_pattern(), choice.planner()) {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{Independent, PlanError, Planner, Resonant, TwoPhase};
 use crate::time::Time;
 use crate::units::Bytes;
+use crate::FieldError;
 
 /// The planners by name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,25 +77,16 @@ pub struct PlannerChoice {
     pub group_delay: Option<Time>,
 }
 
-/// An option of a [`PlannerChoice`] that is wrong, and why ("cb_nodes does
-/// not apply to strategy \"resonant\"").
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{option} {problem}")]
-pub struct OptionError {
-    /// The option as written (`cb_nodes`).
-    pub option: &'static str,
-    pub problem: String,
-}
-
 impl PlannerChoice {
-    /// Checks the options against the strategy; the error names the option.
-    pub fn validate(&self) -> Result<(), OptionError> {
+    /// Checks the options against the strategy; the error's field is the
+    /// option as written (`cb_nodes`).
+    pub fn validate(&self) -> Result<(), FieldError> {
         let not_for = |option: &'static str, given: bool, strategies: &[Strategy]| {
             if given && !strategies.contains(&self.strategy) {
-                Err(OptionError {
+                Err(FieldError::new(
                     option,
-                    problem: format!("does not apply to strategy {:?}", self.strategy.name()),
-                })
+                    format!("does not apply to strategy {:?}", self.strategy.name()),
+                ))
             } else {
                 Ok(())
             }
@@ -117,10 +109,7 @@ impl PlannerChoice {
             &[Strategy::Resonant],
         )?;
         let positive = |option: &'static str, v: Option<u64>| match v {
-            Some(0) => Err(OptionError {
-                option,
-                problem: "must be > 0".into(),
-            }),
+            Some(0) => Err(FieldError::new(option, "must be > 0".into())),
             _ => Ok(()),
         };
         positive("max_segments", self.max_segments.map(|n| n as u64))?;
@@ -177,16 +166,16 @@ mod tests {
     fn options_that_do_not_apply_are_named() {
         let c: PlannerChoice = toml::from_str("strategy = \"resonant\"\ncb_nodes = 2").unwrap();
         let err = c.validate().unwrap_err();
-        assert_eq!(err.option, "cb_nodes");
+        assert_eq!(err.field, "cb_nodes");
         assert_eq!(
             err.to_string(),
-            "cb_nodes does not apply to strategy \"resonant\""
+            "cb_nodes: does not apply to strategy \"resonant\""
         );
         let c: PlannerChoice =
             toml::from_str("strategy = \"two-phase\"\nmax_segments = 0").unwrap();
         assert_eq!(
             c.validate().unwrap_err().to_string(),
-            "max_segments must be > 0"
+            "max_segments: must be > 0"
         );
         assert!(toml::from_str::<PlannerChoice>("strategy = \"elevator\"").is_err());
     }
