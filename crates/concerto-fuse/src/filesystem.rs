@@ -23,7 +23,7 @@ use concerto_proto::{ErrorKind, FileKind, LayoutRequest};
 
 use crate::inodes::{OpenFile, State, HIDDEN_PREFIX};
 use crate::phases::ImplicitPhases;
-use crate::replies::{open_flags, Answer, Errno, Statfs};
+use crate::replies::{open_flags, Errno, Statfs};
 use crate::MountOptions;
 
 /// How long a process's identity is reused before its environment is read
@@ -40,10 +40,10 @@ fn time(ns: u64) -> SystemTime {
 
 /// What an operation's task gets: the client acting for the caller, the shared state and how to build attributes.
 #[derive(Clone)]
-pub(crate) struct Ctx {
+struct Ctx {
     client: FsClient,
     state: Arc<Mutex<State>>,
-    pub(crate) ttl: Duration,
+    ttl: Duration,
     /// Callers' I/O phases, found in their streams (with a coordinator).
     phases: Option<Arc<ImplicitPhases>>,
 }
@@ -61,7 +61,7 @@ impl Ctx {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn attr(&self, s: &Stat) -> FileAttr {
+    fn attr(&self, s: &Stat) -> FileAttr {
         let (kind, nlink) = match s.kind {
             FileKind::Directory => (FileType::Directory, 2),
             FileKind::File => (FileType::RegularFile, 1),
@@ -143,6 +143,53 @@ impl Ctx {
         fh
     }
 }
+
+/// A FUSE reply that an operation's result completes.
+trait Answer<T>: Send + 'static {
+    fn answer(self, ctx: &Ctx, value: T);
+    fn fail(self, errno: Errno);
+}
+
+macro_rules! answer {
+    ($reply:ty, $value:ty, |$r:ident, $ctx:ident, $v:ident| $ok:expr) => {
+        impl Answer<$value> for $reply {
+            fn answer(self, $ctx: &Ctx, $v: $value) {
+                let $r = self;
+                $ok
+            }
+            fn fail(self, errno: Errno) {
+                self.error(errno.0)
+            }
+        }
+    };
+}
+
+answer!(ReplyEntry, FileAttr, |r, ctx, attr| r
+    .entry(&ctx.ttl, &attr, 0));
+answer!(ReplyAttr, Stat, |r, ctx, stat| r
+    .attr(&ctx.ttl, &ctx.attr(&stat)));
+answer!(ReplyEmpty, (), |r, _ctx, _v| r.ok());
+// (handle, FOPEN_* flags)
+answer!(ReplyOpen, (u64, u32), |r, _ctx, v| r.opened(v.0, v.1));
+answer!(ReplyCreate, (FileAttr, u64), |r, ctx, v| r.created(
+    &ctx.ttl,
+    &v.0,
+    0,
+    v.1,
+    open_flags()
+));
+answer!(ReplyData, bytes::Bytes, |r, _ctx, data| r.data(&data));
+answer!(ReplyWrite, u32, |r, _ctx, n| r.written(n));
+answer!(ReplyStatfs, Statfs, |r, _ctx, s| r.statfs(
+    s.blocks,
+    s.free,
+    s.available,
+    s.files,
+    s.ffree,
+    s.bsize,
+    s.namelen,
+    s.frsize
+));
 
 /// What the mount knows of a calling process, read once per [`CALLER_TTL`].
 #[derive(Clone)]

@@ -1,18 +1,12 @@
-//! What the kernel is answered: an operation's result as its FUSE reply,
-//! a client error as the errno a POSIX program expects, and the flags
-//! every file is opened with.
+//! What the kernel is answered besides an operation's value: a client
+//! error as the errno a POSIX program expects, what statfs says, and the
+//! flags every file is opened with.
 
 use fuser::consts::FOPEN_DIRECT_IO;
-use fuser::{
-    FileAttr, ReplyAttr, ReplyCreate, ReplyData, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite,
-};
 use libc::c_int;
 
-use concerto_client::{ClientError, Stat};
+use concerto_client::ClientError;
 use concerto_proto::ErrorKind;
-
-use crate::filesystem::Ctx;
 
 /// An errno for the kernel; a client error converts to the one a POSIX
 /// program expects, so operations use `?` on client calls.
@@ -38,53 +32,6 @@ impl From<ClientError> for Errno {
         })
     }
 }
-
-/// A FUSE reply that an operation's result completes.
-pub(crate) trait Answer<T>: Send + 'static {
-    fn answer(self, ctx: &Ctx, value: T);
-    fn fail(self, errno: Errno);
-}
-
-macro_rules! answer {
-    ($reply:ty, $value:ty, |$r:ident, $ctx:ident, $v:ident| $ok:expr) => {
-        impl Answer<$value> for $reply {
-            fn answer(self, $ctx: &Ctx, $v: $value) {
-                let $r = self;
-                $ok
-            }
-            fn fail(self, errno: Errno) {
-                self.error(errno.0)
-            }
-        }
-    };
-}
-
-answer!(ReplyEntry, FileAttr, |r, ctx, attr| r
-    .entry(&ctx.ttl, &attr, 0));
-answer!(ReplyAttr, Stat, |r, ctx, stat| r
-    .attr(&ctx.ttl, &ctx.attr(&stat)));
-answer!(ReplyEmpty, (), |r, _ctx, _v| r.ok());
-// (handle, FOPEN_* flags)
-answer!(ReplyOpen, (u64, u32), |r, _ctx, v| r.opened(v.0, v.1));
-answer!(ReplyCreate, (FileAttr, u64), |r, ctx, v| r.created(
-    &ctx.ttl,
-    &v.0,
-    0,
-    v.1,
-    open_flags()
-));
-answer!(ReplyData, bytes::Bytes, |r, _ctx, data| r.data(&data));
-answer!(ReplyWrite, u32, |r, _ctx, n| r.written(n));
-answer!(ReplyStatfs, Statfs, |r, _ctx, s| r.statfs(
-    s.blocks,
-    s.free,
-    s.available,
-    s.files,
-    s.ffree,
-    s.bsize,
-    s.namelen,
-    s.frsize
-));
 
 /// What statfs answers.
 pub(crate) struct Statfs {

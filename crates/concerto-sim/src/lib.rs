@@ -8,6 +8,7 @@
 //! Same scenario and seed give byte-identical results: all randomness comes
 //! from seeded ChaCha streams and event order is total (see [`engine`]).
 
+pub mod config_error;
 pub mod device;
 pub mod engine;
 pub mod fluid;

@@ -10,7 +10,7 @@
 use concerto_proto::auth::Principal;
 use concerto_proto::FileKind;
 
-use super::namespace::MetaError;
+use super::error::MetaError;
 use super::records::Inode;
 
 pub(super) const READ: u32 = 4;

@@ -11,13 +11,15 @@
 //! data server never waits on itself).
 
 mod access;
+mod error;
 mod namespace;
 mod reaper;
 mod records;
 mod sizes;
 mod store;
 
-pub use namespace::{MetaError, MetadataConfig, DEFAULT_COMMIT_INTERVAL};
+pub use error::MetaError;
+pub use namespace::{MetadataConfig, DEFAULT_COMMIT_INTERVAL};
 pub use store::RESERVE_BYTES;
 
 use std::path::Path;

@@ -10,17 +10,17 @@
 use std::ops::Bound;
 
 use redb::{ReadableTable, WriteTransaction};
-use thiserror::Error;
 
 use super::access::{self, READ, SEARCH, WRITE};
+use super::error::MetaError;
 use super::records::{
-    bump, counter, encode, load, Inode, COUNTERS, DIRECTORIES, ENTRIES, FILES, INODES, ORPHANS,
-    ROOT,
+    bump, counter, encode, load, Inode, CHANGES, COUNTERS, DIRECTORIES, ENTRIES, FILES, INODES,
+    INODE_LIMIT, NEXT_INODE, ORPHANS, ROOT,
 };
 
 use concerto_proto::auth::Principal;
 use concerto_proto::namespace;
-use concerto_proto::{DirEntry, ErrorKind, FileKind, LayoutRequest, WireLayout, MAX_ENTRIES};
+use concerto_proto::{DirEntry, FileKind, LayoutRequest, WireLayout, MAX_ENTRIES};
 
 /// What the metadata service needs to know of the cluster.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,81 +39,41 @@ pub struct MetadataConfig {
 /// The default [`MetadataConfig::commit_interval`].
 pub const DEFAULT_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
 
-#[derive(Debug, Error)]
-pub enum MetaError {
-    #[error("{0}: no such file or directory")]
-    NotFound(String),
-    #[error("{0}: already exists")]
-    Exists(String),
-    #[error("{0}: directory not empty")]
-    NotEmpty(String),
-    #[error("{0}: not a directory")]
-    NotADirectory(String),
-    #[error("{0}: is a directory")]
-    IsADirectory(String),
-    #[error("{0}")]
-    Invalid(String),
-    /// The key's user may not (the message names the operation, the file and why).
-    #[error("{0}")]
-    Denied(String),
-    #[error("metadata store: {0}")]
-    Store(String),
-    /// The store's disk failed; the store is closed and opened again by
-    /// the next operation.
-    #[error("metadata store: {0}")]
-    StoreIo(String),
-    /// The store's disk is full.
-    #[error("metadata store: {0}")]
-    NoSpace(String),
-    /// A data server did not answer (asked for a file's size).
-    #[error("{0}")]
-    Unavailable(String),
-    /// The store is busy (committing) and the caller would not wait.
-    #[error("metadata store: busy")]
-    Busy,
-}
-
-impl MetaError {
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            MetaError::NotFound(_) => ErrorKind::NotFound,
-            MetaError::Exists(_) => ErrorKind::Exists,
-            MetaError::NotEmpty(_) => ErrorKind::NotEmpty,
-            MetaError::NotADirectory(_) => ErrorKind::NotADirectory,
-            MetaError::IsADirectory(_) => ErrorKind::IsADirectory,
-            MetaError::Invalid(_) => ErrorKind::Invalid,
-            MetaError::Denied(_) => ErrorKind::Denied,
-            MetaError::Store(_)
-            | MetaError::StoreIo(_)
-            | MetaError::Unavailable(_)
-            | MetaError::Busy => ErrorKind::Io,
-            MetaError::NoSpace(_) => ErrorKind::NoSpace,
-        }
+/// Creates the tables and the root directory in a new store; returns the
+/// inode limit and the change count it holds.
+pub(super) fn format_if_new(
+    txn: &WriteTransaction,
+    cfg: &MetadataConfig,
+) -> Result<(u64, u64), MetaError> {
+    let mut inodes = txn.open_table(INODES)?;
+    txn.open_table(ENTRIES)?;
+    txn.open_table(ORPHANS)?;
+    let mut counters = txn.open_table(COUNTERS)?;
+    if inodes.get(ROOT)?.is_none() {
+        let count = cfg.default_count.min(cfg.data_servers.len() as u32).max(1);
+        let root = Inode {
+            kind: FileKind::Directory,
+            ctime_ns: 0,
+            mtime_ns: 0,
+            layout: None,
+            default_layout: Some((cfg.default_unit, count)),
+            entries: 0,
+            uid: 0,
+            gid: 0,
+            mode: access::ROOT_MODE,
+        };
+        inodes.insert(ROOT, encode(&root).as_slice())?;
+        counters.insert(INODE_LIMIT, ROOT + 1)?;
+        counters.insert(DIRECTORIES, 1)?;
     }
-
-    /// Whether the store must be closed and opened again: redb refuses
-    /// every later transaction after an I/O error ("Previous I/O error
-    /// occurred. Please close and re-open the database.").
-    pub(super) fn needs_reopen(&self) -> bool {
-        matches!(self, MetaError::StoreIo(_) | MetaError::NoSpace(_))
+    if counters.get(INODE_LIMIT)?.is_none() {
+        let next = counter(&counters, NEXT_INODE)?.max(ROOT + 1);
+        counters.insert(INODE_LIMIT, next)?;
     }
-}
-
-/// Every redb error kind converts into `redb::Error`; all of them mean the
-/// store failed, and an I/O error says whether the disk was full.
-impl<E: Into<redb::Error>> From<E> for MetaError {
-    fn from(e: E) -> MetaError {
-        match e.into() {
-            redb::Error::Io(io) => match io.raw_os_error() {
-                Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
-                    MetaError::NoSpace(format!("{io} (free space, then retry)"))
-                }
-                _ => MetaError::StoreIo(io.to_string()),
-            },
-            e @ redb::Error::PreviousIo => MetaError::StoreIo(e.to_string()),
-            e => MetaError::Store(e.to_string()),
-        }
-    }
+    Ok((
+        counter(&counters, INODE_LIMIT)?,
+        counter(&counters, CHANGES)?,
+    ))
 }
 
 /// Walks `names` from the root: the inode they name, or the error a shell

@@ -14,8 +14,7 @@
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use super::access;
-use super::namespace::{MetaError, MetadataConfig};
+use super::error::MetaError;
 use concerto_proto::{FileKind, WireLayout};
 
 pub(super) const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
@@ -121,43 +120,6 @@ pub(super) fn bump(
     let now = counter(counters, key)?;
     counters.insert(key, now.saturating_add_signed(delta))?;
     Ok(())
-}
-
-/// Creates the tables and the root directory in a new store; returns the
-/// inode limit and the change count it holds.
-pub(super) fn format_if_new(
-    txn: &WriteTransaction,
-    cfg: &MetadataConfig,
-) -> Result<(u64, u64), MetaError> {
-    let mut inodes = txn.open_table(INODES)?;
-    txn.open_table(ENTRIES)?;
-    txn.open_table(ORPHANS)?;
-    let mut counters = txn.open_table(COUNTERS)?;
-    if inodes.get(ROOT)?.is_none() {
-        let count = cfg.default_count.min(cfg.data_servers.len() as u32).max(1);
-        let root = Inode {
-            kind: FileKind::Directory,
-            ctime_ns: 0,
-            mtime_ns: 0,
-            layout: None,
-            default_layout: Some((cfg.default_unit, count)),
-            entries: 0,
-            uid: 0,
-            gid: 0,
-            mode: access::ROOT_MODE,
-        };
-        inodes.insert(ROOT, encode(&root).as_slice())?;
-        counters.insert(INODE_LIMIT, ROOT + 1)?;
-        counters.insert(DIRECTORIES, 1)?;
-    }
-    if counters.get(INODE_LIMIT)?.is_none() {
-        let next = counter(&counters, NEXT_INODE)?.max(ROOT + 1);
-        counters.insert(INODE_LIMIT, next)?;
-    }
-    Ok((
-        counter(&counters, INODE_LIMIT)?,
-        counter(&counters, CHANGES)?,
-    ))
 }
 
 /// Sets a counter (the store's inode limit and change count).

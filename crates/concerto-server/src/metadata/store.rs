@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 use redb::{Database, WriteTransaction};
 use tokio::sync::Notify;
 
-use super::namespace::{MetaError, MetadataConfig, Ops};
+use super::error::MetaError;
+use super::namespace::{self, MetadataConfig, Ops};
 use super::records::{self, CHANGES, INODE_LIMIT};
 
 /// Bytes kept free for the metadata store's own transactions on a full disk.
@@ -147,7 +148,7 @@ impl Store {
         if state.db.is_none() {
             let db = Database::create(&self.path)?;
             let txn = db.begin_write()?;
-            let (limit, changes) = records::format_if_new(&txn, &self.cfg)?;
+            let (limit, changes) = namespace::format_if_new(&txn, &self.cfg)?;
             txn.commit()?;
             state.db = Some(db);
             state.next_inode = limit;

@@ -10,7 +10,7 @@ use concerto_core::units::Bandwidth;
 use concerto_core::{Request, Time};
 
 use super::{DeviceKind, StorageModel};
-use crate::scenario::ConfigError;
+use crate::config_error::ConfigError;
 
 impl DeviceKind for EmulationConfig {
     fn class(&self) -> DeviceClass {

@@ -9,7 +9,7 @@ use concerto_core::units::Bandwidth;
 use concerto_core::{Request, Time};
 
 use super::{DeviceKind, StorageModel};
-use crate::scenario::{positive, ConfigError};
+use crate::config_error::{positive, ConfigError};
 
 /// Every request takes the same time, one at a time: the analytical model's device.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{Request, Time};
 
 use super::{DeviceKind, StorageModel};
-use crate::scenario::{positive, positive_f, ConfigError};
+use crate::config_error::{positive, positive_f, ConfigError};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -15,7 +15,7 @@ use concerto_core::server::DeviceClass;
 use concerto_core::units::Bandwidth;
 use concerto_core::{Request, Time};
 
-use crate::scenario::ConfigError;
+use crate::config_error::ConfigError;
 
 mod emulated;
 mod fixed;

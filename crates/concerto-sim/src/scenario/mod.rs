@@ -10,20 +10,18 @@ use concerto_core::server::{DeviceDefaults, QosRules};
 use concerto_core::units::{Bandwidth, Bytes};
 use concerto_core::{MetaOp, PolicyConfig, Time};
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
 
 mod apps;
 mod cluster;
-mod error;
 pub mod overrides;
 
+pub use crate::config_error::*;
 pub(crate) use crate::device::validate_device;
 pub use crate::device::{
     DeviceConfig, DiskScheduler, FixedConfig, HddConfig, ObjectPlacement, Overload, SsdConfig,
 };
 pub use apps::*;
 pub use cluster::*;
-pub use error::*;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,7 +1,7 @@
 //! Configuration errors: the key path a problem concerns, placed at the
 //! line and column where the scenario writes it (or named as set by `--set`).
 
-use super::*;
+use thiserror::Error;
 
 /// A configuration problem, with the key path it concerns.
 #[derive(Debug, Error, Clone, PartialEq)]
