@@ -78,3 +78,113 @@ def mounted_at(cluster: Path, mnt: Path, *options: str):
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
 
+
+
+class NativeShapes:
+    """The TypedDicts of ``python/concerto/_native.pyi``: the one schema of
+    what ``concerto._native`` returns. ``check(obj, "Stat")`` asserts that
+    ``obj`` has every key the shape requires and none it does not declare,
+    and follows the fields typed with another shape (``Layout | None``,
+    ``list[Arrival] | ServerError``)."""
+
+    def __init__(self) -> None:
+        import ast
+        self._ast = ast
+        tree = ast.parse((ROOT / "python" / "concerto" / "_native.pyi").read_text())
+        self.shapes: dict[str, tuple[dict[str, object], set[str]]] = {}
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = [b.id for b in node.bases if isinstance(b, ast.Name)]
+            if not ("TypedDict" in bases or any(b in self.shapes for b in bases)):
+                continue
+            fields: dict[str, object] = {}
+            optional: set[str] = set()
+            for b in bases:
+                if b in self.shapes:
+                    fields.update(self.shapes[b][0])
+                    optional |= self.shapes[b][1]
+            total = not any(k.arg == "total" and isinstance(k.value, ast.Constant) and k.value.value is False
+                            for k in node.keywords)
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    ann = item.annotation
+                    if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) \
+                            and ann.value.id == "NotRequired":
+                        optional.add(item.target.id)
+                        ann = ann.slice
+                    elif not total:
+                        optional.add(item.target.id)
+                    fields[item.target.id] = ann
+            self.shapes[node.name] = (fields, optional)
+
+    def check(self, obj: object, shape: str, at: str = "") -> None:
+        fields, optional = self.shapes[shape]
+        assert isinstance(obj, dict), f"{at or shape}: {type(obj).__name__}, not a {shape}"
+        missing = set(fields) - optional - set(obj)
+        extra = set(obj) - set(fields)
+        assert not missing and not extra, f"{at or shape}: {shape} lacks {sorted(extra)}, object lacks {sorted(missing)}"
+        for key, ann in fields.items():
+            if key in obj:
+                self._value(obj[key], ann, f"{at or shape}.{key}")
+
+    def _value(self, value: object, ann: object, at: str) -> bool:
+        """Checks ``value`` against annotation ``ann`` where a shape is involved; False if it cannot be
+        that annotation (so a union tries its next member)."""
+        ast = self._ast
+        if isinstance(ann, ast.Name) and ann.id in self.shapes:
+            if not isinstance(value, dict):
+                return False
+            self.check(value, ann.id, at)
+            return True
+        if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+            members = []
+            def flat(a):
+                if isinstance(a, ast.BinOp) and isinstance(a.op, ast.BitOr):
+                    flat(a.left)
+                    flat(a.right)
+                else:
+                    members.append(a)
+            flat(ann)
+            if value is None and any(isinstance(m, ast.Constant) and m.value is None for m in members):
+                return True
+            # A dict matching a shape's keys is that shape (ServerError's one key tells it apart).
+            for m in members:
+                if isinstance(m, ast.Name) and m.id in self.shapes and isinstance(value, dict):
+                    fields, optional = self.shapes[m.id]
+                    if set(fields) - optional <= set(value) <= set(fields):
+                        return self._value(value, m, at)
+            for m in members:
+                if not (isinstance(m, ast.Name) and m.id in self.shapes):
+                    if self._value(value, m, at):
+                        return True
+            raise AssertionError(f"{at}: {value!r:.200} is none of {ast.unparse(ann)}")
+        if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "list":
+            if not isinstance(value, list):
+                return False
+            for i, v in enumerate(value):
+                assert self._value(v, ann.slice, f"{at}[{i}]"), f"{at}[{i}]: not a {ast.unparse(ann.slice)}"
+            return True
+        if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "dict":
+            if not isinstance(value, dict):
+                return False
+            _, item = ann.slice.elts
+            for k, v in value.items():
+                assert self._value(v, item, f"{at}[{k!r}]"), f"{at}[{k!r}]: not a {ast.unparse(item)}"
+            return True
+        return self._plain(value, ann)
+
+    def _plain(self, value: object, ann: object) -> bool:
+        ast = self._ast
+        kinds = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
+        if isinstance(ann, ast.Name) and ann.id in kinds:
+            return isinstance(value, kinds[ann.id]) and (ann.id == "bool" or not isinstance(value, bool))
+        if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id == "Literal":
+            options = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+            return value in [o.value for o in options]
+        return True  # Any, and what the schema leaves to the Rust type's documentation
+
+
+@pytest.fixture(scope="session")
+def native_shapes() -> NativeShapes:
+    return NativeShapes()

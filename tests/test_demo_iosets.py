@@ -25,12 +25,12 @@ def test_real_phases_are_measured_as_the_fluid_mode_measures_its_own(tmp_path):
     index = {a["name"]: i for i, a in enumerate(load["apps"])}
     phases = [{k: p[k] for k in ("phase", "request_s", "start_s", "end_s", "bytes", "priority")} | {"app": index[p["app"]]}
               for p in ran["phases"]]
-    again = json.loads(_native.fluid_phase_metrics(json.dumps(load), json.dumps(phases), *window))
+    again = _native.fluid_phase_metrics(load, phases, *window)
     for k in demo_iosets.METRICS:
         assert again[k] == ran["metrics"][k], k
-    bad = json.dumps([phases[0] | {"app": 99}])
+    bad = [phases[0] | {"app": 99}]
     try:
-        _native.fluid_phase_metrics(json.dumps(load), bad, *window)
+        _native.fluid_phase_metrics(load, bad, *window)
     except _native.ConfigError as e:
         assert "phases[0].app: 99 is not one of the workload's 6 applications" in str(e)
     else:

@@ -28,6 +28,36 @@ def cluster(tmp_path_factory) -> Path:
     local.down(directory)
 
 
+def test_file_system_answers_are_objects_of_the_shapes_the_stub_declares(cluster, native_shapes):
+    """stat, readdir, statfs, arrivals, stats and ping give Python objects of _native.pyi's shapes
+    (the one schema of the boundary), each server's answer or its error."""
+    client = fs.connect(cluster, app=5)
+    native = client._native
+    native.mkdir("/shapes")
+    f = native.create("/shapes/a", 4096, 2, True)
+    native.write(f, 0, b"x" * 10000)
+    native.close(f)
+    native_shapes.check(native.stat("/shapes/a"), "Stat")
+    native_shapes.check(native.stat("/shapes"), "Stat")
+    native_shapes.check(native.set_attr("/shapes/a", 0o640, None, None), "Stat")
+    entries = native.readdir("/shapes")
+    assert [e["name"] for e in entries] == ["a"]
+    for e in entries:
+        native_shapes.check(e, "DirEntry")
+    native_shapes.check(native.statfs(), "Statfs")
+    for name, answers in (("arrivals", native.arrivals(0)), ("stats", native.stats()), ("ping", native.ping())):
+        assert len(answers) == 4, name
+        shape = {"arrivals": None, "stats": "ServerStats", "ping": "Ping"}[name]
+        for answer in answers:
+            if shape is None:
+                assert isinstance(answer, list), answer
+                for a in answer:
+                    native_shapes.check(a, "Arrival")
+            else:
+                native_shapes.check(answer, shape)
+    assert any(a["op"] == "write" and a["app"] == 5 for log in native.arrivals(0) for a in log)
+
+
 def test_random_ranges_across_stripes_read_back_exact(cluster):
     client = fs.connect(cluster, app=1)
     f = client.create("/random", unit=12288, count=4)

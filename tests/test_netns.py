@@ -239,7 +239,7 @@ requests = 4
 request_size = "1MiB"
 op = "write"
 """
-    run = json.loads(_native.simulate(scenario, None, [], 1, 1, None, None))
+    run = _native.simulate(scenario, None, [], 1, 1, None, None)
     # Two processes' 8 MiB through their own links of the measured rate into four servers' links.
     assert run["aggregate"]["aggregate_bandwidth_Bps"]["mean"] <= 2 * links["rate_Bps"]
 

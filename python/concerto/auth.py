@@ -9,7 +9,6 @@ re-reading the ring never sees half a file.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -120,6 +119,6 @@ def revoke(ring: Path, key_id: str) -> None:
 def keys(ring: Path) -> list[dict]:
     """The ring's keys (id, role, job, weight), without their secrets."""
     try:
-        return json.loads(_native.list_keys(_read(ring)))
+        return _native.list_keys(_read(ring))
     except ValueError as e:
         raise KeyFileError(f"{ring}: {e}") from None

@@ -131,11 +131,10 @@ def server_costs(spec: TwinSpec, items: int, directory: Path, say: Callable[[str
 
 def throttle_charge_ns(throttle: str) -> int:
     """What the throttle charges a metadata operation (or an fsync) on the device."""
-    import json
 
     from concerto import _native
 
-    return json.loads(_native.emulation_preset(throttle))["metadata_ns"]
+    return _native.emulation_preset(throttle)["metadata_ns"]
 
 
 def split_latency(latencies: dict[str, int], charge_ns: int) -> tuple[dict[str, int], int]:

@@ -488,10 +488,10 @@ def plan_collective(pattern: str, procs: int, servers: int, stripe: int, strateg
 
     if cb_buffer_size is not None and cb_buffer_size < 1:
         raise UsageProblem("--cb-buffer-size: must be at least 1 byte")
-    result = json.loads(_native.plan_collective(
+    result = _native.plan_collective(
         pattern, procs, servers, stripe, strategy, write=write, call=call,
         max_segments=max_segments, cb_nodes=cb_nodes, cb_buffer_size=cb_buffer_size,
-        align=align, agents_per_server=agents_per_server))
+        align=align, agents_per_server=agents_per_server)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return

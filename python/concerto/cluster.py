@@ -217,7 +217,7 @@ def read_cluster(cluster_file: Path) -> dict:
     except FileNotFoundError:
         raise ClusterError(f"{cluster_file}: no cluster file (start one with `concerto cluster up`)") from None
     try:
-        return json.loads(_native.check_cluster_file(text))
+        return _native.check_cluster_file(text)
     except ValueError as e:
         raise ClusterError(f"{cluster_file}: {e}") from None
 

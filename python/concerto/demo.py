@@ -25,7 +25,6 @@ import contextlib
 import csv
 import dataclasses
 import itertools
-import json
 import multiprocessing as mp
 import signal
 import statistics
@@ -185,7 +184,7 @@ def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: st
     every operation costing what the throttle charges it, or what
     ``concerto calibrate`` measured the servers take), and the clients'
     overhead per step when one was measured."""
-    dev = json.loads(_native.emulation_preset(preset))
+    dev = _native.emulation_preset(preset)
     measured = metadata_costs_ns or {}
     costs = ", ".join(f'{op} = "{measured.get(op, dev["metadata_ns"])}ns"' for op in METADATA_OPERATIONS)
     return f"""[cluster]

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import json
 import math
 import multiprocessing as mp
 import random
@@ -263,7 +262,7 @@ def run(out: Path, quick: bool, console: Console, cluster_dir: Path | None = Non
             console.print(" simulators ...", end="")
             (out / "cluster.toml").write_text(cluster_table())
             sims = simulated(out / "workload.json", out / "cluster.toml", policy, plan.window)
-            real_m = json.loads(_native.fluid_phase_metrics(json.dumps(load), json.dumps(real), *plan.window))
+            real_m = _native.fluid_phase_metrics(load, real, *plan.window)
             results[policy] = {"real": _metrics(real_m), "fluid": _metrics(sims["fluid"]["metrics"]),
                                "request": _metrics(sims["request"])}
             _write_csv(real, out / f"phases-{policy}.csv")

@@ -44,10 +44,9 @@ def generate(spec: Path, seed: int) -> str:
 def run(workload: Path, rule: str, window: tuple[float, float]) -> dict:
     """Runs a workload file under a rule; the result as a dict."""
     try:
-        text = _native.fluid_run(workload.read_text(), rule_toml(rule), *window)
+        return _native.fluid_run(workload.read_text(), rule_toml(rule), *window)
     except _native.ConfigError as e:
         raise _native.ConfigError(f"{workload}: {e}") from None
-    return json.loads(text)
 
 
 def table(result: dict, title: str, request_level: dict | None = None) -> Table:

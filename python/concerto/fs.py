@@ -18,7 +18,6 @@ server that did not answer, and ``ValueError`` for bad arguments.
 
 from __future__ import annotations
 
-import json
 import os
 import tomllib
 from dataclasses import dataclass
@@ -245,10 +244,10 @@ class Client:
         return True
 
     def listdir(self, path: str = "/") -> list[DirEntry]:
-        return [DirEntry(**e) for e in json.loads(self._native.readdir(path))]
+        return [DirEntry(**e) for e in self._native.readdir(path)]
 
     def statfs(self) -> dict:
-        return json.loads(self._native.statfs())
+        return self._native.statfs()
 
     def io_phase(self) -> IoPhase:
         """An I/O phase at the cluster's coordinator (IO-SETS), as a context manager::
@@ -275,15 +274,15 @@ class Client:
         write, sync or metadata; ``at_ns``: the server machine's monotonic clock, as
         ``time.monotonic_ns()`` there; ``object``: the file's inode) — or ``{"error": ...}``. The
         administrator's key only."""
-        return json.loads(self._native.arrivals(after))
+        return self._native.arrivals(after)
 
     def server_stats(self) -> list[dict]:
         """One dict per server (cluster-file order): its statistics, or ``{"error": ...}``."""
-        return json.loads(self._native.stats())
+        return self._native.stats()
 
     def ping(self) -> list[dict]:
         """One dict per server: ``{"policy", "roles"}`` or ``{"error": ...}``."""
-        return json.loads(self._native.ping())
+        return self._native.ping()
 
     def set_policy(self, policy_toml: str) -> list[int]:
         """Switches every server's policy live, e.g. ``'kind = "sfq-d-plus"'``.
@@ -307,8 +306,8 @@ class Client:
         self._native.introduce_cluster()
 
 
-def _stat(text: str) -> Stat:
-    s = json.loads(text)
+def _stat(s: dict) -> Stat:
+    """A Stat from the module's stat shape (_native.pyi's ``Stat``)."""
     layout = s["layout"] or {}
     return Stat(inode=s["inode"], kind=s["kind"], size=s["size"], ctime_ns=s["ctime_ns"], mtime_ns=s["mtime_ns"],
                 stripe_unit=layout.get("unit"), servers=layout.get("servers"),

@@ -235,7 +235,7 @@ def _params(items, policy: str) -> dict[str, str]:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
         out[key.strip()] = value.strip()
         table = local.policy_table(policy, {key.strip(): value.strip()})
-        for warning in _native.policy_warnings(json.dumps(table)):
+        for warning in _native.policy_warnings(table):
             err_console.print(f"[bold yellow]warning:[/] --set {escape(item)}: {escape(warning)}", highlight=False)
     return out
 
@@ -490,7 +490,7 @@ def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests
         if value is not None and not math.isfinite(value):
             raise click.BadParameter(f"{value} is not a number > 0", param_hint=option)
     # Checked here as every server will check it, so a mistake is named once, by its option.
-    fault = _native.check_qos_rule(json.dumps(rule))
+    fault = _native.check_qos_rule(rule)
     if fault is not None:
         field, why = fault
         if field == "requests_per_second" and iops is None:

@@ -12,7 +12,6 @@ in which order, and what the processes exchange.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rich.table import Table
@@ -56,7 +55,7 @@ def load_matrix(matrix: Path | None, random: str | None) -> list[list[int]]:
 
 
 def plan_transfers(rows: list[list[int]], unit: int, seed: int, passes: int, show: str | None) -> dict:
-    return json.loads(_native.plan_transfers(rows, unit, seed, passes, show))
+    return _native.plan_transfers(rows, unit, seed, passes, show)
 
 
 def table(plan: dict) -> Table:

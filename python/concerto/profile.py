@@ -9,7 +9,6 @@ directory, or a running data server through its own request path
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 
@@ -68,12 +67,12 @@ REAL_STORAGE_SPEC = {
 
 
 def profile(device: str, spec: dict | None = None, seed: int = 1) -> dict:
-    return json.loads(_native.profile_device(device_toml(device), json.dumps(spec or {}), seed))
+    return _native.profile_device(device_toml(device), spec, seed)
 
 
 def profile_directory(directory: Path, working_set: int | None, spec: dict, seed: int = 1) -> dict:
     """Profiles the storage under ``directory`` (default working set 1 GiB)."""
-    return json.loads(_native.profile_directory(Path(directory), working_set or (1 << 30), json.dumps(spec), seed))
+    return _native.profile_directory(Path(directory), working_set or (1 << 30), spec, seed)
 
 
 def profile_server(cluster: Path | None, server: str, working_set: int | None, spec: dict, seed: int = 1) -> dict:
@@ -85,7 +84,7 @@ def profile_server(cluster: Path | None, server: str, working_set: int | None, s
         text = path.read_text()
     except OSError as e:
         raise OSError(e.errno, f"cluster file: {e.strerror}", str(path)) from e
-    return json.loads(_native.profile_server(text, path, server, working_set or (64 << 20), json.dumps(spec), seed))
+    return _native.profile_server(text, path, server, working_set or (64 << 20), spec, seed)
 
 
 def table(p: dict) -> Table:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import tomllib
 import warnings
@@ -53,7 +52,7 @@ class ScenarioSource:
         """The validated scenario with defaults filled in; its
         :meth:`warnings` issued unless ``warn`` is false."""
         with self.naming_errors():
-            config = json.loads(_native.load_scenario(self.text, self.table, self.overrides))
+            config = _native.load_scenario(self.text, self.table, self.overrides)
         if warn:
             self.warn()
         return config
@@ -109,7 +108,7 @@ def simulate(
     def work() -> None:
         try:
             with source.naming_errors():
-                outcome["json"] = _native.simulate(
+                outcome["runset"] = _native.simulate(
                     source.text,
                     source.table,
                     source.overrides,
@@ -129,4 +128,4 @@ def simulate(
             on_progress(progress.done, progress.total)
     if "error" in outcome:
         raise outcome["error"]
-    return json.loads(outcome["json"])
+    return outcome["runset"]

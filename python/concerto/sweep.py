@@ -434,7 +434,7 @@ def summary_metrics(run: dict) -> dict[str, Any]:
 
 
 def _scenario_rows(task: Task) -> list[dict[str, Any]]:
-    runset = json.loads(_native.simulate(task.text, "scenario", list(task.overrides), task.seed, 1, None, None))
+    runset = _native.simulate(task.text, "scenario", list(task.overrides), task.seed, 1, None, None)
     measure = summary_metrics
     if task.measure:
         module, _, name = task.measure.partition(":")
@@ -443,8 +443,8 @@ def _scenario_rows(task: Task) -> list[dict[str, Any]]:
 
 
 def _workload_rows(task: Task) -> list[dict[str, Any]]:
-    outcomes = json.loads(_native.fluid_measure(task.text, "workload", list(task.overrides), task.seed,
-                                                list(task.rules), *task.window))
+    outcomes = _native.fluid_measure(task.text, "workload", list(task.overrides), task.seed,
+                                     list(task.rules), *task.window)
     rows = []
     for policy, o in zip(task.policies, outcomes):
         row = {"policy": policy, "seed": task.seed}

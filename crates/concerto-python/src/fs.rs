@@ -17,19 +17,20 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use serde::Serialize;
 use serde_json::json;
 
-use concerto_client::probe::{DirectoryProbe, ServerProbe};
-use concerto_client::proto::auth::{Grant, Key, KeyRing, Secret};
 use concerto_client::proto::stats::ServerStats;
-use concerto_client::proto::{ErrorKind, LayoutRequest};
+use concerto_client::proto::{ErrorKind, FileKind, LayoutRequest, Role};
 use concerto_client::transfers::{TransferOrder, TRANSFERS_VAR};
 use concerto_client::{
     credential_for, ClientError, ClusterFile, FileHandle, FsClient, Identity, IoPhase,
 };
 use concerto_core::Extent;
 
-fn py_err(e: ClientError) -> PyErr {
+use crate::objects::to_py;
+
+pub fn py_err(e: ClientError) -> PyErr {
     let msg = e.to_string();
     match &e {
         ClientError::Timeout { .. } => PyTimeoutError::new_err(msg),
@@ -55,10 +56,6 @@ fn py_err(e: ClientError) -> PyErr {
             ErrorKind::Io | ErrorKind::Protocol => PyOSError::new_err(msg),
         },
     }
-}
-
-fn to_json<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_string(v).unwrap_or_default()
 }
 
 /// An open file: path, inode and layout (stripe unit and server ids).
@@ -190,7 +187,7 @@ impl FsClientHandle {
     fn mkdir(&self, py: Python<'_>, path: &str, mode: u32) -> PyResult<()> {
         self.run(py, self.inner.mkdir_mode(path, mode)).map(|_| ())
     }
-    /// chmod, chown and chgrp in one request; the new attributes as JSON.
+    /// chmod, chown and chgrp in one request; the new attributes.
     #[pyo3(signature = (path, mode=None, uid=None, gid=None))]
     fn set_attr(
         &self,
@@ -199,10 +196,9 @@ impl FsClientHandle {
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
-    ) -> PyResult<String> {
-        Ok(stat_json(
-            &self.run(py, self.inner.set_attr(path, mode, uid, gid))?,
-        ))
+    ) -> PyResult<PyObject> {
+        let stat = self.run(py, self.inner.set_attr(path, mode, uid, gid))?;
+        to_py(py, &StatOut::from(&stat))
     }
     fn access(&self, py: Python<'_>, path: &str, mask: u32) -> PyResult<()> {
         self.run(py, self.inner.access(path, mask))
@@ -390,50 +386,48 @@ impl FsClientHandle {
         Ok(offset)
     }
 
-    /// JSON: inode, kind, size, times, layout (unit, servers), default layout, entries.
-    fn stat(&self, py: Python<'_>, path: &str) -> PyResult<String> {
-        Ok(stat_json(&self.run(py, self.inner.stat(path))?))
+    /// Inode, kind, size, times, owner and mode, layout (unit, servers),
+    /// default layout, entries.
+    fn stat(&self, py: Python<'_>, path: &str) -> PyResult<PyObject> {
+        let stat = self.run(py, self.inner.stat(path))?;
+        to_py(py, &StatOut::from(&stat))
     }
 
     /// `stat` of an open file, by its inode (ESTALE once it was removed).
-    fn fstat(&self, py: Python<'_>, file: &FsFile) -> PyResult<String> {
-        Ok(stat_json(&self.run(py, self.inner.fstat(&file.handle))?))
+    fn fstat(&self, py: Python<'_>, file: &FsFile) -> PyResult<PyObject> {
+        let stat = self.run(py, self.inner.fstat(&file.handle))?;
+        to_py(py, &StatOut::from(&stat))
     }
 
-    /// JSON list of {name, inode, kind}.
-    fn readdir(&self, py: Python<'_>, path: &str) -> PyResult<String> {
-        Ok(to_json(&self.run(py, self.inner.readdir(path))?))
+    /// The directory's entries: name, inode, kind.
+    fn readdir(&self, py: Python<'_>, path: &str) -> PyResult<PyObject> {
+        let entries = self.run(py, self.inner.readdir(path))?;
+        to_py(py, &entries)
     }
 
-    fn statfs(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(to_json(&self.run(py, self.inner.statfs())?))
+    /// The file system's capacity and use, summed over the servers.
+    fn statfs(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let statfs = self.run(py, self.inner.statfs())?;
+        to_py(py, &statfs)
     }
 
-    /// JSON list, one per server in cluster-file order: its arrival log
-    /// after request `after` (a list of arrivals), or {"error": message}.
-    fn arrivals(&self, py: Python<'_>, after: u64) -> String {
+    /// One entry per server in cluster-file order: its arrival log after
+    /// request `after` (a list of arrivals), or `{"error": message}`.
+    fn arrivals(&self, py: Python<'_>, after: u64) -> PyResult<PyObject> {
         let all = py.allow_threads(|| self.runtime.block_on(self.inner.arrivals(after)));
-        let out: Vec<serde_json::Value> = all
-            .into_iter()
-            .map(|r| match r {
-                Ok(a) => json!(a),
-                Err(e) => json!({"error": e.to_string()}),
-            })
-            .collect();
-        serde_json::Value::Array(out).to_string()
+        let out: Vec<PerServer<_>> = all.into_iter().map(PerServer::from).collect();
+        to_py(py, &out)
     }
 
-    /// JSON list, one per server in cluster-file order: the statistics, or {"error": message}.
-    fn stats(&self, py: Python<'_>) -> String {
+    /// One entry per server in cluster-file order: its statistics (each
+    /// latency histogram with its p50 and p99), or `{"error": message}`.
+    fn stats(&self, py: Python<'_>) -> PyResult<PyObject> {
         let all = py.allow_threads(|| self.runtime.block_on(self.inner.stats()));
-        let out: Vec<serde_json::Value> = all
+        let out: Vec<PerServer<_>> = all
             .into_iter()
-            .map(|r| match r {
-                Ok(s) => with_quantiles(&s),
-                Err(e) => json!({"error": e.to_string()}),
-            })
+            .map(|r| PerServer::from(r.map(|s| with_quantiles(&s))))
             .collect();
-        serde_json::Value::Array(out).to_string()
+        to_py(py, &out)
     }
 
     /// Begins an I/O phase at the coordinator (returns once granted) and
@@ -464,17 +458,14 @@ impl FsClientHandle {
         }
     }
 
-    /// JSON list, one per server: {"policy", "roles"} or {"error"}.
-    fn ping(&self, py: Python<'_>) -> String {
+    /// One entry per server: its policy and roles, or `{"error": message}`.
+    fn ping(&self, py: Python<'_>) -> PyResult<PyObject> {
         let all = py.allow_threads(|| self.runtime.block_on(self.inner.ping_all()));
-        let out: Vec<serde_json::Value> = all
+        let out: Vec<PerServer<_>> = all
             .into_iter()
-            .map(|r| match r {
-                Ok((policy, roles)) => json!({"policy": policy, "roles": roles}),
-                Err(e) => json!({"error": e.to_string()}),
-            })
+            .map(|r| PerServer::from(r.map(|(policy, roles)| Ping { policy, roles })))
             .collect();
-        serde_json::Value::Array(out).to_string()
+        to_py(py, &out)
     }
 
     /// Switches every server's policy live (TOML text of a `[policy]` table);
@@ -499,161 +490,93 @@ impl FsClientHandle {
     }
 }
 
-fn stat_json(s: &concerto_client::Stat) -> String {
-    json!({
-        "inode": s.inode, "kind": s.kind, "size": s.size, "ctime_ns": s.ctime_ns, "mtime_ns": s.mtime_ns,
-        "layout": s.layout.as_ref().map(|l| json!({"unit": l.unit(), "servers": l.servers()})),
-        "default_layout": s.default_layout.map(|(unit, count)| json!({"unit": unit, "count": count})),
-        "entries": s.entries, "uid": s.uid, "gid": s.gid, "mode": s.mode,
-    })
-    .to_string()
+/// A file's or directory's attributes (`Stat` in the stub).
+#[derive(Serialize)]
+struct StatOut<'a> {
+    inode: u64,
+    kind: &'a FileKind,
+    size: u64,
+    ctime_ns: u64,
+    mtime_ns: u64,
+    layout: Option<LayoutOut<'a>>,
+    default_layout: Option<DefaultLayout>,
+    entries: u64,
+    uid: u32,
+    gid: u32,
+    mode: u32,
 }
 
-/// Checks a cluster file; returns it as JSON.
-#[pyfunction]
-pub fn check_cluster_file(text: &str) -> PyResult<String> {
-    ClusterFile::parse(text)
-        .map(|c| to_json(&c))
-        .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))
+#[derive(Serialize)]
+struct LayoutOut<'a> {
+    unit: u64,
+    servers: &'a [u32],
 }
 
-/// A new key ring for a local cluster (an admin and a peer key) and the
-/// admin key's credential, both as TOML.
-#[pyfunction]
-pub fn generate_keys() -> PyResult<(String, String)> {
-    let ring = KeyRing::generate().map_err(PyOSError::new_err)?;
-    let admin = ring
-        .with_grant(Grant::Admin)
-        .map(|k| k.credential().to_toml())
-        .unwrap_or_default();
-    Ok((ring.to_toml(), admin))
+#[derive(Serialize)]
+struct DefaultLayout {
+    unit: u64,
+    count: u32,
 }
 
-/// Adds a tenant key for `job` to the ring (TOML); returns the new ring
-/// and the key's credential.
-#[pyfunction]
-#[pyo3(signature = (ring, id, job, weight=None, user=None, groups=Vec::new()))]
-pub fn issue_key(
-    ring: &str,
-    id: &str,
-    job: u32,
-    weight: Option<f64>,
-    user: Option<u32>,
-    groups: Vec<u32>,
-) -> PyResult<(String, String)> {
-    let ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
-    if let Some(w) = weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
-        return Err(PyValueError::new_err(format!(
-            "--weight: {w} is not a number > 0"
-        )));
-    }
-    let key = Key {
-        id: id.to_string(),
-        grant: Grant::Tenant { job },
-        weight,
-        user,
-        groups,
-        secret: Secret::generate().map_err(PyOSError::new_err)?,
-    };
-    with_key(ring, key)
-}
-
-/// `ring` with `key` added, checked as the servers will read it (user 0,
-/// groups without a user, root in a node's range: named as the option
-/// that set it), and the key's credential.
-fn with_key(mut ring: KeyRing, key: Key) -> PyResult<(String, String)> {
-    let credential = key.credential().to_toml();
-    ring.add(key).map_err(PyValueError::new_err)?;
-    let ring = KeyRing::parse(&ring.to_toml()).map_err(|e| {
-        PyValueError::new_err(e.replace(&format!("keys[{}].", ring.keys().len() - 1), "--"))
-    })?;
-    Ok((ring.to_toml(), credential))
-}
-
-/// Adds a node key to the ring (TOML), for a node's mount serving the
-/// users `first_user..=last_user`; returns the new ring and the credential.
-#[pyfunction]
-pub fn issue_node_key(
-    ring: &str,
-    id: &str,
-    first_user: u32,
-    last_user: u32,
-) -> PyResult<(String, String)> {
-    let ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
-    let key = Key {
-        id: id.to_string(),
-        grant: Grant::Node {
-            first_user,
-            last_user,
-        },
-        weight: None,
-        user: None,
-        groups: Vec::new(),
-        secret: Secret::generate().map_err(PyOSError::new_err)?,
-    };
-    with_key(ring, key)
-}
-
-/// The ring without key `id`.
-#[pyfunction]
-pub fn revoke_key(ring: &str, id: &str) -> PyResult<String> {
-    let ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
-    let mut kept = KeyRing::default();
-    let mut found = false;
-    for k in ring.keys() {
-        if k.id == id {
-            found = true;
-        } else {
-            kept.add(k.clone()).map_err(PyValueError::new_err)?;
+impl<'a> From<&'a concerto_client::Stat> for StatOut<'a> {
+    fn from(s: &'a concerto_client::Stat) -> StatOut<'a> {
+        StatOut {
+            inode: s.inode,
+            kind: &s.kind,
+            size: s.size,
+            ctime_ns: s.ctime_ns,
+            mtime_ns: s.mtime_ns,
+            layout: s.layout.as_ref().map(|l| LayoutOut {
+                unit: l.unit(),
+                servers: l.servers(),
+            }),
+            default_layout: s
+                .default_layout
+                .map(|(unit, count)| DefaultLayout { unit, count }),
+            entries: s.entries,
+            uid: s.uid,
+            gid: s.gid,
+            mode: s.mode,
         }
     }
-    if !found {
-        return Err(PyValueError::new_err(format!("no key {id:?} in the ring")));
+}
+
+/// A server's answer, or why there is none (`{"error": message}`).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum PerServer<T> {
+    Answer(T),
+    Error { error: String },
+}
+
+impl<T> From<Result<T, ClientError>> for PerServer<T> {
+    fn from(r: Result<T, ClientError>) -> PerServer<T> {
+        match r {
+            Ok(answer) => PerServer::Answer(answer),
+            Err(e) => PerServer::Error {
+                error: e.to_string(),
+            },
+        }
     }
-    Ok(kept.to_toml())
 }
 
-/// The ring's keys as JSON: id, grant ("admin", "peer", or the tenant's
-/// job) and weight; never the secrets.
+/// A server's policy and roles (`Ping` in the stub).
+#[derive(Serialize)]
+struct Ping {
+    policy: String,
+    roles: Vec<Role>,
+}
+
+/// Checks a cluster file; returns what it says, defaults filled in.
 #[pyfunction]
-pub fn list_keys(ring: &str) -> PyResult<String> {
-    let ring = KeyRing::parse(ring).map_err(PyValueError::new_err)?;
-    let keys: Vec<_> = ring
-        .keys()
-        .iter()
-        .map(|k| {
-            let (role, job, users) = match k.grant {
-                Grant::Admin => ("admin", None, None),
-                Grant::Peer => ("peer", None, None),
-                Grant::Tenant { job } => ("tenant", Some(job), None),
-                Grant::Node {
-                    first_user,
-                    last_user,
-                } => ("node", None, Some([first_user, last_user])),
-            };
-            json!({"id": k.id, "role": role, "job": job, "weight": k.weight, "user": k.user, "groups": k.groups,
-                   "users": users})
-        })
-        .collect();
-    Ok(to_json(&keys))
+pub fn check_cluster_file(py: Python<'_>, text: &str) -> PyResult<PyObject> {
+    let cluster = ClusterFile::parse(text)
+        .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))?;
+    to_py(py, &cluster)
 }
 
-/// A throttle preset (`hdd`, `ssd`) as JSON: bandwidth_Bps, latency_ns,
-/// seek_ns, parallelism, and metadata_ns (what the throttle charges every
-/// metadata operation).
-#[pyfunction]
-pub fn emulation_preset(name: &str) -> PyResult<String> {
-    let p = concerto_core::emulation::EmulationConfig::preset(name)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown preset {name:?} (hdd, ssd)")))?;
-    Ok(json!({
-        "bandwidth_Bps": p.bandwidth.0, "latency_ns": p.latency.as_nanos(), "seek_ns": p.seek.as_nanos(), "parallelism": p.parallelism,
-        "metadata_ns": concerto_core::emulation::METADATA_SERVICE.as_nanos(),
-    })
-    .to_string())
-}
-
-/// A server's statistics as JSON, each latency histogram with its p50 and
-/// p99 bucket bounds (`LatencyHistogram::quantile`) added.
+/// A server's statistics, each latency histogram with its p50 and p99
+/// bucket bounds (`LatencyHistogram::quantile`) added.
 fn with_quantiles(stats: &ServerStats) -> serde_json::Value {
     let mut value = serde_json::to_value(stats).unwrap_or_default();
     if let Some(hists) = value.get_mut("latency").and_then(|v| v.as_array_mut()) {
@@ -692,91 +615,4 @@ pub fn stripe_map(
             )
         })
         .collect())
-}
-
-/// Profiles the storage under directory `dir` (positioned reads, O_DIRECT
-/// where the file system allows) over a working set of `working_set`
-/// bytes, with the sweep in `spec` (JSON). Returns the profile as JSON,
-/// with `"probe": {"kind": "directory", "path": ..., "direct": ...}`.
-#[pyfunction]
-#[pyo3(signature = (dir, working_set, spec="{}", seed=1))]
-pub fn profile_directory(
-    py: Python<'_>,
-    dir: std::path::PathBuf,
-    working_set: u64,
-    spec: &str,
-    seed: u64,
-) -> PyResult<String> {
-    let spec = crate::profile_spec(spec)?;
-    let (profile, direct) = py
-        .allow_threads(|| {
-            let mut probe = DirectoryProbe::create(&dir, working_set, seed)?;
-            let profile = concerto_core::profile::run(&mut probe, &spec);
-            match probe.error() {
-                Some(e) => Err(std::io::Error::other(e.to_string())),
-                None => Ok((profile, probe.direct())),
-            }
-        })
-        .map_err(|e| PyOSError::new_err(format!("profiling {}: {e}", dir.display())))?;
-    let mut out =
-        serde_json::to_value(&profile).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    out["probe"] =
-        json!({"kind": "directory", "path": dir.display().to_string(), "direct": direct});
-    Ok(out.to_string())
-}
-
-/// Profiles data server `server` (its id in the cluster file, or its
-/// address) through its own request path, with the cluster file's
-/// credential, over a working set of `working_set` bytes. Returns the
-/// profile as JSON, with `"probe": {"kind": "server", "address": ...}`.
-#[pyfunction]
-#[pyo3(signature = (cluster, path, server, working_set, spec="{}", seed=1))]
-pub fn profile_server(
-    py: Python<'_>,
-    cluster: &str,
-    path: std::path::PathBuf,
-    server: &str,
-    working_set: u64,
-    spec: &str,
-    seed: u64,
-) -> PyResult<String> {
-    let spec = crate::profile_spec(spec)?;
-    let cluster = ClusterFile::parse(cluster)
-        .map_err(|e| PyValueError::new_err(format!("cluster file: {e}")))?;
-    let credential = credential_for(&path, &cluster, |k| std::env::var(k).ok())
-        .map_err(PyPermissionError::new_err)?;
-    let entry = cluster
-        .servers
-        .iter()
-        .find(|s| s.id.to_string() == server || s.address.to_string() == server)
-        .ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "--server {server}: no server with that id or address in {} (ids: {})",
-                path.display(),
-                cluster
-                    .servers
-                    .iter()
-                    .map(|s| s.id.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?;
-    let address = entry.address;
-    let identity = Identity::from_env();
-    let timeout = cluster.timeout().max(std::time::Duration::from_secs(30));
-    let profile = py
-        .allow_threads(|| {
-            let mut probe =
-                ServerProbe::connect(address, &credential, identity, timeout, working_set, seed)?;
-            let profile = concerto_core::profile::run(&mut probe, &spec);
-            match probe.error() {
-                Some(e) => Err(ClientError::Invalid(e.to_string())),
-                None => Ok(profile),
-            }
-        })
-        .map_err(py_err)?;
-    let mut out =
-        serde_json::to_value(&profile).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    out["probe"] = json!({"kind": "server", "address": address.to_string(), "id": entry.id});
-    Ok(out.to_string())
 }

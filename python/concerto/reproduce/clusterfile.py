@@ -12,7 +12,6 @@ sweeps' tidy tables, ``results.json`` and ``claims.json``.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Callable
@@ -97,7 +96,7 @@ def _schedule_lengths(matrices: list[list[list[int]]], seed: int) -> dict[str, A
     optimal_is_delta = valid = True
     hcdf_longer = hcdf_shorter = 0
     for k, rows in enumerate(matrices):
-        plan = json.loads(_native.plan_transfers(rows, 0, seed + k))
+        plan = _native.plan_transfers(rows, 0, seed + k)
         length = {s["name"]: s["length"] / plan["delta"] for s in plan["schedules"]}
         for s in plan["schedules"]:
             ratios[s["name"]].append(length[s["name"]])
@@ -128,7 +127,7 @@ def transfer_graphs(instances: int, seed: int, family_instances: int) -> dict[st
         drawn = [_native.skewed_transfer_matrix(GRAPH_CLIENTS, GRAPH_SERVERS, 6, exponent, seed * 1_000_003 + k)
                  for k in range(family_instances)]
         families.append({"family": f"skewed e = {exponent:g}", **_schedule_lengths(drawn, seed)})
-    fig1 = json.loads(_native.plan_transfers(FIGURE_1))
+    fig1 = _native.plan_transfers(FIGURE_1)
     return {"clients": GRAPH_CLIENTS, "servers": GRAPH_SERVERS, "max_per_pair": GRAPH_MAX_PER_PAIR,
             "densities": by_density, "families": families,
             "figure_1": {"delta": fig1["delta"], **{s["name"]: s["length"] for s in fig1["schedules"]}}}

@@ -235,7 +235,7 @@ def run_twin(links: dict[str, float], quick: bool, seed: int) -> list[dict]:
         for ordering in ORDERINGS:
             for op in OPS:
                 overrides = [f'apps[0].ordering="{ordering}"', f'apps[0].op="{op}"', f"apps[0].schedule_block={b}"]
-                r = json.loads(_native.simulate(text, None, overrides, seed, max(reps, 3), None, None))
+                r = _native.simulate(text, None, overrides, seed, max(reps, 3), None, None)
                 cells.append({"op": op, "ordering": ordering, "block": b,
                               "throughput_Bps": r["aggregate"]["aggregate_bandwidth_Bps"]["mean"]})
     return cells

@@ -68,7 +68,7 @@ def hand_computation() -> dict[str, float]:
                                             {"name": "p2", "phases": [[0.0, 10e9]]}]}
     rule = {"kind": "table", "default_set": 0, "default_priority": 1.0,
             "entries": [{"app": 0, "set": 0, "priority": 1.0}, {"app": 1, "set": 1, "priority": 2.0}]}
-    result = json.loads(_native.fluid_run(json.dumps(workload), tomli_w.dumps(rule), 0.0, 2.0))
+    result = _native.fluid_run(json.dumps(workload), tomli_w.dumps(rule), 0.0, 2.0)
     ends = {p["app"]: p["end_s"] for p in result["phases"]}
     return {"priority_1_end_s": ends["p1"], "priority_2_end_s": ends["p2"]}
 
