@@ -15,6 +15,7 @@ use concerto_core::{Op, PolicyConfig, Time};
 
 use crate::scenario::Scenario;
 pub use crate::timeline::Timeline;
+pub use crate::workload::{IorOperation, KindReport, MdPhase};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -51,58 +52,19 @@ pub struct AppResult {
     pub mdtest: Option<Vec<MdPhase>>,
 }
 
-/// One md-test phase: the items every process handled and how long the
-/// phase took from its start to its last reply (mdtest's rate is the same
-/// quotient).
-#[derive(Clone, Debug, Serialize)]
-pub struct MdPhase {
-    pub phase: crate::scenario::MdStep,
-    /// The row of mdtest's summary it counts under ("File creation"), if any.
-    pub operation: Option<&'static str>,
-    pub items: u64,
-    pub seconds: f64,
-    pub ops_per_s: f64,
-}
-
-/// One IOR operation: what every process moved, and how long it took from
-/// its start to its last reply (IOR's bandwidth is the same quotient).
-#[derive(Clone, Debug, Serialize)]
-pub struct IorOperation {
-    pub access: &'static str,
-    pub bytes: u64,
-    pub seconds: f64,
-    #[serde(rename = "bandwidth_MiBps")]
-    pub bandwidth_mibps: f64,
-}
-
-impl IorOperation {
-    pub(crate) fn new(read: bool, bytes: u64, seconds: f64) -> IorOperation {
-        IorOperation {
-            access: if read { "read" } else { "write" },
-            bytes,
-            seconds,
-            bandwidth_mibps: if seconds > 0.0 {
-                bytes as f64 / seconds / (1u64 << 20) as f64
-            } else {
-                0.0
-            },
-        }
-    }
-}
-
 impl AppResult {
     pub(crate) fn with_timeline(mut self, timeline: Option<Timeline>) -> AppResult {
         self.timeline = timeline;
         self
     }
 
-    pub(crate) fn with_ior(mut self, ior: Option<Vec<IorOperation>>) -> AppResult {
-        self.ior = ior;
-        self
-    }
-
-    pub(crate) fn with_mdtest(mut self, phases: Option<Vec<MdPhase>>) -> AppResult {
-        self.mdtest = phases;
+    /// The workload kind's own rows, as its program reports them.
+    pub(crate) fn with_report(mut self, report: Option<KindReport>) -> AppResult {
+        match report {
+            Some(KindReport::Ior(operations)) => self.ior = Some(operations),
+            Some(KindReport::MdTest(phases)) => self.mdtest = Some(phases),
+            None => {}
+        }
         self
     }
 

@@ -40,13 +40,8 @@ use crate::device::{elevator_pick, object_base, Device, DiskWait};
 use crate::engine::{Class, EventQueue};
 use crate::fluid::{window_metrics, FluidApp, FluidPhase, FluidRun, PhaseRecord};
 use crate::network::{End, Network, Nic};
-use crate::results::{
-    AppResult, IorOperation, JobResult, MdPhase, PieceRecord, RunResult, ServerAppResult,
-    ServerResult,
-};
-use crate::scenario::{
-    AppIdRule, DataOp, JobConfig, MdStep, MetadataPlacement, Placement, Scenario, WorkloadKind,
-};
+use crate::results::{AppResult, JobResult, PieceRecord, RunResult, ServerAppResult, ServerResult};
+use crate::scenario::{AppIdRule, DataOp, JobConfig, MetadataPlacement, Placement, Scenario};
 use crate::timeline::{Backlog, Bins};
 use crate::workload::{self, MetaTarget, Step};
 use crate::Progress;

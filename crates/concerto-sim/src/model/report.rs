@@ -1,7 +1,6 @@
 //! The results of a run: per application, per server, and the job level.
 
 use super::*;
-use crate::scenario::AppSpec;
 
 impl<'a> Simulation<'a> {
     pub(super) fn results(mut self) -> RunResult {
@@ -54,18 +53,7 @@ impl<'a> Simulation<'a> {
             a.end,
         )
         .with_timeline(a.timeline.as_ref().map(|t| t.to_timeline(false)))
-        .with_ior(spec.block_size.is_some().then(|| {
-            let moved = spec.bytes_per_call() * spec.processes as u64;
-            spec.ior_operations()
-                .iter()
-                .zip(&a.completions)
-                .map(|(op, &s)| IorOperation::new(*op == DataOp::Read, moved, s))
-                .collect()
-        }))
-        .with_mdtest(
-            (spec.workload == WorkloadKind::MdTest && spec.barrier)
-                .then(|| mdtest_phases(spec, &a.completions)),
-        )
+        .with_report(spec.workload.workload().report(spec, &a.completions))
     }
 
     /// The phases as they ran, and the window metrics the fluid mode
@@ -113,33 +101,6 @@ impl<'a> Simulation<'a> {
             phase_records: run.phases,
         }
     }
-}
-
-/// An mdtest run's phases as mdtest reports them: items and rate.
-fn mdtest_phases(spec: &AppSpec, completions: &[f64]) -> Vec<MdPhase> {
-    // Directory phases handle one item per process.
-    let items = spec.items.unwrap_or(1) as u64 * spec.processes as u64;
-    spec.md_steps()
-        .iter()
-        .zip(completions)
-        .map(|(&phase, &seconds)| {
-            let items = match phase {
-                MdStep::Mktestdir | MdStep::Rmtestdir | MdStep::Readdir => spec.processes as u64,
-                _ => items,
-            };
-            MdPhase {
-                phase,
-                operation: phase.mdtest_operation(),
-                items,
-                seconds,
-                ops_per_s: if seconds > 0.0 {
-                    items as f64 / seconds
-                } else {
-                    0.0
-                },
-            }
-        })
-        .collect()
 }
 
 /// One server's figures over a run of `makespan`.

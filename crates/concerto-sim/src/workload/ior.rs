@@ -3,8 +3,12 @@
 //! strided, in a shared file or a file per process; IOR with `block_size`
 //! follows IOR's own layout (segments of blocks, one operation per call).
 
-use super::{required, Access, Steps, Workload};
-use crate::scenario::{positive, AppSpec, ConfigError, FileMode, Pattern, MAX_IOR_TRANSFERS};
+use serde::Serialize;
+
+use super::{required, Access, KindReport, Steps, Workload};
+use crate::scenario::{
+    positive, AppSpec, ConfigError, DataOp, FileMode, Pattern, MAX_IOR_TRANSFERS,
+};
 
 pub struct Ior;
 pub struct PioBench;
@@ -45,6 +49,19 @@ impl Workload for Ior {
             Some(_) => ior_operation(app, rank, call, steps),
             None => steps.data(app.op, access(app, rank, call)),
         }
+    }
+
+    /// IOR's layout (`block_size`): each operation as IOR reports it.
+    fn report(&self, app: &AppSpec, completions: &[f64]) -> Option<KindReport> {
+        app.block_size?;
+        let moved = self.bytes_per_call(app) * app.processes as u64;
+        Some(KindReport::Ior(
+            app.ior_operations()
+                .iter()
+                .zip(completions)
+                .map(|(op, &s)| IorOperation::new(*op == DataOp::Read, moved, s))
+                .collect(),
+        ))
     }
 }
 
@@ -169,6 +186,32 @@ pub(super) fn access(app: &AppSpec, rank: u32, call: u32) -> Access {
                 Pattern::Strided => (k * procs + r) * size,
             };
             Access::one(0, offset, size)
+        }
+    }
+}
+
+/// One IOR operation: what every process moved, and how long it took from
+/// its start to its last reply (IOR's bandwidth is the same quotient).
+#[derive(Clone, Debug, Serialize)]
+pub struct IorOperation {
+    pub access: &'static str,
+    pub bytes: u64,
+    pub seconds: f64,
+    #[serde(rename = "bandwidth_MiBps")]
+    pub bandwidth_mibps: f64,
+}
+
+impl IorOperation {
+    pub fn new(read: bool, bytes: u64, seconds: f64) -> IorOperation {
+        IorOperation {
+            access: if read { "read" } else { "write" },
+            bytes,
+            seconds,
+            bandwidth_mibps: if seconds > 0.0 {
+                bytes as f64 / seconds / (1u64 << 20) as f64
+            } else {
+                0.0
+            },
         }
     }
 }

@@ -7,7 +7,9 @@
 use concerto_core::MetaOp;
 use smallvec::SmallVec;
 
-use super::{required, Access, MetaTarget, Steps, Workload};
+use serde::Serialize;
+
+use super::{required, Access, KindReport, MetaTarget, Steps, Workload};
 use crate::scenario::{positive, AppSpec, ConfigError, DataOp, MdStep, MAX_FILES};
 
 /// md-test's phases, one call each, in order, unless `md_steps` chooses.
@@ -53,6 +55,12 @@ impl Workload for MdTest {
             ));
         }
         Ok(())
+    }
+
+    /// With a barrier between phases, each phase as mdtest reports it.
+    fn report(&self, app: &AppSpec, completions: &[f64]) -> Option<KindReport> {
+        app.barrier
+            .then(|| KindReport::MdTest(mdtest_phases(app, completions)))
     }
 
     /// One per phase.
@@ -198,4 +206,44 @@ impl MdProcess {
             steps.data(DataOp::Read, Access::one(file, 0, self.size));
         }
     }
+}
+
+/// One md-test phase: the items every process handled and how long the
+/// phase took from its start to its last reply (mdtest's rate is the same
+/// quotient).
+#[derive(Clone, Debug, Serialize)]
+pub struct MdPhase {
+    pub phase: MdStep,
+    /// The row of mdtest's summary it counts under ("File creation"), if any.
+    pub operation: Option<&'static str>,
+    pub items: u64,
+    pub seconds: f64,
+    pub ops_per_s: f64,
+}
+
+/// An mdtest run's phases as mdtest reports them: items and rate.
+fn mdtest_phases(spec: &AppSpec, completions: &[f64]) -> Vec<MdPhase> {
+    // Directory phases handle one item per process.
+    let items = spec.items.unwrap_or(1) as u64 * spec.processes as u64;
+    spec.md_steps()
+        .iter()
+        .zip(completions)
+        .map(|(&phase, &seconds)| {
+            let items = match phase {
+                MdStep::Mktestdir | MdStep::Rmtestdir | MdStep::Readdir => spec.processes as u64,
+                _ => items,
+            };
+            MdPhase {
+                phase,
+                operation: phase.mdtest_operation(),
+                items,
+                seconds,
+                ops_per_s: if seconds > 0.0 {
+                    items as f64 / seconds
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect()
 }

@@ -26,7 +26,8 @@ mod tile;
 mod trace;
 mod wrf;
 
-pub use mdtest::MDTEST_PHASES;
+pub use ior::IorOperation;
+pub use mdtest::{MdPhase, MDTEST_PHASES};
 pub use phases::DEFAULT_PHASE_REQUEST;
 
 /// What one kind of workload is. Every method but [`Workload::keys`],
@@ -75,6 +76,19 @@ pub trait Workload: Sync {
     fn planner(&self, _app: &AppSpec) -> Option<Box<dyn Planner + Send + Sync>> {
         None
     }
+
+    /// The kind's own rows in an application's result, as its program
+    /// reports them (IOR's operations, mdtest's phases), from the calls'
+    /// completion times; none by default.
+    fn report(&self, _app: &AppSpec, _completions: &[f64]) -> Option<KindReport> {
+        None
+    }
+}
+
+/// A workload kind's own rows in an application's result.
+pub enum KindReport {
+    Ior(Vec<IorOperation>),
+    MdTest(Vec<MdPhase>),
 }
 
 /// The registry: each kind's variant of [`WorkloadKind`], the name a
