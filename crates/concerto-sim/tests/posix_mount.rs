@@ -42,37 +42,70 @@ fn seconds(sets: &[&str]) -> Vec<f64> {
         .collect()
 }
 
+/// The data writes of IOR's write operation: (task, issued, replied),
+/// in issue order.
+fn writes(sets: &[&str]) -> Vec<(u32, f64, f64)> {
+    let mut sets = sets.to_vec();
+    sets.push("output.detail=true");
+    let run = simulate(&scenario(IOR, &sets), 1, None);
+    let mut out: Vec<_> = run
+        .detail
+        .expect("output.detail asks for it")
+        .iter()
+        .filter(|p| p.call == 0 && p.op == concerto_core::Op::Write && p.bytes > 0)
+        .map(|p| (p.rank, p.issue.as_secs_f64(), p.response.as_secs_f64()))
+        .collect();
+    out.sort_by(|a, b| a.1.total_cmp(&b.1));
+    out
+}
+
+/// From the first write's issue to the last one's reply.
+fn span(writes: &[(u32, f64, f64)]) -> f64 {
+    let last = writes.iter().map(|w| w.2).fold(0.0, f64::max);
+    last - writes[0].1
+}
+
 /// Through the mount, the kernel holds a file's lock across each write(2)
 /// that goes through: the four tasks' 32 writes of one shared file take
-/// turns (32 ms), where without the mount they run on their four servers
-/// at once (8 ms). Reads do not take the lock, and tasks writing files of
-/// their own do not wait for each other.
+/// turns, each issued once the one before has its reply (32 ms and more),
+/// where without the mount they run on their four servers at once (8 ms).
+/// Reads do not take the lock (through the mount they take as long but
+/// for the opens and closes), and tasks writing files of their own do not
+/// wait for each other's writes: each task's eight go back to back.
 #[test]
 fn a_mounts_writes_to_one_file_go_one_at_a_time() {
     let mount = "cluster.metadata.posix_mount=true";
-    let [write, read] = seconds(&[])[..] else {
+    let plain = writes(&[]);
+    assert!(
+        (span(&plain) - 0.008).abs() < 1e-6,
+        "without the mount: {plain:?}"
+    );
+    let locked = writes(&[mount]);
+    assert_eq!(locked.len(), 32);
+    assert!(
+        locked.windows(2).all(|w| w[1].1 >= w[0].2 - 1e-12),
+        "through the mount, one at a time: {locked:?}"
+    );
+    assert!(span(&locked) >= 0.032 - 1e-9, "{locked:?}");
+    let [_, read] = seconds(&[])[..] else {
         panic!()
     };
-    let [locked_write, mount_read] = seconds(&[mount])[..] else {
-        panic!()
-    };
-    assert!((write - 0.008).abs() < 1e-6, "without the mount: {write} s");
-    assert!(
-        (locked_write - 0.032).abs() < 1e-6,
-        "through the mount: {locked_write} s"
-    );
-    assert!(
-        (read - mount_read).abs() < 1e-9,
-        "reads: {read} s and {mount_read} s"
-    );
-    let own = "apps[0].file=\"per-process\"";
-    let [own_write, _] = seconds(&[mount, own])[..] else {
+    let [_, mount_read] = seconds(&[mount])[..] else {
         panic!()
     };
     assert!(
-        (own_write - 0.008).abs() < 1e-6,
-        "a file each, through the mount: {own_write} s"
+        mount_read >= read && mount_read < read + 0.002,
+        "reads: {read} s, through the mount {mount_read} s"
     );
+    let own = writes(&[mount, "apps[0].file=\"per-process\""]);
+    for r in 0..4 {
+        let task: Vec<_> = own.iter().copied().filter(|w| w.0 == r).collect();
+        assert_eq!(task.len(), 8);
+        assert!(
+            task.windows(2).all(|w| (w[1].1 - w[0].2).abs() < 1e-9),
+            "task {r}'s own file, through the mount: each write issued at the last one's reply: {task:?}"
+        );
+    }
 }
 
 const MDTEST: &str = r#"
@@ -154,4 +187,61 @@ fn a_mounts_files_are_placed_in_the_order_they_are_made() {
         );
         assert_eq!(mount[r], vec![r as u32; 8], "task {r}: (i x 4 + r) mod 4");
     }
+}
+
+/// The metadata requests of one operation through the mount, by rank:
+/// (op, issued, replied) in seconds, in issue order.
+fn meta_requests(text: &str, sets: &[&str], call: u32) -> Vec<(concerto_core::Op, f64, f64)> {
+    let mut sets = sets.to_vec();
+    sets.extend(["output.detail=true", "cluster.metadata.posix_mount=true"]);
+    let run = simulate(&scenario(text, &sets), 1, None);
+    let mut out: Vec<_> = run
+        .detail
+        .expect("output.detail asks for it")
+        .iter()
+        .filter(|p| p.call == call && matches!(p.op, concerto_core::Op::Meta(_)))
+        .map(|p| (p.op, p.issue.as_secs_f64(), p.response.as_secs_f64()))
+        .collect();
+    out.sort_by(|a, b| a.1.total_cmp(&b.1));
+    out
+}
+
+/// Whether every request of kind `op` was issued only once the one before
+/// had its reply: they took turns.
+fn took_turns(requests: &[(concerto_core::Op, f64, f64)], op: concerto_core::MetaOp) -> bool {
+    let of: Vec<_> = requests
+        .iter()
+        .filter(|r| r.0 == concerto_core::Op::Meta(op))
+        .collect();
+    of.windows(2).all(|w| w[1].1 >= w[0].2 - 1e-12)
+}
+
+/// Through the mount, the kernel holds a directory's lock across a call
+/// that adds or removes a name in it: IOR's four tasks creating their
+/// files in one directory take turns (each create issued after the last
+/// one's reply), as md-test's four tasks making their own directories in
+/// the test directory do; md-test's files, in each task's own directory,
+/// are created side by side.
+#[test]
+fn a_mounts_creates_in_one_directory_take_turns() {
+    use concerto_core::MetaOp;
+    let ior = meta_requests(IOR, &["apps[0].file=\"per-process\""], 0);
+    assert_eq!(
+        ior.iter()
+            .filter(|r| r.0 == concerto_core::Op::Meta(MetaOp::Create))
+            .count(),
+        4
+    );
+    assert!(took_turns(&ior, MetaOp::Create), "IOR's creates: {ior:?}");
+
+    let md = "apps[0].md_steps=[\"mktestdir\", \"create\", \"rmtestdir\"]";
+    let mkdirs = meta_requests(MDTEST, &[md], 0);
+    assert!(took_turns(&mkdirs, MetaOp::Mkdir), "mkdirs: {mkdirs:?}");
+    let creates = meta_requests(MDTEST, &[md], 1);
+    assert!(
+        !took_turns(&creates, MetaOp::Create),
+        "md-test's creates, each task in its own directory: {creates:?}"
+    );
+    let rmdirs = meta_requests(MDTEST, &[md], 2);
+    assert!(took_turns(&rmdirs, MetaOp::Rmdir), "rmdirs: {rmdirs:?}");
 }

@@ -162,8 +162,7 @@ fn build_applications(
                 files.push(FileState {
                     layout,
                     meta_server: meta_servers[idx as usize % meta_servers.len()],
-                    writer: None,
-                    waiting: Default::default(),
+                    lock: KernelLock::default(),
                 });
                 app_files.push(idx);
             }
@@ -193,6 +192,7 @@ fn build_applications(
                 phase_start: Time::ZERO,
                 phase_priority: 1.0,
                 collective: None,
+                directory_lock: KernelLock::default(),
                 plan_cache: None,
             });
         }

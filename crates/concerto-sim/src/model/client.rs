@@ -85,7 +85,7 @@ impl<'a> Simulation<'a> {
     pub(super) fn issue_step(&mut self, rank: u32, now: Time) {
         let rs = &mut self.ranks[rank as usize];
         let Some(step) = rs.steps.pop() else { return };
-        if self.waits_for_file_lock(rank, &step) {
+        if self.waits_for_kernel_lock(rank, &step) {
             self.ranks[rank as usize].steps.push(step);
             return;
         }
@@ -129,30 +129,53 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Whether a write through the mount must wait for its file: the
-    /// kernel holds the file's lock across the write(2), so a mount's
-    /// writes to one file go one at a time. Takes the lock when free.
-    fn waits_for_file_lock(&mut self, rank: u32, step: &Step) -> bool {
-        let Step::Data {
-            op: DataOp::Write,
-            access,
-        } = step
-        else {
-            return false;
-        };
+    /// Whether a step through the mount must wait for a lock the kernel
+    /// holds across its system call, taking the lock when free. The kernel
+    /// holds a file's lock across a write(2) to it, so a mount's writes to
+    /// one file go one at a time; and a directory's across a call that adds
+    /// or removes a name in it (a create, mkdir, unlink, rmdir), so the
+    /// processes creating files in one directory (IOR's) or their own
+    /// directories in one (md-test's) take turns, each round trip in turn.
+    fn waits_for_kernel_lock(&mut self, rank: u32, step: &Step) -> bool {
         if !self.sc.cluster.metadata.posix_mount {
             return false;
         }
-        let rs = &mut self.ranks[rank as usize];
-        let file = self.apps[rs.app as usize].files[access.file as usize];
-        let f = &mut self.files[file as usize];
-        if f.writer.is_some() {
-            f.waiting.push_back(rank);
+        let app = self.ranks[rank as usize].app;
+        let a = &self.apps[app as usize];
+        let own_directories = self.sc.apps[a.spec]
+            .workload
+            .workload()
+            .files_in_process_directory();
+        let held = match step {
+            Step::Data {
+                op: DataOp::Write,
+                access,
+            } => Held::File(a.files[access.file as usize]),
+            Step::Meta {
+                op: concerto_core::MetaOp::Mkdir | concerto_core::MetaOp::Rmdir,
+                target: MetaTarget::Dir,
+            } => Held::Directory(app),
+            Step::Meta {
+                op: concerto_core::MetaOp::Create | concerto_core::MetaOp::Remove,
+                target: MetaTarget::File(_),
+            } if !own_directories => Held::Directory(app),
+            _ => return false,
+        };
+        let lock = self.kernel_lock(held);
+        if lock.holder.is_some() {
+            lock.waiting.push_back(rank);
             return true;
         }
-        f.writer = Some(rank);
-        rs.holds = Some(file);
+        lock.holder = Some(rank);
+        self.ranks[rank as usize].holds = Some(held);
         false
+    }
+
+    fn kernel_lock(&mut self, held: Held) -> &mut KernelLock {
+        match held {
+            Held::File(file) => &mut self.files[file as usize].lock,
+            Held::Directory(app) => &mut self.apps[app as usize].directory_lock,
+        }
     }
 
     /// A data step as the layout splits it: one piece per server, all
@@ -418,14 +441,14 @@ impl<'a> Simulation<'a> {
         self.step_done(rank, now);
     }
 
-    /// The rank's step has all its replies: the file lock it held passes
-    /// to the next writer waiting, and the rank goes on to its next step,
+    /// The rank's step has all its replies: the kernel lock it held passes
+    /// to the next rank waiting, and the rank goes on to its next step,
     /// or the call's end.
     fn step_done(&mut self, rank: u32, now: Time) {
-        if let Some(file) = self.ranks[rank as usize].holds.take() {
-            let f = &mut self.files[file as usize];
-            f.writer = None;
-            if let Some(next) = f.waiting.pop_front() {
+        if let Some(held) = self.ranks[rank as usize].holds.take() {
+            let lock = self.kernel_lock(held);
+            lock.holder = None;
+            if let Some(next) = lock.waiting.pop_front() {
                 self.issue_step(next, now);
             }
         }

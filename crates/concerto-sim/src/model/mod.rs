@@ -165,6 +165,9 @@ struct AppState {
     phase_priority: f64,
     /// The collective call it is running (workload "collective").
     collective: Option<collective::CollectiveCall>,
+    /// Under `posix_mount`, the kernel's lock on the directory its files
+    /// (or md-test's process directories) are named in.
+    directory_lock: KernelLock,
     /// A plan (and what it fixes) made for call `base`, which later calls
     /// of a pattern that repeats itself shifted use too.
     plan_cache: Option<(std::rc::Rc<collective::CallShape>, u64)>,
@@ -183,8 +186,8 @@ struct RankState {
     /// Under `ordering`: the current step's blocks still to send (pieces,
     /// last first), one at a time.
     blocks: Vec<u32>,
-    /// The file whose write lock the current step holds (`posix_mount`).
-    holds: Option<u32>,
+    /// The kernel's lock the current step holds (`posix_mount`).
+    holds: Option<Held>,
     /// The client NIC of the process's node (`clients`).
     nic: u32,
 }
@@ -194,10 +197,26 @@ struct FileState {
     /// The server holding the file's metadata.
     meta_server: u32,
     /// Under `posix_mount`, the kernel's lock on the file, held across a
-    /// write(2) that goes through: the rank writing, and those waiting
-    /// for it in turn.
-    writer: Option<u32>,
+    /// write(2) that goes through.
+    lock: KernelLock,
+}
+
+/// A lock the kernel holds across a system call on Concerto's mount
+/// (`posix_mount`): the rank holding it, and those waiting for it in turn.
+#[derive(Default)]
+struct KernelLock {
+    holder: Option<u32>,
     waiting: std::collections::VecDeque<u32>,
+}
+
+/// Which kernel lock a rank's step holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// A file's (by index), across a write(2).
+    File(u32),
+    /// An application instance's directory (by index), across a call that
+    /// adds or removes a name in it.
+    Directory(u32),
 }
 
 struct ServerState {

@@ -5,7 +5,10 @@
 
 use serde::Serialize;
 
-use super::{required, Access, KindReport, Steps, Workload};
+use concerto_core::{Extent, MetaOp};
+use smallvec::SmallVec;
+
+use super::{required, Access, KindReport, MetaTarget, Steps, Workload};
 use crate::scenario::{
     positive, AppSpec, ConfigError, DataOp, FileMode, Pattern, MAX_IOR_TRANSFERS,
 };
@@ -153,6 +156,14 @@ fn check_layout(at: &str, app: &AppSpec) -> Result<(), ConfigError> {
 /// IOR's layout (`block_size`): call `call` is the application's
 /// `call`-th operation; process `rank` moves each of its `segments`
 /// blocks in transfers of `request_size`, in order, one at a time.
+///
+/// With `posix_mount`, the operation also opens and closes its file as
+/// IOR does through Concerto's mount, and IOR's time counts them: the
+/// kernel's lookup of a name it has not seen (the page cache is dropped
+/// before a read, the file is new to a write), then the create (a write's
+/// `O_CREAT`) or the open; at the end a written file's fsync and close
+/// (`Step::Close`: a sync at each data server written and the namespace's
+/// sync, waited for, then the release's notice), a read file's release.
 fn ior_operation(app: &AppSpec, rank: u32, call: u32, steps: &mut Steps) {
     let Some(&op) = app.ior_operations().get(call as usize) else {
         return;
@@ -161,15 +172,35 @@ fn ior_operation(app: &AppSpec, rank: u32, call: u32, steps: &mut Steps) {
     let transfer = app.request_size.map_or(block, |b| b.0).max(1);
     let (r, procs) = (rank as u64, app.processes as u64);
     let per_process = app.file.unwrap_or_default() == FileMode::PerProcess;
+    let file = if per_process { rank } else { 0 };
+    let target = MetaTarget::File(file);
+    if steps.posix_mount {
+        steps.meta(MetaOp::Getattr, target);
+        let open = match op {
+            DataOp::Write => MetaOp::Create,
+            DataOp::Read => MetaOp::Getattr,
+        };
+        steps.meta(open, target);
+    }
+    let mut written: SmallVec<[Extent; 1]> = SmallVec::new();
     for s in 0..app.segments.unwrap_or(1) as u64 {
-        let (file, start) = if per_process {
-            (rank, s * block)
+        let start = if per_process {
+            s * block
         } else {
-            (0, (s * procs + r) * block)
+            (s * procs + r) * block
         };
         for j in 0..block / transfer {
             steps.data(op, Access::one(file, start + j * transfer, transfer));
         }
+        if op == DataOp::Write {
+            match written.last_mut() {
+                Some(e) if e.offset + e.len == start => e.len += block,
+                _ => written.push(Extent::new(start, block)),
+            }
+        }
+    }
+    if steps.posix_mount {
+        steps.close(file, written);
     }
 }
 

@@ -57,6 +57,11 @@ impl Workload for MdTest {
         Ok(())
     }
 
+    /// mdtest's unique directories (`-u`), one per process.
+    fn files_in_process_directory(&self) -> bool {
+        true
+    }
+
     /// With a barrier between phases, each phase as mdtest reports it.
     fn report(&self, app: &AppSpec, completions: &[f64]) -> Option<KindReport> {
         app.barrier

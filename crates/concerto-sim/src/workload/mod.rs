@@ -77,6 +77,14 @@ pub trait Workload: Sync {
         None
     }
 
+    /// Whether each process names its files in a directory of its own
+    /// (md-test's unique directories) rather than all in the
+    /// application's: through the mount, a name added to or removed from
+    /// a directory holds that directory's lock in the kernel.
+    fn files_in_process_directory(&self) -> bool {
+        false
+    }
+
     /// The kind's own rows in an application's result, as its program
     /// reports them (IOR's operations, mdtest's phases), from the calls'
     /// completion times; none by default.

@@ -155,6 +155,84 @@ fn a_posix_mount_closes_a_written_file_after_its_write() {
     assert_eq!(steps_of(created_then_written, 1, false), [write]);
 }
 
+/// Through the mount, an IOR operation opens its file first (the
+/// kernel's lookup, then a write's create or a read's open) and closes it
+/// last (a written file with what the task wrote: its blocks, merged where
+/// they touch); IOR's time counts both. Without the mount, only the data.
+#[test]
+fn a_posix_mount_opens_and_closes_each_ior_operations_file() {
+    let steps_of = |file: &str, call: u32, posix_mount: bool| {
+        let ior = app(&format!(
+            "workload = \"ior\"\nprocesses = 2\nrequest_size = 100\nblock_size = 200\nsegments = 2\n\
+             operations = [\"write\", \"read\"]\nfile = \"{file}\""
+        ));
+        let metadata = MetadataConfig {
+            posix_mount,
+            ..MetadataConfig::default()
+        };
+        let mut steps = Vec::new();
+        call_steps(&ior, 1, call, &metadata, &mut steps);
+        steps
+    };
+    let meta = |op, file| Step::Meta {
+        op,
+        target: MetaTarget::File(file),
+    };
+    let data = |op, file, offset| Step::Data {
+        op,
+        access: Access::one(file, offset, 100),
+    };
+    let (w, r) = (DataOp::Write, DataOp::Read);
+    assert_eq!(
+        steps_of("per-process", 0, true),
+        [
+            meta(MetaOp::Getattr, 1),
+            meta(MetaOp::Create, 1),
+            data(w, 1, 0),
+            data(w, 1, 100),
+            data(w, 1, 200),
+            data(w, 1, 300),
+            Step::Close {
+                file: 1,
+                written: smallvec![Extent::new(0, 400)]
+            },
+        ]
+    );
+    assert_eq!(
+        steps_of("per-process", 1, true),
+        [
+            meta(MetaOp::Getattr, 1),
+            meta(MetaOp::Getattr, 1),
+            data(r, 1, 0),
+            data(r, 1, 100),
+            data(r, 1, 200),
+            data(r, 1, 300),
+            Step::Close {
+                file: 1,
+                written: smallvec![]
+            },
+        ]
+    );
+    // Rank 1 of 2 in a shared file: blocks 1 and 3, apart.
+    let shared = steps_of("shared", 0, true);
+    assert_eq!(
+        shared.last(),
+        Some(&Step::Close {
+            file: 0,
+            written: smallvec![Extent::new(200, 200), Extent::new(600, 200)]
+        })
+    );
+    assert_eq!(
+        steps_of("per-process", 0, false),
+        [
+            data(w, 1, 0),
+            data(w, 1, 100),
+            data(w, 1, 200),
+            data(w, 1, 300)
+        ]
+    );
+}
+
 #[test]
 fn tiles_cover_the_dataset_exactly_once() {
     let t = app("workload = \"mpi-tile-io\"\nprocesses = 6\ngrid = [3, 2]\ntile = [4, 5]\nelement_size = 8\nrequests = 2");
