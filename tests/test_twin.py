@@ -93,6 +93,25 @@ def test_the_calibration_probe_recovers_a_known_client_overhead_from_a_known_tru
     assert calibrate.overhead_from(0.001, 0.002) == 0.0, "a client faster than the model costs nothing"
 
 
+def test_the_data_probe_recovers_a_known_mount_bandwidth_from_a_known_truth():
+    # The data probe's inversion, with the simulator itself as the "real"
+    # side whose mount (its client node's link) is known: what calibrate
+    # computes from the two transfer sizes is it, within 10%.
+    from concerto import calibrate
+
+    def per_write(spec: twin.TwinSpec) -> dict[int, float]:
+        return {t: calibrate.write_latency(twin.simulated("ior", calibrate.data_probe_app(t), spec), t)
+                for t in calibrate.DATA_PROBE_TRANSFERS}
+
+    none = per_write(twin.TwinSpec(reps=2))
+    for truth in (150e6, 400e6):
+        real = per_write(twin.TwinSpec(reps=2, mount_bandwidth_Bps=truth))
+        found = calibrate.mount_bandwidth_from({t: real[t] - none[t] for t in none})
+        assert found == pytest.approx(truth, rel=0.10), (truth, real, none)
+    assert calibrate.mount_bandwidth_from({16384: 0.002, 262144: 0.001}) is None, \
+        "an excess that shrinks with the transfer is no cost per byte"
+
+
 def test_calibrate_measures_the_client_overhead_and_the_twin_charges_it(tmp_path):
     r = concerto("calibrate", "--items", "100", "--reps", "1", "--out", str(tmp_path / "cal"))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -100,10 +119,24 @@ def test_calibrate_measures_the_client_overhead_and_the_twin_charges_it(tmp_path
     assert result["real_stat_s"] > 0 and result["simulated_stat_s"] > 0
     assert result["client_overhead_ns"] == round(max(0.0, result["real_stat_s"] - result["simulated_stat_s"]) * 1e9)
     calibration = tmp_path / "cal" / "calibration.toml"
-    from concerto.calibrate import COSTED_OPERATIONS, read_calibration, throttle_charge_ns
+    from concerto.calibrate import (
+        COSTED_OPERATIONS,
+        DATA_PROBE_TRANSFERS,
+        mount_bandwidth_from,
+        read_calibration,
+        throttle_charge_ns,
+    )
 
-    overhead, costs = read_calibration(calibration)
+    overhead, costs, bandwidth = read_calibration(calibration)
     assert overhead == result["client_overhead_ns"] and costs == result["metadata_costs_ns"]
+    # The data probe's two sizes were written on both sides; the mount's
+    # bandwidth is what their difference says (to the file's 1 kB/s).
+    assert set(result["data_probe"]) == {str(t) for t in DATA_PROBE_TRANSFERS}
+    excess = {int(t): w["real_s"] - w["simulated_s"] for t, w in result["data_probe"].items()}
+    expected = mount_bandwidth_from(excess)
+    assert (bandwidth is None) == (expected is None)
+    if expected is not None:
+        assert bandwidth == pytest.approx(expected, abs=1e3)
     # Every operation was measured at the server, and none took less than
     # the device time the throttle charges it (300 us; 5% for the clock's
     # rounding): the probe sees the server's real work, not a guess.

@@ -18,6 +18,17 @@ What it does not give:
   through the mount; the simulator runs the same probe with the measured
   costs and no client overhead; the difference per stat is the client's
   overhead per step (``[cluster] client_overhead``).
+- **What the mount's data path moves per second**: the kernel's and
+  FUSE's copies, the mount and the sockets cost time per byte, which a
+  stat (no data) does not show. One task writes through the mount with
+  small and with large transfers (IOR's layout, a file striped over every
+  server); the simulator runs the same with the costs and overhead above;
+  what the real write takes beyond the simulated one grows with the
+  transfer, and that growth per byte is the mount's cost
+  ([mount_bandwidth_from]): the client node's link in the simulator
+  (``[cluster.network] client_bandwidth``), which all the tasks of the one
+  mount share. (Writes, which go through: a task's reads in order are
+  served by the mount's read-ahead.)
 
 Written as a TOML file that ``concerto twin --calibration`` (and any
 scenario, by hand) takes.
@@ -50,6 +61,44 @@ def stat_latency(figures: dict[str, float]) -> float:
     if not rate:
         raise TwinProblem(f"the probe has no {PROBE_ROW} figure: {figures}")
     return 1.0 / rate
+
+
+#: The data probe's transfers (bytes): small, where a write's time is
+#: its fixed costs, and large, where the bytes' cost shows.
+DATA_PROBE_TRANSFERS = (16 << 10, 256 << 10)
+#: Transfers each size's probe writes.
+DATA_PROBE_CALLS = 64
+#: The simulator's default client link (bytes per second), which the
+#: uncalibrated twin's simulated writes already pay per byte.
+DEFAULT_LINK_BPS = 1.25e9
+
+
+def data_probe_app(transfer: int) -> dict:
+    """One task writing ``DATA_PROBE_CALLS`` transfers of ``transfer`` bytes in order, a file of its own."""
+    return benchmarks.from_ior(f"-t {transfer} -b {transfer * DATA_PROBE_CALLS} -s 1 -F -w", processes=1,
+                               name="probe")
+
+
+def write_latency(figures: dict[str, float], transfer: int) -> float:
+    """Seconds per write of one task, from its write rate (MiB/s)."""
+    rate = next((v for k, v in figures.items() if k.split(":", 1)[1] == "write"), None)
+    if not rate:
+        raise TwinProblem(f"the data probe has no write figure: {figures}")
+    return transfer / (rate * (1 << 20))
+
+
+def mount_bandwidth_from(excess_s: dict[int, float]) -> float | None:
+    """The mount's bandwidth (bytes per second) from what a real write took
+    beyond the simulated one at each transfer size: the excess's growth per
+    byte between the smallest and the largest transfer, plus what the
+    simulated side's default link already charged per byte. None when the
+    excess does not grow with the transfer (the mount costs nothing per
+    byte that the model does not already charge)."""
+    small, large = min(excess_s), max(excess_s)
+    per_byte = (excess_s[large] - excess_s[small]) / (large - small)
+    if per_byte <= 0:
+        return None
+    return 1.0 / (per_byte + 1.0 / DEFAULT_LINK_BPS)
 
 
 def overhead_from(real_latency_s: float, simulated_latency_s: float) -> float:
@@ -169,11 +218,29 @@ def calibrate(spec: TwinSpec, items: int, say: Callable[[str], None] = print) ->
     real_rates = next(v for k, v in runs.items() if k.split(":", 1)[1] == PROBE_ROW)
     real_s = statistics.median(1.0 / r for r in real_rates)
     overhead = overhead_from(real_s, simulated_s)
+    writes = data_probe(replace(base, client_overhead_ns=round(overhead * 1e9)), say)
+    excess = {t: w["real_s"] - w["simulated_s"] for t, w in writes.items()}
     return {"servers": spec.servers, "throttle": spec.throttle, "stripe_unit": spec.stripe_unit,
             "depth": spec.depth, "items": items, "reps": spec.reps, "real_stat_s": real_s,
             "real_stat_runs_s": [1.0 / r for r in real_rates], "simulated_stat_s": simulated_s,
             "client_overhead_ns": round(overhead * 1e9), "server_latency_ns": latencies,
-            "server_fixed_ns": fixed, "metadata_costs_ns": costs}
+            "server_fixed_ns": fixed, "metadata_costs_ns": costs,
+            "data_probe": {str(t): w for t, w in writes.items()},
+            "mount_bandwidth_Bps": mount_bandwidth_from(excess)}
+
+
+def data_probe(spec: TwinSpec, say: Callable[[str], None] = print) -> dict[int, dict[str, float]]:
+    """Per transfer size of the data probe: one task's seconds per write,
+    real (the median of ``spec.reps`` runs) and simulated (``spec``'s costs
+    and overhead, the default network)."""
+    out = {}
+    for transfer in DATA_PROBE_TRANSFERS:
+        app = data_probe_app(transfer)
+        simulated_s = write_latency(simulated("ior", app, spec), transfer)
+        rates = next(v for k, v in real_runs("ior", app, spec, say).items() if k.split(":", 1)[1] == "write")
+        real_s = statistics.median(transfer / (r * (1 << 20)) for r in rates)
+        out[transfer] = {"real_s": real_s, "simulated_s": simulated_s}
+    return out
 
 
 def write(result: dict, out: Path) -> Path:
@@ -190,14 +257,28 @@ def write(result: dict, out: Path) -> Path:
         f"time, less the {result['server_fixed_ns'] / 1000:.0f} us every request takes there beyond the device.\n"
         f"[cluster]\nclient_overhead = \"{result['client_overhead_ns']}ns\"\n"
         "[cluster.metadata.costs]\n"
-        + "".join(f"{op} = \"{ns}ns\"\n" for op, ns in result["metadata_costs_ns"].items()))
+        + "".join(f"{op} = \"{ns}ns\"\n" for op, ns in result["metadata_costs_ns"].items())
+        + _network_toml(result))
     return path
 
 
-def read_calibration(path: Path) -> tuple[int, dict[str, int] | None]:
-    """The client overhead (ns) and the operations' server costs (ns; None
-    in a file written before they were measured) a calibration file
-    gives; an error names the file, the key and what is wrong."""
+def _network_toml(result: dict) -> str:
+    """The client node's link: the mount's measured bandwidth (none when
+    the probe found no cost per byte beyond the model's)."""
+    bandwidth = result.get("mount_bandwidth_Bps")
+    if bandwidth is None:
+        return ""
+    probe = ", ".join(f"{int(t) >> 10} KiB {w['real_s'] * 1e6:.0f} us real, {w['simulated_s'] * 1e6:.0f} us simulated"
+                      for t, w in result["data_probe"].items())
+    return (f"# One task's writes through the mount ({probe}): the mount moves {bandwidth / 1e6:.1f} MB/s.\n"
+            f"[cluster.network]\nclient_bandwidth = \"{bandwidth / 1e6:.3f}MB/s\"\n")
+
+
+def read_calibration(path: Path) -> tuple[int, dict[str, int] | None, float | None]:
+    """The client overhead (ns), the operations' server costs (ns) and the
+    mount's bandwidth (bytes per second) a calibration file gives (None
+    for what a file written before they were measured lacks); an error
+    names the file, the key and what is wrong."""
     import tomllib
 
     from concerto import _native
@@ -220,13 +301,30 @@ def read_calibration(path: Path) -> tuple[int, dict[str, int] | None]:
             raise TwinProblem(f"{path}: {key} = {value!r}: {e}") from e
 
     overhead = duration("cluster.client_overhead", value)
+    bandwidth = _mount_bandwidth(path, cluster.get("network"))
     table_costs = cluster.get("metadata", {}).get("costs") if isinstance(cluster.get("metadata"), dict) else None
     if table_costs is None:
-        return overhead, None
+        return overhead, None, bandwidth
     if not isinstance(table_costs, dict):
         raise TwinProblem(f"{path}: cluster.metadata.costs is not a table")
     unknown = sorted(set(table_costs) - set(COSTED_OPERATIONS))
     if unknown:
         raise TwinProblem(f"{path}: cluster.metadata.costs.{unknown[0]}: not an operation "
                           f"(one of {', '.join(COSTED_OPERATIONS)})")
-    return overhead, {op: duration(f"cluster.metadata.costs.{op}", v) for op, v in table_costs.items()}
+    return overhead, {op: duration(f"cluster.metadata.costs.{op}", v) for op, v in table_costs.items()}, bandwidth
+
+
+def _mount_bandwidth(path: Path, network: object) -> float | None:
+    """``cluster.network.client_bandwidth`` of a calibration file, bytes per second."""
+    from concerto import _native
+
+    if network is None:
+        return None
+    value = network.get("client_bandwidth") if isinstance(network, dict) else None
+    if not isinstance(value, str):
+        raise TwinProblem(f"{path}: cluster.network needs client_bandwidth (a rate, e.g. \"250MB/s\", as "
+                          "`concerto calibrate` writes it)")
+    try:
+        return _native.parse_bandwidth(value)
+    except ValueError as e:
+        raise TwinProblem(f"{path}: cluster.network.client_bandwidth = {value!r}: {e}") from e

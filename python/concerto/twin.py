@@ -79,6 +79,12 @@ class TwinSpec:
     #: measured it (nanoseconds by ``[cluster.metadata] costs`` name; None:
     #: what the throttle charges).
     metadata_costs_ns: dict[str, int] | None = None
+    #: The bytes per second the mount's data path moves (the kernel's and
+    #: FUSE's copies, the mount, the sockets), as ``concerto calibrate``
+    #: measured it: the simulated tasks share one client node (the one
+    #: mount) of that bandwidth. None: the simulator's default network,
+    #: a node per task.
+    mount_bandwidth_Bps: float | None = None
 
 
 def program_of(command: str) -> str:
@@ -121,14 +127,26 @@ def sim_scenario(apps: list[TwinApp], spec: TwinSpec) -> str:
 app_ids = {{ rule = "sequential", start = 1 }}
 {emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle,
                        spec.client_overhead_ns, spec.metadata_costs_ns)}posix_mount = true
-[policy]
+{_mount_network(spec)}[policy]
 kind = "{spec.policy}"
-{"".join(benchmarks.apps_toml(_as_simulated(program, app)) for program, app in apps)}"""
+{"".join(benchmarks.apps_toml(_as_simulated(program, app, spec)) for program, app in apps)}"""
 
 
-def _as_simulated(program: str, app: dict) -> dict:
-    """The entry the simulator reads: a trace's processes are its ranks."""
-    return {k: v for k, v in app.items() if not (program == "trace" and k == "processes")}
+def _mount_network(spec: TwinSpec) -> str:
+    """The client node's link, when the mount's bandwidth was measured."""
+    if spec.mount_bandwidth_Bps is None:
+        return ""
+    return f"[cluster.network]\nclient_bandwidth = {spec.mount_bandwidth_Bps:.0f}\n"
+
+
+def _as_simulated(program: str, app: dict, spec: TwinSpec) -> dict:
+    """The entry the simulator reads: a trace's processes are its ranks;
+    with a measured mount, an application's tasks are on the one client
+    node (one link), as the real tasks share one mount."""
+    entry = {k: v for k, v in app.items() if not (program == "trace" and k == "processes")}
+    if spec.mount_bandwidth_Bps is not None and program != "trace":
+        entry["processes_per_node"] = app["processes"]
+    return entry
 
 
 def simulated_apps(apps: list[TwinApp], spec: TwinSpec) -> list[dict[str, float]]:

@@ -71,7 +71,7 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
         if calibration is not None:
             from concerto.calibrate import read_calibration
 
-            spec.client_overhead_ns, spec.metadata_costs_ns = read_calibration(calibration)
+            spec.client_overhead_ns, spec.metadata_costs_ns, spec.mount_bandwidth_Bps = read_calibration(calibration)
         say = lambda m: err_console.print(f"[dim]{escape(m)}[/]")  # noqa: E731
         if apps_file is not None:
             result = twin.run_apps(apps_file, spec, out, say=say)
@@ -100,7 +100,9 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
         if result.get(key):
             console.print(f"{what}: {escape(', '.join(result[key]))}")
     if spec.client_overhead_ns:
-        console.print(f"simulated with a client overhead of {spec.client_overhead_ns / 1000:.0f} us per step "
+        mount = (f" and a mount moving {spec.mount_bandwidth_Bps / 1e6:.0f} MB/s"
+                 if spec.mount_bandwidth_Bps is not None else "")
+        console.print(f"simulated with a client overhead of {spec.client_overhead_ns / 1000:.0f} us per step{mount} "
                       f"({escape(str(calibration))})")
     console.print(f"figures: {out / 'twin.json'}")
 
@@ -135,4 +137,10 @@ def calibrate_cmd(servers: int, throttle: str, stripe_unit: int, depth: int, ite
                   f"{result['server_fixed_ns'] / 1000:.0f} us of it is the server's handling of any request")
     console.print(f"a stat: {result['real_stat_s'] * 1e6:.0f} us real, {result['simulated_stat_s'] * 1e6:.0f} us "
                   f"simulated without client overhead: client_overhead = {result['client_overhead_ns'] / 1000:.0f} us")
+    for transfer, w in result["data_probe"].items():
+        console.print(f"a write of {int(transfer) >> 10} KiB: {w['real_s'] * 1e6:.0f} us real, "
+                      f"{w['simulated_s'] * 1e6:.0f} us simulated")
+    bandwidth = result["mount_bandwidth_Bps"]
+    console.print("the mount's data path: " + (f"{bandwidth / 1e6:.1f} MB/s (cluster.network.client_bandwidth)"
+                                                 if bandwidth is not None else "no cost per byte beyond the model's"))
     console.print(f"wrote {path}")
