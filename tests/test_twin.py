@@ -121,14 +121,23 @@ def test_calibrate_measures_the_client_overhead_and_the_twin_charges_it(tmp_path
     calibration = tmp_path / "cal" / "calibration.toml"
     from concerto.calibrate import (
         COSTED_OPERATIONS,
+        DATA_OVERHEAD_TRANSFERS,
         DATA_PROBE_TRANSFERS,
+        data_overhead_from,
         mount_bandwidth_from,
         read_calibration,
         throttle_charge_ns,
     )
 
-    overhead, costs, bandwidth = read_calibration(calibration)
+    read = read_calibration(calibration, twin.TwinSpec())
+    overhead, costs, bandwidth = read.client_overhead_ns, read.metadata_costs_ns, read.mount_bandwidth_Bps
     assert overhead == result["client_overhead_ns"] and costs == result["metadata_costs_ns"]
+    # A data request's latency at the server beyond the throttle's device
+    # time, measured at two sizes (each one piece, no seek), is reported,
+    # not charged (docs/reproductions.md says why).
+    assert result["server_data_overhead_ns"] == data_overhead_from(result["server_data_latency_ns"], "hdd")
+    assert set(result["server_data_latency_ns"]) == {f"write-{t}" for t in DATA_OVERHEAD_TRANSFERS}
+    assert read.server_data_overhead_ns == 0
     # The data probe's two sizes were written on both sides; the mount's
     # bandwidth is what their difference says (to the file's 1 kB/s).
     assert set(result["data_probe"]) == {str(t) for t in DATA_PROBE_TRANSFERS}

@@ -171,6 +171,12 @@ def server_costs(spec: TwinSpec, items: int, directory: Path, say: Callable[[str
         files = [f + ".r" for f in files]
         measure("getattr", lambda: [client.stat(f) for f in files])
         measure("remove", lambda: [client.unlink(f) for f in files])
+        for transfer in DATA_OVERHEAD_TRANSFERS:
+            data_file = client.create(f"/calibrate/data.{transfer}")
+            block = b"d" * transfer
+            measure(f"write-{transfer}", lambda: [data_file.write(k * transfer, block) for k in range(items)],
+                    kind="write", servers=data)
+            data_file.close()
     except (OSError, local.ClusterError) as e:
         raise TwinProblem(f"the server-cost probe: {e}") from e
     finally:
@@ -184,6 +190,24 @@ def throttle_charge_ns(throttle: str) -> int:
     from concerto import _native
 
     return _native.emulation_preset(throttle)["metadata_ns"]
+
+
+#: The data writes whose latency at the server gives its overhead per data
+#: request: each one piece (within a stripe unit), in order on its object
+#: (no seek), of two sizes (the overhead does not grow with the size).
+DATA_OVERHEAD_TRANSFERS = (16 << 10, 64 << 10)
+
+
+def data_overhead_from(latencies: dict[str, int], throttle: str) -> int:
+    """What a server takes for a data request beyond its device (ns): each
+    probe write's latency at the server less the time the throttle's device
+    gives it, the mean over the sizes (never below zero)."""
+    from concerto import _native
+
+    dev = _native.emulation_preset(throttle)
+    beyond = [latencies[f"write-{t}"] - (dev["latency_ns"] + t / dev["bandwidth_Bps"] * 1e9)
+              for t in DATA_OVERHEAD_TRANSFERS]
+    return max(0, round(statistics.mean(beyond)))
 
 
 def split_latency(latencies: dict[str, int], charge_ns: int) -> tuple[dict[str, int], int]:
@@ -209,9 +233,18 @@ def calibrate(spec: TwinSpec, items: int, say: Callable[[str], None] = print) ->
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="concerto-calibrate-") as tmp:
-        latencies = server_costs(spec, items, Path(tmp) / "cluster", say)
+        measured = server_costs(spec, items, Path(tmp) / "cluster", say)
+    data_latency = {op: ns for op, ns in measured.items() if op.startswith("write-")}
+    latencies = {op: ns for op, ns in measured.items() if op not in data_latency}
     costs, fixed = split_latency(latencies, throttle_charge_ns(spec.throttle))
+    data_overhead = data_overhead_from(data_latency, spec.throttle)
     app = probe_app(items)
+    # The data requests' overhead at the server is measured and reported,
+    # not charged: charged (`[cluster] server_data_overhead`), the shared-
+    # file read through the mount came to 1.12 of the real one (from 1.68)
+    # but its write to 0.75 (from 1.06): through the mount a write does
+    # not pay what the library's writes pay at the server, and why is not
+    # found yet (docs/reproductions.md).
     base = replace(spec, client_overhead_ns=0, metadata_costs_ns=costs)
     simulated_s = stat_latency(simulated("mdtest", app, base))
     runs = real_runs("mdtest", app, base, say)
@@ -224,7 +257,8 @@ def calibrate(spec: TwinSpec, items: int, say: Callable[[str], None] = print) ->
             "depth": spec.depth, "items": items, "reps": spec.reps, "real_stat_s": real_s,
             "real_stat_runs_s": [1.0 / r for r in real_rates], "simulated_stat_s": simulated_s,
             "client_overhead_ns": round(overhead * 1e9), "server_latency_ns": latencies,
-            "server_fixed_ns": fixed, "metadata_costs_ns": costs,
+            "server_fixed_ns": fixed, "metadata_costs_ns": costs, "server_data_latency_ns": data_latency,
+            "server_data_overhead_ns": data_overhead,
             "data_probe": {str(t): w for t, w in writes.items()},
             "mount_bandwidth_Bps": mount_bandwidth_from(excess)}
 
@@ -255,6 +289,8 @@ def write(result: dict, out: Path) -> Path:
         "simulated with no client overhead.\n"
         f"# Each operation's cost on the server's device: its latency at the server, {result['items']} one at a "
         f"time, less the {result['server_fixed_ns'] / 1000:.0f} us every request takes there beyond the device.\n"
+        f"# A data request's latency at the server beyond the device's time, one at a time: "
+        f"{result['server_data_overhead_ns'] / 1000:.0f} us (measured, not charged: see docs/reproductions.md).\n"
         f"[cluster]\nclient_overhead = \"{result['client_overhead_ns']}ns\"\n"
         "[cluster.metadata.costs]\n"
         + "".join(f"{op} = \"{ns}ns\"\n" for op, ns in result["metadata_costs_ns"].items())
@@ -274,11 +310,12 @@ def _network_toml(result: dict) -> str:
             f"[cluster.network]\nclient_bandwidth = \"{bandwidth / 1e6:.3f}MB/s\"\n")
 
 
-def read_calibration(path: Path) -> tuple[int, dict[str, int] | None, float | None]:
-    """The client overhead (ns), the operations' server costs (ns) and the
-    mount's bandwidth (bytes per second) a calibration file gives (None
-    for what a file written before they were measured lacks); an error
-    names the file, the key and what is wrong."""
+def read_calibration(path: Path, spec: TwinSpec) -> TwinSpec:
+    """``spec`` with what a calibration file gives: the client overhead,
+    the operations' server costs, a server's overhead per data request and
+    the mount's bandwidth (a file written before one of them was measured
+    leaves it as it was: the throttle's charge, none, the default network);
+    an error names the file, the key and what is wrong."""
     import tomllib
 
     from concerto import _native
@@ -300,18 +337,22 @@ def read_calibration(path: Path) -> tuple[int, dict[str, int] | None, float | No
         except ValueError as e:
             raise TwinProblem(f"{path}: {key} = {value!r}: {e}") from e
 
-    overhead = duration("cluster.client_overhead", value)
-    bandwidth = _mount_bandwidth(path, cluster.get("network"))
+    spec = replace(spec, client_overhead_ns=duration("cluster.client_overhead", value),
+                   mount_bandwidth_Bps=_mount_bandwidth(path, cluster.get("network")))
+    if "server_data_overhead" in cluster:
+        spec = replace(spec, server_data_overhead_ns=duration("cluster.server_data_overhead",
+                                                              cluster["server_data_overhead"]))
     table_costs = cluster.get("metadata", {}).get("costs") if isinstance(cluster.get("metadata"), dict) else None
     if table_costs is None:
-        return overhead, None, bandwidth
+        return spec
     if not isinstance(table_costs, dict):
         raise TwinProblem(f"{path}: cluster.metadata.costs is not a table")
     unknown = sorted(set(table_costs) - set(COSTED_OPERATIONS))
     if unknown:
         raise TwinProblem(f"{path}: cluster.metadata.costs.{unknown[0]}: not an operation "
                           f"(one of {', '.join(COSTED_OPERATIONS)})")
-    return overhead, {op: duration(f"cluster.metadata.costs.{op}", v) for op, v in table_costs.items()}, bandwidth
+    return replace(spec, metadata_costs_ns={op: duration(f"cluster.metadata.costs.{op}", v)
+                                            for op, v in table_costs.items()})
 
 
 def _mount_bandwidth(path: Path, network: object) -> float | None:

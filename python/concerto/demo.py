@@ -176,14 +176,16 @@ def _summary(per_app: list[dict]) -> dict:
 
 
 def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: str = "hdd",
-                          client_overhead_ns: int = 0, metadata_costs_ns: dict[str, int] | None = None) -> str:
+                          client_overhead_ns: int = 0, metadata_costs_ns: dict[str, int] | None = None,
+                          server_data_overhead_ns: int = 0) -> str:
     """A scenario's ``[cluster]`` of ``servers`` on the ``emulated`` device the
     throttle preset enforces on a real cluster: the simulator's twin of a
     ``cluster up --throttle PRESET``: the throttle's device, and its
     metadata service as the local cluster has it (one server, server 0,
     every operation costing what the throttle charges it, or what
     ``concerto calibrate`` measured the servers take), and the clients'
-    overhead per step when one was measured."""
+    overhead per step and the servers' per data request when they were
+    measured."""
     dev = _native.emulation_preset(preset)
     measured = metadata_costs_ns or {}
     costs = ", ".join(f'{op} = "{measured.get(op, dev["metadata_ns"])}ns"' for op in METADATA_OPERATIONS)
@@ -192,6 +194,7 @@ servers = {servers}
 stripe_unit = {stripe_unit}
 depth = {depth}
 client_overhead = "{client_overhead_ns}ns"
+server_data_overhead = "{server_data_overhead_ns}ns"
 [cluster.device]
 kind = "emulated"
 bandwidth = {dev["bandwidth_Bps"]}

@@ -79,6 +79,9 @@ class TwinSpec:
     #: measured it (nanoseconds by ``[cluster.metadata] costs`` name; None:
     #: what the throttle charges).
     metadata_costs_ns: dict[str, int] | None = None
+    #: What a server takes for each data request beyond its device, as
+    #: ``concerto calibrate`` measured it (nanoseconds; 0: none).
+    server_data_overhead_ns: int = 0
     #: The bytes per second the mount's data path moves (the kernel's and
     #: FUSE's copies, the mount, the sockets), as ``concerto calibrate``
     #: measured it: the simulated tasks share one client node (the one
@@ -126,7 +129,7 @@ def sim_scenario(apps: list[TwinApp], spec: TwinSpec) -> str:
     return f"""name = "twin-{apps[0][1]['name']}"
 app_ids = {{ rule = "sequential", start = 1 }}
 {emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle,
-                       spec.client_overhead_ns, spec.metadata_costs_ns)}posix_mount = true
+                       spec.client_overhead_ns, spec.metadata_costs_ns, spec.server_data_overhead_ns)}posix_mount = true
 {_mount_network(spec)}[policy]
 kind = "{spec.policy}"
 {"".join(benchmarks.apps_toml(_as_simulated(program, app, spec)) for program, app in apps)}"""

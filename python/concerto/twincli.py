@@ -71,7 +71,7 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
         if calibration is not None:
             from concerto.calibrate import read_calibration
 
-            spec.client_overhead_ns, spec.metadata_costs_ns, spec.mount_bandwidth_Bps = read_calibration(calibration)
+            spec = read_calibration(calibration, spec)
         say = lambda m: err_console.print(f"[dim]{escape(m)}[/]")  # noqa: E731
         if apps_file is not None:
             result = twin.run_apps(apps_file, spec, out, say=say)

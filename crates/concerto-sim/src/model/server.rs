@@ -207,13 +207,20 @@ impl<'a> Simulation<'a> {
             t[app as usize].bins.served(now, bytes, is_meta);
         }
         let instant = self.net.is_instant();
+        // A data request's reply waits for the server's own handling; the
+        // device is free meanwhile.
+        let handled = if is_meta {
+            now
+        } else {
+            now + self.sc.cluster.server_data_overhead
+        };
         if !instant {
             let wire = self.net.header_bytes() + if op == Op::Read { bytes } else { 0 };
             let reply_from = if op == Op::Read {
                 self.net
-                    .reply_start(self.pieces[piece as usize].start, now, wire)
+                    .reply_start(self.pieces[piece as usize].start, handled, wire)
             } else {
-                now
+                handled
             };
             if self.net.is_shared() {
                 let message = sharing::Message::Reply { piece };
@@ -234,7 +241,10 @@ impl<'a> Simulation<'a> {
             self.servers[server as usize].disk_busy = false;
             self.start_disk(server, now);
         }
-        if instant {
+        if instant && handled > now {
+            self.events
+                .schedule(handled, Class::Normal, 0, Event::ReachClient { piece });
+        } else if instant {
             // No network: the reply is back now, once the server has moved
             // on (the process's next request may come to this server).
             self.reach_client(piece, now);

@@ -33,6 +33,13 @@ pub struct ClusterConfig {
     /// measures). Zero: a step leaves at once.
     #[serde(default)]
     pub client_overhead: Time,
+    /// What a server takes for each data request beyond its device's time
+    /// (its hand-off to and from its storage threads, the reply): the
+    /// reply leaves this long after the device is done, and the device
+    /// serves the next request meanwhile (what `concerto calibrate`
+    /// measures). Zero: the reply leaves at once.
+    #[serde(default)]
+    pub server_data_overhead: Time,
     pub device: DeviceConfig,
     #[serde(default)]
     pub network: NetworkConfig,
