@@ -176,6 +176,17 @@ def test_the_servers_handling_of_any_request_is_not_charged_as_device_time():
     assert split_latency({"getattr": 250_000}, 300_000) == ({"getattr": 300_000}, 0)
 
 
+@pytest.mark.parametrize("network, message", [
+    ('[cluster.network]\nclient_bandwidth = "fast"\n', "cluster.network.client_bandwidth = 'fast'"),
+    ('[cluster.network]\nlatency = "50us"\n', "cluster.network needs client_bandwidth"),
+])
+def test_a_calibration_file_with_a_bad_mount_bandwidth_is_refused_naming_the_key(tmp_path, network, message):
+    bad = tmp_path / "calibration.toml"
+    bad.write_text('[cluster]\nclient_overhead = "70us"\n' + network)
+    r = concerto("twin", "ior", "-w", "--calibration", str(bad), "--out", str(tmp_path))
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
 def test_a_calibration_file_with_a_bad_cost_is_refused_naming_the_key(tmp_path):
     bad = tmp_path / "calibration.toml"
     bad.write_text('[cluster]\nclient_overhead = "70us"\n[cluster.metadata.costs]\nlookup = "300us"\n')

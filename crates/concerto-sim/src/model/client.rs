@@ -142,10 +142,13 @@ impl<'a> Simulation<'a> {
         }
         let app = self.ranks[rank as usize].app;
         let a = &self.apps[app as usize];
-        let own_directories = self.sc.apps[a.spec]
-            .workload
-            .workload()
-            .files_in_process_directory();
+        // Asked only of a create or remove: the kind's answer is fixed.
+        let own_directories = || {
+            self.sc.apps[a.spec]
+                .workload
+                .workload()
+                .files_in_process_directory()
+        };
         let held = match step {
             Step::Data {
                 op: DataOp::Write,
@@ -158,7 +161,7 @@ impl<'a> Simulation<'a> {
             Step::Meta {
                 op: concerto_core::MetaOp::Create | concerto_core::MetaOp::Remove,
                 target: MetaTarget::File(_),
-            } if !own_directories => Held::Directory(app),
+            } if !own_directories() => Held::Directory(app),
             _ => return false,
         };
         let lock = self.kernel_lock(held);
