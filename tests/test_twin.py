@@ -123,7 +123,7 @@ def test_calibrate_measures_the_client_overhead_and_the_twin_charges_it(tmp_path
         COSTED_OPERATIONS,
         DATA_OVERHEAD_TRANSFERS,
         DATA_PROBE_TRANSFERS,
-        data_overhead_from,
+        beyond_device_from,
         mount_bandwidth_from,
         read_calibration,
         throttle_charge_ns,
@@ -133,11 +133,14 @@ def test_calibrate_measures_the_client_overhead_and_the_twin_charges_it(tmp_path
     overhead, costs, bandwidth = read.client_overhead_ns, read.metadata_costs_ns, read.mount_bandwidth_Bps
     assert overhead == result["client_overhead_ns"] and costs == result["metadata_costs_ns"]
     # A data request's latency at the server beyond the throttle's device
-    # time, measured at two sizes (each one piece, no seek), is reported,
-    # not charged (docs/reproductions.md says why).
-    assert result["server_data_overhead_ns"] == data_overhead_from(result["server_data_latency_ns"], "hdd")
+    # time, measured at two sizes (each one piece, no seek), less the
+    # handling any request pays there (the client overhead carries it), is
+    # the server's overhead per data request, and the twin charges it.
     assert set(result["server_data_latency_ns"]) == {f"write-{t}" for t in DATA_OVERHEAD_TRANSFERS}
-    assert read.server_data_overhead_ns == 0
+    beyond = result["server_data_beyond_device_ns"]
+    assert beyond == beyond_device_from(result["server_data_latency_ns"], "hdd")
+    assert result["server_data_overhead_ns"] == max(0, beyond - result["server_fixed_ns"])
+    assert read.server_data_overhead_ns == result["server_data_overhead_ns"]
     # The data probe's two sizes were written on both sides; the mount's
     # bandwidth is what their difference says (to the file's 1 kB/s).
     assert set(result["data_probe"]) == {str(t) for t in DATA_PROBE_TRANSFERS}

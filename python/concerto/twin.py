@@ -185,6 +185,34 @@ def _drop_caches() -> None:
     Path("/proc/sys/vm/drop_caches").write_text("3")
 
 
+def _forget_names() -> None:
+    """The kernel's names and attributes forgotten (not the page cache)."""
+    Path("/proc/sys/vm/drop_caches").write_text("2")
+
+
+class _Starts:
+    """When a task's phases begin: each once every task of its application
+    is there (and rank 0 has dropped what the phase must not find cached),
+    the first one also once every task of every application is, so that
+    applications run together from their first phase, as the simulator
+    starts them all at time zero. (Without it, a second application
+    started as late as its tasks took to spawn: mdtest's mkdirs then came
+    behind a checkpoint's writes at server 0, 11 ms each, where the
+    simulator had them done before the writes began.)"""
+
+    def __init__(self, application, everyone) -> None:
+        self.application, self.everyone = application, everyone
+
+    def begin(self, rank: int, drop: Callable[[], None] | None = None) -> None:
+        self.application.wait()
+        if drop is not None and rank == 0:
+            drop()
+        self.application.wait()
+        if self.everyone is not None:
+            self.everyone.wait()
+            self.everyone = None
+
+
 def _aligned(content: bytes) -> mmap.mmap:
     """``content`` in page-aligned memory (an anonymous mapping)."""
     buffer = mmap.mmap(-1, max(len(content), 1))
@@ -192,7 +220,7 @@ def _aligned(content: bytes) -> mmap.mmap:
     return buffer
 
 
-def _ior_rank(root: str, app: dict, rank: int, barrier, out, group: int) -> None:
+def _ior_rank(root: str, app: dict, rank: int, starts: _Starts, out, group: int) -> None:
     """One IOR task: each operation its blocks in IOR's layout, a transfer
     at a time; a write is fsynced before its file is closed (IOR's -e, and
     what makes it reach the servers through any cache).
@@ -209,10 +237,7 @@ def _ior_rank(root: str, app: dict, rank: int, barrier, out, group: int) -> None
     expected = bytes([rank % 251 + 1]) * transfer
     data, got = _aligned(expected), _aligned(bytes(transfer))
     for op in app["operations"]:
-        barrier.wait()
-        if op == "read" and rank == 0:
-            _drop_caches()
-        barrier.wait()
+        starts.begin(rank, _drop_caches if op == "read" else None)
         start = time.monotonic()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT if op == "write" else os.O_RDONLY, 0o644)
         for s in range(app["segments"]):
@@ -245,7 +270,7 @@ def trace_requests(app: dict) -> list[list[dict]]:
     return chosen[0]["ranks"]
 
 
-def _trace_rank(root: str, app: dict, rank: int, barrier, out, group: int) -> None:
+def _trace_rank(root: str, app: dict, rank: int, starts: _Starts, out, group: int) -> None:
     """One rank of a trace: its requests one at a time, each when the
     previous one is done, after its ``compute`` and no earlier than its
     ``at`` (seconds from the application's start), as the simulator
@@ -253,7 +278,7 @@ def _trace_rank(root: str, app: dict, rank: int, barrier, out, group: int) -> No
     servers when the rank's time ends."""
     requests = trace_requests(app)[rank]
     fds: dict[int, int] = {}
-    barrier.wait()
+    starts.begin(rank)
     start = time.monotonic()
     for q in requests:
         if q.get("compute"):
@@ -325,7 +350,7 @@ def md_operations(steps: list[str]) -> list[str]:
     return ops
 
 
-def _md_rank(root: str, app: dict, rank: int, barrier, out, group: int) -> None:
+def _md_rank(root: str, app: dict, rank: int, starts: _Starts, out, group: int) -> None:
     """One mdtest task (-u): its own directory, its items through the
     phases. The kernel's names and attributes are forgotten before each
     phase (as mdtest's -N stride does across nodes), so that each phase
@@ -334,10 +359,7 @@ def _md_rank(root: str, app: dict, rank: int, barrier, out, group: int) -> None:
     directory = os.path.join(root, f"mdtest_tree.{rank}")
     size = app.get("request_size", 0)
     for op in md_operations(app["md_steps"]):
-        barrier.wait()
-        if rank == 0:
-            Path("/proc/sys/vm/drop_caches").write_text("2")
-        barrier.wait()
+        starts.begin(rank, _forget_names)
         start = time.monotonic()
         if op == "mktestdir":
             os.mkdir(directory)
@@ -385,7 +407,7 @@ def _run_groups(apps: list[TwinApp], root: Path) -> list[list[tuple[float, float
     (the last task's)."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs, barriers = [], []
+    procs, barriers = [], [ctx.Barrier(sum(app["processes"] for _, app in apps), timeout=OPERATION_TIMEOUT_S)]
     saved = os.environ.get("CONCERTO_APP_ID")
     try:
         for k, (program, app) in enumerate(apps):
@@ -401,7 +423,8 @@ def _run_groups(apps: list[TwinApp], root: Path) -> list[list[tuple[float, float
             # A spawned task starts with the environment of this moment.
             os.environ["CONCERTO_APP_ID"] = str(k + 1)
             for r in range(app["processes"]):
-                p = ctx.Process(target=target, args=(str(directory), app, r, barriers[-1], out, k), daemon=True)
+                starts = _Starts(barriers[-1], barriers[0] if len(apps) > 1 else None)
+                p = ctx.Process(target=target, args=(str(directory), app, r, starts, out, k), daemon=True)
                 p.start()
                 procs.append(p)
     finally:

@@ -137,6 +137,9 @@ def calibrate_cmd(servers: int, throttle: str, stripe_unit: int, depth: int, ite
                   f"{result['server_fixed_ns'] / 1000:.0f} us of it is the server's handling of any request")
     console.print(f"a stat: {result['real_stat_s'] * 1e6:.0f} us real, {result['simulated_stat_s'] * 1e6:.0f} us "
                   f"simulated without client overhead: client_overhead = {result['client_overhead_ns'] / 1000:.0f} us")
+    console.print(f"a data request at a server, alone: {result['server_data_beyond_device_ns'] / 1000:.0f} us beyond "
+                  "the device, less the handling of any request: server_data_overhead = "
+                  f"{result['server_data_overhead_ns'] / 1000:.0f} us")
     for transfer, w in result["data_probe"].items():
         console.print(f"a write of {int(transfer) >> 10} KiB: {w['real_s'] * 1e6:.0f} us real, "
                       f"{w['simulated_s'] * 1e6:.0f} us simulated")
