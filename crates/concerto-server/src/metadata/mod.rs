@@ -13,6 +13,7 @@
 mod access;
 mod error;
 mod namespace;
+mod reads;
 mod reaper;
 mod records;
 mod sizes;

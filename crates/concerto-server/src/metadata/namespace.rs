@@ -1,17 +1,16 @@
 //! The namespace in redb tables: directories, files, their attributes and
 //! layouts, and the objects of removed files still to be deleted. Every
-//! operation works inside the store's open write transaction
-//! ([`super::store`]), which commits many operations at once.
+//! change works inside the store's open write transaction
+//! ([`super::store`]), which commits many changes at once; the reads are
+//! in [`super::reads`].
 //!
 //! A file's size is not stored here: it is the furthest byte any of its
 //! objects holds, which the service knows from the file's writers or asks
 //! the data servers ([`super::sizes`]).
 
-use std::ops::Bound;
-
 use redb::{ReadableTable, WriteTransaction};
 
-use super::access::{self, READ, SEARCH, WRITE};
+use super::access::{self, SEARCH, WRITE};
 use super::error::MetaError;
 use super::records::{
     bump, counter, encode, load, Inode, CHANGES, COUNTERS, DIRECTORIES, ENTRIES, FILES, INODES,
@@ -20,7 +19,7 @@ use super::records::{
 
 use concerto_proto::auth::Principal;
 use concerto_proto::namespace;
-use concerto_proto::{DirEntry, FileKind, LayoutRequest, WireLayout, MAX_ENTRIES};
+use concerto_proto::{FileKind, LayoutRequest, WireLayout};
 
 /// What the metadata service needs to know of the cluster.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,7 +77,7 @@ pub(super) fn format_if_new(
 
 /// Walks `names` from the root: the inode they name, or the error a shell
 /// would show; `who` must may search every directory on the way.
-fn resolve<I, E>(
+pub(super) fn resolve<I, E>(
     inodes: &I,
     entries: &E,
     names: &[&str],
@@ -144,7 +143,7 @@ fn may_replace(kind: FileKind, old: &Inode, to: &str) -> Result<(), MetaError> {
     }
 }
 
-fn resolve_dir<I, E>(
+pub(super) fn resolve_dir<I, E>(
     inodes: &I,
     entries: &E,
     names: &[&str],
@@ -168,113 +167,13 @@ pub(super) struct Made {
     pub created: bool,
 }
 
-/// The namespace's operations inside one write transaction.
+/// The namespace's changes inside one write transaction (its reads: [`super::reads`]).
 pub(super) struct Ops<'a> {
     pub txn: &'a WriteTransaction,
     pub cfg: &'a MetadataConfig,
 }
 
 impl Ops<'_> {
-    pub fn lookup(&self, path: &str, who: &Principal) -> Result<(u64, Inode), MetaError> {
-        let names = namespace::components(path).map_err(MetaError::Invalid)?;
-        resolve(
-            &self.txn.open_table(INODES)?,
-            &self.txn.open_table(ENTRIES)?,
-            &names,
-            who,
-        )
-    }
-
-    /// A file opened for reading, or for writing too: `who` must may.
-    pub fn open(
-        &self,
-        path: &str,
-        write: bool,
-        who: &Principal,
-    ) -> Result<(u64, Inode), MetaError> {
-        let (ino, node) = self.lookup(path, who)?;
-        if node.kind == FileKind::File {
-            let (want, operation) = if write {
-                (WRITE, "open for writing")
-            } else {
-                (READ, "open for reading")
-            };
-            access::check(who, &node, want, operation, path)?;
-        }
-        Ok((ino, node))
-    }
-
-    /// A file by inode, for a descriptor's renewed capability: `who` must
-    /// still may read it, or write it when `write` (its mode now decides;
-    /// the path it was opened by is not searched again, as a descriptor
-    /// outlives changes to its directories).
-    pub fn renew(&self, inode: u64, write: bool, who: &Principal) -> Result<Inode, MetaError> {
-        let node = self
-            .get(inode)?
-            .ok_or_else(|| MetaError::NotFound(format!("inode {inode:#x}")))?;
-        let shown = format!("inode {inode:#x}");
-        if write {
-            access::check(who, &node, WRITE, "renew for writing", &shown)?;
-        } else {
-            access::check(who, &node, READ, "renew for reading", &shown)?;
-        }
-        Ok(node)
-    }
-
-    /// access(2): whether `who` may do `mask` on `path`.
-    pub fn access(&self, path: &str, mask: u32, who: &Principal) -> Result<(), MetaError> {
-        let (_, node) = self.lookup(path, who)?;
-        access::check(who, &node, mask, "access", path)
-    }
-
-    pub fn get(&self, ino: u64) -> Result<Option<Inode>, MetaError> {
-        load(&self.txn.open_table(INODES)?, ino)
-    }
-
-    pub fn readdir(
-        &self,
-        path: &str,
-        after: Option<&str>,
-        who: &Principal,
-    ) -> Result<(Vec<DirEntry>, bool), MetaError> {
-        let names = namespace::components(path).map_err(MetaError::Invalid)?;
-        let (inodes, entries) = (self.txn.open_table(INODES)?, self.txn.open_table(ENTRIES)?);
-        let (ino, dir) = resolve_dir(&inodes, &entries, &names, who)?;
-        access::check(who, &dir, READ, "list", path)?;
-        let start = match after {
-            Some(name) => Bound::Excluded((ino, name)),
-            None => Bound::Included((ino, "")),
-        };
-        let mut out = Vec::new();
-        for item in entries.range::<(u64, &str)>((start, Bound::Excluded((ino + 1, ""))))? {
-            let (key, child) = item?;
-            if out.len() == MAX_ENTRIES {
-                return Ok((out, true));
-            }
-            let child = child.value();
-            let kind = load(&inodes, child)?.map_or(FileKind::File, |n| n.kind);
-            out.push(DirEntry {
-                name: key.value().1.to_string(),
-                inode: child,
-                kind,
-            });
-        }
-        Ok((out, false))
-    }
-
-    /// Files, directories, and the root's default layout.
-    pub fn counts(&self) -> Result<(u64, u64, (u64, u32)), MetaError> {
-        let counters = self.txn.open_table(COUNTERS)?;
-        let root = load(&self.txn.open_table(INODES)?, ROOT)?
-            .ok_or_else(|| MetaError::Store("the root directory is missing".into()))?;
-        Ok((
-            counter(&counters, FILES)?,
-            counter(&counters, DIRECTORIES)?,
-            root.default_layout
-                .unwrap_or((self.cfg.default_unit, self.cfg.default_count)),
-        ))
-    }
-
     /// The layout a new file gets: the request's fields, else the directory's default.
     fn layout_for(
         &self,

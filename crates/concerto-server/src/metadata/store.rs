@@ -3,6 +3,11 @@
 //! Operations apply to one open write transaction, and a separate thread
 //! commits it (durably: redb's one-phase commit with checksums, one flush)
 //! at most [`MetadataConfig::commit_interval`] after its first change.
+//! The commit holds the store only while it makes the changes visible (a
+//! commit without a flush); the flush (an empty durable commit, which
+//! makes the earlier ones durable) runs with the store released: reads go
+//! on meanwhile in a read transaction ([`super::reads`]), changes wait for
+//! it (redb has one writer).
 //! Many operations share one flush, as in a journaling file system, which
 //! is what lets a single client create files at the rate of network round
 //! trips rather than disk flushes. A change is durable within the
@@ -30,11 +35,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
-use redb::{Database, WriteTransaction};
+use redb::{Database, Durability, WriteTransaction};
 use tokio::sync::Notify;
 
 use super::error::MetaError;
 use super::namespace::{self, MetadataConfig, Ops};
+use super::reads::{Reads, View};
 use super::records::{self, CHANGES, INODE_LIMIT};
 
 /// Bytes kept free for the metadata store's own transactions on a full disk.
@@ -50,6 +56,11 @@ pub(super) struct Store {
     state: Mutex<State>,
     /// Wakes the committer when a change is made (and when it must stop).
     dirty: Condvar,
+    /// Wakes what waits for a flush to end (changes, syncs, the reaper).
+    flushed: Condvar,
+    /// Held by a test to keep a flush under way.
+    #[cfg(test)]
+    flush_gate: Mutex<()>,
     /// Told after a commit that made files' objects orphans (the reaper waits on it).
     pub orphaned: Arc<Notify>,
     /// Changes made ever, and how many of them are durable (read without the lock).
@@ -73,7 +84,11 @@ struct State {
     /// transactions lives waits for it for ever.)
     txn: Option<WriteTransaction>,
     /// `None` after a disk error, until the next operation opens it again.
-    db: Option<Database>,
+    /// (Shared with a flush and with reads made during one.)
+    db: Option<Arc<Database>>,
+    /// A flush is under way, the store released: no open transaction;
+    /// every change so far is committed (visible), not yet durable.
+    flushing: bool,
     /// When the oldest change not yet committed was made.
     dirty_since: Option<Instant>,
     /// Whether that change made orphans.
@@ -111,6 +126,7 @@ impl Store {
                 txn: None,
                 db: None,
                 dirty_since: None,
+                flushing: false,
                 orphans_pending: false,
                 changes: 0,
                 durable: 0,
@@ -120,6 +136,9 @@ impl Store {
                 stop: false,
             }),
             dirty: Condvar::new(),
+            flushed: Condvar::new(),
+            #[cfg(test)]
+            flush_gate: Mutex::new(()),
             orphaned: Arc::new(Notify::new()),
             changes: AtomicU64::new(0),
             durable: AtomicU64::new(0),
@@ -150,7 +169,7 @@ impl Store {
             let txn = db.begin_write()?;
             let (limit, changes) = namespace::format_if_new(&txn, &self.cfg)?;
             txn.commit()?;
-            state.db = Some(db);
+            state.db = Some(Arc::new(db));
             state.next_inode = limit;
             state.inode_limit = limit;
             state.changes = changes;
@@ -226,26 +245,47 @@ impl Store {
     }
 
     /// Runs a read inside the open transaction (so it sees every change,
-    /// committed or not).
+    /// committed or not), or, while a flush is under way, in a read
+    /// transaction (every change is committed then): never behind the disk.
     pub fn read<T>(
         &self,
         wait: Wait,
-        f: impl FnOnce(&Ops) -> Result<T, MetaError>,
+        f: impl FnOnce(&Reads) -> Result<T, MetaError>,
     ) -> Result<T, MetaError> {
         let mut state = self.lock(wait)?;
+        if state.flushing {
+            let db = state
+                .db
+                .clone()
+                .ok_or_else(|| MetaError::Store("closed".into()))?;
+            drop(state);
+            let txn = db.begin_read()?;
+            return f(&Reads {
+                view: View::Committed(&txn),
+                cfg: &self.cfg,
+            });
+        }
         self.ensure_open(&mut state)?;
         let result = {
             let txn = state
                 .txn
                 .as_ref()
                 .ok_or_else(|| MetaError::Store("closed".into()))?;
-            f(&Ops {
-                txn,
+            f(&Reads {
+                view: View::Open(txn),
                 cfg: &self.cfg,
             })
         };
         self.after_failure(&mut state, &result);
         result
+    }
+
+    /// `state` once no flush is under way.
+    fn after_flush<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        while state.flushing {
+            state = self.flushed.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        state
     }
 
     /// Runs a change inside the open transaction; `adds` when it may create
@@ -258,6 +298,13 @@ impl Store {
         f: impl FnOnce(&Ops, &mut dyn FnMut() -> Result<u64, MetaError>) -> Result<T, MetaError>,
     ) -> Result<(T, u64), MetaError> {
         let mut state = self.lock(wait)?;
+        if state.flushing {
+            // redb's one writer is the flush's.
+            if wait == Wait::No {
+                return Err(MetaError::Busy);
+            }
+            state = self.after_flush(state);
+        }
         self.ensure_open(&mut state)?;
         if adds && self.deletes_only(&mut state) {
             return Err(MetaError::NoSpace(
@@ -343,7 +390,9 @@ impl Store {
         state.orphans_pending = false;
     }
 
-    /// Commits the open transaction if it holds changes.
+    /// Commits the open transaction if it holds changes, holding the store
+    /// throughout (rare: an inode reservation, a commit interval of zero,
+    /// the last commit); [`Store::commit_released`] otherwise.
     fn commit(&self, state: &mut State) -> Result<(), MetaError> {
         if state.dirty_since.is_none() {
             return Ok(());
@@ -373,14 +422,76 @@ impl Store {
         }
     }
 
+    /// Commits the open transaction if it holds changes, holding the store
+    /// only to make them visible (a commit without a flush); the flush (an
+    /// empty durable commit, which makes the earlier ones durable) runs
+    /// with the store released, reads going on in a read transaction and
+    /// changes waiting for it. Returns the store held again.
+    fn commit_released<'a>(
+        &'a self,
+        state: MutexGuard<'a, State>,
+    ) -> (MutexGuard<'a, State>, Result<(), MetaError>) {
+        let mut state = self.after_flush(state);
+        if state.dirty_since.is_none() {
+            return (state, Ok(()));
+        }
+        let Some(mut txn) = state.txn.take() else {
+            return (state, Ok(()));
+        };
+        self.deletes_only(&mut state);
+        txn.set_durability(Durability::None);
+        let visible = records::set_counter(&txn, CHANGES, state.changes)
+            .and_then(|()| txn.commit().map_err(MetaError::from));
+        if let Err(e) = visible {
+            self.close_after_failure(&mut state, &e);
+            return (state, Err(e));
+        }
+        let upto = state.changes;
+        let orphans = std::mem::take(&mut state.orphans_pending);
+        let since = state.dirty_since.take();
+        let db = state.db.clone();
+        state.flushing = true;
+        drop(state);
+        #[cfg(test)]
+        let _gate = self.flush_gate.lock();
+        let flushed = db
+            .ok_or_else(|| MetaError::Store("closed".into()))
+            .and_then(|db| {
+                let mut txn = db.begin_write()?;
+                txn.set_durability(Durability::Immediate);
+                txn.commit().map_err(MetaError::from)
+            });
+        let mut state = lock(&self.state);
+        state.flushing = false;
+        self.flushed.notify_all();
+        match flushed {
+            Ok(()) => {
+                state.durable = upto;
+                self.publish(&state);
+                if orphans {
+                    // Only now: the reaper removes only durable orphans.
+                    self.orphaned.notify_one();
+                }
+                (state, Ok(()))
+            }
+            Err(e) => {
+                // What is lost is what the flush was to make durable.
+                state.dirty_since = since;
+                self.close_after_failure(&mut state, &e);
+                (state, Err(e))
+            }
+        }
+    }
+
     /// Makes every change so far durable; returns how many changes are.
     pub fn sync(&self, wait: Wait) -> Result<u64, MetaError> {
-        let mut state = self.lock(wait)?;
-        if wait == Wait::No && state.dirty_since.is_some() {
+        let state = self.lock(wait)?;
+        if wait == Wait::No && (state.dirty_since.is_some() || state.flushing) {
             // A commit flushes the disk: not on the scheduling loop.
             return Err(MetaError::Busy);
         }
-        self.commit(&mut state)?;
+        let (state, committed) = self.commit_released(state);
+        committed?;
         Ok(state.durable)
     }
 
@@ -394,9 +505,10 @@ impl Store {
         self.changes.load(Ordering::Acquire)
     }
 
-    /// A read of what is committed (orphans the reaper may remove).
+    /// A read of what is committed durably (orphans the reaper may
+    /// remove): not during a flush, when a read sees what is not durable yet.
     pub fn committed(&self) -> Result<redb::ReadTransaction, MetaError> {
-        let mut state = lock(&self.state);
+        let mut state = self.after_flush(lock(&self.state));
         self.ensure_open(&mut state)?;
         let db = state
             .db
@@ -407,7 +519,7 @@ impl Store {
 
     /// Commits what is pending and stops the committer.
     pub fn close(&self) {
-        let mut state = lock(&self.state);
+        let mut state = self.after_flush(lock(&self.state));
         state.stop = true;
         if let Err(e) = self.commit(&mut state) {
             eprintln!("concerto-server: the last metadata commit failed: {e}");
@@ -439,7 +551,7 @@ fn committer(store: Weak<Store>) {
         let Some(store) = store.upgrade() else {
             return;
         };
-        let mut state = lock(&store.state);
+        let state = lock(&store.state);
         if state.stop {
             return;
         }
@@ -449,7 +561,7 @@ fn committer(store: Weak<Store>) {
                 let due = since + store.cfg.commit_interval;
                 let now = Instant::now();
                 if now >= due {
-                    if let Err(e) = store.commit(&mut state) {
+                    if let (_, Err(e)) = store.commit_released(state) {
                         eprintln!("concerto-server: metadata commit failed: {e}");
                     }
                     continue;
@@ -461,5 +573,88 @@ fn committer(store: Weak<Store>) {
             .dirty
             .wait_timeout(state, wait)
             .unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use concerto_proto::auth::Principal;
+
+    use super::*;
+
+    fn store(dir: &Path) -> Arc<Store> {
+        Store::open(
+            dir,
+            MetadataConfig {
+                data_servers: vec![0],
+                default_unit: 64 << 10,
+                default_count: 1,
+                // Only syncs commit in these tests.
+                commit_interval: Duration::from_secs(1),
+            },
+        )
+        .unwrap()
+    }
+
+    fn mkdir(store: &Store, path: &str, wait: Wait) -> Result<u64, MetaError> {
+        store
+            .change(wait, true, |ops, alloc| {
+                ops.make(path, (None, true, 0o755), &Principal::root(), 0, alloc)
+            })
+            .map(|(_, change)| change)
+    }
+
+    /// Polls until `done` (a flush under way) or panics after a deadline.
+    fn until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(
+                Instant::now() < deadline,
+                "{what} did not happen within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn reads_go_on_while_a_commit_flushes_and_see_every_change_while_changes_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let made = mkdir(&store, "/a", Wait::Yes).unwrap();
+        let gate = store.flush_gate.lock().unwrap();
+        let syncer = {
+            let store = store.clone();
+            std::thread::spawn(move || store.sync(Wait::Yes))
+        };
+        until("the flush", || lock(&store.state).flushing);
+        // The gate holds the flush: a read that waited for it would hang here.
+        let found = store.read(Wait::Yes, |r| r.lookup("/a", &Principal::root()));
+        assert!(found.is_ok(), "{found:?}");
+        assert!(store
+            .read(Wait::No, |r| r.get(found.unwrap().0))
+            .unwrap()
+            .is_some());
+        assert_eq!(
+            store.durable(),
+            made - 1,
+            "not durable before the flush ends"
+        );
+        // A change cannot be made during the flush: the scheduling loop is
+        // told Busy, a storage thread waits.
+        assert!(matches!(
+            mkdir(&store, "/b", Wait::No),
+            Err(MetaError::Busy)
+        ));
+        let waiting = {
+            let store = store.clone();
+            std::thread::spawn(move || mkdir(&store, "/b", Wait::Yes))
+        };
+        drop(gate);
+        assert_eq!(syncer.join().unwrap().unwrap(), made);
+        let second = waiting.join().unwrap().unwrap();
+        assert_eq!(second, made + 1);
+        assert_eq!(store.sync(Wait::Yes).unwrap(), second);
     }
 }
