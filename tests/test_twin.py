@@ -67,6 +67,15 @@ def test_twin_runs_mdtest_phases_under_mdtests_names(tmp_path):
         assert r["real"] > 0 and r["sim"] > 0
 
 
+@pytest.mark.parametrize("options", ["-n 5 -u -F -w 4k -e 4k", "-n 5 -u -F -C -T -r", "-n 5 -u -F -C -E -e 4k"])
+def test_the_real_sides_mdtest_rows_are_named_as_the_simulator_names_them(options):
+    app = benchmarks.from_mdtest(options, processes=2)
+    spans = [(0.0, 1.0)] * len(twin.md_operations(app["md_steps"]))
+    real = [name for name, _ in twin._figures("mdtest", app, spans)]
+    simulated = [key.split(":", 1)[1] for key in twin.simulated("mdtest", app, twin.TwinSpec())]
+    assert [name for name in real if not name.startswith("(")] == simulated
+
+
 @pytest.mark.parametrize("args, message", [
     (["mpirun", "-np", "2", "ior", "-a", "MPIIO", "-c", "-w"], "collective I/O on real servers"),
     (["mpirun", "-np", "2", "a.out"], "no ior or mdtest on the command line"),

@@ -460,14 +460,20 @@ def _figures(program: str, app: dict, spans: list[tuple[float, float]]) -> list[
     if program == "ior":
         moved = app["processes"] * app["segments"] * app["block_size"]
         return [(op, moved / (end - start) / (1 << 20)) for op, (start, end) in zip(app["operations"], spans)]
-    names = {"mktestdir": "Tree creation", "create": "File creation", "create+write": "File creation",
-             "write": "(write)", "stat": "File stat", "read": "File read", "rm": "File removal",
-             "rmtestdir": "Tree removal", "readdir": "(readdir)", "close": "(close)"}
     rows = []
     for op, (start, end) in zip(md_operations(app["md_steps"]), spans):
         items = app["processes"] if op in ("mktestdir", "rmtestdir", "readdir") else app["processes"] * app["items"]
-        rows.append((names[op], items / (end - start) if end > start else 0.0))
+        rows.append((_mdtest_row(op), items / (end - start) if end > start else 0.0))
     return rows
+
+
+def _mdtest_row(op: str) -> str:
+    """The row of mdtest's summary a real driver's operation counts under,
+    as the simulator names it (``create+write`` is a create's row; a step
+    without a row is shown in parentheses)."""
+    from concerto import _native
+
+    return _native.mdtest_row(op.split("+")[0]) or f"({op})"
 
 
 def real_once(apps: list[TwinApp], root: Path) -> list[list[tuple[str, float]]]:

@@ -231,6 +231,17 @@ fn parse_bandwidth(text: &str) -> PyResult<f64> {
     concerto_core::units::parse_bandwidth(text.trim()).map_err(PyValueError::new_err)
 }
 
+/// The row of mdtest's summary an md-test step counts under ("Tree
+/// creation", "File creation", ...), or None for a step without one
+/// (readdir, close): the simulator's names, for the twin's real side.
+#[pyfunction]
+fn mdtest_row(step: &str) -> PyResult<Option<&'static str>> {
+    let parsed: concerto_sim::scenario::MdStep =
+        serde_json::from_value(serde_json::Value::String(step.into()))
+            .map_err(|e| PyValueError::new_err(format!("md-test step {step:?}: {e}")))?;
+    Ok(parsed.mdtest_operation())
+}
+
 #[pyfunction]
 fn policy_names() -> Vec<&'static str> {
     concerto_core::PolicyConfig::NAMES.to_vec()
@@ -279,6 +290,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy_warnings, m)?)?;
     m.add_function(wrap_pyfunction!(stripe_unit_warning, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(mdtest_row, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bandwidth, m)?)?;
     m.add_class::<fs::FsClientHandle>()?;
     m.add_class::<fs::FsFile>()?;
