@@ -394,31 +394,40 @@ impl Store {
     /// throughout (rare: an inode reservation, a commit interval of zero,
     /// the last commit); [`Store::commit_released`] otherwise.
     fn commit(&self, state: &mut State) -> Result<(), MetaError> {
-        if state.dirty_since.is_none() {
-            return Ok(());
+        if self.commit_open(state, Durability::Immediate)? {
+            state.dirty_since = None;
+            let orphans = std::mem::take(&mut state.orphans_pending);
+            self.made_durable(state, state.changes, orphans);
         }
-        let Some(txn) = state.txn.take() else {
-            return Ok(());
+        Ok(())
+    }
+
+    /// Commits the open transaction with `durability` if it holds changes
+    /// (false when it held none); a failure closes the store.
+    fn commit_open(&self, state: &mut State, durability: Durability) -> Result<bool, MetaError> {
+        if state.dirty_since.is_none() {
+            return Ok(false);
+        }
+        let Some(mut txn) = state.txn.take() else {
+            return Ok(false);
         };
         // A commit needs fresh pages: with less than the reserve free, the
         // reserve goes first.
         self.deletes_only(state);
-        let committed = records::set_counter(&txn, CHANGES, state.changes)
-            .and_then(|()| txn.commit().map_err(MetaError::from));
-        match committed {
-            Ok(()) => {
-                state.durable = state.changes;
-                self.publish(state);
-                state.dirty_since = None;
-                if std::mem::take(&mut state.orphans_pending) {
-                    self.orphaned.notify_one();
-                }
-                Ok(())
-            }
-            Err(e) => {
-                self.close_after_failure(state, &e);
-                Err(e)
-            }
+        txn.set_durability(durability);
+        records::set_counter(&txn, CHANGES, state.changes)
+            .and_then(|()| txn.commit().map_err(MetaError::from))
+            .inspect_err(|e| self.close_after_failure(state, e))?;
+        Ok(true)
+    }
+
+    /// Changes up to `upto` are durable: published, and the reaper told
+    /// when they made orphans (it removes only durable ones).
+    fn made_durable(&self, state: &mut State, upto: u64, orphans: bool) {
+        state.durable = upto;
+        self.publish(state);
+        if orphans {
+            self.orphaned.notify_one();
         }
     }
 
@@ -432,19 +441,9 @@ impl Store {
         state: MutexGuard<'a, State>,
     ) -> (MutexGuard<'a, State>, Result<(), MetaError>) {
         let mut state = self.after_flush(state);
-        if state.dirty_since.is_none() {
-            return (state, Ok(()));
-        }
-        let Some(mut txn) = state.txn.take() else {
-            return (state, Ok(()));
-        };
-        self.deletes_only(&mut state);
-        txn.set_durability(Durability::None);
-        let visible = records::set_counter(&txn, CHANGES, state.changes)
-            .and_then(|()| txn.commit().map_err(MetaError::from));
-        if let Err(e) = visible {
-            self.close_after_failure(&mut state, &e);
-            return (state, Err(e));
+        match self.commit_open(&mut state, Durability::None) {
+            Ok(true) => {}
+            nothing_or_failed => return (state, nothing_or_failed.map(|_| ())),
         }
         let upto = state.changes;
         let orphans = std::mem::take(&mut state.orphans_pending);
@@ -466,12 +465,7 @@ impl Store {
         self.flushed.notify_all();
         match flushed {
             Ok(()) => {
-                state.durable = upto;
-                self.publish(&state);
-                if orphans {
-                    // Only now: the reaper removes only durable orphans.
-                    self.orphaned.notify_one();
-                }
+                self.made_durable(&mut state, upto, orphans);
                 (state, Ok(()))
             }
             Err(e) => {
