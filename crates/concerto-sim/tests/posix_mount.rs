@@ -245,3 +245,62 @@ fn a_mounts_creates_in_one_directory_take_turns() {
     let rmdirs = meta_requests(MDTEST, &[md], 2);
     assert!(took_turns(&rmdirs, MetaOp::Rmdir), "rmdirs: {rmdirs:?}");
 }
+
+/// Whether every request, whatever its kind, was issued only once the one
+/// before had its reply, and the kinds alternate lookup, `op`, lookup, ...
+fn lookup_and_change_in_turns(
+    requests: &[(concerto_core::Op, f64, f64)],
+    op: concerto_core::MetaOp,
+) -> bool {
+    use concerto_core::{MetaOp, Op};
+    requests.windows(2).all(|w| w[1].1 >= w[0].2 - 1e-12)
+        && requests
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.0 == Op::Meta(if i % 2 == 0 { MetaOp::Getattr } else { op }))
+}
+
+/// The kernel locks the directory before it looks up the name a create,
+/// mkdir, unlink or rmdir changes (a kernel FUSE trace of four tasks'
+/// mkdirs in one directory: lookup, mkdir, lookup, mkdir, ..., each sent
+/// at the last one's reply): through the mount, each lookup before such a
+/// change waits for the lock and the change keeps it, so the four tasks'
+/// lookups and changes all take turns. Lookups before changes in a task's
+/// own directory (md-test's creates) still go side by side.
+#[test]
+fn a_changed_name_is_looked_up_under_its_directorys_lock() {
+    use concerto_core::{MetaOp, Op};
+    let md = "apps[0].md_steps=[\"mktestdir\", \"create\", \"rmtestdir\"]";
+    let mkdirs = meta_requests(MDTEST, &[md], 0);
+    assert_eq!(mkdirs.len(), 8, "{mkdirs:?}");
+    assert!(
+        lookup_and_change_in_turns(&mkdirs, MetaOp::Mkdir),
+        "mkdirs: {mkdirs:?}"
+    );
+    let rmdirs = meta_requests(MDTEST, &[md], 2);
+    assert_eq!(rmdirs.len(), 8, "{rmdirs:?}");
+    assert!(
+        lookup_and_change_in_turns(&rmdirs, MetaOp::Rmdir),
+        "rmdirs: {rmdirs:?}"
+    );
+
+    let ior = meta_requests(IOR, &["apps[0].file=\"per-process\""], 0);
+    let opens: Vec<_> = ior
+        .iter()
+        .copied()
+        .filter(|r| matches!(r.0, Op::Meta(MetaOp::Getattr | MetaOp::Create)))
+        .collect();
+    assert_eq!(opens.len(), 8, "{ior:?}");
+    assert!(
+        lookup_and_change_in_turns(&opens, MetaOp::Create),
+        "IOR's opens: {opens:?}"
+    );
+
+    let creates = meta_requests(MDTEST, &[md], 1);
+    let first_lookups: Vec<_> = creates.iter().filter(|r| r.1 == creates[0].1).collect();
+    assert_eq!(
+        first_lookups.len(),
+        4,
+        "md-test's tasks look their first files up at once, each in its own directory: {creates:?}"
+    );
+}

@@ -259,6 +259,7 @@ fn push_ranks(ranks: &mut Vec<RankState>, spec: &AppSpec, app: u32, meta_servers
             dir_server,
             blocks: Vec::new(),
             holds: None,
+            held_for_change: false,
             nic: first_node + rank / spec.processes_per_node,
         });
     }

@@ -136,10 +136,54 @@ impl<'a> Simulation<'a> {
     /// or removes a name in it (a create, mkdir, unlink, rmdir), so the
     /// processes creating files in one directory (IOR's) or their own
     /// directories in one (md-test's) take turns, each round trip in turn.
+    /// Such a call locks the directory before it looks the name up
+    /// (`filename_create`, `do_rmdir`: the lookup runs under the lock), so
+    /// the lookup just before the change takes the change's lock, and the
+    /// change keeps it (a kernel FUSE trace of four mkdirs in one
+    /// directory: lookup, mkdir, lookup, mkdir, ..., one at a time).
     fn waits_for_kernel_lock(&mut self, rank: u32, step: &Step) -> bool {
         if !self.sc.cluster.metadata.posix_mount {
             return false;
         }
+        let rs = &self.ranks[rank as usize];
+        let (held, for_change) = match self.lock_of(rank, step) {
+            Some(held) => (held, false),
+            None => match (step, rs.steps.last()) {
+                (
+                    Step::Meta {
+                        op: concerto_core::MetaOp::Getattr,
+                        target,
+                    },
+                    Some(
+                        next @ Step::Meta {
+                            target: changed, ..
+                        },
+                    ),
+                ) if target == changed => match self.lock_of(rank, next) {
+                    Some(held @ Held::Directory(_)) => (held, true),
+                    _ => return false,
+                },
+                _ => return false,
+            },
+        };
+        if rs.holds == Some(held) {
+            // Taken by the lookup before this change.
+            return false;
+        }
+        let lock = self.kernel_lock(held);
+        if lock.holder.is_some() {
+            lock.waiting.push_back(rank);
+            return true;
+        }
+        lock.holder = Some(rank);
+        let rs = &mut self.ranks[rank as usize];
+        rs.holds = Some(held);
+        rs.held_for_change = for_change;
+        false
+    }
+
+    /// The kernel lock a step takes for its own system call, if any.
+    fn lock_of(&self, rank: u32, step: &Step) -> Option<Held> {
         let app = self.ranks[rank as usize].app;
         let a = &self.apps[app as usize];
         // Asked only of a create or remove: the kind's answer is fixed.
@@ -149,29 +193,21 @@ impl<'a> Simulation<'a> {
                 .workload()
                 .files_in_process_directory()
         };
-        let held = match step {
+        match step {
             Step::Data {
                 op: DataOp::Write,
                 access,
-            } => Held::File(a.files[access.file as usize]),
+            } => Some(Held::File(a.files[access.file as usize])),
             Step::Meta {
                 op: concerto_core::MetaOp::Mkdir | concerto_core::MetaOp::Rmdir,
                 target: MetaTarget::Dir,
-            } => Held::Directory(app),
+            } => Some(Held::Directory(app)),
             Step::Meta {
                 op: concerto_core::MetaOp::Create | concerto_core::MetaOp::Remove,
                 target: MetaTarget::File(_),
-            } if !own_directories() => Held::Directory(app),
-            _ => return false,
-        };
-        let lock = self.kernel_lock(held);
-        if lock.holder.is_some() {
-            lock.waiting.push_back(rank);
-            return true;
+            } if !own_directories() => Some(Held::Directory(app)),
+            _ => None,
         }
-        lock.holder = Some(rank);
-        self.ranks[rank as usize].holds = Some(held);
-        false
     }
 
     fn kernel_lock(&mut self, held: Held) -> &mut KernelLock {
@@ -445,10 +481,14 @@ impl<'a> Simulation<'a> {
     }
 
     /// The rank's step has all its replies: the kernel lock it held passes
-    /// to the next rank waiting, and the rank goes on to its next step,
+    /// to the next rank waiting (unless the step was the lookup before a
+    /// change, which keeps it), and the rank goes on to its next step,
     /// or the call's end.
     fn step_done(&mut self, rank: u32, now: Time) {
-        if let Some(held) = self.ranks[rank as usize].holds.take() {
+        let rs = &mut self.ranks[rank as usize];
+        // A lookup's lock stays with the change after it.
+        let kept = std::mem::take(&mut rs.held_for_change);
+        if let Some(held) = rs.holds.take_if(|_| !kept) {
             let lock = self.kernel_lock(held);
             lock.holder = None;
             if let Some(next) = lock.waiting.pop_front() {

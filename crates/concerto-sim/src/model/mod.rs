@@ -188,6 +188,9 @@ struct RankState {
     blocks: Vec<u32>,
     /// The kernel's lock the current step holds (`posix_mount`).
     holds: Option<Held>,
+    /// Whether `holds` was taken by a lookup for the change after it,
+    /// which keeps it (the kernel looks a name up under the lock).
+    held_for_change: bool,
     /// The client NIC of the process's node (`clients`).
     nic: u32,
 }
