@@ -49,6 +49,16 @@ def test_ior_file_per_process_writes_agree_within_15_percent_on_hdd_class_server
     assert 0.85 <= row["sim_over_real"] <= 1.15, row
 
 
+def test_the_table_shows_the_real_runs_range_beside_their_median(tmp_path):
+    out = tmp_path / "spread"
+    r = concerto("twin", *IOR, "-w", "--reps", "2", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = json.loads((out / "twin.json").read_text())["rows"]
+    assert len(row["real_runs"]) == 2
+    assert "real runs" in r.stdout
+    assert f"{min(row['real_runs']):.1f}-{max(row['real_runs']):.1f}" in r.stdout, r.stdout
+
+
 def test_a_faster_throttle_moves_both_sides_of_the_table(tmp_path):
     hdd = _twin(tmp_path, "hdd", *IOR, "-w", "--throttle", "hdd")["rows"][0]
     ssd = _twin(tmp_path, "ssd", *IOR, "-w", "--throttle", "ssd")["rows"][0]

@@ -90,11 +90,17 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
                   caption=(f"real: {escape(str(real_from))} (its mean)" if real_from is not None
                            else f"real: median of {reps} runs through the mount")
                   + f"; sim: mean of {reps} seeds on the throttle's device model", caption_justify="left")
-        for col in ("operation", "real", "sim", "sim / real"):
+        # The real runs' range beside their median: on a small machine it
+        # can be as wide as the ratio's tolerance.
+        spread = any(len(r.get("real_runs") or []) > 1 for r in figures["rows"])
+        for col in ("operation", "real", *(("real runs",) if spread else ()), "sim", "sim / real"):
             t.add_column(col, justify="left" if col == "operation" else "right")
         for r in figures["rows"]:
             ratio = f"{r['sim_over_real']:.2f}" if r["sim_over_real"] is not None else "-"
-            t.add_row(r["operation"], f"{r['real']:.1f}", f"{r['sim']:.1f}", ratio)
+            runs = r.get("real_runs") or []
+            t.add_row(r["operation"], f"{r['real']:.1f}",
+                      *((f"{min(runs):.1f}-{max(runs):.1f}" if len(runs) > 1 else "",) if spread else ()),
+                      f"{r['sim']:.1f}", ratio)
         console.print(t)
     for key, what in (("not_modelled", "in the output, not modelled"), ("not_in_output", "simulated, not in the output")):
         if result.get(key):
