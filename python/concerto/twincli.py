@@ -97,10 +97,11 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
             t.add_column(col, justify="left" if col == "operation" else "right")
         for r in figures["rows"]:
             ratio = f"{r['sim_over_real']:.2f}" if r["sim_over_real"] is not None else "-"
-            runs = r.get("real_runs") or []
-            t.add_row(r["operation"], f"{r['real']:.1f}",
-                      *((f"{min(runs):.1f}-{max(runs):.1f}" if len(runs) > 1 else "",) if spread else ()),
-                      f"{r['sim']:.1f}", ratio)
+            cells = [r["operation"], f"{r['real']:.1f}"]
+            if spread:
+                runs = r.get("real_runs") or []
+                cells.append(f"{min(runs):.1f}-{max(runs):.1f}" if len(runs) > 1 else "")
+            t.add_row(*cells, f"{r['sim']:.1f}", ratio)
         console.print(t)
     for key, what in (("not_modelled", "in the output, not modelled"), ("not_in_output", "simulated, not in the output")):
         if result.get(key):

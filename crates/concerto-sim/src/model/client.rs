@@ -145,28 +145,10 @@ impl<'a> Simulation<'a> {
         if !self.sc.cluster.metadata.posix_mount {
             return false;
         }
-        let rs = &self.ranks[rank as usize];
-        let (held, for_change) = match self.lock_of(rank, step) {
-            Some(held) => (held, false),
-            None => match (step, rs.steps.last()) {
-                (
-                    Step::Meta {
-                        op: concerto_core::MetaOp::Getattr,
-                        target,
-                    },
-                    Some(
-                        next @ Step::Meta {
-                            target: changed, ..
-                        },
-                    ),
-                ) if target == changed => match self.lock_of(rank, next) {
-                    Some(held @ Held::Directory(_)) => (held, true),
-                    _ => return false,
-                },
-                _ => return false,
-            },
+        let Some((held, for_change)) = self.lock_taken(rank, step) else {
+            return false;
         };
-        if rs.holds == Some(held) {
+        if self.ranks[rank as usize].holds == Some(held) {
             // Taken by the lookup before this change.
             return false;
         }
@@ -180,6 +162,33 @@ impl<'a> Simulation<'a> {
         rs.holds = Some(held);
         rs.held_for_change = for_change;
         false
+    }
+
+    /// The kernel lock a step takes, and whether it takes it for the
+    /// change after it: its own system call's, or, for the lookup of the
+    /// name a change in a shared directory changes, that change's.
+    fn lock_taken(&self, rank: u32, step: &Step) -> Option<(Held, bool)> {
+        if let Some(held) = self.lock_of(rank, step) {
+            return Some((held, false));
+        }
+        let Step::Meta {
+            op: concerto_core::MetaOp::Getattr,
+            target,
+        } = step
+        else {
+            return None;
+        };
+        let next = self.ranks[rank as usize].steps.last()?;
+        let Step::Meta {
+            target: changed, ..
+        } = next
+        else {
+            return None;
+        };
+        match self.lock_of(rank, next) {
+            Some(held @ Held::Directory(_)) if changed == target => Some((held, true)),
+            _ => None,
+        }
     }
 
     /// The kernel lock a step takes for its own system call, if any.
