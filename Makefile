@@ -1,6 +1,11 @@
 # Concerto's entry points. Each target installs what it needs first.
 #   make demo   - build, then run Concerto's demo
-#   make test   - build once, then run every test (Rust, Python, quick reproduction)
+#   make test   - build once, then run every test (Rust, Python, quick reproduction);
+#                 ends with the ten slowest tests and the total time
+#   make check-full - what only a quiet machine or a long run can check: the
+#                 tests marked quiet_machine (real bytes against the model,
+#                 both sides of a tolerance) with the host's load recorded,
+#                 and the full reproductions (docs/contributing.md)
 #   make fuzz   - ten million fuzzed frames against a live server (a bounded
 #                 count runs in make test; see docs/security.md)
 #   make lint   - rustfmt, clippy (warnings denied) and ruff, as CI checks them
@@ -18,7 +23,7 @@ STAMP := $(VENV)/.deps-installed
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test bench fuzz build lint toolchain clean
+.PHONY: demo test check-full bench fuzz build lint toolchain clean
 
 toolchain:
 	@bash .ci/toolchain
@@ -50,9 +55,23 @@ lint: toolchain $(STAMP)
 demo: build
 	$(VENV)/bin/concerto demo
 
+# Two pytest workers (the machine has two cores and most tests wait on
+# throttled servers), each taking whole files, so a module's cluster or
+# reproduction is made once; the tests that assert what a quiet machine
+# delivers run in check-full. The cargo test build shares the release
+# build's crates (crates/concerto-workspace-hack).
+PYTEST_WORKERS ?= 2
 test: build
-	cargo test --workspace --release --exclude concerto-python --exclude concerto-bench
-	$(VENV)/bin/pytest -q tests
+	@start=$$(date +%s); \
+	cargo test --workspace --release --exclude concerto-python --exclude concerto-bench && \
+	$(VENV)/bin/pytest -q tests -n $(PYTEST_WORKERS) --dist loadfile -m "not quiet_machine" --durations=10 \
+	  --durations-min=1 && \
+	echo "make test: $$(( $$(date +%s) - start )) s after the build (cargo test and pytest)"
+
+check-full: build
+	$(VENV)/bin/pytest -q tests -m quiet_machine --durations=10
+	$(VENV)/bin/concerto reproduce coordination --out results/full/coordination
+	$(VENV)/bin/concerto reproduce iosets --out results/full/iosets
 
 bench: build
 	cargo bench -p concerto-bench
@@ -65,7 +84,7 @@ bench: build
 # The protocol fuzzed against a live server: CONCERTO_FUZZ_FRAMES frames
 # (default ten million), seed CONCERTO_FUZZ_SEED (default 1).
 fuzz: build
-	CONCERTO_FUZZ_FRAMES=$${CONCERTO_FUZZ_FRAMES:-10000000} cargo test --release -p concerto-server --test fuzz -- --nocapture
+	CONCERTO_FUZZ_FRAMES=$${CONCERTO_FUZZ_FRAMES:-10000000} cargo test --release -p concerto-server --test integration -- fuzz:: --nocapture
 
 clean:
 	rm -rf target $(VENV) results

@@ -29,6 +29,21 @@ request_size = "64KiB"
 """
 
 
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def pytest_report_header(config) -> str:
+    """The host's load as the run begins: a quiet_machine test's figures mean
+    something only beside it."""
+    return f"host: {_load()}"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    terminalreporter.write_line(f"host at the end: {_load()}")
+
+
 @pytest.fixture
 def small_scenario(tmp_path: Path) -> Path:
     p = tmp_path / "small.toml"

@@ -197,6 +197,7 @@ class WindowMetrics(TypedDict):
     max_stretch: float
     stretch: list[float]
     io_slowdown: float
+    alone_bandwidth: float
 
 class FluidPhase(TypedDict):
     """An I/O phase as a fluid run let it go, with the set the rule put its application in."""

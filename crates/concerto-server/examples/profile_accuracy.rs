@@ -3,7 +3,7 @@
 //! request path (`ServerProbe`), and the profile's device time and
 //! parallelism are compared with the emulated device's. A measurement of
 //! time, so a benchmark and not a test (the tests check that profiling
-//! through a server works, tests/profile.rs); exits 1 when a figure is
+//! through a server works, tests/integration/profile.rs); exits 1 when a figure is
 //! outside its tolerance.
 //!
 //!     cargo run --release -p concerto-server --example profile_accuracy

@@ -428,18 +428,23 @@ impl MetadataService {
     }
 
     /// A connection closed files: those it wrote get a modification time of
-    /// now, and their sizes what it wrote.
+    /// now, and their sizes what it wrote. A file it does not hold open for
+    /// writing is left as it is: a close names inode numbers, which anyone
+    /// can guess, and must not touch another's file.
     fn close_files(
         &self,
         files: &[Closed],
         conn: u64,
         (now_ns, wait): (u64, Wait),
     ) -> Result<MetaReply, MetaError> {
-        let wrote: Vec<u64> = files
-            .iter()
-            .filter(|c| c.written_end > 0)
-            .map(|c| c.inode)
-            .collect();
+        let wrote: Vec<u64> = {
+            let sizes = self.sizes();
+            files
+                .iter()
+                .filter(|c| c.written_end > 0 && sizes.holds(c.inode, conn))
+                .map(|c| c.inode)
+                .collect()
+        };
         let touched = if wrote.is_empty() {
             Ok(())
         } else {

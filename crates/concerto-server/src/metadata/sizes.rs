@@ -108,6 +108,14 @@ impl SizeBook {
         Ok(())
     }
 
+    /// Whether `conn` holds the file open for writing: a close from a
+    /// connection that does not may not touch the file (its mtime).
+    pub fn holds(&self, inode: u64, conn: u64) -> bool {
+        self.by_connection
+            .get(&conn)
+            .is_some_and(|held| held.contains_key(&inode))
+    }
+
     /// `conn` closes a descriptor it opened for writing; it wrote up to
     /// `written_end` (since it opened the file or last truncated it).
     pub fn closed(&mut self, inode: u64, conn: u64, written_end: u64) {

@@ -18,6 +18,11 @@ pub struct WindowMetrics {
     /// time they spent in I/O (waiting included) over the I/O time they
     /// would need alone.
     pub io_slowdown: f64,
+    /// B, bytes per second: the platform's bandwidth an application gets
+    /// alone, which the I/O times alone above are measured at — the
+    /// bandwidth given, or the fastest rate any phase reached if that was
+    /// faster (see [`window_metrics`]).
+    pub alone_bandwidth: f64,
 }
 
 /// The length of `[a, b]` inside `[lo, hi]`.
@@ -36,6 +41,14 @@ fn overlap(a: f64, b: f64, lo: f64, hi: f64) -> f64 {
 ///
 /// The I/O slowdown's time in I/O runs from the request (waiting for the
 /// set included) to the end, clipped to the window the same way.
+///
+/// B is a lower bound on what an application gets alone: no phase can run
+/// faster than it would alone, so a phase that moved its bytes faster than
+/// `bandwidth` shows B was measured low (on a real cluster, at a moment
+/// when the host was busier than during the run; in a simulator given a
+/// platform other than the one B was measured on) and B is raised to that
+/// phase's rate. So no application's I/O takes less than its time alone,
+/// and neither a slowdown nor a stretch can fall below 1 in any world.
 pub fn window_metrics(
     apps: &[FluidApp],
     run: &FluidRun,
@@ -51,6 +64,12 @@ pub fn window_metrics(
     }
     let span = end - begin;
     let n = apps.len();
+    let bandwidth = run
+        .phases
+        .iter()
+        .filter(|p| p.end_s > p.start_s)
+        .map(|p| p.bytes / (p.end_s - p.start_s))
+        .fold(bandwidth, f64::max);
     let (mut cpu, mut io, mut in_io) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
     // Where each application's next compute phase starts: its release, then each I/O end.
     let mut compute_from: Vec<f64> = apps.iter().map(|a| a.release_s).collect();
@@ -90,6 +109,7 @@ pub fn window_metrics(
         max_stretch: stretch.iter().copied().fold(0.0, f64::max),
         stretch,
         io_slowdown,
+        alone_bandwidth: bandwidth,
     })
 }
 

@@ -75,6 +75,72 @@ fn window_metrics_equal_the_hand_computation() {
     assert!((m.utilization - 0.25).abs() < 1e-12, "{m:?}");
 }
 
+/// A phase that moved its bytes faster than the B given (B measured low)
+/// raises B to its rate: A writes 2 at [1, 2] (rate 2) on a B of 1, so
+/// its I/O alone takes 1 s and its slowdown is 1, not 0.5.
+#[test]
+fn a_phase_faster_than_the_bandwidth_given_raises_it() {
+    let apps = [app(0.0, &[(1.0, 2.0)])];
+    let phase = PhaseRecord {
+        app: 0,
+        phase: 0,
+        request_s: 1.0,
+        start_s: 1.0,
+        end_s: 2.0,
+        bytes: 2.0,
+        priority: 1.0,
+    };
+    let ran = FluidRun {
+        phases: vec![phase],
+        app_end_s: vec![2.0],
+        events: 0,
+    };
+    let m = window_metrics(&apps, &ran, 1.0, 0.0, 2.0).unwrap();
+    assert_eq!(m.alone_bandwidth, 2.0);
+    assert!((m.io_slowdown - 1.0).abs() < 1e-12, "{m:?}");
+    assert!((m.max_stretch - 1.0).abs() < 1e-12, "{m:?}");
+    let m = window_metrics(&apps, &ran, 4.0, 0.0, 2.0).unwrap();
+    assert_eq!(m.alone_bandwidth, 4.0, "a B above every phase's rate stands");
+}
+
+proptest! {
+    /// Whatever phases ran (each asked for after its application's last
+    /// one ended, granted at or after its request), in whatever world and
+    /// with whatever B was measured, no slowdown or stretch is below 1.
+    #[test]
+    fn no_slowdown_or_stretch_is_below_one_in_any_world(
+        b in 0.1f64..10.0,
+        gaps in prop::collection::vec(
+            prop::collection::vec((0.0f64..2.0, 0.0f64..2.0, 0.0f64..2.0, 0.0f64..5.0), 1..6), 1..4),
+        window in (0.0f64..5.0, 0.1f64..20.0),
+    ) {
+        let mut apps = Vec::new();
+        let mut phases = Vec::new();
+        for (a, steps) in gaps.iter().enumerate() {
+            let mut t = 0.0;
+            let mut spec = Vec::new();
+            for (k, &(compute, wait, transfer, bytes)) in steps.iter().enumerate() {
+                let request = t + compute;
+                let start = request + wait;
+                let end = start + transfer;
+                spec.push((compute, bytes));
+                phases.push(PhaseRecord {
+                    app: a as u32, phase: k as u32, request_s: request, start_s: start, end_s: end,
+                    bytes, priority: 1.0,
+                });
+                t = end;
+            }
+            apps.push(app(0.0, &spec));
+        }
+        let ran = FluidRun { phases, app_end_s: vec![0.0; apps.len()], events: 0 };
+        let (begin, len) = window;
+        let m = window_metrics(&apps, &ran, b, begin, begin + len).unwrap();
+        prop_assert!(m.io_slowdown >= 1.0 - 1e-9, "{:?}", m);
+        prop_assert!(m.max_stretch >= 1.0 - 1e-9, "{:?}", m);
+        prop_assert!(m.alone_bandwidth >= b);
+    }
+}
+
 #[test]
 fn inside_one_set_phases_take_turns_in_request_order() {
     let apps = [

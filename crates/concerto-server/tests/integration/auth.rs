@@ -4,7 +4,7 @@
 //! cannot administer, and a client's clock buys it no precedence beyond
 //! the allowed skew.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

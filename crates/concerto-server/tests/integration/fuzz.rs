@@ -18,7 +18,7 @@
 //! `make test` runs a bounded count (`FRAMES`); `make fuzz` runs ten
 //! million (`CONCERTO_FUZZ_FRAMES`, seed `CONCERTO_FUZZ_SEED`).
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;

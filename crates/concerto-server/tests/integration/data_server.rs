@@ -3,7 +3,7 @@
 //! frames are answered and cut off without disturbing other clients, and a
 //! silent server gives a timeout that names it.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

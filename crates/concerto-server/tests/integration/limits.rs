@@ -30,7 +30,7 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 const GOOD: u64 = 1;
 const BIG: u64 = 2;
 
-mod common;
+use crate::common;
 
 use common::process::{write_ring, ServerProcess};
 

@@ -14,6 +14,8 @@ use concerto_proto::connection::{ClientError, Object, ServerConnection};
 use concerto_proto::{ErrorKind, LayoutRequest, MetaReply, MetaRequest, Tags};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
+use crate::common;
+
 /// Alice (1001) and Bob (1002) share group 100; Carol (1003) is alone in
 /// 300; `anon`'s key names no user.
 const USERS: [(&str, u32, Option<u32>, &[u32]); 4] = [
@@ -495,4 +497,54 @@ async fn a_node_key_acts_for_each_user_of_its_range_as_that_user_and_for_no_othe
         "{e}"
     );
     u.cluster.shutdown().await;
+}
+
+/// The attributes a reply carries (the test's request must have succeeded).
+fn attr_of(m: concerto_proto::Message) -> concerto_proto::MetaAttr {
+    match m {
+        concerto_proto::Message::MetaReply {
+            reply: MetaReply::Attr(a),
+            ..
+        } => a,
+        other => panic!("not attributes: {other:?}"),
+    }
+}
+
+/// A close names inode numbers, which anyone can count through: a close
+/// from a connection that does not hold the file open for writing leaves
+/// it as it was, its modification time included; the writer's own close
+/// still sets it.
+#[test]
+fn a_close_of_a_file_the_connection_never_opened_leaves_it_untouched() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (service, _stop) = common::metadata_service(dir.path(), Duration::ZERO, &rt);
+    let alice = Principal::user(1001, 1001, &[]);
+    let bob = Principal::user(1002, 1002, &[]);
+    let create = MetaRequest::Create {
+        path: "/private".into(),
+        layout: LayoutRequest::default(),
+        exclusive: true,
+        mode: 0o600,
+    };
+    let made = attr_of(common::apply_on(&service, create, alice.clone(), 1, 1_000));
+    let close = |inode| MetaRequest::Close {
+        files: vec![concerto_proto::Closed {
+            inode,
+            written_end: 4096,
+        }],
+    };
+    let stat = |who: &Principal| {
+        let lookup = MetaRequest::Lookup {
+            path: "/private".into(),
+        };
+        attr_of(common::apply_on(&service, lookup, who.clone(), 9, 3_000))
+    };
+    assert_eq!(made.mtime_ns, 1_000);
+    common::apply_on(&service, close(made.inode), alice.clone(), 1, 1_500);
+    assert_eq!(stat(&alice).mtime_ns, 1_500, "the writer's own close sets it");
+    common::apply_on(&service, close(made.inode), bob, 2, 2_000);
+    let after = stat(&alice);
+    assert_eq!(after.mtime_ns, 1_500, "bob's close touched it");
+    assert_eq!(after.size, Some(4096), "bob's close changed its size");
 }

@@ -21,7 +21,7 @@ use concerto_server::coordinator::CoordinatorConfig;
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 use concerto_server::rules::parse_policy;
 
-mod common;
+use crate::common;
 use common::eventually;
 
 fn client(c: &LocalCluster, app: u32) -> FsClient {

@@ -14,7 +14,7 @@ use concerto_core::{Extent, PolicyConfig};
 use concerto_proto::{ErrorKind, FileKind, LayoutRequest};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
-mod common;
+use crate::common;
 use common::eventually;
 
 fn spec(policy: PolicyConfig) -> LocalClusterSpec {

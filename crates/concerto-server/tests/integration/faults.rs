@@ -10,7 +10,7 @@ use concerto_client::{ClientError, FsClient, Identity};
 use concerto_proto::{ErrorKind, LayoutRequest};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
-mod common;
+use crate::common;
 use common::eventually;
 
 fn client(c: &LocalCluster) -> FsClient {

@@ -65,8 +65,20 @@ pub fn apply(service: &Arc<MetadataService>, op: MetaRequest) -> Message {
 /// [`apply`] as `who`.
 #[allow(dead_code)]
 pub fn apply_as(service: &Arc<MetadataService>, op: MetaRequest, who: Principal) -> Message {
+    apply_on(service, op, who, 1, 1)
+}
+
+/// [`apply`] as `who`, on connection `conn`, at `now_ns`.
+#[allow(dead_code)]
+pub fn apply_on(
+    service: &Arc<MetadataService>,
+    op: MetaRequest,
+    who: Principal,
+    conn: u64,
+    now_ns: u64,
+) -> Message {
     let caller = Caller {
-        conn: 1,
+        conn,
         tags: Tags {
             app: 1,
             rank: 0,
@@ -76,7 +88,7 @@ pub fn apply_as(service: &Arc<MetadataService>, op: MetaRequest, who: Principal)
         who: Arc::new(who),
         key_id: "admin".into(),
     };
-    match service.apply(&op, caller, 1) {
+    match service.apply(&op, caller, now_ns) {
         Outcome::Now(m) => m,
         Outcome::Later(_) => panic!("{op:?} waited on data servers"),
     }

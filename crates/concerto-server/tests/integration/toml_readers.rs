@@ -149,7 +149,7 @@ fn read_all(text: &str) {
 /// Python layer), and one with metadata and data workloads, QoS rules and
 /// another device and policy.
 const SCENARIOS: [&str; 2] = [
-    include_str!("../../../experiments/demo.toml"),
+    include_str!("../../../../experiments/demo.toml"),
     r#"
 seed = 7
 [cluster]

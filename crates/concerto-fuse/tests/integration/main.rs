@@ -1,0 +1,6 @@
+//! The mount's integration tests, one binary (each file a module, what it
+//! proves in its opening comment): the client library, the server and
+//! tokio linked once rather than once per file (docs/contributing.md).
+
+mod fuse_mount;
+mod requests;
