@@ -228,6 +228,7 @@ mod tests {
             uid,
             gid,
             mode,
+            parent: 0,
         }
     }
 

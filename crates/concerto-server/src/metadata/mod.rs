@@ -193,10 +193,10 @@ impl MetadataService {
                 return self.stat(found, caller.tags);
             }
             MetaRequest::Getattr { inode } => {
-                let found = self.store.read(wait, |ops| ops.get(*inode)).and_then(|n| {
-                    n.map(|n| (*inode, n))
-                        .ok_or_else(|| MetaError::NotFound(format!("inode {inode:#x}")))
-                });
+                let found = self
+                    .store
+                    .read(wait, |ops| ops.getattr(*inode, who))
+                    .map(|n| (*inode, n));
                 return self.stat(found, caller.tags);
             }
             MetaRequest::Open { path, write } => self.open_file(path, *write, &caller, wait),

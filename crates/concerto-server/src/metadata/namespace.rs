@@ -14,7 +14,7 @@ use super::access::{self, SEARCH, WRITE};
 use super::error::MetaError;
 use super::records::{
     bump, counter, encode, load, Inode, CHANGES, COUNTERS, DIRECTORIES, ENTRIES, FILES, INODES,
-    INODE_LIMIT, NEXT_INODE, ORPHANS, ROOT,
+    INODE_LIMIT, NEXT_INODE, ORPHANS, PARENTS_KNOWN, ROOT,
 };
 
 use concerto_proto::auth::Principal;
@@ -60,10 +60,16 @@ pub(super) fn format_if_new(
             uid: 0,
             gid: 0,
             mode: access::ROOT_MODE,
+            parent: ROOT,
         };
         inodes.insert(ROOT, encode(&root).as_slice())?;
         counters.insert(INODE_LIMIT, ROOT + 1)?;
         counters.insert(DIRECTORIES, 1)?;
+        counters.insert(PARENTS_KNOWN, 1)?;
+    }
+    if counter(&counters, PARENTS_KNOWN)? == 0 {
+        fill_parents(&mut inodes, &txn.open_table(ENTRIES)?)?;
+        counters.insert(PARENTS_KNOWN, 1)?;
     }
     if counters.get(INODE_LIMIT)?.is_none() {
         let next = counter(&counters, NEXT_INODE)?.max(ROOT + 1);
@@ -73,6 +79,27 @@ pub(super) fn format_if_new(
         counter(&counters, INODE_LIMIT)?,
         counter(&counters, CHANGES)?,
     ))
+}
+
+/// A store made before inodes named their parents: each entry's inode
+/// gets the directory that holds it (one pass over the entries, once).
+fn fill_parents<E>(inodes: &mut redb::Table<u64, &[u8]>, entries: &E) -> Result<(), MetaError>
+where
+    E: ReadableTable<(u64, &'static str), u64>,
+{
+    for entry in entries.iter()? {
+        let (key, child) = entry?;
+        let (dir, child) = (key.value().0, child.value());
+        if let Some(mut node) = load(inodes, child)? {
+            node.parent = dir;
+            inodes.insert(child, encode(&node).as_slice())?;
+        }
+    }
+    if let Some(mut root) = load(inodes, ROOT)? {
+        root.parent = ROOT;
+        inodes.insert(ROOT, encode(&root).as_slice())?;
+    }
+    Ok(())
 }
 
 /// Walks `names` from the root: the inode they name, or the error a shell
@@ -264,6 +291,7 @@ impl Ops<'_> {
             uid,
             gid,
             mode,
+            parent,
         };
         bump(
             &mut counters,
@@ -411,6 +439,13 @@ impl Ops<'_> {
         }
         entries.remove((from_parent, from_name))?;
         entries.insert((to_parent, to_name), ino)?;
+        if from_parent != to_parent {
+            let moved = Inode {
+                parent: to_parent,
+                ..node
+            };
+            inodes.insert(ino, encode(&moved).as_slice())?;
+        }
         for (parent, delta) in [(from_parent, -1i64), (to_parent, 1)] {
             let mut dir = load(&inodes, parent)?
                 .ok_or_else(|| MetaError::Store("missing directory".into()))?;

@@ -14,7 +14,7 @@ use std::ops::Bound;
 
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
-use super::access::{self, READ, WRITE};
+use super::access::{self, READ, SEARCH, WRITE};
 use super::error::MetaError;
 use super::namespace::{resolve, resolve_dir, MetadataConfig};
 use super::records::{counter, load, Inode, COUNTERS, DIRECTORIES, ENTRIES, FILES, INODES, ROOT};
@@ -83,10 +83,12 @@ impl Reads<'_> {
     /// the path it was opened by is not searched again, as a descriptor
     /// outlives changes to its directories).
     pub fn renew(&self, inode: u64, write: bool, who: &Principal) -> Result<Inode, MetaError> {
-        let node = self
-            .get(inode)?
-            .ok_or_else(|| MetaError::NotFound(format!("inode {inode:#x}")))?;
+        let node = self.getattr(inode, who)?;
         let shown = format!("inode {inode:#x}");
+        if node.kind != FileKind::File {
+            // Capabilities are to a file's objects; a directory has none.
+            return Err(MetaError::IsADirectory(shown));
+        }
         if write {
             access::check(who, &node, WRITE, "renew for writing", &shown)?;
         } else {
@@ -103,6 +105,14 @@ impl Reads<'_> {
 
     pub fn get(&self, ino: u64) -> Result<Option<Inode>, MetaError> {
         with_txn!(self.view, t => load(&t.open_table(INODES)?, ino))
+    }
+
+    /// The inode `ino` for `who`, answered as a lookup of its path would
+    /// be: `who` must be allowed to search every directory above it. A
+    /// request names an inode number, which anyone can count through; the
+    /// path it stands for is what permissions are about.
+    pub fn getattr(&self, ino: u64, who: &Principal) -> Result<Inode, MetaError> {
+        with_txn!(self.view, t => reachable(&t.open_table(INODES)?, ino, who))
     }
 
     pub fn readdir(
@@ -143,6 +153,47 @@ impl Reads<'_> {
 
 /// A directory's entries after `after` (at most [`MAX_ENTRIES`], and
 /// whether more follow); `who` must may list it.
+/// How many directories above an inode are walked before the store is
+/// taken to be corrupt (a loop of parents): far deeper than any path.
+const MAX_DEPTH: usize = 1 << 16;
+
+/// Inode `ino`, if `who` may search every directory from its parent up to
+/// the root; refused as a lookup of its path would be (not found for a
+/// number no file has).
+fn reachable<I>(inodes: &I, ino: u64, who: &Principal) -> Result<Inode, MetaError>
+where
+    I: ReadableTable<u64, &'static [u8]>,
+{
+    let shown = || format!("inode {ino:#x}");
+    let node = load(inodes, ino)?.ok_or_else(|| MetaError::NotFound(shown()))?;
+    let mut at = node.parent;
+    for _ in 0..MAX_DEPTH {
+        if ino == ROOT {
+            return Ok(node);
+        }
+        let dir = load(inodes, at)?.ok_or_else(|| {
+            MetaError::Store(format!("{}: its parent {at:#x} is missing", shown()))
+        })?;
+        if !access::allows(who, &dir, SEARCH) {
+            access::check(
+                who,
+                &dir,
+                SEARCH,
+                "search",
+                &format!("a directory above {}", shown()),
+            )?;
+        }
+        if at == ROOT {
+            return Ok(node);
+        }
+        at = dir.parent;
+    }
+    Err(MetaError::Store(format!(
+        "{}: no way up to the root",
+        shown()
+    )))
+}
+
 fn list<I, E>(
     inodes: &I,
     entries: &E,

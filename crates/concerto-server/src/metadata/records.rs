@@ -1,6 +1,6 @@
 //! How the namespace is kept in redb: its tables, an inode's record
-//! (bincode, read also in the shape of stores made before owners), and the
-//! counters; a new store's formatting.
+//! (bincode, read also in the shapes of stores made before owners and
+//! before parents), and the counters; a new store's formatting.
 //!
 //! Tables:
 //! - `inodes`: inode number → bincode [`Inode`]
@@ -32,6 +32,9 @@ pub(super) const NEXT_INODE: &str = "next_inode";
 pub(super) const CHANGES: &str = "changes";
 pub(super) const FILES: &str = "files";
 pub(super) const DIRECTORIES: &str = "directories";
+/// 1 once every inode record names its parent directory (a store made
+/// before parents has them filled in when it is opened).
+pub(super) const PARENTS_KNOWN: &str = "parents_known";
 
 /// A stored file or directory.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -46,6 +49,44 @@ pub(super) struct Inode {
     pub gid: u32,
     /// Permission bits, set-user-id, set-group-id and sticky (`07777`).
     pub mode: u32,
+    /// The directory that holds it (the root: itself). Every inode has one
+    /// name, so one parent: a request that names an inode, not a path, is
+    /// allowed only if its path's directories would let the caller search
+    /// them ([`super::reads`]). 0 in a record from before parents, until
+    /// the store is opened and fills them in.
+    pub parent: u64,
+}
+
+/// An inode as a store from before parents kept it.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct InodeWithoutParent {
+    kind: FileKind,
+    ctime_ns: u64,
+    mtime_ns: u64,
+    layout: Option<WireLayout>,
+    default_layout: Option<(u64, u32)>,
+    entries: u64,
+    uid: u32,
+    gid: u32,
+    mode: u32,
+}
+
+impl From<InodeWithoutParent> for Inode {
+    fn from(o: InodeWithoutParent) -> Inode {
+        Inode {
+            kind: o.kind,
+            ctime_ns: o.ctime_ns,
+            mtime_ns: o.mtime_ns,
+            layout: o.layout,
+            default_layout: o.default_layout,
+            entries: o.entries,
+            uid: o.uid,
+            gid: o.gid,
+            mode: o.mode,
+            parent: 0,
+        }
+    }
 }
 
 /// An inode as a store from before owners and modes kept it: read as
@@ -77,6 +118,7 @@ impl From<InodeWithoutOwner> for Inode {
             entries: o.entries,
             uid: 0,
             gid: 0,
+            parent: 0,
         }
     }
 }
@@ -85,12 +127,14 @@ pub(super) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     bincode::serialize(value).unwrap_or_default()
 }
 
-/// An inode's record; one too short for an owner and mode is from a store
-/// made before them.
+/// An inode's record; one too short for a parent, or for an owner and
+/// mode, is from a store made before them (bincode reads a struct's fields
+/// in order, so a shorter record fails the longer shape).
 pub(super) fn decode(ino: u64, bytes: &[u8]) -> Result<Inode, MetaError> {
     bincode::deserialize::<Inode>(bytes).or_else(|e| {
-        bincode::deserialize::<InodeWithoutOwner>(bytes)
+        bincode::deserialize::<InodeWithoutParent>(bytes)
             .map(Inode::from)
+            .or_else(|_| bincode::deserialize::<InodeWithoutOwner>(bytes).map(Inode::from))
             .map_err(|_| MetaError::Store(format!("inode {ino} is corrupt: {e}")))
     })
 }
@@ -161,5 +205,27 @@ mod tests {
         assert_eq!((again.kind, again.mode), (FileKind::Directory, 0o777));
         let e = decode(10, &[1, 2, 3]).unwrap_err();
         assert!(e.to_string().contains("inode 10 is corrupt"), "{e}");
+    }
+
+    #[test]
+    fn an_inode_from_before_parents_keeps_its_owner_and_waits_for_its_parent() {
+        let old = InodeWithoutParent {
+            kind: FileKind::File,
+            ctime_ns: 5,
+            mtime_ns: 6,
+            layout: None,
+            default_layout: None,
+            entries: 0,
+            uid: 1001,
+            gid: 100,
+            mode: 0o640,
+        };
+        let node = decode(7, &bincode::serialize(&old).unwrap()).unwrap();
+        assert_eq!(
+            (node.uid, node.gid, node.mode, node.parent),
+            (1001, 100, 0o640, 0)
+        );
+        let parented = Inode { parent: 42, ..node };
+        assert_eq!(decode(7, &encode(&parented)).unwrap().parent, 42);
     }
 }

@@ -651,4 +651,49 @@ mod tests {
         assert_eq!(second, made + 1);
         assert_eq!(store.sync(Wait::Yes).unwrap(), second);
     }
+
+    /// A store made before inodes named their parents (no parent in any
+    /// record, no mark that they are known) has them filled in when it is
+    /// opened: each inode's is the directory its entry is in.
+    #[test]
+    fn a_store_from_before_parents_has_them_filled_in_when_opened() {
+        use super::super::records::{encode, load, COUNTERS, INODES, PARENTS_KNOWN, ROOT};
+
+        let dir = tempfile::tempdir().unwrap();
+        let ino = |store: &Store, path: &str| {
+            store
+                .read(Wait::Yes, |r| r.lookup(path, &Principal::root()))
+                .unwrap()
+                .0
+        };
+        let (a, b) = {
+            let store = store(dir.path());
+            mkdir(&store, "/a", Wait::Yes).unwrap();
+            mkdir(&store, "/a/b", Wait::Yes).unwrap();
+            let (a, b) = (ino(&store, "/a"), ino(&store, "/a/b"));
+            store
+                .change(Wait::Yes, false, |ops, _| {
+                    let mut inodes = ops.txn.open_table(INODES)?;
+                    for i in [ROOT, a, b] {
+                        let mut node = load(&inodes, i)?.unwrap();
+                        node.parent = 0;
+                        inodes.insert(i, encode(&node).as_slice())?;
+                    }
+                    ops.txn.open_table(COUNTERS)?.remove(PARENTS_KNOWN)?;
+                    Ok(())
+                })
+                .unwrap();
+            store.sync(Wait::Yes).unwrap();
+            store.close();
+            (a, b)
+        };
+        // Opened again elsewhere (this process still holds the first).
+        let again = tempfile::tempdir().unwrap();
+        let file = "metadata.redb";
+        std::fs::copy(dir.path().join(file), again.path().join(file)).unwrap();
+        let store = store(again.path());
+        let parent = |i| store.read(Wait::Yes, |r| r.get(i)).unwrap().unwrap().parent;
+        assert_eq!((parent(ROOT), parent(a), parent(b)), (ROOT, ROOT, a));
+    }
+
 }

@@ -3,7 +3,6 @@
 //! frame is refused and ends the connection; a man in the middle can turn
 //! integrity neither off nor on; the server counts what it let in.
 
-
 use std::time::Duration;
 
 use bytes::Bytes;

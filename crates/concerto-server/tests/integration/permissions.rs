@@ -542,9 +542,94 @@ fn a_close_of_a_file_the_connection_never_opened_leaves_it_untouched() {
     };
     assert_eq!(made.mtime_ns, 1_000);
     common::apply_on(&service, close(made.inode), alice.clone(), 1, 1_500);
-    assert_eq!(stat(&alice).mtime_ns, 1_500, "the writer's own close sets it");
+    assert_eq!(
+        stat(&alice).mtime_ns,
+        1_500,
+        "the writer's own close sets it"
+    );
     common::apply_on(&service, close(made.inode), bob, 2, 2_000);
     let after = stat(&alice);
     assert_eq!(after.mtime_ns, 1_500, "bob's close touched it");
     assert_eq!(after.size, Some(4096), "bob's close changed its size");
+}
+
+/// Requests that name an inode, not a path, are answered as a lookup of
+/// its path would be: bob, counting through inode numbers, learns nothing
+/// of a file inside alice's private directory (no attributes, no read or
+/// write capability), though its own mode would let him read and write it;
+/// moved out to a public directory, it answers him.
+#[test]
+fn an_inode_number_gives_nothing_its_path_would_not() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (service, _stop) = common::metadata_service(dir.path(), Duration::ZERO, &rt);
+    let alice = Principal::user(1001, 1001, &[]);
+    let bob = Principal::user(1002, 1002, &[]);
+    let as_alice = |op| common::apply_on(&service, op, alice.clone(), 1, 1_000);
+    as_alice(MetaRequest::Mkdir {
+        path: "/alice".into(),
+        mode: 0o700,
+    });
+    let inside = attr_of(as_alice(MetaRequest::Create {
+        path: "/alice/open-to-all".into(),
+        layout: LayoutRequest::default(),
+        exclusive: true,
+        mode: 0o666,
+    }));
+    as_alice(MetaRequest::Close {
+        files: vec![concerto_proto::Closed {
+            inode: inside.inode,
+            written_end: 0,
+        }],
+    });
+    let as_bob = |op| common::apply_on(&service, op, bob.clone(), 2, 2_000);
+    let mut answered = Vec::new();
+    for inode in 1..=inside.inode + 10 {
+        for op in [
+            MetaRequest::Getattr { inode },
+            MetaRequest::Renew {
+                inode,
+                write: false,
+            },
+            MetaRequest::Renew { inode, write: true },
+        ] {
+            if let concerto_proto::Message::MetaReply { reply, .. } = as_bob(op.clone()) {
+                answered.push((op, reply));
+            }
+        }
+    }
+    // The root, which anyone may search, and alice's directory itself (as
+    // `stat /alice` answers): nothing inside it.
+    assert!(
+        answered.iter().all(|(op, _)| matches!(op,
+            MetaRequest::Getattr { inode } if *inode != inside.inode)),
+        "bob was answered: {answered:?}"
+    );
+    match as_bob(MetaRequest::Getattr {
+        inode: inside.inode,
+    }) {
+        concerto_proto::Message::Error { kind, message } => {
+            assert_eq!(kind, ErrorKind::Denied, "{message}");
+            assert!(message.contains("a directory above inode"), "{message}");
+        }
+        other => panic!("answered: {other:?}"),
+    }
+    // Alice, who may search her directory, is answered.
+    assert_eq!(
+        attr_of(as_alice(MetaRequest::Getattr {
+            inode: inside.inode
+        }))
+        .inode,
+        inside.inode
+    );
+    // Moved to the root, the file is bob's to see and read, by number too.
+    as_alice(MetaRequest::Rename {
+        from: "/alice/open-to-all".into(),
+        to: "/moved".into(),
+    });
+    let renewed = attr_of(as_bob(MetaRequest::Renew {
+        inode: inside.inode,
+        write: false,
+    }));
+    assert_eq!(renewed.inode, inside.inode);
 }

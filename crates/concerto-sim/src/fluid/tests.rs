@@ -100,7 +100,10 @@ fn a_phase_faster_than_the_bandwidth_given_raises_it() {
     assert!((m.io_slowdown - 1.0).abs() < 1e-12, "{m:?}");
     assert!((m.max_stretch - 1.0).abs() < 1e-12, "{m:?}");
     let m = window_metrics(&apps, &ran, 4.0, 0.0, 2.0).unwrap();
-    assert_eq!(m.alone_bandwidth, 4.0, "a B above every phase's rate stands");
+    assert_eq!(
+        m.alone_bandwidth, 4.0,
+        "a B above every phase's rate stands"
+    );
 }
 
 proptest! {
