@@ -695,5 +695,4 @@ mod tests {
         let parent = |i| store.read(Wait::Yes, |r| r.get(i)).unwrap().unwrap().parent;
         assert_eq!((parent(ROOT), parent(a), parent(b)), (ROOT, ROOT, a));
     }
-
 }
