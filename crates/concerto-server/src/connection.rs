@@ -21,7 +21,7 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use concerto_proto::auth::{self, Key};
 use concerto_proto::capability::{self, CapabilityKey};
 use concerto_proto::integrity::{Opener, Sealer, Session};
-use concerto_proto::{frame_codec, Envelope, ErrorKind, Message, ProtocolError};
+use concerto_proto::{frame_codec, Envelope, ErrorKind, Message, ProtocolError, VERSION};
 
 use crate::commands::command;
 use crate::intake::{kib, next_request, Budgets, Next};
@@ -265,15 +265,20 @@ type Frames = FramedRead<OwnedReadHalf, LengthDelimitedCodec>;
 type Refused = (ErrorKind, String);
 
 /// The next frame as a validated message; a frame that does not decode is
-/// a protocol error, told as such.
+/// a protocol error, told as such. A client of another wire version is
+/// told both versions before its frame is decoded: its messages may not
+/// decode at all ("tag for enum is not valid" says nothing to its user).
 async fn next_message(frames: &mut Frames) -> Result<Message, Refused> {
     let protocol = |e: ProtocolError| (ErrorKind::Protocol, e.to_string());
     match frames.next().await {
         None => Err((ErrorKind::Denied, "the connection closed".into())),
         Some(Err(e)) => Err(protocol(ProtocolError::Decode(e.to_string()))),
-        Some(Ok(frame)) => Envelope::decode(frame.freeze())
-            .map(|e| e.message)
-            .map_err(protocol),
+        Some(Ok(frame)) => match Envelope::peek_version(&frame) {
+            Some(got) if got != VERSION => Err(protocol(ProtocolError::Version { got })),
+            _ => Envelope::decode(frame.freeze())
+                .map(|e| e.message)
+                .map_err(protocol),
+        },
     }
 }
 

@@ -344,6 +344,9 @@ impl Ops<'_> {
             .ok_or_else(|| MetaError::NotFound(path.into()))?;
         let node = load(&inodes, ino)?
             .ok_or_else(|| MetaError::Store(format!("{path}: missing inode")))?;
+        // The sticky bit first, as Linux's may_delete: another user's
+        // directory is refused before anyone is told it is not empty.
+        access::check_sticky(who, &dir, &node, operation, path)?;
         match (kind, node.kind) {
             (FileKind::File, FileKind::Directory) => {
                 return Err(MetaError::IsADirectory(path.into()))
@@ -356,7 +359,6 @@ impl Ops<'_> {
             }
             _ => {}
         }
-        access::check_sticky(who, &dir, &node, operation, path)?;
         entries.remove((parent, name))?;
         inodes.remove(ino)?;
         bump(

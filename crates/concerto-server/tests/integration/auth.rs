@@ -187,6 +187,35 @@ async fn a_replayed_handshake_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_another_wire_version_is_told_both_versions() {
+    // An older client's hello: its version, and a message this server's
+    // types cannot decode (an enum tag past the last).
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &ring()).await;
+    let mut sock = TcpStream::connect(s.addr).await.unwrap();
+    let old = VERSION - 6;
+    let mut frame = Envelope::new(0, Message::Ping).encode();
+    frame[4..6].copy_from_slice(&old.to_le_bytes());
+    let tag = 4 + 2 + 8; // header length, version, id: then the message's tag
+    frame[tag..tag + 4].copy_from_slice(&999u32.to_le_bytes());
+    sock.write_all(&(frame.len() as u32).to_be_bytes())
+        .await
+        .unwrap();
+    sock.write_all(&frame).await.unwrap();
+    match receive(&mut sock).await {
+        Some(Message::Error { kind, message }) => {
+            assert_eq!(kind, ErrorKind::Protocol);
+            let says =
+                format!("protocol version {old} is not supported (this server speaks {VERSION})");
+            assert!(message.contains(&says), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_closed(&mut sock).await;
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_of_another_wire_version_is_named_with_both_versions() {
     // A server one version on: it answers the hello with an error in its
     // own version, which this client cannot decode.

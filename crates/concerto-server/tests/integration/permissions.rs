@@ -633,3 +633,42 @@ fn an_inode_number_gives_nothing_its_path_would_not() {
     }));
     assert_eq!(renewed.inode, inside.inode);
 }
+
+/// In a sticky directory (the root, 1777) bob may not remove alice's
+/// directory, and is told so before he is told whether it is empty: an
+/// answer of "not empty" would tell him what is inside (Linux checks the
+/// sticky bit first too).
+#[test]
+fn another_users_directory_under_a_sticky_one_is_refused_before_its_emptiness_is_told() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (service, _stop) = common::metadata_service(dir.path(), Duration::ZERO, &rt);
+    let alice = Principal::user(1001, 1001, &[]);
+    let bob = Principal::user(1002, 1002, &[]);
+    for path in ["/alice", "/alice/inside"] {
+        let made = common::apply_on(
+            &service,
+            MetaRequest::Mkdir {
+                path: path.into(),
+                mode: 0o777,
+            },
+            alice.clone(),
+            1,
+            1_000,
+        );
+        attr_of(made);
+    }
+    let rmdir = MetaRequest::Rmdir {
+        path: "/alice".into(),
+    };
+    match common::apply_on(&service, rmdir.clone(), bob, 2, 2_000) {
+        concerto_proto::Message::Error { kind, message } => {
+            assert_eq!(kind, ErrorKind::Denied, "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match common::apply_on(&service, rmdir, alice, 1, 3_000) {
+        concerto_proto::Message::Error { kind, .. } => assert_eq!(kind, ErrorKind::NotEmpty),
+        other => panic!("{other:?}"),
+    }
+}
