@@ -321,8 +321,15 @@ def test_tenant_keys_issued_listed_and_revoked_on_a_running_cluster(cluster, tmp
     key = tmp_path / "job-77.key"
     concerto("auth", "issue", "--keys", str(ring), "--job", "77", "--weight", "2", "--user", "1001", "--out", str(key))
     assert key.stat().st_mode & 0o777 == 0o600
-    again = concerto("auth", "issue", "--keys", str(ring), "--job", "77", "--out", str(tmp_path / "k2"), ok=False)
+    again = concerto("auth", "issue", "--keys", str(ring), "--job", "77", "--user", "1001", "--out",
+                     str(tmp_path / "k2"), ok=False)
     assert again.returncode == 1 and 'a key "job-77" exists already' in again.stderr
+    # Tenants without a user would share nobody's identity and each other's files: said, or refused.
+    shared = concerto("auth", "issue", "--keys", str(ring), "--job", "78", "--out", str(tmp_path / "k3"), ok=False)
+    assert shared.returncode == 2 and "--user: give the user the job runs as" in shared.stderr, shared.stderr
+    assert not (tmp_path / "k3").exists()
+    concerto("auth", "issue", "--keys", str(ring), "--job", "78", "--as-nobody", "--out", str(tmp_path / "k3"))
+    assert "job-78" in concerto("auth", "list", "--keys", str(ring)).stdout
     listed = concerto("auth", "list", "--keys", str(ring)).stdout
     assert "job-77" in listed and "tenant" in listed and "admin" in listed and "1001" in listed
     secret = key.read_text().split("secret = ")[1].strip().strip('"')

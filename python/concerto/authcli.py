@@ -43,13 +43,25 @@ def auth_init(ring: Path) -> None:
                    "permissions are checked against it; QoS rules can match it. Without one the key acts as nobody.")
 @click.option("--groups", default=None, metavar="GID,...",
               help="The user's groups (numeric ids), the first its primary group (default: the user's own).")
+@click.option("--as-nobody", is_flag=True,
+              help="Issue the key without a user: it acts as nobody, an identity (and files) it shares with "
+                   "every other key issued so. Without --user, this must be said.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the credential (default: ID.key beside the ring), mode 0600.")
 @fs_guarded
 def auth_issue(ring: Path, job: int, key_id: str | None, weight: float | None, user: int | None,
-               groups: str | None, out: Path | None) -> None:
+               groups: str | None, as_nobody: bool, out: Path | None) -> None:
     """Issue a tenant key for a job. The servers accept it from their next connection on;
     the job's processes use it with CONCERTO_CREDENTIAL=FILE."""
+    if user is not None and as_nobody:
+        raise click.UsageError("--as-nobody and --user: give one (a key acts as one user)")
+    if user is None and groups is None and not as_nobody:
+        # Tenants without a user all act as nobody, so each may read, change
+        # and remove what any other made: keeping them apart is the default.
+        raise click.UsageError(
+            "--user: give the user the job runs as (a numeric id): a key without one acts as nobody, "
+            "and shares that identity, and every file it makes, with every other key issued so "
+            "(--as-nobody to mean that)")
     key_id, path = auth.issue(ring, job, key_id, weight, out, user=user, groups=group_list(groups))
     console.print(f"issued key {key_id} for job {job}: {path} (use CONCERTO_CREDENTIAL={path})")
 
