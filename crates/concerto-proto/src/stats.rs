@@ -240,14 +240,28 @@ impl RetiredApps {
 }
 
 /// Connections a server let in since it started: how many carry a MAC on
-/// every frame ([`crate::integrity`]), and how many it closed because a
-/// frame failed its check.
+/// every frame ([`crate::integrity`]), how many it closed because a frame
+/// failed its check, and how many it refused or cut off, by cause.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConnectionCounts {
     pub authenticated: u64,
     pub with_integrity: u64,
     pub integrity_failures: u64,
+    /// Refusals by cause, in [`REFUSAL_CAUSES`]' order.
+    pub refused: [u64; REFUSAL_CAUSES.len()],
 }
+
+/// Why a server refuses a connection or cuts one off outside its
+/// requests' answers: the causes its refusal counts and log lines name.
+pub const REFUSAL_CAUSES: [&str; 7] = [
+    "handshake pool full",
+    "key refused",
+    "protocol error",
+    "address busy",
+    "key revoked",
+    "integrity failure",
+    "frame stalled",
+];
 
 /// Service reports a server sent (each to every peer) and received.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

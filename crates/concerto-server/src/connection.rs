@@ -26,6 +26,7 @@ use concerto_proto::{frame_codec, Envelope, ErrorKind, Message, ProtocolError, V
 use crate::commands::command;
 use crate::intake::{kib, next_request, Budgets, Next};
 use crate::keys::{capability_refusal, refusal, Keys};
+use crate::refusals::{self, Refusal};
 use crate::schedule::{Command, Held, Outgoing, Reply};
 use crate::server::{ConnectionLimits, Integrity};
 use crate::stats::ConnectionCounters;
@@ -45,14 +46,23 @@ pub(crate) async fn accept(
     // next attempt would fail at once, so wait (longer each time) rather
     // than spin.
     let mut backoff = Duration::ZERO;
+    let mut summaries = tokio::time::interval(refusals::LOG_INTERVAL);
+    summaries.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let log_refusals = || {
+        if let Some(line) = counters.refusals.summary(refusals::LOG_INTERVAL) {
+            eprintln!("concerto-server: {line}");
+        }
+    };
     loop {
         tokio::select! {
+            _ = summaries.tick() => log_refusals(),
             accepted = listener.accept() => match accepted {
                 Ok((stream, from)) => {
                     backoff = Duration::ZERO;
                     let conn = ids.fetch_add(1, Ordering::Relaxed) + 1;
                     let Some((slot, evicted)) = open.arrive(from, conn, kib(limits.address_memory)) else {
-                        eprintln!("concerto-server: connection from {from} refused: {PENDING_TOTAL} handshakes in progress already");
+                        let why = format!("{PENDING_TOTAL} handshakes in progress already");
+                        counters.refusals.record(Refusal::PoolFull, from.ip(), &why);
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
@@ -71,6 +81,7 @@ pub(crate) async fn accept(
             _ = stopped.changed() => break,
         }
     }
+    log_refusals();
 }
 
 /// Handshakes in progress from one address at once. A new connection past
@@ -460,7 +471,12 @@ async fn connection(
             let _ = sched.send(Command::ConnectionClosed(peer.conn)).await;
         }
         Err((kind, why)) => {
-            eprintln!("concerto-server: connection from {from} refused: {why}");
+            let cause = match kind {
+                ErrorKind::Protocol => Refusal::Protocol,
+                ErrorKind::Busy => Refusal::Busy,
+                _ => Refusal::KeyRefused,
+            };
+            peer.counters.refusals.record(cause, from.ip(), &why);
             // A protocol error says what was wrong with the frame; a refused
             // key learns only that it was refused.
             let message = match kind {
@@ -519,10 +535,10 @@ async fn serve<R: AsyncRead + Unpin>(
         if key_checked.elapsed() >= KEY_RECHECK {
             key_checked = Instant::now();
             if keys.ring().get(&key.id) != Some(key) {
-                eprintln!(
-                    "concerto-server: connection from {} closed: key {:?} was revoked",
-                    peer.from, key.id
-                );
+                let why = format!("key {:?} was revoked", key.id);
+                peer.counters
+                    .refusals
+                    .record(Refusal::Revoked, peer.from.ip(), &why);
                 let revoked = Message::Error {
                     kind: ErrorKind::Denied,
                     message: format!("key {:?} was revoked", key.id),
@@ -572,13 +588,18 @@ fn accepted(
     let message = match next {
         Next::Request(env, permit) => return Some((env, permit)),
         Next::Closed => return None,
+        Next::Stalled(why) => {
+            peer.counters
+                .refusals
+                .record(Refusal::Stalled, peer.from.ip(), &why);
+            return None;
+        }
         Next::Broken(message) => message,
         Next::Tampered(message) => {
             peer.counters.integrity_failed();
-            eprintln!(
-                "concerto-server: connection from {} closed: {message}",
-                peer.from
-            );
+            peer.counters
+                .refusals
+                .record(Refusal::Tampered, peer.from.ip(), &message);
             message
         }
     };

@@ -100,6 +100,9 @@ pub(crate) enum Next {
     Broken(String),
     /// A frame failed its MAC check: told like [`Next::Broken`], and counted.
     Tampered(String),
+    /// A frame was begun and not finished in time: the connection closes
+    /// and is counted (not logged one by one: [`crate::refusals`]).
+    Stalled(String),
 }
 
 /// The next request of an authenticated connection. Waiting for a frame
@@ -124,8 +127,9 @@ pub(crate) async fn next_request<R: AsyncRead + Unpin>(
         return Next::Closed;
     }
     let timed_out = |what: &str| {
-        eprintln!("concerto-server: connection from {from} closed: a frame was begun and not finished within {window:?} ({what})");
-        Next::Closed
+        Next::Stalled(format!(
+            "{from}: a frame was begun and not finished within {window:?} ({what})"
+        ))
     };
     match tokio::time::timeout(window, reader.read_exact(&mut prefix[1..])).await {
         Err(_) => return timed_out("its length"),

@@ -33,6 +33,7 @@ pub mod metadata;
 mod metrics;
 mod peers;
 mod prometheus;
+mod refusals;
 mod report_bounds;
 pub mod rules;
 mod schedule;

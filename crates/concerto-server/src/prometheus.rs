@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use concerto_proto::stats::{AppStats, CoordinatorStats, PhaseEntry, ServerStats};
+use concerto_proto::stats::{AppStats, CoordinatorStats, PhaseEntry, ServerStats, REFUSAL_CAUSES};
 
 /// A label value as Prometheus's text format needs it: backslash, double
 /// quote and newline escaped, so no value can end its label early or add
@@ -198,6 +198,17 @@ fn connection_and_report_counters(out: &mut Exposition, stats: &ServerStats) {
         "Connections closed because a frame failed its MAC check.",
         c.integrity_failures as f64,
     );
+    let refused: Vec<(String, f64)> = REFUSAL_CAUSES
+        .iter()
+        .zip(c.refused)
+        .map(|(cause, n)| (format!("{{cause=\"{cause}\"}}"), n as f64))
+        .collect();
+    out.metric(
+        "refusals_total",
+        "counter",
+        "Connections refused or cut off outside their requests' answers, by cause (the log has one line per interval).",
+        &refused,
+    );
     let r = stats.reports;
     out.single(
         "service_report_trimmed_bytes_total",
@@ -333,6 +344,7 @@ mod tests {
                 authenticated: 5,
                 with_integrity: 2,
                 integrity_failures: 1,
+                refused: [7, 0, 0, 2, 0, 1, 0],
             },
             space_total: 0,
             space_free: 0,
@@ -359,6 +371,8 @@ mod tests {
         );
         assert!(text.contains("concerto_coordinator_waiting_seconds{app=\"9\",set=\"2\"} 1.5"));
         assert!(text.contains("concerto_coordinator_leases_expired_total 1"));
+        assert!(text.contains("concerto_refusals_total{cause=\"handshake pool full\"} 7"));
+        assert!(text.contains("concerto_refusals_total{cause=\"address busy\"} 2"));
         assert!(text.contains("concerto_app_bytes_total{app=\"7\",op=\"read\"} 16384"));
         assert!(text.contains("concerto_request_latency_seconds_bucket{op=\"read\",le=\"+Inf\"} 4"));
         assert!(text.contains("concerto_request_latency_seconds_count{op=\"read\"} 4"));

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use concerto_core::{Op, Request, Time};
 
+use crate::refusals::Refusals;
+
 pub use concerto_proto::stats::{
     AppStats, Arrival, ArrivalOp, ConnectionCounts, LatencyHistogram, ReportCounts, RetiredApps,
     ServerStats, ARRIVAL_LOG, MAX_TRACKED_APPS,
@@ -219,13 +221,14 @@ impl Recorder {
     }
 }
 
-/// Connections let in and closed for a failed MAC, counted by the
-/// connection tasks and read for the statistics.
+/// Connections let in, closed for a failed MAC and refused, counted by the
+/// connection tasks and read for the statistics (and the log's summaries).
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionCounters {
     authenticated: AtomicU64,
     with_integrity: AtomicU64,
     integrity_failures: AtomicU64,
+    pub(crate) refusals: Refusals,
 }
 
 impl ConnectionCounters {
@@ -245,6 +248,7 @@ impl ConnectionCounters {
             authenticated: self.authenticated.load(Ordering::Relaxed),
             with_integrity: self.with_integrity.load(Ordering::Relaxed),
             integrity_failures: self.integrity_failures.load(Ordering::Relaxed),
+            refused: self.refusals.totals(),
         }
     }
 }
