@@ -19,13 +19,7 @@ use concerto_core::PolicyConfig;
 use concerto_fuse::{mount, MountOptions};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use crate::runtime;
 
 fn errno(e: &std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(0)

@@ -4,3 +4,12 @@
 
 mod fuse_mount;
 mod requests;
+
+/// The runtime each test's cluster and mount run on.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}

@@ -21,13 +21,7 @@ use concerto_client::{FsClient, Identity};
 use concerto_fuse::{mount, MountOptions};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use crate::runtime;
 
 /// Requests the servers served, all applications but the file system's
 /// own (application 0: the removal of removed files' objects), data and
