@@ -114,6 +114,8 @@ struct ServerSection {
     server_memory: Option<Bytes>,
     /// How long a frame begun may take to arrive.
     frame_timeout: Option<Time>,
+    /// How often refused connections are written to the log, as one line.
+    refusal_log_interval: Option<Time>,
 }
 
 fn default_depth() -> u32 {
@@ -335,6 +337,9 @@ fn connection_limits(server: &ServerSection) -> Result<ConnectionLimits, String>
             .map_or(defaults.address_memory, |b| b.0),
         server_memory: server.server_memory.map_or(defaults.server_memory, |b| b.0),
         frame_timeout: server.frame_timeout.unwrap_or(defaults.frame_timeout),
+        refusal_log_interval: server
+            .refusal_log_interval
+            .unwrap_or(defaults.refusal_log_interval),
         integrity: server.integrity.unwrap_or_default(),
     };
     if limits.per_client == 0 {
@@ -363,6 +368,9 @@ fn connection_limits(server: &ServerSection) -> Result<ConnectionLimits, String>
     }
     if limits.frame_timeout == Time::ZERO {
         return Err("server.frame_timeout: must be > 0".into());
+    }
+    if limits.refusal_log_interval < Time::from_millis(100) {
+        return Err("server.refusal_log_interval: must be at least 100ms".into());
     }
     Ok(limits)
 }
@@ -528,6 +536,9 @@ stripe_unit = "1MiB"
         ));
         assert!(err(&limits("server_memory = \"64MiB\""))
             .starts_with("server.server_memory: must be at least server.address_memory (128 MiB)"));
+        assert!(err(&limits("refusal_log_interval = \"1ms\""))
+            .starts_with("server.refusal_log_interval: must be at least 100ms"));
+        assert!(err(&limits("refusal_log_interval = 10")).contains("server.refusal_log_interval"));
         // The coordinator's section: only with the role, and its keys checked.
         assert!(err(&format!("{text}[coordinator]\nlease = \"5s\"\n"))
             .starts_with("coordinator: only a server with the coordinator role"));

@@ -26,7 +26,7 @@ use concerto_proto::{frame_codec, Envelope, ErrorKind, Message, ProtocolError, V
 use crate::commands::command;
 use crate::intake::{kib, next_request, Budgets, Next};
 use crate::keys::{capability_refusal, refusal, Keys};
-use crate::refusals::{self, Refusal};
+use crate::refusals::Refusal;
 use crate::schedule::{Command, Held, Outgoing, Reply};
 use crate::server::{ConnectionLimits, Integrity};
 use crate::stats::ConnectionCounters;
@@ -46,10 +46,11 @@ pub(crate) async fn accept(
     // next attempt would fail at once, so wait (longer each time) rather
     // than spin.
     let mut backoff = Duration::ZERO;
-    let mut summaries = tokio::time::interval(refusals::LOG_INTERVAL);
+    let interval = Duration::from_nanos(limits.refusal_log_interval.as_nanos());
+    let mut summaries = tokio::time::interval(interval);
     summaries.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let log_refusals = || {
-        if let Some(line) = counters.refusals.summary(refusals::LOG_INTERVAL) {
+        if let Some(line) = counters.refusals.summary(interval) {
             eprintln!("concerto-server: {line}");
         }
     };

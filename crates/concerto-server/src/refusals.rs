@@ -3,8 +3,9 @@
 //! churn wrote 510,661 lines, 59 MB), so whoever can reach the port could
 //! fill the server's disk. Each refusal is counted by cause (for the
 //! statistics and Prometheus) and, for the log, by cause and source in a
-//! window that the accept loop writes out as one line per interval, with
-//! the sources that refused most and the last reason given.
+//! window that the accept loop writes out as one line per interval
+//! (`refusal_log_interval`, 10 s by default), with the sources that
+//! refused most and the last reason given.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -14,8 +15,6 @@ use std::time::Duration;
 
 use concerto_proto::stats::REFUSAL_CAUSES;
 
-/// How often the accept loop writes the window out (when anything was refused).
-pub(crate) const LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// Sources one cause counts one by one in a window (the rest are "others").
 const SOURCES_PER_CAUSE: usize = 64;
 /// Sources one cause names in a log line, the most refused first.
@@ -122,7 +121,7 @@ impl Refusals {
         }
         Some(format!(
             "refused in the last {} s: {}",
-            interval.as_secs(),
+            interval.as_secs_f64(),
             parts.join("; ")
         ))
     }
@@ -131,6 +130,8 @@ impl Refusals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const LOG_INTERVAL: Duration = Duration::from_secs(10);
 
     #[test]
     fn a_flood_is_one_line_per_interval_naming_the_most_refused_sources() {

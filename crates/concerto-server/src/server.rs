@@ -90,6 +90,9 @@ pub struct ConnectionLimits {
     /// memory budgets let it in, its body within this long again; an idle
     /// connection, between frames, is not timed.
     pub frame_timeout: Time,
+    /// How often the connections refused since the last time are written
+    /// to the log, as one line ([`crate::refusals`]).
+    pub refusal_log_interval: Time,
     /// Which connections' frames carry MACs after the handshake.
     pub integrity: Integrity,
 }
@@ -131,6 +134,7 @@ impl Default for ConnectionLimits {
             address_memory: 128 << 20,
             server_memory: 1 << 30,
             frame_timeout: Time::from_millis(30_000),
+            refusal_log_interval: Time::from_millis(10_000),
             integrity: Integrity::default(),
         }
     }
