@@ -542,7 +542,7 @@ async fn serve<R: AsyncRead + Unpin>(
                     .record(Refusal::Revoked, peer.from.ip(), &why);
                 let revoked = Message::Error {
                     kind: ErrorKind::Denied,
-                    message: format!("key {:?} was revoked", key.id),
+                    message: why,
                 };
                 let _ = out_tx.send((Envelope::new(env.id, revoked), Some(permit)));
                 return;
