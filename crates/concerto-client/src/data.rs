@@ -13,7 +13,6 @@ use futures::future::try_join_all;
 use concerto_core::Extent;
 use concerto_proto::{ordered_total, Tags};
 
-use crate::pending::Pending;
 use crate::transfers::in_order;
 use crate::{ClientError, FileHandle, FsClient};
 
@@ -37,10 +36,9 @@ pub struct PreparedWrite {
     requests: Vec<(u32, Vec<Extent>, Bytes)>,
     /// Requests in flight at once.
     in_flight: usize,
-    /// The first and the furthest byte of the file it writes, and how many.
+    /// The first and the furthest byte of the file it writes.
     start: u64,
     end: u64,
-    bytes: u64,
 }
 
 impl FsClient {
@@ -110,8 +108,20 @@ impl FsClient {
             in_flight: plan.in_flight,
             start: extents.first().map_or(0, |e| e.offset),
             end: extents.last().map_or(0, |e| e.offset + e.len),
-            bytes: total,
         })
+    }
+
+    /// A prepared write sent after what this client holds or has in
+    /// flight over its range (the program's order), waiting for the
+    /// servers: `O_DIRECT` and `O_SYNC` writes on a mount.
+    pub async fn write_through(
+        &self,
+        file: &FileHandle,
+        write: PreparedWrite,
+    ) -> Result<(), ClientError> {
+        self.settle(file.inode, Some((write.start, write.end)))
+            .await?;
+        self.send_write(write).await
     }
 
     /// The second half of a write: sends the prepared requests in their
@@ -148,27 +158,6 @@ impl FsClient {
         sent.map(|_| ())
     }
 
-    /// Sends a prepared write in the background and returns once it is on
-    /// its way (write-behind; see the `pending` module): a later write
-    /// over the same bytes goes after it, reads, fsyncs, closes and stats
-    /// of the file wait for it, and its error is what the next write,
-    /// fsync or close of the file returns. Waits for room when the
-    /// client's bound on writes in flight is reached (`with_write_behind`).
-    pub async fn write_behind(&self, write: PreparedWrite) -> Result<(), ClientError> {
-        let pending = &self.shared.pending;
-        pending.take_failure(write.inode)?;
-        let registered = pending
-            .register(write.inode, write.start, write.end, write.bytes)
-            .await?;
-        let client = self.clone();
-        tokio::spawn(async move {
-            Pending::wait_earlier(registered.earlier.clone()).await;
-            let result = client.send_write(write).await;
-            client.shared.pending.finish(registered, result);
-        });
-        Ok(())
-    }
-
     /// Reads up to `len` bytes at `offset`; shorter only at the end of the
     /// file. Sequential reads of a handle are read ahead (see the
     /// `readahead` module).
@@ -185,7 +174,7 @@ impl FsClient {
             len
         };
         let range = (offset, offset.saturating_add(len));
-        self.shared.pending.settle(file.inode, Some(range)).await?;
+        self.settle(file.inode, Some(range)).await?;
         let ahead = self.read_ahead(file, offset, len).await?;
         let served = ahead.len() as u64;
         if served == len {
@@ -238,7 +227,7 @@ impl FsClient {
         check_extents(extents)?;
         if let (Some(first), Some(last)) = (extents.first(), extents.last()) {
             let range = (first.offset, last.offset + last.len);
-            self.shared.pending.settle(file.inode, Some(range)).await?;
+            self.settle(file.inode, Some(range)).await?;
         }
         self.read_extents(file, extents).await
     }
@@ -309,7 +298,7 @@ impl FsClient {
     /// servers it wrote to, and the namespace changes this client saw
     /// (the file's creation among them), at once.
     pub async fn fsync(&self, file: &FileHandle) -> Result<(), ClientError> {
-        self.shared.pending.settle(file.inode, None).await?;
+        self.settle(file.inode, None).await?;
         let dirty = self.shared.files.take_dirty(file.inode);
         self.sync_servers(file, dirty).await
     }
@@ -319,7 +308,7 @@ impl FsClient {
     /// made durable; a file only read, or written and synced, costs
     /// nothing.
     pub async fn flush(&self, file: &FileHandle) -> Result<(), ClientError> {
-        self.shared.pending.settle(file.inode, None).await?;
+        self.settle(file.inode, None).await?;
         let dirty = self.shared.files.take_dirty(file.inode);
         if dirty.is_empty() {
             return Ok(());
@@ -330,7 +319,9 @@ impl FsClient {
     /// Whether [`FsClient::flush`] has anything to do: this client wrote
     /// to the file since its last fsync (or has writes of it in flight).
     pub fn has_unflushed_writes(&self, file: &FileHandle) -> bool {
-        self.shared.files.is_dirty(file.inode) || self.shared.pending.holds(file.inode)
+        self.shared.files.is_dirty(file.inode)
+            || self.shared.pending.holds(file.inode)
+            || self.shared.held.holds(file.inode)
     }
 
     async fn sync_servers(

@@ -23,6 +23,7 @@ mod phase;
 pub mod probe;
 mod readahead;
 pub mod transfers;
+mod write_behind;
 
 pub use concerto_proto as proto;
 pub use concerto_proto::cluster::{ClusterFile, ServerEntry};
@@ -58,6 +59,9 @@ pub struct FileHandle {
     pub inode: u64,
     pub layout: StripeLayout,
     pub writable: bool,
+    /// Which open this is (shared by its clones): the writer whose
+    /// adjacent writes are coalesced.
+    handle: u64,
     /// This handle's read-ahead (shared by its clones).
     readahead: Arc<readahead::ReadAhead>,
     /// Its right to the file's objects (shared by its clones).
@@ -124,6 +128,12 @@ const LIMITS: RequestLimits = RequestLimits {
     max_extents: MAX_SEGMENTS,
 };
 
+/// A number no other open of this process has.
+fn next_handle() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 fn layout_of(attr: &MetaAttr, path: &str) -> Result<StripeLayout, ClientError> {
     let wire = attr
         .layout
@@ -158,6 +168,8 @@ struct Shared {
     closer: closer::Closer,
     /// Writes answered and still on their way ([`FsClient::write_behind`]).
     pending: pending::Pending,
+    /// Writes answered and not sent yet: held to be coalesced.
+    held: write_behind::Held,
     /// Bounds what the client's handles hold read ahead.
     readahead_budget: Arc<tokio::sync::Semaphore>,
     /// How large accesses are sent ([`transfers`]); None: all at once.
@@ -187,6 +199,7 @@ impl FsClient {
                 files: OpenFiles::default(),
                 closer: closer::Closer::default(),
                 pending: pending::Pending::new(DEFAULT_WRITE_BEHIND),
+                held: write_behind::Held::default(),
                 readahead_budget: readahead::budget(),
                 transfer_order: None,
             }),
@@ -385,6 +398,7 @@ impl FsClient {
             inode: attr.inode,
             layout: layout_of(attr, path)?,
             writable,
+            handle: next_handle(),
             readahead: Arc::default(),
             capability: capabilities::Held::new(attr.capability),
         };
@@ -490,7 +504,7 @@ impl FsClient {
     /// as `path`, for messages); `Stale` once it was removed.
     pub async fn getattr(&self, inode: u64, path: &str) -> Result<Stat, ClientError> {
         // What this client wrote behind counts.
-        self.shared.pending.settle(inode, None).await?;
+        self.settle(inode, None).await?;
         let attr = self
             .meta_attr(MetaRequest::Getattr { inode })
             .await
@@ -553,7 +567,7 @@ impl FsClient {
             })
             .await?;
         // Writes still on their way land before the cut, not after it.
-        self.shared.pending.settle(attr.inode, None).await?;
+        self.settle(attr.inode, None).await?;
         self.shared.files.truncated(attr.inode, size);
         let layout = layout_of(&attr, path)?;
         let layout = &layout;

@@ -55,7 +55,8 @@ pub(crate) struct Registered {
     pub id: u64,
     pub earlier: Vec<watch::Receiver<bool>>,
     pub done: watch::Sender<bool>,
-    pub permit: OwnedSemaphorePermit,
+    /// The room it holds in the client's bound, given back when it ends.
+    _room: Option<OwnedSemaphorePermit>,
 }
 
 fn overlaps(w: &InFlight, start: u64, end: u64) -> bool {
@@ -105,22 +106,25 @@ impl Pending {
         }
     }
 
-    /// Takes room for `bytes` (waiting for it), then registers a write of
-    /// `start..end` of the file, behind the writes in flight it overlaps.
-    pub async fn register(
+    /// Room for `bytes` in the client's bound, waiting for it.
+    pub async fn room(&self, bytes: u64) -> Result<OwnedSemaphorePermit, ClientError> {
+        let cost = ((bytes / 1024) as u32 + 1).min(self.budget_kib);
+        self.budget
+            .clone()
+            .acquire_many_owned(cost)
+            .await
+            .map_err(|_| ClientError::Invalid("the client is closing".into()))
+    }
+
+    /// Registers a write of `start..end` of the file as in flight, behind
+    /// the writes in flight it overlaps, holding `room` until it ends.
+    pub fn register_now(
         &self,
         inode: u64,
         start: u64,
         end: u64,
-        bytes: u64,
-    ) -> Result<Registered, ClientError> {
-        let cost = ((bytes / 1024) as u32 + 1).min(self.budget_kib);
-        let permit = self
-            .budget
-            .clone()
-            .acquire_many_owned(cost)
-            .await
-            .map_err(|_| ClientError::Invalid("the client is closing".into()))?;
+        room: Option<OwnedSemaphorePermit>,
+    ) -> Registered {
         let id = {
             let mut n = self.next_id.lock().unwrap_or_else(|p| p.into_inner());
             *n += 1;
@@ -141,13 +145,22 @@ impl Pending {
             end,
             done: rx,
         });
-        Ok(Registered {
+        Registered {
             inode,
             id,
             earlier,
             done,
-            permit,
-        })
+            _room: room,
+        }
+    }
+
+    /// A write failed before it could be sent: the next call says so.
+    pub fn failed(&self, inode: u64, e: ClientError) {
+        self.files()
+            .entry(inode)
+            .or_default()
+            .failed
+            .get_or_insert((e.kind(), e.to_string()));
     }
 
     /// A registered write ended; its error (if any) waits for the next call.
@@ -163,7 +176,6 @@ impl Pending {
             }
         }
         let _ = write.done.send(true);
-        drop(write.permit);
     }
 
     /// Waits for the file's writes in flight over `start..end` (all of
@@ -197,6 +209,19 @@ fn deferred(kind: Option<ErrorKind>, message: String) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Pending {
+        async fn register(
+            &self,
+            inode: u64,
+            start: u64,
+            end: u64,
+            bytes: u64,
+        ) -> Result<Registered, ClientError> {
+            let room = self.room(bytes).await?;
+            Ok(self.register_now(inode, start, end, Some(room)))
+        }
+    }
 
     #[tokio::test]
     async fn overlapping_writes_follow_each_other_and_errors_wait_for_the_next_call() {

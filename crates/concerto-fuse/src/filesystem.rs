@@ -548,33 +548,38 @@ impl Filesystem for ConcertoFuse {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
-        // Planned and copied here, while the kernel's buffer is borrowed:
-        // the only copy of the data on its way to the servers.
         let Some(open) = self.state().files.get(&fh).cloned() else {
             return reply.error(libc::EBADF);
         };
         let Ok(offset) = u64::try_from(offset) else {
             return reply.error(libc::EINVAL);
         };
-        let extent = [Extent::new(offset, data.len() as u64)];
-        let prepared = match open.client.prepare_write(&open.file, &extent, data) {
-            Ok(p) => p,
-            Err(e) => return reply.error(Errno::from(e).0),
-        };
         let written = data.len() as u32;
         // O_DIRECT, O_SYNC and O_DSYNC are written through (answered once
-        // the servers have the data; the kernel then fsyncs O_*SYNC);
-        // other writes behind, so that the kernel's lock on the file, held
-        // across a write that extends it, is held only for a moment.
+        // the servers have the data; the kernel then fsyncs O_*SYNC):
+        // planned and copied here, while the kernel's buffer is borrowed,
+        // straight into the per-server requests. Other writes go behind
+        // (held, coalesced with the handle's adjacent writes; see the
+        // client's write_behind), so that the kernel's lock on the file,
+        // held across a write that extends it, is held only for a moment.
         let through =
             !self.write_behind || flags & (libc::O_DIRECT | libc::O_SYNC | libc::O_DSYNC) != 0;
+        if through {
+            let extent = [Extent::new(offset, data.len() as u64)];
+            let prepared = match open.client.prepare_write(&open.file, &extent, data) {
+                Ok(p) => p,
+                Err(e) => return reply.error(Errno::from(e).0),
+            };
+            return self.spawn(open.client, reply, move |ctx| async move {
+                ctx.enter_phase().await;
+                ctx.client.write_through(&open.file, prepared).await?;
+                Ok(written)
+            });
+        }
+        let data = bytes::Bytes::copy_from_slice(data);
         self.spawn(open.client, reply, move |ctx| async move {
             ctx.enter_phase().await;
-            if through {
-                ctx.client.send_write(prepared).await?;
-            } else {
-                ctx.client.write_behind(prepared).await?;
-            }
+            ctx.client.write_behind(&open.file, offset, data).await?;
             Ok(written)
         });
     }

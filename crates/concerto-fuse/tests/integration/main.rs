@@ -4,6 +4,7 @@
 
 mod fuse_mount;
 mod requests;
+mod two_nodes;
 
 /// The runtime each test's cluster and mount run on.
 fn runtime() -> tokio::runtime::Runtime {

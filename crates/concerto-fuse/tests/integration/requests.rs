@@ -6,7 +6,8 @@
 //! the name first), and the metadata service removes the objects later,
 //! one request per data server for many files; a sequential read is about
 //! one request per MiB (4 MiB chunks read ahead, one request per server of
-//! a four-server layout).
+//! a four-server layout); sequential writes, small or large, are one
+//! request per server per MiB (coalesced by the client's write-behind).
 //!
 //! The kernel's name cache is emptied (`drop_caches`) before the phases
 //! that count lookups, so what reaches the servers does not depend on how
@@ -124,12 +125,46 @@ fn each_operation_costs_the_requests_the_docs_state() {
     );
 
     // A file written and closed: its size is known without a glimpse too.
+    // Its 1 MiB writes, from a buffer that need not be page-aligned (the
+    // kernel then cuts each in two), reach the servers coalesced: one
+    // request per server per MiB, and close's fsync of each server.
+    let before = served(&rt, &admin);
     let mut f = File::create(mnt.join("data")).unwrap();
     let block: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
     for _ in 0..16 {
         f.write_all(&block).unwrap();
     }
     drop(f);
+    let writes = served(&rt, &admin).0 - before.0;
+    // (Two more allowed: a pause of a busy machine between a write's two
+    // halves, past the idle bound, sends the first alone. Unaligned and
+    // uncoalesced, they were five per MiB.)
+    assert!(
+        (16 * 4 + 4..=16 * 4 + 4 + 2 * 4).contains(&writes),
+        "16 MiB in 1 MiB writes cost {writes} data requests"
+    );
+
+    // 4 KiB writes coalesced the same way: 4 requests per MiB, not 256
+    // (and at most 8: a writer held up past the age bound by a busy
+    // machine has its run sent before it reached a MiB).
+    let before = served(&rt, &admin);
+    let mut f = File::create(mnt.join("small-writes")).unwrap();
+    for _ in 0..4 * 256 {
+        f.write_all(&block[..4096]).unwrap();
+    }
+    drop(f);
+    let writes = served(&rt, &admin).0 - before.0;
+    assert!(
+        (4 * 4 + 4..=4 * 8 + 4).contains(&writes),
+        "4 MiB in 4 KiB writes cost {writes} data requests"
+    );
+    let mut back = Vec::new();
+    File::open(mnt.join("small-writes"))
+        .unwrap()
+        .read_to_end(&mut back)
+        .unwrap();
+    assert!(back.chunks(4096).all(|c| c == &block[..4096]) && back.len() == 4 << 20);
+    fs::remove_file(mnt.join("small-writes")).unwrap();
     wait_until("a stat of the written file is one request", || {
         one_request_stat(&mnt.join("data"), 16 << 20)
     });
@@ -173,6 +208,17 @@ fn each_operation_costs_the_requests_the_docs_state() {
 
     // Small files read whole (mdtest's read phase): one data request each,
     // no chunk fetched ahead from every server.
+    let objects = |root: &Path| -> usize {
+        (0..4)
+            .map(|s| {
+                fs::read_dir(root.join(format!("s{s}/objects")))
+                    .unwrap()
+                    .count()
+            })
+            .sum()
+    };
+    let root = dir.path().join("cluster");
+    let objects_before_small_files = objects(&root);
     let small: Vec<u8> = (0..4096).map(|i| (i % 241) as u8).collect();
     for i in 0..N {
         let mut f = File::create_new(mnt.join(format!("s{i:03}"))).unwrap();
@@ -198,6 +244,11 @@ fn each_operation_costs_the_requests_the_docs_state() {
     for i in 0..N {
         fs::remove_file(mnt.join(format!("s{i:03}"))).unwrap();
     }
+    // Their objects' removal done before the next count begins (the
+    // reaper's batches come later, the later the busier the machine).
+    wait_until("the small files' objects are removed", || {
+        objects(&root) == objects_before_small_files
+    });
 
     // Unlink: the lookup (the names were forgotten) and the unlink; the
     // objects go later, in one removal per data server for many files.
@@ -213,16 +264,6 @@ fn each_operation_costs_the_requests_the_docs_state() {
         (0, 2 * (N + 1)),
         "unlink"
     );
-    let objects = |root: &Path| -> usize {
-        (0..4)
-            .map(|s| {
-                fs::read_dir(root.join(format!("s{s}/objects")))
-                    .unwrap()
-                    .count()
-            })
-            .sum()
-    };
-    let root = dir.path().join("cluster");
     // One removal per data server for each batch the metadata service
     // gathers (a file at a time, it would be four per file).
     wait_until("the data file's objects are removed", || {

@@ -1,0 +1,363 @@
+//! Read-ahead: a stream read sequentially has what comes next fetched
+//! before it is asked for, so that a program reading a file from start to
+//! end keeps every server of the layout busy instead of waiting a round
+//! trip per read. The policy, pure and time-injected: the real client
+//! (library, mount and MPI-IO) runs it with real fetches, the simulator's
+//! client with simulated ones, so both read ahead alike.
+//!
+//! How: a stream remembers where its last read ended. A read that starts
+//! there is sequential; from the stream's second sequential read on (not
+//! its first: a program that opens a small file and reads it whole, as
+//! mdtest's read phase does, would otherwise have a chunk fetched from
+//! every server for nothing), the next `window` bytes are fetched in
+//! chunks of whole stripes (each chunk one request per server, all at
+//! once), the window doubling from [`ReadAheadConfig::first_window`] up to
+//! [`ReadAheadConfig::max_window`] while the reads stay sequential. Any
+//! other read drops what was fetched and starts over. Where a fetch finds
+//! the file's data to end, fetching stops until a read is seen past it.
+//!
+//! Coherence, as NFS's close-to-open: what was fetched is served only to
+//! the stream that fetched it, for at most [`ReadAheadConfig::max_age`],
+//! and never after the file's write generation (a counter the executor
+//! keeps per file: its own writes and truncations) moved on. What is held
+//! is bounded by whoever starts fetches: it may refuse one (no room).
+//!
+//! The caller keeps, with each chunk, whatever stands for its fetch (`T`:
+//! a channel the fetched bytes arrive on, a simulated request's id).
+
+use std::collections::VecDeque;
+
+use crate::{Extent, StripeLayout, Time};
+
+/// How far and in what pieces a stream reads ahead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadAheadConfig {
+    /// The window after the first sequential read.
+    pub first_window: u64,
+    /// The largest window.
+    pub max_window: u64,
+    /// The least a chunk holds; chunks are whole stripes, so each is one
+    /// request per server.
+    pub min_chunk: u64,
+    /// How long fetched data may be served.
+    pub max_age: Time,
+}
+
+impl Default for ReadAheadConfig {
+    fn default() -> ReadAheadConfig {
+        ReadAheadConfig {
+            first_window: 2 << 20,
+            max_window: 16 << 20,
+            // A request of 1 MiB or more per server of a four-server layout.
+            min_chunk: 4 << 20,
+            max_age: Time::from_secs(1),
+        }
+    }
+}
+
+impl ReadAheadConfig {
+    /// The length of one chunk on `layout`: whole stripes, at least
+    /// [`ReadAheadConfig::min_chunk`].
+    pub fn chunk_len(&self, layout: &StripeLayout) -> u64 {
+        let stripe = stripe_width(layout);
+        stripe * self.min_chunk.max(1).div_ceil(stripe)
+    }
+}
+
+fn stripe_width(layout: &StripeLayout) -> u64 {
+    layout.unit() * layout.stripe_count() as u64
+}
+
+/// A chunk fetched or being fetched, and the caller's token for its fetch.
+#[derive(Clone, Debug)]
+pub struct HeldChunk<T> {
+    pub start: u64,
+    pub len: u64,
+    /// The file's write generation when the fetch began.
+    generation: u64,
+    began: Time,
+    pub fetch: T,
+}
+
+impl<T> HeldChunk<T> {
+    pub fn end(&self) -> u64 {
+        self.start + self.len
+    }
+}
+
+/// One stream's read-ahead (a file handle's, a simulated rank's file).
+#[derive(Clone, Debug)]
+pub struct ReadAhead<T> {
+    config: ReadAheadConfig,
+    /// Where the last read ended.
+    next: u64,
+    window: u64,
+    chunks: VecDeque<HeldChunk<T>>,
+    /// Where a fetch found the file's data to end: nothing is fetched from
+    /// there on, until a read is seen past it (the file grew).
+    end_seen: Option<u64>,
+}
+
+impl<T> Default for ReadAhead<T> {
+    fn default() -> ReadAhead<T> {
+        ReadAhead::new(ReadAheadConfig::default())
+    }
+}
+
+impl<T> ReadAhead<T> {
+    pub fn new(config: ReadAheadConfig) -> ReadAhead<T> {
+        ReadAhead {
+            config,
+            next: 0,
+            window: 0,
+            chunks: VecDeque::new(),
+            end_seen: None,
+        }
+    }
+
+    pub fn config(&self) -> &ReadAheadConfig {
+        &self.config
+    }
+
+    /// The stream reads `offset..offset+len` at `now`, the file at write
+    /// generation `generation`. Drops what is stale (older than the age
+    /// bound, fetched before the file changed) or no longer wanted (behind
+    /// the read, or everything when the read is not sequential). Returns
+    /// whether to fetch ahead from the read's end ([`ReadAhead::fetch_ahead`]),
+    /// which the caller does after taking what it serves from
+    /// ([`ReadAhead::serving`]): a chunk started now is not waited for.
+    pub fn read(&mut self, offset: u64, len: u64, now: Time, generation: u64) -> bool {
+        let sequential = offset == self.next;
+        let max_age = self.config.max_age;
+        self.chunks.retain(|c| {
+            c.generation == generation && now.saturating_sub(c.began) < max_age && c.end() > offset
+        });
+        if !sequential {
+            self.chunks.clear();
+            self.window = 0;
+        }
+        self.next = offset.saturating_add(len);
+        sequential && offset > 0
+    }
+
+    /// The chunks held over `offset..offset+len`, in file order: what the
+    /// read is served from as far as they join up from `offset`.
+    pub fn serving(&self, offset: u64, len: u64) -> impl Iterator<Item = &HeldChunk<T>> {
+        let end = offset.saturating_add(len);
+        self.chunks
+            .iter()
+            .filter(move |c| c.start < end && c.end() > offset)
+    }
+
+    /// Fetches the window after `from` that is not held yet, a chunk at a
+    /// time: `start` is asked to begin each chunk's fetch and returns its
+    /// token, or `None` when there is no room (fetching then stops).
+    pub fn fetch_ahead(
+        &mut self,
+        from: u64,
+        now: Time,
+        generation: u64,
+        layout: &StripeLayout,
+        mut start: impl FnMut(Extent) -> Option<T>,
+    ) {
+        let chunk = self.config.chunk_len(layout);
+        self.window = (self.window * 2).clamp(self.config.first_window, self.config.max_window);
+        let end = from
+            .saturating_add(self.window)
+            .min(self.end_seen.unwrap_or(u64::MAX));
+        // Fetches start past what is held, or at the stripe where the
+        // reads are (whole stripes: one request per server per chunk);
+        // not at a chunk boundary, which would fetch again what the
+        // stream's first reads read.
+        let stripe = stripe_width(layout);
+        let mut at = self
+            .chunks
+            .back()
+            .map_or(from - from % stripe, HeldChunk::end);
+        while at < end {
+            let Some(fetch) = start(Extent::new(at, chunk)) else {
+                break;
+            };
+            self.chunks.push_back(HeldChunk {
+                start: at,
+                len: chunk,
+                generation,
+                began: now,
+                fetch,
+            });
+            at += chunk;
+        }
+    }
+
+    /// The fetch of the chunk at `start` returned `got` bytes: fewer than
+    /// the chunk means the file's data ends there.
+    pub fn fetched(&mut self, start: u64, chunk_len: u64, got: u64) {
+        if got < chunk_len {
+            let end = start + got;
+            self.end_seen = Some(self.end_seen.map_or(end, |e| e.min(end)));
+        }
+    }
+
+    /// Where a fetch found the file's data to end, if one did.
+    pub fn end_seen(&self) -> Option<u64> {
+        self.end_seen
+    }
+
+    /// A read found data past where a fetch saw the file end: it grew.
+    pub fn grew(&mut self) {
+        self.end_seen = None;
+    }
+
+    /// How many chunks are held.
+    pub fn held(&self) -> usize {
+        self.chunks.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn layout(unit: u64, servers: u32) -> StripeLayout {
+        StripeLayout::new(unit, (0..servers).collect()).unwrap()
+    }
+
+    /// Reads `len` at a time from 0 to `total`, fetching whatever the
+    /// policy asks: the extents fetched, in order.
+    fn sequential(layout: &StripeLayout, len: u64, total: u64) -> Vec<Extent> {
+        let mut ra = ReadAhead::<()>::default();
+        let mut fetched = Vec::new();
+        let mut at = 0;
+        while at < total {
+            if ra.read(at, len, Time::ZERO, 0) {
+                ra.fetch_ahead(at + len, Time::ZERO, 0, layout, |e| {
+                    fetched.push(e);
+                    Some(())
+                });
+            }
+            at += len;
+        }
+        fetched
+    }
+
+    #[test]
+    fn a_first_read_fetches_nothing_and_the_second_fetches_whole_stripes() {
+        let l = layout(64 << 10, 4);
+        let mut ra = ReadAhead::<u32>::default();
+        assert!(!ra.read(0, 4096, Time::ZERO, 0), "a first read alone");
+        assert!(ra.read(4096, 4096, Time::ZERO, 0));
+        let mut n = 0;
+        ra.fetch_ahead(8192, Time::ZERO, 0, &l, |e| {
+            assert_eq!(e.offset % (256 << 10), 0, "chunks start on a stripe");
+            assert_eq!(e.len, 4 << 20);
+            n += 1;
+            Some(n)
+        });
+        assert_eq!(n, 1, "a 2 MiB first window is one 4 MiB chunk");
+        assert_eq!(ra.serving(8192, 4096).count(), 1);
+    }
+
+    #[test]
+    fn the_window_doubles_up_to_its_bound_and_a_random_read_drops_everything() {
+        let l = layout(1 << 20, 4);
+        let fetched = sequential(&l, 1 << 20, 64 << 20);
+        let ends: Vec<u64> = fetched.iter().map(|e| e.end()).collect();
+        assert!(
+            ends.windows(2).all(|w| w[0] < w[1]),
+            "each chunk once, in order"
+        );
+        assert!(fetched.iter().all(|e| e.len == 4 << 20));
+        let mut ra = ReadAhead::<()>::default();
+        ra.read(0, 1 << 20, Time::ZERO, 0);
+        ra.read(1 << 20, 1 << 20, Time::ZERO, 0);
+        ra.fetch_ahead(2 << 20, Time::ZERO, 0, &l, |_| Some(()));
+        assert!(ra.held() > 0);
+        assert!(!ra.read(40 << 20, 1 << 20, Time::ZERO, 0));
+        assert_eq!(ra.held(), 0, "a read elsewhere drops what was fetched");
+    }
+
+    #[test]
+    fn stale_chunks_are_never_served() {
+        let l = layout(64 << 10, 2);
+        let mut ra = ReadAhead::<()>::default();
+        ra.read(0, 4096, Time::ZERO, 7);
+        ra.read(4096, 4096, Time::ZERO, 7);
+        ra.fetch_ahead(8192, Time::ZERO, 7, &l, |_| Some(()));
+        assert_eq!(ra.held(), 1);
+        ra.read(8192, 4096, Time::from_millis(10), 8);
+        assert_eq!(ra.held(), 0, "the file was written since");
+        ra.fetch_ahead(12288, Time::from_millis(10), 8, &l, |_| Some(()));
+        ra.read(12288, 4096, Time::from_secs(2), 8);
+        assert_eq!(ra.held(), 0, "past the age bound");
+    }
+
+    #[test]
+    fn no_room_stops_fetching_and_the_end_of_the_data_bounds_it() {
+        let l = layout(64 << 10, 4);
+        let mut ra = ReadAhead::<()>::new(ReadAheadConfig {
+            first_window: 16 << 20,
+            ..ReadAheadConfig::default()
+        });
+        ra.read(0, 4096, Time::ZERO, 0);
+        ra.read(4096, 4096, Time::ZERO, 0);
+        let mut room = 2;
+        ra.fetch_ahead(8192, Time::ZERO, 0, &l, |_| {
+            room -= 1;
+            (room >= 0).then_some(())
+        });
+        assert_eq!(ra.held(), 2, "two chunks fitted");
+        ra.fetched(4 << 20, 4 << 20, 1000);
+        assert_eq!(ra.end_seen(), Some((4 << 20) + 1000));
+        ra.read(8192, 4096, Time::ZERO, 0);
+        let mut asked = 0;
+        ra.fetch_ahead(12288, Time::ZERO, 0, &l, |_| {
+            asked += 1;
+            Some(())
+        });
+        assert_eq!(asked, 0, "nothing past the end of the data");
+        ra.grew();
+        assert_eq!(ra.end_seen(), None);
+    }
+
+    proptest! {
+        /// Whatever the reads, nothing is fetched twice while held, every
+        /// chunk is whole stripes, and no fetch starts past the data's end.
+        #[test]
+        fn fetches_are_whole_stripes_never_overlapping_and_never_past_the_end(
+            unit_kib in 1u64..512,
+            servers in 1u32..8,
+            reads in prop::collection::vec((0u64..(64 << 20), 1u64..(2 << 20), any::<bool>()), 1..60),
+            end in prop::option::of(0u64..(64 << 20)),
+        ) {
+            let l = layout(unit_kib << 10, servers);
+            let stripe = (unit_kib << 10) * servers as u64;
+            let mut ra = ReadAhead::<()>::default();
+            let mut at = 0u64;
+            for (jump, len, seq) in reads {
+                let offset = if seq { at } else { jump };
+                if ra.read(offset, len, Time::ZERO, 0) {
+                    let held: Vec<(u64, u64)> = ra.chunks.iter().map(|c| (c.start, c.end())).collect();
+                    let end_seen = ra.end_seen();
+                    let mut asked = Vec::new();
+                    ra.fetch_ahead(offset + len, Time::ZERO, 0, &l, |e| {
+                        asked.push(e);
+                        Some(())
+                    });
+                    for e in asked {
+                        prop_assert!(e.offset % stripe == 0 && e.len % stripe == 0, "{e:?} is not whole stripes");
+                        prop_assert!(held.iter().all(|&(s, t)| e.end() <= s || e.offset >= t), "{e:?} fetched again");
+                        prop_assert!(end_seen.is_none_or(|end| e.offset < end), "{e:?} starts past the end {end_seen:?}");
+                    }
+                }
+                if let Some(end) = end {
+                    let starts: Vec<(u64, u64)> = ra.chunks.iter().map(|c| (c.start, c.len)).collect();
+                    for (s, len) in starts {
+                        ra.fetched(s, len, end.saturating_sub(s).min(len));
+                    }
+                }
+                at = offset + len;
+            }
+        }
+    }
+}
