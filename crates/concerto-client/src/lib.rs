@@ -59,6 +59,13 @@ pub struct FileHandle {
     pub inode: u64,
     pub layout: StripeLayout,
     pub writable: bool,
+    /// The file's generation when it was opened: it differs from any
+    /// earlier one once the file's data may have changed (what a cache of
+    /// the file is checked against; see `MetaAttr::change`).
+    pub change: u64,
+    /// Whether another client held the file open for writing when it was
+    /// opened (its data may be changing: nothing of it may be cached).
+    pub written_elsewhere: bool,
     /// Which open this is (shared by its clones): the writer whose
     /// adjacent writes are coalesced.
     handle: u64,
@@ -398,6 +405,8 @@ impl FsClient {
             inode: attr.inode,
             layout: layout_of(attr, path)?,
             writable,
+            change: attr.change,
+            written_elsewhere: attr.written_elsewhere,
             handle: next_handle(),
             readahead: Arc::default(),
             capability: capabilities::Held::new(attr.capability),

@@ -21,9 +21,10 @@ use concerto_core::Extent;
 use concerto_proto::auth::Principal;
 use concerto_proto::{ErrorKind, FileKind, LayoutRequest};
 
+use crate::cache::{direct_flags, PageCache};
 use crate::inodes::{OpenFile, State, HIDDEN_PREFIX};
 use crate::phases::ImplicitPhases;
-use crate::replies::{open_flags, Errno, Statfs};
+use crate::replies::{Errno, Statfs};
 use crate::MountOptions;
 
 /// How long a process's identity is reused before its environment is read
@@ -46,6 +47,8 @@ struct Ctx {
     ttl: Duration,
     /// Callers' I/O phases, found in their streams (with a coordinator).
     phases: Option<Arc<ImplicitPhases>>,
+    /// What the kernel caches of files, and when it may keep it.
+    cache: Arc<PageCache>,
 }
 
 impl Ctx {
@@ -171,13 +174,8 @@ answer!(ReplyAttr, Stat, |r, ctx, stat| r
 answer!(ReplyEmpty, (), |r, _ctx, _v| r.ok());
 // (handle, FOPEN_* flags)
 answer!(ReplyOpen, (u64, u32), |r, _ctx, v| r.opened(v.0, v.1));
-answer!(ReplyCreate, (FileAttr, u64), |r, ctx, v| r.created(
-    &ctx.ttl,
-    &v.0,
-    0,
-    v.1,
-    open_flags()
-));
+answer!(ReplyCreate, (FileAttr, u64, u32), |r, ctx, v| r
+    .created(&ctx.ttl, &v.0, 0, v.1, v.2));
 answer!(ReplyData, bytes::Bytes, |r, _ctx, data| r.data(&data));
 answer!(ReplyWrite, u32, |r, _ctx, n| r.written(n));
 answer!(ReplyStatfs, Statfs, |r, _ctx, s| r.statfs(
@@ -228,6 +226,7 @@ impl ConcertoFuse {
                 phases: options
                     .detect_phases
                     .then(|| ImplicitPhases::start(PhaseConfig::default(), runtime.clone())),
+                cache: Arc::default(),
             },
             callers: HashMap::new(),
             serve_users,
@@ -237,6 +236,11 @@ impl ConcertoFuse {
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.mount.state()
+    }
+
+    /// Where the mount's notifier goes once its session is up.
+    pub(crate) fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.mount.cache.notifier_slot()
     }
 
     /// The client acting for `req`'s caller; the mount's own identity for
@@ -343,7 +347,9 @@ impl Filesystem for ConcertoFuse {
     }
 
     fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
-        self.state().forget(ino, nlookup);
+        if self.state().forget(ino, nlookup) {
+            self.mount.cache.forget(ino);
+        }
     }
 
     fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
@@ -485,7 +491,8 @@ impl Filesystem for ConcertoFuse {
                 ctx.client.release(&file);
                 return Err(Errno(libc::ESTALE));
             }
-            Ok((ctx.keep_open(file), open_flags()))
+            let open_flags = ctx.cache.open_flags(&file, flags);
+            Ok((ctx.keep_open(file), open_flags))
         });
     }
 
@@ -514,7 +521,12 @@ impl Filesystem for ConcertoFuse {
                 )
                 .await?;
             ctx.state().looked_up(stat.inode, &path);
-            Ok((ctx.attr(&stat), ctx.keep_open(file)))
+            let open_flags = if flags & libc::O_DIRECT != 0 {
+                direct_flags()
+            } else {
+                ctx.cache.created(&file)
+            };
+            Ok((ctx.attr(&stat), ctx.keep_open(file), open_flags))
         });
     }
 

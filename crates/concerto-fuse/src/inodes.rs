@@ -78,16 +78,20 @@ impl State {
         entry.1 += 1;
     }
 
-    pub(crate) fn forget(&mut self, ino: u64, n: u64) {
+    /// The kernel lets go of `n` lookups of `ino`; whether it holds none
+    /// now (it forgot the inode).
+    pub(crate) fn forget(&mut self, ino: u64, n: u64) -> bool {
         if ino == ROOT {
-            return;
+            return false;
         }
         if let Some(entry) = self.names.get_mut(&ino) {
             entry.1 = entry.1.saturating_sub(n);
             if entry.1 == 0 {
                 self.names.remove(&ino);
+                return true;
             }
         }
+        false
     }
 
     /// After a rename, everything under `from` lives under `to`.

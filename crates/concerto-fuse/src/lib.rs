@@ -19,23 +19,26 @@
 //! identity is resolved once per open file
 //! (reads, writes and closes of that file use it), and for other operations
 //! once per process per second ([`CALLER_TTL`]). One client, with one set
-//! of connections, serves every caller; a write's bytes are copied once,
-//! from the kernel's buffer straight into the per-server requests.
+//! of connections, serves every caller. A write through copies its bytes
+//! once, from the kernel's buffer straight into the per-server requests; a
+//! write behind is copied into its handle's held run, and from there into
+//! the requests when the run is sent.
 //!
-//! Files are opened in direct-I/O mode, as PVFS2's client keeps no data
-//! cache: every read(2) and write(2) goes to the servers, so what one node
-//! writes another reads at once, and the servers' policies see the
-//! program's real request stream (a shared writable mmap is refused).
-//! Writes to one file from several processes run in parallel. Closing a
-//! file (`flush`) makes what it wrote durable on the servers it wrote to;
-//! names and attributes are cached by the kernel for
-//! [`MountOptions::attr_ttl`].
+//! Files are opened in the kernel's cached mode, with close-to-open
+//! consistency ([`cache`]): the kernel reads ahead and keeps what it read
+//! while the file does not change; writes reach the mount as they are
+//! made and are held and coalesced by the client library's write-behind
+//! (or written through: `O_DIRECT`, `O_SYNC`, `--write-behind 0`); files
+//! opened with `O_DIRECT` bypass the cache. Closing a file (`flush`) makes
+//! what it wrote durable on the servers it wrote to; names and attributes
+//! are cached by the kernel for [`MountOptions::attr_ttl`].
 //!
 //! The mount point ([`mountpoint`]): a path that is a mount point already
 //! is refused, so a mount never hides another; a mount detaches only the
 //! mount it made (known by its mount id) and tells when someone else
 //! unmounted it.
 
+mod cache;
 mod filesystem;
 mod inodes;
 mod mountpoint;
@@ -189,12 +192,14 @@ pub fn mount(
         opts.extend([MountOption::AllowOther, MountOption::DefaultPermissions]);
     }
     let fs = filesystem::ConcertoFuse::new(client, runtime, options, serve_users);
+    let notifier = fs.notifier_slot();
     let session = fuser::spawn_mount2(fs, &mountpoint, &opts).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!("cannot mount at {}: {e}", mountpoint.display()),
         )
     })?;
+    let _ = notifier.set(session.notifier());
     // Right after mounting, the mount a lookup reaches is ours.
     let id = mountpoint::top(&mountpoint)
         .filter(|m| m.is_concerto())

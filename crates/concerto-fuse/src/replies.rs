@@ -1,8 +1,6 @@
 //! What the kernel is answered besides an operation's value: a client
-//! error as the errno a POSIX program expects, what statfs says, and the
-//! flags every file is opened with.
+//! error as the errno a POSIX program expects, and what statfs says.
 
-use fuser::consts::FOPEN_DIRECT_IO;
 use libc::c_int;
 
 use concerto_client::ClientError;
@@ -43,14 +41,4 @@ pub(crate) struct Statfs {
     pub(crate) bsize: u32,
     pub(crate) namelen: u32,
     pub(crate) frsize: u32,
-}
-
-/// How every file is opened: direct I/O (no page cache: every read(2) and
-/// write(2) reaches the servers), and writes to one file from several
-/// processes in parallel rather than one at a time (`FOPEN_PARALLEL_DIRECT_WRITES`,
-/// Linux 6.2; older kernels ignore it).
-pub(crate) fn open_flags() -> u32 {
-    /// Not in fuser's ABI 7.28 constants; its value in the kernel's fuse.h.
-    const FOPEN_PARALLEL_DIRECT_WRITES: u32 = 1 << 6;
-    FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES
 }

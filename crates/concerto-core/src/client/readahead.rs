@@ -5,8 +5,9 @@
 //! (library, mount and MPI-IO) runs it with real fetches, the simulator's
 //! client with simulated ones, so both read ahead alike.
 //!
-//! How: a stream remembers where its last read ended. A read that starts
-//! there is sequential; from the stream's second sequential read on (not
+//! How: a stream remembers where its reads have reached. A read that
+//! starts there is sequential (or near it, [`ReadAheadConfig::reorder`]:
+//! reads a kernel has in flight at once arrive in any order); from the stream's second sequential read on (not
 //! its first: a program that opens a small file and reads it whole, as
 //! mdtest's read phase does, would otherwise have a chunk fetched from
 //! every server for nothing), the next `window` bytes are fetched in
@@ -41,6 +42,10 @@ pub struct ReadAheadConfig {
     pub min_chunk: u64,
     /// How long fetched data may be served.
     pub max_age: Time,
+    /// How far from where the last read ended a read may start and still
+    /// continue the stream: a kernel's page cache reads ahead with several
+    /// reads in flight, which reach the client in any order.
+    pub reorder: u64,
 }
 
 impl Default for ReadAheadConfig {
@@ -51,6 +56,7 @@ impl Default for ReadAheadConfig {
             // A request of 1 MiB or more per server of a four-server layout.
             min_chunk: 4 << 20,
             max_age: Time::from_secs(1),
+            reorder: 1 << 20,
         }
     }
 }
@@ -127,7 +133,8 @@ impl<T> ReadAhead<T> {
     /// which the caller does after taking what it serves from
     /// ([`ReadAhead::serving`]): a chunk started now is not waited for.
     pub fn read(&mut self, offset: u64, len: u64, now: Time, generation: u64) -> bool {
-        let sequential = offset == self.next;
+        let sequential = offset.abs_diff(self.next) <= self.config.reorder
+            && (offset == self.next || self.next > 0);
         let max_age = self.config.max_age;
         self.chunks.retain(|c| {
             c.generation == generation && now.saturating_sub(c.began) < max_age && c.end() > offset
@@ -136,7 +143,8 @@ impl<T> ReadAhead<T> {
             self.chunks.clear();
             self.window = 0;
         }
-        self.next = offset.saturating_add(len);
+        let end = offset.saturating_add(len);
+        self.next = if sequential { self.next.max(end) } else { end };
         sequential && offset > 0
     }
 
@@ -161,6 +169,8 @@ impl<T> ReadAhead<T> {
         mut start: impl FnMut(Extent) -> Option<T>,
     ) {
         let chunk = self.config.chunk_len(layout);
+        // Reads that arrived out of order may have reached further.
+        let from = from.max(self.next);
         self.window = (self.window * 2).clamp(self.config.first_window, self.config.max_window);
         let end = from
             .saturating_add(self.window)
@@ -275,6 +285,28 @@ mod tests {
         assert!(ra.held() > 0);
         assert!(!ra.read(40 << 20, 1 << 20, Time::ZERO, 0));
         assert_eq!(ra.held(), 0, "a read elsewhere drops what was fetched");
+    }
+
+    #[test]
+    fn reads_a_kernel_had_in_flight_at_once_continue_the_stream_in_any_order() {
+        let l = layout(64 << 10, 4);
+        let mut ra = ReadAhead::<()>::default();
+        let k = 128 << 10;
+        assert!(!ra.read(0, k, Time::ZERO, 0));
+        // The third piece arrives before the second.
+        assert!(ra.read(2 * k, k, Time::ZERO, 0), "near: the stream goes on");
+        let mut from = Vec::new();
+        ra.fetch_ahead(3 * k, Time::ZERO, 0, &l, |e| {
+            from.push(e.offset);
+            Some(())
+        });
+        assert!(ra.read(k, k, Time::ZERO, 0), "the second, late");
+        assert_eq!(ra.held(), 1, "what was fetched is kept");
+        assert!(
+            !ra.read(64 << 20, k, Time::ZERO, 0),
+            "far away: a new stream"
+        );
+        assert_eq!(ra.held(), 0);
     }
 
     #[test]

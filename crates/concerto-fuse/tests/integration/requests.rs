@@ -265,13 +265,16 @@ fn each_operation_costs_the_requests_the_docs_state() {
         "unlink"
     );
     // One removal per data server for each batch the metadata service
-    // gathers (a file at a time, it would be four per file).
+    // gathers (a file at a time, it would be four per file). A batch is
+    // what 50 ms of unlinks bring, so how many there are depends on how
+    // fast the machine unlinks: the bound is two per file (files in
+    // batches of two at least), which a quiet machine beats tenfold.
     wait_until("the data file's objects are removed", || {
         objects(&root) == 0 && served(&rt, &admin).2 >= before.2 + 4
     });
     let removals = served(&rt, &admin).2 - before.2;
     assert!(
-        (4..=40).contains(&removals),
+        (4..=2 * (N + 1)).contains(&removals),
         "{removals} removal requests for {} files",
         N + 1
     );

@@ -3,7 +3,8 @@
 //! other reads when it opens the file after; both writing disjoint ranges
 //! of one file at once — page-aligned halves, and interleaved 1000-byte
 //! records that share pages — all land, as a third client reads back; a
-//! truncation on one is what the other reads. Needs root and /dev/fuse.
+//! truncation on one is what the other reads; and so are the pages of a
+//! shared writable mapping. Needs root and /dev/fuse.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -180,5 +181,40 @@ fn what_one_node_writes_and_closes_the_other_reads_and_disjoint_writes_all_land(
             "node {n}"
         );
     }
+
+    // A shared writable mapping (the page cache's own way of writing): its
+    // pages, synced, are what the other node reads.
+    let path = nodes.path(0, "mapped");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    const MAPPED: usize = 256 << 10;
+    f.set_len(MAPPED as u64).unwrap();
+    let expected: Vec<u8> = (0..MAPPED).map(|i| (i % 239) as u8).collect();
+    // SAFETY: a fresh shared mapping of a file this test owns, unmapped
+    // before the file is closed; nothing else aliases it.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            MAPPED,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            std::os::fd::AsRawFd::as_raw_fd(&f),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
+        std::ptr::copy_nonoverlapping(expected.as_ptr(), p as *mut u8, MAPPED);
+        assert_eq!(libc::msync(p, MAPPED, libc::MS_SYNC), 0);
+        assert_eq!(libc::munmap(p, MAPPED), 0);
+    }
+    drop(f);
+    assert!(
+        fs::read(nodes.path(1, "mapped")).unwrap() == expected,
+        "the other node reads the mapped writes"
+    );
     nodes.shutdown(&rt);
 }

@@ -39,7 +39,7 @@ pub use bounds::{
 };
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 14;
+pub const VERSION: u16 = 15;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -557,6 +557,16 @@ pub struct MetaAttr {
     /// The right to the file's objects an open, a create, a truncate or a
     /// renewal gives (to a tenant key; none elsewhere).
     pub capability: Option<Capability>,
+    /// In an open's or a create's reply: a value that differs from every
+    /// earlier one the service gave for the file once its data may have
+    /// changed (someone opened it for writing, closed it, truncated it, or
+    /// lost its connection while writing): what a client's cache of the
+    /// file is checked against (close-to-open). 0 in other replies.
+    pub change: u64,
+    /// In an open's or a create's reply: whether a connection other than
+    /// the asker's holds the file open for writing (its data may be
+    /// changing: nothing of it may be cached).
+    pub written_elsewhere: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

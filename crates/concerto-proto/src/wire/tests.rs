@@ -265,6 +265,8 @@ fn reply() -> impl Strategy<Value = Message> {
         gid: 100,
         mode: 0o640,
         capability,
+        change: inode ^ size,
+        written_elsewhere: size % 2 == 0,
     });
     let stats =
         (proptest::collection::vec(0.0f64..1.0, 0..6), any::<u64>()).prop_map(|(samples, app)| {

@@ -72,6 +72,9 @@ pub struct MetadataService {
     sizes: Mutex<SizeBook>,
     members: Arc<Members>,
     runtime: Handle,
+    /// When this service started (ns since the Unix epoch): what tells
+    /// its files' generations apart from a previous run's.
+    started_ns: u64,
 }
 
 fn reply(service: &MetadataService, result: Result<MetaReply, MetaError>) -> Message {
@@ -92,6 +95,16 @@ fn is_busy<T>(r: &Result<T, MetaError>) -> bool {
     matches!(r, Err(MetaError::Busy))
 }
 
+/// Two numbers into one, as SplitMix64 finalizes: equal outputs for
+/// different inputs are as unlikely as for a random 64-bit value (never
+/// 0 in practice: 0 is what replies without a generation carry).
+fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a ^ b.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) | 1
+}
+
 fn attr(ino: u64, node: &Inode, size: Option<u64>) -> MetaAttr {
     MetaAttr {
         inode: ino,
@@ -106,6 +119,8 @@ fn attr(ino: u64, node: &Inode, size: Option<u64>) -> MetaAttr {
         gid: node.gid,
         mode: node.mode,
         capability: None,
+        change: 0,
+        written_elsewhere: false,
     }
 }
 
@@ -129,6 +144,9 @@ impl MetadataService {
             sizes: Mutex::new(SizeBook::default()),
             members,
             runtime,
+            started_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
         }))
     }
 
@@ -275,13 +293,15 @@ impl MetadataService {
         let (ino, node) = self
             .store
             .read(wait, |ops| ops.open(path, write, &caller.who))?;
-        let size = self.sizes().size(ino).ok();
+        let mut sizes = self.sizes();
+        let size = sizes.size(ino).ok();
         if write && node.kind == FileKind::File {
-            self.sizes()
+            sizes
                 .opened_for_write(ino, caller.conn)
                 .map_err(MetaError::Invalid)?;
         }
-        let a = attr(ino, &node, size);
+        let a = self.with_change(attr(ino, &node, size), &sizes, caller.conn);
+        drop(sizes);
         Ok(MetaReply::Attr(
             self.with_capability(a, &node, caller, write),
         ))
@@ -335,8 +355,8 @@ impl MetadataService {
                 .map_err(MetaError::Invalid)?;
             known
         };
+        let a = self.with_change(attr(made.ino, &made.node, size), &sizes, caller.conn);
         drop(sizes);
-        let a = attr(made.ino, &made.node, size);
         Ok(MetaReply::Attr(
             self.with_capability(a, &made.node, caller, true),
         ))
@@ -425,6 +445,16 @@ impl MetadataService {
             data_servers: self.store.config().data_servers.clone(),
             default_layout,
         }))
+    }
+
+    /// `a` with what a client checks its cache of the file against: the
+    /// file's generation (mixed with this service's start, so a restart,
+    /// which starts generations afresh, gives none of the values before
+    /// it) and whether another connection writes it.
+    fn with_change(&self, mut a: MetaAttr, sizes: &SizeBook, conn: u64) -> MetaAttr {
+        a.change = mix(self.started_ns, sizes.change(a.inode));
+        a.written_elsewhere = sizes.written_elsewhere(a.inode, conn);
+        a
     }
 
     /// A connection closed files: those it wrote get a modification time of

@@ -37,8 +37,10 @@ struct FileSizes {
     writers: HashMap<u64, u32>,
     /// Since the file was last without writers.
     period: Option<Period>,
-    /// Bumped by every event that can change the size, so that a glimpse
-    /// begun before one is not kept after it.
+    /// Taken afresh from the book's counter at every event that can
+    /// change the file's size or data (an open for writing, a close, a
+    /// truncate, a writer lost), so that a glimpse begun before one is not
+    /// kept after it, and a client's cache of the file can tell it changed.
     generation: u64,
 }
 
@@ -52,6 +54,12 @@ struct Period {
     end: u64,
 }
 
+/// A fresh generation.
+fn next(changes: &mut u64) -> u64 {
+    *changes += 1;
+    *changes
+}
+
 /// The service's knowledge of sizes and writers.
 #[derive(Debug, Default)]
 pub(super) struct SizeBook {
@@ -60,6 +68,12 @@ pub(super) struct SizeBook {
     by_connection: HashMap<u64, HashMap<u64, u32>>,
     /// Files with a known size and no writer, for the bound.
     idle_known: usize,
+    /// The last generation handed out.
+    changes: u64,
+    /// The largest generation of a file forgotten: a file the book has no
+    /// entry for is at this generation (so forgetting a file's entry never
+    /// makes an older generation of it come back).
+    forgotten: u64,
 }
 
 impl SizeBook {
@@ -71,6 +85,7 @@ impl SizeBook {
             inode,
             FileSizes {
                 known: Some(0),
+                generation: self.forgotten,
                 ..FileSizes::default()
             },
         );
@@ -104,7 +119,7 @@ impl SizeBook {
             }
         }
         *file.writers.entry(conn).or_default() += 1;
-        file.generation += 1;
+        file.generation = next(&mut self.changes);
         Ok(())
     }
 
@@ -137,18 +152,23 @@ impl SizeBook {
                 p.end = p.end.max(written_end);
             }
         }
-        Self::release(file, conn, 1, &mut self.idle_known);
+        Self::release(file, conn, 1, (&mut self.idle_known, &mut self.changes));
     }
 
     /// `conn` gives up `n` holds of the file; the last one ends the period.
-    fn release(file: &mut FileSizes, conn: u64, n: u32, idle_known: &mut usize) {
+    fn release(
+        file: &mut FileSizes,
+        conn: u64,
+        n: u32,
+        (idle_known, changes): (&mut usize, &mut u64),
+    ) {
         if let Some(count) = file.writers.get_mut(&conn) {
             *count = count.saturating_sub(n);
             if *count == 0 {
                 file.writers.remove(&conn);
             }
         }
-        file.generation += 1;
+        file.generation = next(changes);
         if file.writers.is_empty() {
             file.known = file.period.take().and_then(|p| match (p.sole, p.base) {
                 (Some(_), Some(base)) => Some(base.max(p.end)),
@@ -171,7 +191,7 @@ impl SizeBook {
                 if let Some(p) = file.period.as_mut() {
                     p.sole = None;
                 }
-                Self::release(file, conn, n, &mut self.idle_known);
+                Self::release(file, conn, n, (&mut self.idle_known, &mut self.changes));
             }
         }
     }
@@ -179,8 +199,12 @@ impl SizeBook {
     /// A truncate to `size` by `conn`.
     pub fn truncated(&mut self, inode: u64, conn: u64, size: u64) {
         self.make_room();
-        let file = self.files.entry(inode).or_default();
-        file.generation += 1;
+        let forgotten = self.forgotten;
+        let file = self.files.entry(inode).or_insert_with(|| FileSizes {
+            generation: forgotten,
+            ..FileSizes::default()
+        });
+        file.generation = next(&mut self.changes);
         match file.period.as_mut() {
             None => {
                 if file.known.is_none() {
@@ -201,6 +225,7 @@ impl SizeBook {
     /// The file is gone.
     pub fn forget(&mut self, inode: u64) {
         if let Some(file) = self.files.remove(&inode) {
+            self.forgotten = self.forgotten.max(file.generation);
             if file.writers.is_empty() && file.known.is_some() {
                 self.idle_known -= 1;
             }
@@ -217,15 +242,35 @@ impl SizeBook {
         match self.files.get(&inode) {
             Some(f) if f.writers.is_empty() => f.known.ok_or(f.generation),
             Some(f) => Err(f.generation),
-            None => Err(0),
+            None => Err(self.forgotten),
         }
+    }
+
+    /// The file's generation: it differs from any earlier one of the file
+    /// (in this service's life) once the file's data may have changed.
+    pub fn change(&self, inode: u64) -> u64 {
+        self.files
+            .get(&inode)
+            .map_or(self.forgotten, |f| f.generation)
+    }
+
+    /// Whether a connection other than `conn` holds the file open for
+    /// writing (its data may be changing now).
+    pub fn written_elsewhere(&self, inode: u64, conn: u64) -> bool {
+        self.files
+            .get(&inode)
+            .is_some_and(|f| f.writers.keys().any(|&c| c != conn))
     }
 
     /// A glimpse begun at `generation` found `size`: kept if nothing
     /// changed meanwhile and nobody holds the file for writing.
     pub fn glimpsed(&mut self, inode: u64, generation: u64, size: u64) {
         self.make_room();
-        let file = self.files.entry(inode).or_default();
+        let forgotten = self.forgotten;
+        let file = self.files.entry(inode).or_insert_with(|| FileSizes {
+            generation: forgotten,
+            ..FileSizes::default()
+        });
         if file.generation == generation && file.writers.is_empty() {
             if file.known.is_none() {
                 self.idle_known += 1;
@@ -242,14 +287,19 @@ impl SizeBook {
         }
         let target = MAX_KNOWN - MAX_KNOWN / 10;
         let mut idle = self.idle_known;
+        let mut forgotten = self.forgotten;
         self.files.retain(|_, f| {
             let drop = idle > target && f.writers.is_empty();
             if drop && f.known.is_some() {
                 idle -= 1;
             }
+            if drop {
+                forgotten = forgotten.max(f.generation);
+            }
             !drop
         });
         self.idle_known = idle;
+        self.forgotten = forgotten;
     }
 
     #[cfg(test)]
@@ -293,6 +343,48 @@ mod tests {
     }
 
     #[test]
+    fn every_change_of_a_file_gives_it_a_generation_it_never_had() {
+        let mut book = SizeBook::default();
+        let mut seen = vec![book.change(9)];
+        let mut fresh = |book: &SizeBook, what: &str| {
+            let g = book.change(9);
+            assert!(!seen.contains(&g), "{what}: generation {g} seen before");
+            seen.push(g);
+        };
+        book.created(9, 1).unwrap();
+        fresh(&book, "created");
+        assert!(
+            !book.written_elsewhere(9, 1),
+            "its own writer is not elsewhere"
+        );
+        assert!(book.written_elsewhere(9, 2));
+        book.closed(9, 1, 10);
+        fresh(&book, "closed");
+        let quiet = book.change(9);
+        let generation = book.size(9).map_or_else(|g| g, |_| quiet);
+        book.glimpsed(9, generation, 10);
+        assert_eq!(book.change(9), quiet, "a glimpse changes nothing");
+        book.opened_for_write(9, 2).unwrap();
+        fresh(&book, "opened for writing");
+        book.connection_closed(2);
+        fresh(&book, "its writer lost");
+        book.truncated(9, 3, 0);
+        fresh(&book, "truncated");
+        // Forgotten (past the bound, or removed: inode numbers are never
+        // used again): never back to an older value.
+        let last = book.change(9);
+        book.forget(9);
+        assert_eq!(book.change(9), last);
+        assert_eq!(
+            book.change(12345),
+            last,
+            "a file without an entry is at the mark"
+        );
+        book.opened_for_write(9, 4).unwrap();
+        fresh(&book, "written again");
+    }
+
+    #[test]
     fn a_writer_that_dies_leaves_the_size_unknown_and_truncates_set_it() {
         let mut book = SizeBook::default();
         book.created(5, 1).unwrap();
@@ -312,8 +404,9 @@ mod tests {
         book.truncated(5, 3, 10);
         book.closed(5, 2, 20);
         assert!(book.size(5).is_err());
+        let last = book.change(5);
         book.forget(5);
-        assert_eq!(book.size(5), Err(0));
+        assert_eq!(book.size(5), Err(last), "unknown, at the mark");
     }
 
     #[test]
