@@ -163,6 +163,10 @@ fn build_applications(
                     layout,
                     meta_server: meta_servers[idx as usize % meta_servers.len()],
                     lock: KernelLock::default(),
+                    writes: (cl.write_behind.0 > 0).then(|| {
+                        concerto_core::client::write_behind::FileWrites::new(Default::default())
+                    }),
+                    flush_at: None,
                 });
                 app_files.push(idx);
             }
@@ -261,6 +265,9 @@ fn push_ranks(ranks: &mut Vec<RankState>, spec: &AppSpec, app: u32, meta_servers
             holds: None,
             held_for_change: false,
             nic: first_node + rank / spec.processes_per_node,
+            behind: 0,
+            behind_bytes: 0,
+            behind_wait: super::write_behind::Wait::Nothing,
         });
     }
 }

@@ -85,19 +85,13 @@ impl<'a> Simulation<'a> {
     pub(super) fn issue_step(&mut self, rank: u32, now: Time) {
         let rs = &mut self.ranks[rank as usize];
         let Some(step) = rs.steps.pop() else { return };
-        if self.waits_for_kernel_lock(rank, &step) {
+        if self.waits_for_kernel_lock(rank, &step) || self.waits_behind(rank, &step, now) {
             self.ranks[rank as usize].steps.push(step);
             return;
         }
+        let origin = self.origin(rank, now);
         let rs = &self.ranks[rank as usize];
         let a = &self.apps[rs.app as usize];
-        let origin = Origin {
-            app: a.app_id,
-            rank: rs.rank,
-            weight: a.weight,
-            user: self.sc.apps[a.spec].user,
-            at: now,
-        };
         match step {
             Step::Data { op, access } => {
                 let op = match op {
@@ -106,6 +100,9 @@ impl<'a> Simulation<'a> {
                 };
                 match self.sc.apps[a.spec].ordering {
                     Some(ordering) => self.issue_ordered(rank, (op, &access), ordering, origin),
+                    None if self.writes_behind(rank, &access) => {
+                        self.issue_behind(rank, op, &access, origin)
+                    }
                     None => self.issue_split(rank, op, &access, origin),
                 }
             }
@@ -126,6 +123,19 @@ impl<'a> Simulation<'a> {
                 let piece = self.new_piece(rank, server, file, call, 0, req, now);
                 self.send_request(piece, now);
             }
+        }
+    }
+
+    /// What every request a rank sends at `now` carries.
+    pub(super) fn origin(&self, rank: u32, now: Time) -> Origin {
+        let rs = &self.ranks[rank as usize];
+        let a = &self.apps[rs.app as usize];
+        Origin {
+            app: a.app_id,
+            rank: rs.rank,
+            weight: a.weight,
+            user: self.sc.apps[a.spec].user,
+            at: now,
         }
     }
 
@@ -228,7 +238,7 @@ impl<'a> Simulation<'a> {
 
     /// A data step as the layout splits it: one piece per server, all
     /// sent at once.
-    fn issue_split(&mut self, rank: u32, op: Op, access: &Access, origin: Origin) {
+    pub(super) fn issue_split(&mut self, rank: u32, op: Op, access: &Access, origin: Origin) {
         let rs = &self.ranks[rank as usize];
         let (file, call) = (
             self.apps[rs.app as usize].files[access.file as usize],
@@ -347,6 +357,7 @@ impl<'a> Simulation<'a> {
             batch: collective::NO_BATCH,
             cached: false,
             background: false,
+            behind: false,
             data_in: Time::ZERO,
         })
     }
@@ -448,7 +459,7 @@ impl<'a> Simulation<'a> {
     pub(super) fn response(&mut self, piece: u32, now: Time) {
         let p = &self.pieces[piece as usize];
         let (rank, bytes, is_meta, is_read) = (p.rank, p.bytes, !p.op.is_data(), p.op == Op::Read);
-        let background = p.background;
+        let (background, behind) = (p.background, p.behind);
         let batch = p.batch;
         if let Some(detail) = self.detail.as_mut() {
             detail.push(PieceRecord {
@@ -476,6 +487,9 @@ impl<'a> Simulation<'a> {
         }
         a.bytes += bytes;
         a.metadata_ops += is_meta as u64;
+        if behind {
+            return self.behind_done(rank, bytes, now);
+        }
         if background {
             return;
         }
@@ -493,7 +507,7 @@ impl<'a> Simulation<'a> {
     /// to the next rank waiting (unless the step was the lookup before a
     /// change, which keeps it), and the rank goes on to its next step,
     /// or the call's end.
-    fn step_done(&mut self, rank: u32, now: Time) {
+    pub(super) fn step_done(&mut self, rank: u32, now: Time) {
         let rs = &mut self.ranks[rank as usize];
         // A lookup's lock stays with the change after it.
         let kept = std::mem::take(&mut rs.held_for_change);
@@ -616,13 +630,13 @@ pub(super) struct Origin {
     rank: u32,
     weight: f64,
     user: Option<u32>,
-    at: Time,
+    pub(super) at: Time,
 }
 
 impl Origin {
     /// A request of this origin for `op` on `object`, covering nothing yet
     /// (see [`piece_request`]).
-    fn request(&self, op: Op, object: u64) -> Request {
+    pub(super) fn request(&self, op: Op, object: u64) -> Request {
         Request {
             id: RequestId(0),
             app: AppId(self.app),

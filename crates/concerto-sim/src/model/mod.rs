@@ -20,6 +20,7 @@ mod collective;
 mod report;
 mod server;
 mod sharing;
+mod write_behind;
 
 use std::collections::HashSet;
 
@@ -65,6 +66,15 @@ enum Event {
     /// A call with no server traffic (md-test's close) completes.
     CallDone {
         rank: u32,
+    },
+    /// A step whose requests the process does not wait for (a write held
+    /// or sent behind) completes.
+    StepDone {
+        rank: u32,
+    },
+    /// A file's held writes may have come due (write-behind).
+    FlushDue {
+        file: u32,
     },
     /// A request reaches its server's NIC (uncontended arrival time).
     ReachServer {
@@ -193,6 +203,11 @@ struct RankState {
     held_for_change: bool,
     /// The client NIC of the process's node (`clients`).
     nic: u32,
+    /// Write-behind: its pieces in flight that no step waits for, their
+    /// bytes, and what its current step waits for among them.
+    behind: u32,
+    behind_bytes: u64,
+    behind_wait: write_behind::Wait,
 }
 
 struct FileState {
@@ -202,6 +217,10 @@ struct FileState {
     /// Under `posix_mount`, the kernel's lock on the file, held across a
     /// write(2) that goes through.
     lock: KernelLock,
+    /// With write-behind, what its processes hold unsent (core's policy),
+    /// and when a `FlushDue` is scheduled.
+    writes: Option<concerto_core::client::write_behind::FileWrites<u32>>,
+    flush_at: Option<Time>,
 }
 
 /// A lock the kernel holds across a system call on Concerto's mount
@@ -301,6 +320,9 @@ struct Piece {
     /// Sent without its process waiting for the reply (the mount's
     /// release notice): it occupies its server, not its process.
     background: bool,
+    /// Sent behind its process's writes (write-behind): counted in the
+    /// process's `behind`.
+    behind: bool,
     /// A streamed write: when its last byte is in (the device cannot
     /// finish it earlier); zero otherwise.
     data_in: Time,
@@ -397,6 +419,8 @@ impl<'a> Simulation<'a> {
             Event::Call { rank } => self.issue_call(rank, now),
             Event::Step { rank } => self.issue_step(rank, now),
             Event::CallDone { rank } => self.call_done(rank, now),
+            Event::StepDone { rank } => self.step_done(rank, now),
+            Event::FlushDue { file } => self.flush_due(file, now),
             Event::ReachServer { piece } => self.reach_server(piece, now),
             Event::Arrive { piece } => self.arrive(piece, now),
             Event::Kick { server } => self.dispatch(server, now),

@@ -40,6 +40,14 @@ pub struct ClusterConfig {
     /// measures). Zero: the reply leaves at once.
     #[serde(default)]
     pub server_data_overhead: Time,
+    /// What each process may hold and have in flight behind its writes,
+    /// as the mount's `--write-behind`: its writes are held and coalesced
+    /// by core's write-behind policy (the real client's) and a write step
+    /// ends at once, unless that much is already in flight; a close waits
+    /// for what the process sent. Zero: every write step waits for its
+    /// requests (the mount's `--write-behind 0`).
+    #[serde(default)]
+    pub write_behind: Bytes,
     pub device: DeviceConfig,
     #[serde(default)]
     pub network: NetworkConfig,

@@ -1,0 +1,172 @@
+//! The simulated client's write-behind: core's policy
+//! (`concerto_core::client::write_behind`), the one the real client runs,
+//! with simulated requests (`cluster.write_behind` > 0).
+//!
+//! A write step hands its extents to the file's policy, keyed by the
+//! process; what the policy sends (a run that reached the flush size, cut
+//! at a stripe-unit boundary; a run the write did not continue; another
+//! process's run the write overlaps) leaves as pieces no step waits for,
+//! counted in the process's `behind`. The step then ends at once, unless
+//! the process has `cluster.write_behind` bytes or more in flight: then it
+//! ends when enough came back. A file's runs that come due (idle, or at
+//! the age bound) are sent by a `FlushDue` event. A read first sends the
+//! held writes it overlaps (it does not wait for them: the servers take
+//! them first, as they arrive first). A close first sends the process's
+//! run and waits for all it has in flight, then closes as a written
+//! file closes.
+//!
+//! Per process, where the real client bounds what a mount holds over all
+//! its processes: with one process per node they are the same.
+
+use super::client::Origin;
+use super::*;
+use crate::workload::Access;
+
+/// What a process's current step waits for among its writes behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Wait {
+    Nothing,
+    /// Room: its write step ends once less than the bound is in flight.
+    Room,
+    /// All of them: its close goes on once none is in flight.
+    Settled,
+}
+
+impl<'a> Simulation<'a> {
+    /// Whether the access's file is written behind (its reads then send
+    /// held writes they overlap first).
+    pub(super) fn writes_behind(&self, rank: u32, access: &Access) -> bool {
+        let app = self.ranks[rank as usize].app;
+        let file = self.apps[app as usize].files[access.file as usize];
+        self.files[file as usize].writes.is_some()
+    }
+
+    /// A data step on a file written behind.
+    pub(super) fn issue_behind(&mut self, rank: u32, op: Op, access: &Access, origin: Origin) {
+        let app = self.ranks[rank as usize].app;
+        let file = self.apps[app as usize].files[access.file as usize];
+        let now = origin.at;
+        if op == Op::Read {
+            let (Some(first), Some(last)) = (access.extents.first(), access.extents.last()) else {
+                return self.issue_split(rank, op, access, origin);
+            };
+            let range = Some((first.offset, last.end()));
+            let flushes = self.policy(file).flush(range);
+            for f in flushes {
+                self.send_behind(f.key, file, f.extent, now);
+            }
+            return self.issue_split(rank, op, access, origin);
+        }
+        for e in &access.extents {
+            let layout = self.files[file as usize].layout.clone();
+            let plan = self.policy(file).write(rank, e.offset, e.len, now, &layout);
+            for f in plan.before.into_iter().chain(plan.after) {
+                self.send_behind(f.key, file, f.extent, now);
+            }
+        }
+        self.arm_flush(file);
+        if self.ranks[rank as usize].behind_bytes >= self.sc.cluster.write_behind.0 {
+            self.ranks[rank as usize].behind_wait = Wait::Room;
+        } else {
+            self.events
+                .schedule(now, Class::Normal, 0, Event::StepDone { rank });
+        }
+    }
+
+    fn policy(&mut self, file: u32) -> &mut concerto_core::client::write_behind::FileWrites<u32> {
+        self.files[file as usize]
+            .writes
+            .as_mut()
+            .expect("asked only of files written behind")
+    }
+
+    /// Sends `extent` of `file`, held by process `rank`, as pieces it
+    /// does not wait for.
+    fn send_behind(&mut self, rank: u32, file: u32, extent: Extent, now: Time) {
+        let origin = self.origin(rank, now);
+        let call = self.ranks[rank as usize].call;
+        let mut pieces = std::mem::take(&mut self.split);
+        self.files[file as usize]
+            .layout
+            .split_extents_into(&[extent], &mut pieces);
+        for p in pieces.drain(..) {
+            let req = piece_request(origin.request(Op::Write, file as u64), &p.extents, p.bytes);
+            let piece = self.new_piece(rank, p.server, file, call, p.bytes, req, now);
+            self.pieces[piece as usize].behind = true;
+            let rs = &mut self.ranks[rank as usize];
+            rs.behind += 1;
+            rs.behind_bytes += p.bytes;
+            self.send_request(piece, now);
+        }
+        self.split = pieces;
+    }
+
+    /// Schedules the file's next `FlushDue`, unless one as early is.
+    fn arm_flush(&mut self, file: u32) {
+        let f = &mut self.files[file as usize];
+        let Some(due) = f.writes.as_ref().and_then(|w| w.next_due()) else {
+            return;
+        };
+        if f.flush_at.is_some_and(|at| at <= due) {
+            return;
+        }
+        f.flush_at = Some(due);
+        self.events
+            .schedule(due, Class::Normal, 0, Event::FlushDue { file });
+    }
+
+    /// The file's runs that came due leave.
+    pub(super) fn flush_due(&mut self, file: u32, now: Time) {
+        let f = &mut self.files[file as usize];
+        if f.flush_at == Some(now) {
+            f.flush_at = None;
+        }
+        for flush in self.policy(file).due(now) {
+            self.send_behind(flush.key, file, flush.extent, now);
+        }
+        if self.files[file as usize].flush_at.is_none() {
+            self.arm_flush(file);
+        }
+    }
+
+    /// A piece sent behind came back.
+    pub(super) fn behind_done(&mut self, rank: u32, bytes: u64, now: Time) {
+        let bound = self.sc.cluster.write_behind.0;
+        let rs = &mut self.ranks[rank as usize];
+        rs.behind -= 1;
+        rs.behind_bytes -= bytes;
+        match rs.behind_wait {
+            Wait::Room if rs.behind_bytes < bound => {
+                rs.behind_wait = Wait::Nothing;
+                self.step_done(rank, now);
+            }
+            Wait::Settled if rs.behind == 0 => {
+                rs.behind_wait = Wait::Nothing;
+                self.issue_step(rank, now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a close must first wait for the process's writes behind:
+    /// its run of the file is sent, and it waits while any is in flight.
+    pub(super) fn waits_behind(&mut self, rank: u32, step: &Step, now: Time) -> bool {
+        let Step::Close { file, .. } = step else {
+            return false;
+        };
+        let app = self.ranks[rank as usize].app;
+        let file = self.apps[app as usize].files[*file as usize];
+        if self.files[file as usize].writes.is_none() {
+            return false;
+        }
+        if let Some(f) = self.policy(file).flush_key(&rank) {
+            self.send_behind(f.key, file, f.extent, now);
+        }
+        let rs = &mut self.ranks[rank as usize];
+        if rs.behind == 0 {
+            return false;
+        }
+        rs.behind_wait = Wait::Settled;
+        true
+    }
+}

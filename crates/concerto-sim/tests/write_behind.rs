@@ -1,0 +1,130 @@
+//! `cluster.write_behind`: the simulated client holds and coalesces its
+//! writes with core's write-behind policy, the one the real client runs,
+//! so a program's small writes reach the simulated servers as the same
+//! few large requests they reach the real ones as (the mount's count is
+//! in crates/concerto-fuse/tests/integration/requests.rs: 4 MiB of 4 KiB
+//! writes on four 64 KiB-striped servers, 16 writes and a close's fsyncs).
+
+#[allow(dead_code)]
+mod common;
+use common::scenario;
+use concerto_core::client::write_behind::{FileWrites, WriteBehindConfig};
+use concerto_core::{Extent, RequestLimits, StripeLayout, Time};
+use concerto_sim::simulate;
+
+/// One process writing 4 MiB in 4 KiB transfers through the mount, on
+/// four servers of 64 KiB stripes.
+const IOR: &str = r#"
+name = "write-behind"
+[cluster]
+servers = 4
+stripe_unit = "64KiB"
+write_behind = "16MiB"
+[cluster.device]
+kind = "fixed"
+service_time = "1ms"
+[cluster.network]
+mode = "ideal"
+[cluster.metadata]
+posix_mount = true
+[[apps]]
+workload = "ior"
+processes = 1
+block_size = "4MiB"
+request_size = "4KiB"
+segments = 1
+operations = ["write"]
+"#;
+
+/// The data writes the servers saw: (server, bytes), in issue order.
+fn writes(sets: &[&str]) -> Vec<(u32, u64)> {
+    let mut sets = sets.to_vec();
+    sets.push("output.detail=true");
+    let run = simulate(&scenario(IOR, &sets), 1, None);
+    let mut out: Vec<_> = run
+        .detail
+        .expect("output.detail asks for it")
+        .iter()
+        .filter(|p| p.op == concerto_core::Op::Write && p.bytes > 0)
+        .map(|p| (p.issue, p.server, p.bytes))
+        .collect();
+    out.sort_by_key(|p| p.0);
+    out.into_iter().map(|(_, s, b)| (s, b)).collect()
+}
+
+#[test]
+fn small_writes_reach_the_simulated_servers_as_the_policy_sends_them() {
+    let simulated = writes(&[]);
+    // The policy itself, fed the same program: what it sends, split by the
+    // layout into the requests each server gets.
+    let layout = StripeLayout::new(64 << 10, vec![0, 1, 2, 3]).unwrap();
+    let mut policy = FileWrites::new(WriteBehindConfig::default());
+    let mut sent: Vec<Extent> = Vec::new();
+    for i in 0..1024u64 {
+        let plan = policy.write(0u32, i * 4096, 4096, Time::ZERO, &layout);
+        sent.extend(plan.before.into_iter().chain(plan.after).map(|f| f.extent));
+    }
+    sent.extend(policy.flush(None).into_iter().map(|f| f.extent));
+    let limits = RequestLimits {
+        max_bytes: 64 << 20,
+        max_extents: 64,
+    };
+    let expected: Vec<(u32, u64)> = sent
+        .iter()
+        .flat_map(|e| layout.requests(&[*e], limits))
+        .map(|r| (r.server, r.bytes))
+        .collect();
+    assert_eq!(expected.len(), 16, "four requests per MiB");
+    let mut by_server = |w: &[(u32, u64)]| {
+        let mut w = w.to_vec();
+        w.sort();
+        w
+    };
+    assert_eq!(
+        by_server(&simulated),
+        by_server(&expected),
+        "the simulated servers get what the policy sends"
+    );
+    // Written through, each 4 KiB write is a request.
+    assert_eq!(writes(&["cluster.write_behind=0"]).len(), 1024);
+}
+
+#[test]
+fn a_write_behind_program_ends_when_its_close_has_everything_on_the_servers() {
+    let ior = |sets: &[&str]| {
+        let run = simulate(&scenario(IOR, sets), 1, None);
+        run.apps[0].ior.as_ref().unwrap()[0].seconds
+    };
+    let behind = ior(&[]);
+    let through = ior(&["cluster.write_behind=0"]);
+    // 16 requests of 1 ms on four servers at once (4 ms, and the close's
+    // fsyncs and sync), against 1024 requests of 1 ms, 256 on each server
+    // one after the other: the 4 KiB writes waited for each reply.
+    assert!(behind < 0.01, "written behind: {behind} s");
+    assert!(through > 1.0, "written through: {through} s");
+}
+
+#[test]
+fn a_small_bound_makes_writes_wait_for_room() {
+    let run = |bound: &str| {
+        let sets = [format!("cluster.write_behind={bound}")];
+        let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        let mut sets = sets;
+        sets.push("output.detail=true");
+        let run = simulate(&scenario(IOR, &sets), 1, None);
+        let issues: Vec<f64> = run
+            .detail
+            .unwrap()
+            .iter()
+            .filter(|p| p.op == concerto_core::Op::Write && p.bytes > 0)
+            .map(|p| p.issue.as_secs_f64())
+            .collect();
+        let first = issues.iter().copied().fold(f64::INFINITY, f64::min);
+        issues.iter().copied().fold(0.0, f64::max) - first
+    };
+    // With room for one MiB in flight, each later MiB's requests leave
+    // only once an earlier MiB's came back (1 ms each); with 16 MiB, all
+    // leave at once (the program's writes take no time here).
+    assert!(run("16MiB") < 1e-9, "{}", run("16MiB"));
+    assert!(run("1MiB") >= 0.003 - 1e-9, "{}", run("1MiB"));
+}
