@@ -75,7 +75,7 @@ fn small_writes_reach_the_simulated_servers_as_the_policy_sends_them() {
         .map(|r| (r.server, r.bytes))
         .collect();
     assert_eq!(expected.len(), 16, "four requests per MiB");
-    let mut by_server = |w: &[(u32, u64)]| {
+    let by_server = |w: &[(u32, u64)]| {
         let mut w = w.to_vec();
         w.sort();
         w
@@ -107,10 +107,8 @@ fn a_write_behind_program_ends_when_its_close_has_everything_on_the_servers() {
 #[test]
 fn a_small_bound_makes_writes_wait_for_room() {
     let run = |bound: &str| {
-        let sets = [format!("cluster.write_behind={bound}")];
-        let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
-        let mut sets = sets;
-        sets.push("output.detail=true");
+        let bound = format!("cluster.write_behind={bound}");
+        let sets = [bound.as_str(), "output.detail=true"];
         let run = simulate(&scenario(IOR, &sets), 1, None);
         let issues: Vec<f64> = run
             .detail
