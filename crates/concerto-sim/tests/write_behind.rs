@@ -126,3 +126,66 @@ fn a_small_bound_makes_writes_wait_for_room() {
     assert!(run("16MiB") < 1e-9, "{}", run("16MiB"));
     assert!(run("1MiB") >= 0.003 - 1e-9, "{}", run("1MiB"));
 }
+
+/// One process reading 16 MiB in 1 MiB transfers (after writing it), on
+/// four servers of 64 KiB stripes, reading ahead.
+const READER: &str = r#"
+name = "read-ahead"
+[cluster]
+servers = 4
+stripe_unit = "64KiB"
+read_ahead = true
+[cluster.device]
+kind = "fixed"
+service_time = "1ms"
+[cluster.network]
+mode = "ideal"
+[[apps]]
+workload = "ior"
+processes = 1
+block_size = "16MiB"
+request_size = "1MiB"
+segments = 1
+operations = ["write", "read"]
+"#;
+
+/// A sequential reader's requests are those core's read-ahead policy asks
+/// for: the first two reads its own (a first read alone fetches nothing;
+/// the second starts the fetching, from the next stripe on), then chunks
+/// of 4 MiB, one request per server each, the window doubling, none past
+/// the data's end (the real client, which does not know the end, fetches
+/// up to a window past it: its count is 24 to 40 in
+/// crates/concerto-fuse/tests/integration/requests.rs).
+#[test]
+fn a_sequential_reader_reads_what_the_read_ahead_policy_fetches() {
+    let run = simulate(&scenario(READER, &["output.detail=true"]), 1, None);
+    let mut reads: Vec<(u64, u32, u64)> = run
+        .detail
+        .unwrap()
+        .iter()
+        .filter(|p| p.op == concerto_core::Op::Read)
+        .map(|p| (p.issue.as_nanos(), p.server, p.bytes))
+        .collect();
+    reads.sort();
+    let mut sizes: Vec<u64> = reads.iter().map(|r| r.2).collect();
+    sizes.sort();
+    // Two direct reads (256 KiB on each server), four chunks of 4 MiB
+    // (1 MiB on each server), the last cut to the file's end at 16 MiB.
+    let mut expected = vec![256 << 10; 8];
+    expected.extend(vec![512 << 10; 4]);
+    expected.extend(vec![1 << 20; 12]);
+    assert_eq!(sizes, expected);
+    assert_eq!(sizes.iter().sum::<u64>(), 16 << 20, "every byte read once");
+    let without = simulate(
+        &scenario(READER, &["cluster.read_ahead=false", "output.detail=true"]),
+        1,
+        None,
+    );
+    let plain = without
+        .detail
+        .unwrap()
+        .iter()
+        .filter(|p| p.op == concerto_core::Op::Read)
+        .count();
+    assert_eq!(plain, 64, "each 1 MiB read its own four requests");
+}

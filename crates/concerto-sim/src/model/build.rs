@@ -34,6 +34,7 @@ impl<'a> Simulation<'a> {
             servers,
             pieces: Vec::new(),
             free_pieces: Vec::new(),
+            fetches: Vec::new(),
             dispatched: Vec::new(),
             finishes: Vec::new(),
             detail: sc.output.detail.then(Vec::new),
@@ -167,6 +168,7 @@ fn build_applications(
                         concerto_core::client::write_behind::FileWrites::new(Default::default())
                     }),
                     flush_at: None,
+                    written_end: 0,
                 });
                 app_files.push(idx);
             }
@@ -268,6 +270,7 @@ fn push_ranks(ranks: &mut Vec<RankState>, spec: &AppSpec, app: u32, meta_servers
             behind: 0,
             behind_bytes: 0,
             behind_wait: super::write_behind::Wait::Nothing,
+            streams: Default::default(),
         });
     }
 }

@@ -100,10 +100,7 @@ impl<'a> Simulation<'a> {
                 };
                 match self.sc.apps[a.spec].ordering {
                     Some(ordering) => self.issue_ordered(rank, (op, &access), ordering, origin),
-                    None if self.writes_behind(rank, &access) => {
-                        self.issue_behind(rank, op, &access, origin)
-                    }
-                    None => self.issue_split(rank, op, &access, origin),
+                    None => self.issue_data(rank, op, &access, origin),
                 }
             }
             Step::Close { file, written } => self.issue_close(rank, file, &written, origin),
@@ -236,6 +233,29 @@ impl<'a> Simulation<'a> {
         }
     }
 
+    /// A data step as the client's data path shapes it: a write held and
+    /// sent behind (`cluster.write_behind`), a read served from what was
+    /// read ahead (`cluster.read_ahead`), or else split by the layout.
+    fn issue_data(&mut self, rank: u32, op: Op, access: &Access, origin: Origin) {
+        let app = self.ranks[rank as usize].app;
+        let file = self.apps[app as usize].files[access.file as usize];
+        let f = &mut self.files[file as usize];
+        if op == Op::Write {
+            let end = access.extents.last().map_or(0, Extent::end);
+            f.written_end = f.written_end.max(end);
+        }
+        if f.writes.is_some() {
+            if op == Op::Write {
+                return self.issue_behind(rank, file, access, origin);
+            }
+            self.send_overlapping_behind(file, access, origin.at);
+        }
+        if op == Op::Read && self.sc.cluster.read_ahead && access.extents.len() == 1 {
+            return self.issue_read_ahead(rank, access, origin);
+        }
+        self.issue_split(rank, op, access, origin)
+    }
+
     /// A data step as the layout splits it: one piece per server, all
     /// sent at once.
     pub(super) fn issue_split(&mut self, rank: u32, op: Op, access: &Access, origin: Origin) {
@@ -358,6 +378,7 @@ impl<'a> Simulation<'a> {
             cached: false,
             background: false,
             behind: false,
+            fetch: super::NO_FETCH,
             data_in: Time::ZERO,
         })
     }
@@ -459,7 +480,7 @@ impl<'a> Simulation<'a> {
     pub(super) fn response(&mut self, piece: u32, now: Time) {
         let p = &self.pieces[piece as usize];
         let (rank, bytes, is_meta, is_read) = (p.rank, p.bytes, !p.op.is_data(), p.op == Op::Read);
-        let (background, behind) = (p.background, p.behind);
+        let (background, behind, fetch) = (p.background, p.behind, p.fetch);
         let batch = p.batch;
         if let Some(detail) = self.detail.as_mut() {
             detail.push(PieceRecord {
@@ -489,6 +510,9 @@ impl<'a> Simulation<'a> {
         a.metadata_ops += is_meta as u64;
         if behind {
             return self.behind_done(rank, bytes, now);
+        }
+        if fetch != super::NO_FETCH {
+            return self.fetch_piece_done(fetch, now);
         }
         if background {
             return;

@@ -17,6 +17,7 @@
 mod build;
 mod client;
 mod collective;
+mod read_ahead;
 mod report;
 mod server;
 mod sharing;
@@ -208,6 +209,8 @@ struct RankState {
     behind: u32,
     behind_bytes: u64,
     behind_wait: write_behind::Wait,
+    /// Read-ahead: its stream of each file it read (`cluster.read_ahead`).
+    streams: read_ahead::Streams,
 }
 
 struct FileState {
@@ -221,6 +224,9 @@ struct FileState {
     /// and when a `FlushDue` is scheduled.
     writes: Option<concerto_core::client::write_behind::FileWrites<u32>>,
     flush_at: Option<Time>,
+    /// The furthest byte written to it in the run: where read-ahead sees
+    /// its data end.
+    written_end: u64,
 }
 
 /// A lock the kernel holds across a system call on Concerto's mount
@@ -323,10 +329,15 @@ struct Piece {
     /// Sent behind its process's writes (write-behind): counted in the
     /// process's `behind`.
     behind: bool,
+    /// The read-ahead fetch it is part of, or `NO_FETCH`.
+    fetch: u32,
     /// A streamed write: when its last byte is in (the device cannot
     /// finish it earlier); zero otherwise.
     data_in: Time,
 }
+
+/// A piece that is no read-ahead fetch's.
+const NO_FETCH: u32 = u32::MAX;
 
 pub struct Simulation<'a> {
     sc: &'a Scenario,
@@ -345,6 +356,8 @@ pub struct Simulation<'a> {
     servers: Vec<ServerState>,
     pieces: Vec<Piece>,
     free_pieces: Vec<u32>,
+    /// Read-ahead fetches, by token.
+    fetches: Vec<read_ahead::Fetch>,
     dispatched: Vec<(Request, Ticket)>,
     /// An operation's per-server finish times, reused (see `operation_done`).
     finishes: Vec<f64>,

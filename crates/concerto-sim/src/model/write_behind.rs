@@ -33,30 +33,21 @@ pub(super) enum Wait {
 }
 
 impl<'a> Simulation<'a> {
-    /// Whether the access's file is written behind (its reads then send
-    /// held writes they overlap first).
-    pub(super) fn writes_behind(&self, rank: u32, access: &Access) -> bool {
-        let app = self.ranks[rank as usize].app;
-        let file = self.apps[app as usize].files[access.file as usize];
-        self.files[file as usize].writes.is_some()
+    /// A read of a file written behind first sends the held writes it
+    /// overlaps (all processes').
+    pub(super) fn send_overlapping_behind(&mut self, file: u32, access: &Access, now: Time) {
+        let (Some(first), Some(last)) = (access.extents.first(), access.extents.last()) else {
+            return;
+        };
+        let flushes = self.policy(file).flush(Some((first.offset, last.end())));
+        for f in flushes {
+            self.send_behind(f.key, file, f.extent, now);
+        }
     }
 
-    /// A data step on a file written behind.
-    pub(super) fn issue_behind(&mut self, rank: u32, op: Op, access: &Access, origin: Origin) {
-        let app = self.ranks[rank as usize].app;
-        let file = self.apps[app as usize].files[access.file as usize];
+    /// A write step on a file written behind.
+    pub(super) fn issue_behind(&mut self, rank: u32, file: u32, access: &Access, origin: Origin) {
         let now = origin.at;
-        if op == Op::Read {
-            let (Some(first), Some(last)) = (access.extents.first(), access.extents.last()) else {
-                return self.issue_split(rank, op, access, origin);
-            };
-            let range = Some((first.offset, last.end()));
-            let flushes = self.policy(file).flush(range);
-            for f in flushes {
-                self.send_behind(f.key, file, f.extent, now);
-            }
-            return self.issue_split(rank, op, access, origin);
-        }
         for e in &access.extents {
             let layout = self.files[file as usize].layout.clone();
             let plan = self.policy(file).write(rank, e.offset, e.len, now, &layout);

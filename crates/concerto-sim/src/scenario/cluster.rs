@@ -48,6 +48,11 @@ pub struct ClusterConfig {
     /// requests (the mount's `--write-behind 0`).
     #[serde(default)]
     pub write_behind: Bytes,
+    /// Processes read ahead as the real client does (core's read-ahead
+    /// policy): a stream read sequentially has the next chunks of whole
+    /// stripes fetched before it asks, and its reads wait for those.
+    #[serde(default)]
+    pub read_ahead: bool,
     pub device: DeviceConfig,
     #[serde(default)]
     pub network: NetworkConfig,
