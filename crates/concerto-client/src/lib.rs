@@ -183,6 +183,9 @@ struct Shared {
     transfer_order: Option<TransferOrder>,
 }
 
+/// Most attribute requests [`FsClient::readdir_stat`] has in flight at once.
+pub const STATS_AT_ONCE: usize = 16;
+
 /// What a client may have written behind at once, by default.
 pub const DEFAULT_WRITE_BEHIND: u64 = 16 << 20;
 
@@ -523,18 +526,71 @@ impl FsClient {
 
     /// Every entry of a directory, in name order.
     pub async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, ClientError> {
-        let mut out: Vec<DirEntry> = Vec::new();
+        Ok(self
+            .list(path, false)
+            .await?
+            .into_iter()
+            .map(|(e, _)| e)
+            .collect())
+    }
+
+    /// The directory's entries with their attributes (what `ls -l` shows):
+    /// one request per [`concerto_proto::MAX_ENTRIES`] entries, and one
+    /// more for each file whose size the metadata service does not know
+    /// without asking the data servers (at most [`STATS_AT_ONCE`] at
+    /// once). An entry removed meanwhile is left out.
+    pub async fn readdir_stat(&self, path: &str) -> Result<Vec<(DirEntry, Stat)>, ClientError> {
+        let listed = self.list(path, true).await?;
+        let dir = path.trim_end_matches('/');
+        use futures::StreamExt;
+        let stats = futures::stream::iter(listed.into_iter().map(|(entry, attr)| async move {
+            let full = format!("{dir}/{}", entry.name);
+            let known = attr.filter(|a| a.size.is_some() || a.kind == FileKind::Directory);
+            let stat = match known {
+                Some(a) => Stat::of(&a, &full),
+                None => self.getattr(entry.inode, &full).await,
+            };
+            match stat {
+                Ok(s) => Ok(Some((entry, s))),
+                Err(e)
+                    if e.kind() == Some(ErrorKind::Stale)
+                        || e.kind() == Some(ErrorKind::NotFound) =>
+                {
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            }
+        }))
+        .buffered(STATS_AT_ONCE)
+        .collect::<Vec<_>>()
+        .await;
+        stats.into_iter().filter_map(Result::transpose).collect()
+    }
+
+    /// Every page of the directory's listing, with attributes when asked.
+    async fn list(
+        &self,
+        path: &str,
+        attrs: bool,
+    ) -> Result<Vec<(DirEntry, Option<MetaAttr>)>, ClientError> {
+        let mut out: Vec<(DirEntry, Option<MetaAttr>)> = Vec::new();
         loop {
-            let after = out.last().map(|e| e.name.clone());
+            let after = out.last().map(|e| e.0.name.clone());
             match self
                 .meta(MetaRequest::Readdir {
                     path: path.into(),
                     after,
+                    attrs,
                 })
                 .await?
             {
-                MetaReply::Entries { entries, more } => {
-                    out.extend(entries);
+                MetaReply::Entries {
+                    entries,
+                    more,
+                    attrs: got,
+                } => {
+                    let mut got = got.into_iter();
+                    out.extend(entries.into_iter().map(|e| (e, got.next().flatten())));
                     if !more {
                         return Ok(out);
                     }

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, TimeOrNow,
 };
 use libc::c_int;
 use tokio::runtime::Handle;
@@ -22,7 +23,8 @@ use concerto_proto::auth::Principal;
 use concerto_proto::{ErrorKind, FileKind, LayoutRequest};
 
 use crate::cache::{direct_flags, PageCache};
-use crate::inodes::{OpenFile, State, HIDDEN_PREFIX};
+use crate::inodes::{OpenFile, State};
+use crate::listing::Listing;
 use crate::phases::ImplicitPhases;
 use crate::replies::{Errno, Statfs};
 use crate::MountOptions;
@@ -338,6 +340,12 @@ impl Filesystem for ConcertoFuse {
         let _ = config
             .set_max_write(1 << 20)
             .or_else(|n| config.set_max_write(n));
+        // Listings with attributes (readdirplus), when the kernel judges
+        // they help: the first call of each listing, and listings whose
+        // entries were looked up after.
+        const FUSE_DO_READDIRPLUS: u32 = 1 << 13;
+        const FUSE_READDIRPLUS_AUTO: u32 = 1 << 14;
+        let _ = config.add_capabilities(FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO);
         Ok(())
     }
 
@@ -705,44 +713,63 @@ impl Filesystem for ConcertoFuse {
     fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
         self.run(req, reply, |ctx| async move {
             let path = ctx.state().path(ino)?;
-            let entries = ctx.client.readdir(&path).await?;
-            Ok((ctx.keep(|s| &mut s.listings, entries), 0))
+            let (entries, dir) = tokio::try_join!(
+                ctx.client.readdir_stat(&path),
+                ctx.client.getattr(ino, &path)
+            )?;
+            let listing = Listing::new(path, dir, entries);
+            Ok((ctx.keep(|s| &mut s.listings, listing), 0))
         });
     }
 
-    /// Serves the listing taken at opendir: "." and "..", then the entries;
-    /// an entry's offset is its position plus one, where the next call resumes.
+    /// Serves the listing taken at opendir from `offset` on.
     fn readdir(
         &mut self,
         _req: &Request<'_>,
-        ino: u64,
+        _ino: u64,
         fh: u64,
         offset: i64,
         mut reply: ReplyDirectory,
     ) {
         let state = self.state();
-        let Some(entries) = state.listings.get(&fh) else {
+        let Some(listing) = state.listings.get(&fh) else {
             return reply.error(libc::EBADF);
         };
-        let dots = [
-            (ino, FileType::Directory, "."),
-            (ino, FileType::Directory, ".."),
-        ];
-        let listed = entries
-            .iter()
-            .filter(|e| !e.name.starts_with(HIDDEN_PREFIX))
-            .map(|e| {
-                let kind = match e.kind {
-                    FileKind::Directory => FileType::Directory,
-                    FileKind::File => FileType::RegularFile,
-                };
-                (e.inode, kind, e.name.as_str())
-            });
-        let start = usize::try_from(offset).unwrap_or(0);
-        for (i, (inode, kind, name)) in dots.into_iter().chain(listed).enumerate().skip(start) {
-            if reply.add(inode, i as i64 + 1, kind, name) {
+        for line in listing.from(offset) {
+            if reply.add(line.inode, line.next, line.kind, line.name) {
                 break;
             }
+        }
+        reply.ok();
+    }
+
+    /// Serves the listing with each entry's attributes: the kernel then
+    /// holds a reference to each entry's inode (one lookup each, as a
+    /// lookup would give; "." and ".." excepted).
+    fn readdirplus(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let mut state = self.state();
+        let Some(listing) = state.listings.get(&fh) else {
+            return reply.error(libc::EBADF);
+        };
+        let mut looked_up = Vec::new();
+        for line in listing.from(offset) {
+            let attr = self.mount.attr(line.stat);
+            if reply.add(line.inode, line.next, line.name, &self.mount.ttl, &attr, 0) {
+                break;
+            }
+            if !line.dot {
+                looked_up.push((line.inode, listing.child(line.name)));
+            }
+        }
+        for (inode, path) in looked_up {
+            state.looked_up(inode, &path);
         }
         reply.ok();
     }

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 
+use crate::listing::Listing;
 use concerto_client::{FileHandle, FsClient};
-use concerto_proto::DirEntry;
 
 use crate::replies::Errno;
 
@@ -30,7 +30,7 @@ pub(crate) struct State {
     /// the rename to it is done).
     pub(crate) unlinked: HashMap<u64, (String, bool)>,
     /// Directory listings taken at opendir, served in pieces by readdir.
-    pub(crate) listings: HashMap<u64, Vec<DirEntry>>,
+    pub(crate) listings: HashMap<u64, Listing>,
     pub(crate) next_handle: u64,
 }
 

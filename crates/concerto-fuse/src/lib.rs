@@ -41,6 +41,7 @@
 mod cache;
 mod filesystem;
 mod inodes;
+mod listing;
 mod mountpoint;
 mod phases;
 mod replies;

@@ -7,7 +7,8 @@
 //! one request per data server for many files; a sequential read is about
 //! one request per MiB (4 MiB chunks read ahead, one request per server of
 //! a four-server layout); sequential writes, small or large, are one
-//! request per server per MiB (coalesced by the client's write-behind).
+//! request per server per MiB (coalesced by the client's write-behind);
+//! `ls -l` needs no lookup per entry (readdirplus).
 //!
 //! The kernel's name cache is emptied (`drop_caches`) before the phases
 //! that count lookups, so what reaches the servers does not depend on how
@@ -16,6 +17,7 @@
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use concerto_client::{FsClient, Identity};
@@ -122,6 +124,23 @@ fn each_operation_costs_the_requests_the_docs_state() {
         (after.0 - before.0, after.1 - before.1),
         (0, N),
         "a stat is one request (no glimpse of the data servers)"
+    );
+
+    // A listing with attributes (`ls -l`): the kernel gets them with the
+    // names (readdirplus), so the stats after it are answered from its
+    // cache: the listing's requests (the readdir, the directory's getattr)
+    // and no lookup per entry. (Fewer than one per entry is the bound: a
+    // stat more than the attributes' second after the listing asks again.)
+    forget_names();
+    let before = served(&rt, &admin);
+    let out = Command::new("ls").arg("-l").arg(&mnt).output().unwrap();
+    assert!(out.status.success());
+    let lines = String::from_utf8_lossy(&out.stdout).lines().count() as u64;
+    assert_eq!(lines, N + 1, "ls -l shows every file (and its total)");
+    let listing = served(&rt, &admin).1 - before.1;
+    assert!(
+        listing < N,
+        "ls -l of {N} files cost {listing} metadata requests"
     );
 
     // A file written and closed: its size is known without a glimpse too.

@@ -438,10 +438,13 @@ pub enum MetaRequest {
     Exists {
         inode: u64,
     },
-    /// Up to [`MAX_ENTRIES`] entries whose names sort after `after`.
+    /// Up to [`MAX_ENTRIES`] entries whose names sort after `after`; with
+    /// `attrs`, each entry's attributes too (a FUSE mount's readdirplus,
+    /// which `ls -l` then needs no lookup after).
     Readdir {
         path: String,
         after: Option<String>,
+        attrs: bool,
     },
     /// Removes a file's name; its objects are removed by the service.
     Unlink {
@@ -595,6 +598,10 @@ pub enum MetaReply {
     Entries {
         entries: Vec<DirEntry>,
         more: bool,
+        /// When asked (`Readdir::attrs`): each entry's attributes, in the
+        /// same order (`None` where the service has none; a size it would
+        /// have to ask the data servers for is left out); else empty.
+        attrs: Vec<Option<MetaAttr>>,
     },
     Statfs(FsCounts),
     /// `Exists`'s answer.

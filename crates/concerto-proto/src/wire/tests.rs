@@ -153,8 +153,8 @@ fn meta() -> impl Strategy<Value = MetaRequest> {
             }),
         (path(), 0u32..8).prop_map(|(path, mask)| MetaRequest::Access { path, mask }),
         path().prop_map(|path| MetaRequest::Lookup { path }),
-        (path(), proptest::option::of("[a-z]{1,8}"))
-            .prop_map(|(path, after)| MetaRequest::Readdir { path, after }),
+        (path(), proptest::option::of("[a-z]{1,8}"), any::<bool>())
+            .prop_map(|(path, after, attrs)| MetaRequest::Readdir { path, after, attrs }),
         (path(), path()).prop_map(|(from, to)| MetaRequest::Rename { from, to }),
         Just(MetaRequest::Statfs),
     ]
@@ -316,6 +316,7 @@ fn reply() -> impl Strategy<Value = Message> {
                     })
                     .collect(),
                 more: true,
+                attrs: Vec::new(),
             },
             changes: 1,
             durable: 1,

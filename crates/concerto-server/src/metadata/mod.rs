@@ -33,8 +33,8 @@ use concerto_core::StripeLayout;
 use concerto_proto::auth::Principal;
 use concerto_proto::capability;
 use concerto_proto::{
-    Closed, FileKind, FsCounts, LayoutRequest, Message, MetaAttr, MetaReply, MetaRequest, Tags,
-    WireLayout,
+    Closed, DirEntry, FileKind, FsCounts, LayoutRequest, Message, MetaAttr, MetaReply, MetaRequest,
+    Tags, WireLayout,
 };
 
 use crate::members::Members;
@@ -231,10 +231,10 @@ impl MetadataService {
                     ops.make(path, (None, true, *mode), who, now_ns, alloc)
                 })
                 .map(|(made, _)| MetaReply::Attr(attr(made.ino, &made.node, Some(0)))),
-            MetaRequest::Readdir { path, after } => self
+            MetaRequest::Readdir { path, after, attrs } => self
                 .store
                 .read(wait, |ops| ops.readdir(path, after.as_deref(), who))
-                .map(|(entries, more)| MetaReply::Entries { entries, more }),
+                .map(|(listed, more)| self.entries(listed, more, *attrs)),
             MetaRequest::Unlink { path } => self.remove(path, FileKind::File, who, at),
             MetaRequest::Rmdir { path } => self.remove(path, FileKind::Directory, who, at),
             MetaRequest::Rename { from, to } => self.rename(from, to, who, at),
@@ -445,6 +445,40 @@ impl MetadataService {
             data_servers: self.store.config().data_servers.clone(),
             default_layout,
         }))
+    }
+
+    /// A page of a listing as answered: the entries, and their attributes
+    /// when asked, with the sizes this service knows (one it would have to
+    /// ask the data servers for is left out: the client asks for it when
+    /// it needs it).
+    fn entries(
+        &self,
+        listed: Vec<(DirEntry, Option<Inode>)>,
+        more: bool,
+        attrs: bool,
+    ) -> MetaReply {
+        let sizes = self.sizes();
+        let attrs = match attrs {
+            false => Vec::new(),
+            true => listed
+                .iter()
+                .map(|(e, node)| {
+                    node.as_ref().map(|n| {
+                        let size = match n.kind {
+                            FileKind::Directory => Some(0),
+                            FileKind::File => sizes.size(e.inode).ok(),
+                        };
+                        attr(e.inode, n, size)
+                    })
+                })
+                .collect(),
+        };
+        drop(sizes);
+        MetaReply::Entries {
+            entries: listed.into_iter().map(|(e, _)| e).collect(),
+            more,
+            attrs,
+        }
     }
 
     /// `a` with what a client checks its cache of the file against: the

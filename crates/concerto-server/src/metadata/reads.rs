@@ -115,12 +115,14 @@ impl Reads<'_> {
         with_txn!(self.view, t => reachable(&t.open_table(INODES)?, ino, who))
     }
 
+    /// A page of the directory's entries, each with its inode when it has
+    /// one (an entry whose inode is missing lists as a file).
     pub fn readdir(
         &self,
         path: &str,
         after: Option<&str>,
         who: &Principal,
-    ) -> Result<(Vec<DirEntry>, bool), MetaError> {
+    ) -> Result<(Vec<(DirEntry, Option<Inode>)>, bool), MetaError> {
         let names = namespace::components(path).map_err(MetaError::Invalid)?;
         with_txn!(self.view, t => list(
             &t.open_table(INODES)?,
@@ -200,7 +202,7 @@ fn list<I, E>(
     (path, names): (&str, &[&str]),
     after: Option<&str>,
     who: &Principal,
-) -> Result<(Vec<DirEntry>, bool), MetaError>
+) -> Result<(Vec<(DirEntry, Option<Inode>)>, bool), MetaError>
 where
     I: ReadableTable<u64, &'static [u8]>,
     E: ReadableTable<(u64, &'static str), u64>,
@@ -218,12 +220,13 @@ where
             return Ok((out, true));
         }
         let child = child.value();
-        let kind = load(inodes, child)?.map_or(FileKind::File, |n| n.kind);
-        out.push(DirEntry {
+        let node = load(inodes, child)?;
+        let entry = DirEntry {
             name: key.value().1.to_string(),
             inode: child,
-            kind,
-        });
+            kind: node.as_ref().map_or(FileKind::File, |n| n.kind),
+        };
+        out.push((entry, node));
     }
     Ok((out, false))
 }

@@ -308,6 +308,7 @@ fn templates(dir: &str, inode: u64, cap: Capability) -> Vec<Message> {
         meta(MetaRequest::Readdir {
             path: dir.into(),
             after: Some("a".into()),
+            attrs: true,
         }),
         meta(MetaRequest::Unlink { path: p("d/f") }),
         meta(MetaRequest::Rmdir { path: p("d") }),
