@@ -10,6 +10,9 @@
 //! for the disk: measured before, a lookup waited 2 to 8 ms at the
 //! metadata server while a commit flushed (docs/reproductions.md).
 
+/// A directory entry and its inode, when it has one.
+pub(super) type Listed = (DirEntry, Option<Inode>);
+
 use std::ops::Bound;
 
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
@@ -122,7 +125,7 @@ impl Reads<'_> {
         path: &str,
         after: Option<&str>,
         who: &Principal,
-    ) -> Result<(Vec<(DirEntry, Option<Inode>)>, bool), MetaError> {
+    ) -> Result<(Vec<Listed>, bool), MetaError> {
         let names = namespace::components(path).map_err(MetaError::Invalid)?;
         with_txn!(self.view, t => list(
             &t.open_table(INODES)?,
@@ -202,7 +205,7 @@ fn list<I, E>(
     (path, names): (&str, &[&str]),
     after: Option<&str>,
     who: &Principal,
-) -> Result<(Vec<(DirEntry, Option<Inode>)>, bool), MetaError>
+) -> Result<(Vec<Listed>, bool), MetaError>
 where
     I: ReadableTable<u64, &'static [u8]>,
     E: ReadableTable<(u64, &'static str), u64>,
