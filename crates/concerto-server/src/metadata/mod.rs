@@ -451,12 +451,7 @@ impl MetadataService {
     /// when asked, with the sizes this service knows (one it would have to
     /// ask the data servers for is left out: the client asks for it when
     /// it needs it).
-    fn entries(
-        &self,
-        listed: Vec<(DirEntry, Option<Inode>)>,
-        more: bool,
-        attrs: bool,
-    ) -> MetaReply {
+    fn entries(&self, listed: Vec<reads::Listed>, more: bool, attrs: bool) -> MetaReply {
         let sizes = self.sizes();
         let attrs = match attrs {
             false => Vec::new(),

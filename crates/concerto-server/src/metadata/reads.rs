@@ -10,9 +10,6 @@
 //! for the disk: measured before, a lookup waited 2 to 8 ms at the
 //! metadata server while a commit flushed (docs/reproductions.md).
 
-/// A directory entry and its inode, when it has one.
-pub(super) type Listed = (DirEntry, Option<Inode>);
-
 use std::ops::Bound;
 
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
@@ -25,6 +22,9 @@ use super::records::{counter, load, Inode, COUNTERS, DIRECTORIES, ENTRIES, FILES
 use concerto_proto::auth::Principal;
 use concerto_proto::namespace;
 use concerto_proto::{DirEntry, FileKind, MAX_ENTRIES};
+
+/// A directory entry and its inode, when it has one.
+pub(super) type Listed = (DirEntry, Option<Inode>);
 
 /// What a read looks at: the open write transaction, or a read
 /// transaction while a commit flushes (every change committed, not yet
