@@ -33,8 +33,8 @@ use concerto_core::StripeLayout;
 use concerto_proto::auth::Principal;
 use concerto_proto::capability;
 use concerto_proto::{
-    Closed, DirEntry, FileKind, FsCounts, LayoutRequest, Message, MetaAttr, MetaReply, MetaRequest,
-    Tags, WireLayout,
+    Closed, FileKind, FsCounts, LayoutRequest, Message, MetaAttr, MetaReply, MetaRequest, Tags,
+    WireLayout,
 };
 
 use crate::members::Members;
