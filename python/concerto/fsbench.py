@@ -2,17 +2,25 @@
 measure one — fio and a metadata loop through the FUSE mount — beside the
 local file system and any other mounted file systems given, in one run.
 
-Rounds rotate the order of the file systems, so that a machine whose speed
-drifts (this one does) favours none; every figure is the median over the
-rounds, and each ratio is Concerto's median over the other's. The rows:
+Each measurement runs on every file system back to back, in an order that
+rotates from measurement to measurement and round to round, so that a
+machine whose speed drifts (this one does) favours none; every figure is
+the median over the rounds, and each ratio is Concerto's median over the
+other's. The rows:
 
 - fio, sequential write of 1 MiB blocks, ``--size`` in all, fsync at the end;
 - fio, sequential read of the same, the page cache dropped first;
+- fio, sequential 4 KiB buffered reads of the same, the page cache dropped
+  first (cold), and read again from the page cache (warm);
+- fio, sequential 4 KiB buffered writes of a quarter of ``--size``, fsync;
+- IOR's ``-w -r`` file per process: four jobs write their files (a quarter
+  of ``--size`` each), then read them back at once (caches kept);
 - fio, 4 KiB random reads and writes with O_DIRECT (``--runtime`` each);
 - fio, four jobs each writing a quarter of ``--size`` in 1 MiB blocks;
-- creates, stats and unlinks of ``--files`` files in one directory by one
-  process, as mdtest's phases (the kernel's name cache dropped before the
-  stats, so that each one reaches the file system; the unlinks follow);
+- creates, stats, ``ls -l`` and unlinks of ``--files`` files in one
+  directory by one process, as mdtest's phases (the kernel's caches
+  dropped before the stats and the listing, so that they reach the file
+  system; the unlinks follow);
 
 and, on a four-server cluster throttled like HDDs, IOR's shared-file
 pattern (``-t 64k -b 64k -s 1024``) by one and by four processes through
@@ -44,12 +52,17 @@ from concerto import cluster as local
 ROWS = [
     ("seq_write", "fio seq write 1 MiB, fsync", "MiB/s"),
     ("seq_read", "fio seq read 1 MiB, caches dropped", "MiB/s"),
+    ("read4k_cold", "fio seq read 4 KiB, buffered, caches dropped", "MiB/s"),
+    ("read4k_warm", "fio seq read 4 KiB, buffered, cached", "MiB/s"),
+    ("write4k", "fio seq write 4 KiB, buffered, fsync", "MiB/s"),
+    ("read_after_write", "4 jobs write then read their files", "MiB/s"),
     ("rand_read", "fio 4 KiB random read, direct", "IOPS"),
     ("rand_write", "fio 4 KiB random write, direct", "IOPS"),
     ("jobs4_write", "fio 4 jobs write 1 MiB, fsync", "MiB/s"),
     ("create", "create, per s", "ops/s"),
     ("stat", "stat, per s", "ops/s"),
     ("unlink", "unlink, per s", "ops/s"),
+    ("ls_l", "ls -l of --files files, caches dropped", "entries/s"),
 ]
 
 
@@ -94,25 +107,72 @@ def _fio(directory: Path, *args: str) -> dict:
     return report["jobs"][0]
 
 
-def _fio_rows(directory: Path, s: Settings) -> dict[str, float]:
-    mib = float(1 << 20)
-    size = f"{s.size_mib}m"
-    out = {}
-    job = _fio(directory, "--rw=write", "--bs=1m", f"--size={size}", "--end_fsync=1")
-    out["seq_write"] = job["write"]["bw_bytes"] / mib
-    _drop_caches(3)
-    job = _fio(directory, "--rw=read", "--bs=1m", f"--size={size}")
-    out["seq_read"] = job["read"]["bw_bytes"] / mib
-    timed = ["--bs=4k", "--direct=1", "--size=256m", f"--runtime={s.runtime_s}", "--time_based"]
-    out["rand_read"] = _fio(directory, "--rw=randread", *timed)["read"]["iops"]
-    out["rand_write"] = _fio(directory, "--rw=randwrite", *timed)["write"]["iops"]
-    job = _fio(directory, "--rw=write", "--bs=1m", f"--size={s.size_mib // 4}m", "--numjobs=4",
-               "--group_reporting", "--end_fsync=1")
-    out["jobs4_write"] = job["write"]["bw_bytes"] / mib
+MIB = float(1 << 20)
+
+
+def _remove(directory: Path, prefix: str = "bench.") -> None:
     for f in directory.iterdir():
-        if f.name.startswith("bench."):
+        if f.name.startswith(prefix):
             f.unlink()
-    return out
+
+
+def _seq_write(directory: Path, s: Settings) -> float:
+    job = _fio(directory, "--rw=write", "--bs=1m", f"--size={s.size_mib}m", "--end_fsync=1")
+    _remove(directory)
+    return job["write"]["bw_bytes"] / MIB
+
+
+def _laid_out(directory: Path, s: Settings) -> None:
+    """The file the read rows read (fio's own name for it), written and synced."""
+    _fio(directory, "--rw=write", "--bs=1m", f"--size={s.size_mib}m", "--end_fsync=1")
+
+
+def _seq_read(directory: Path, s: Settings, bs: str = "1m") -> float:
+    _laid_out(directory, s)
+    _drop_caches(3)
+    job = _fio(directory, "--rw=read", f"--bs={bs}", f"--size={s.size_mib}m")
+    _remove(directory)
+    return job["read"]["bw_bytes"] / MIB
+
+
+def _read4k_warm(directory: Path, s: Settings) -> float:
+    _laid_out(directory, s)
+    # Read once (what warms the cache), then again without fio's own
+    # dropping of the file's cached pages before it starts.
+    _fio(directory, "--rw=read", "--bs=1m", f"--size={s.size_mib}m")
+    job = _fio(directory, "--rw=read", "--bs=4k", f"--size={s.size_mib}m", "--invalidate=0")
+    _remove(directory)
+    return job["read"]["bw_bytes"] / MIB
+
+
+def _write4k(directory: Path, s: Settings) -> float:
+    job = _fio(directory, "--rw=write", "--bs=4k", f"--size={max(s.size_mib // 4, 1)}m", "--end_fsync=1")
+    _remove(directory)
+    return job["write"]["bw_bytes"] / MIB
+
+
+def _read_after_write(directory: Path, s: Settings) -> float:
+    """IOR ``-w -r`` file per process: four jobs write their files, then read them back at once."""
+    each = f"{max(s.size_mib // 4, 1)}m"
+    jobs = ("--bs=1m", f"--size={each}", "--numjobs=4", "--group_reporting")
+    _fio(directory, "--rw=write", *jobs, "--end_fsync=1")
+    job = _fio(directory, "--rw=read", *jobs, "--invalidate=0")
+    _remove(directory)
+    return job["read"]["bw_bytes"] / MIB
+
+
+def _random(directory: Path, s: Settings, rw: str) -> float:
+    timed = ["--bs=4k", "--direct=1", "--size=256m", f"--runtime={s.runtime_s}", "--time_based"]
+    job = _fio(directory, f"--rw={rw}", *timed)
+    _remove(directory)
+    return job["read" if rw == "randread" else "write"]["iops"]
+
+
+def _jobs4_write(directory: Path, s: Settings) -> float:
+    job = _fio(directory, "--rw=write", "--bs=1m", f"--size={max(s.size_mib // 4, 1)}m", "--numjobs=4",
+               "--group_reporting", "--end_fsync=1")
+    _remove(directory)
+    return job["write"]["bw_bytes"] / MIB
 
 
 def _metadata_rows(directory: Path, s: Settings) -> dict[str, float]:
@@ -129,23 +189,49 @@ def _metadata_rows(directory: Path, s: Settings) -> dict[str, float]:
     out = {"create": rate(lambda p: os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)))}
     _drop_caches(2)
     out["stat"] = rate(os.stat)
+    _drop_caches(3)
+    t = time.perf_counter()
+    listed = subprocess.run(["ls", "-l", d], capture_output=True, check=True).stdout.count(b"\n") - 1
+    out["ls_l"] = listed / (time.perf_counter() - t)
     # The names were just looked up, as in mdtest's removal phase.
     out["unlink"] = rate(os.unlink)
     d.rmdir()
     return out
 
 
+# Each measurement: its rows' names and what measures them on one file
+# system (leaving nothing behind). Rotated separately, so that every file
+# system is measured first as often as any other for each.
+MEASUREMENTS = [
+    (("seq_write",), lambda d, s: {"seq_write": _seq_write(d, s)}),
+    (("seq_read",), lambda d, s: {"seq_read": _seq_read(d, s)}),
+    (("read4k_cold",), lambda d, s: {"read4k_cold": _seq_read(d, s, bs="4k")}),
+    (("read4k_warm",), lambda d, s: {"read4k_warm": _read4k_warm(d, s)}),
+    (("write4k",), lambda d, s: {"write4k": _write4k(d, s)}),
+    (("read_after_write",), lambda d, s: {"read_after_write": _read_after_write(d, s)}),
+    (("rand_read",), lambda d, s: {"rand_read": _random(d, s, "randread")}),
+    (("rand_write",), lambda d, s: {"rand_write": _random(d, s, "randwrite")}),
+    (("jobs4_write",), lambda d, s: {"jobs4_write": _jobs4_write(d, s)}),
+    (("create", "stat", "ls_l", "unlink"), _metadata_rows),
+]
+
+
 def measure(targets: dict[str, Path], s: Settings, say=print) -> dict[str, dict[str, list[float]]]:
-    """Every row on every target, ``s.rounds`` times, the order rotated each round."""
+    """Every row on every target, ``s.rounds`` times: each measurement runs
+    on every target back to back, in an order rotated from measurement to
+    measurement and from round to round (a load that changes meanwhile
+    then lands on every file system alike, not on one's block of rows)."""
     results: dict[str, dict[str, list[float]]] = {t: {k: [] for k, _, _ in ROWS} for t in targets}
     names = list(targets)
+    turn = 0
     for r in range(s.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for t in order:
-            say(f"round {r + 1}/{s.rounds}: {t}")
-            row = _fio_rows(targets[t], s) | _metadata_rows(targets[t], s)
-            for k, v in row.items():
-                results[t][k].append(v)
+        for rows, run in MEASUREMENTS:
+            order = names[turn % len(names):] + names[:turn % len(names)]
+            turn += 1
+            for t in order:
+                say(f"round {r + 1}/{s.rounds}: {', '.join(rows)} on {t}")
+                for k, v in run(targets[t], s).items():
+                    results[t][k].append(v)
     return results
 
 

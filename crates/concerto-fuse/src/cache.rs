@@ -5,9 +5,11 @@
 //! page cache and read ahead by the kernel; writes go to the mount as they
 //! are made, and the pages keep what was written), except those opened
 //! with `O_DIRECT`, which go to the servers on every call. At each open the
-//! metadata service says the file's generation (a value that changes once
-//! the file's data may have changed: someone opened it for writing, closed
-//! it, truncated it) and whether another client writes it now. The kernel
+//! metadata service says the file's generation as this mount sees it (a
+//! value that changes once another client may have changed the file's
+//! data: opened it for writing, closed it, truncated it; this mount's own
+//! writes are in its cache already, so a file it wrote and reads back is
+//! read from memory) and whether another client writes it now. The kernel
 //! keeps what it cached of the file only when it cached it at the same
 //! generation and nobody else writes the file; otherwise the open drops
 //! the file's pages and the kernel's attributes (the size among them), so

@@ -561,10 +561,11 @@ pub struct MetaAttr {
     /// renewal gives (to a tenant key; none elsewhere).
     pub capability: Option<Capability>,
     /// In an open's or a create's reply: a value that differs from every
-    /// earlier one the service gave for the file once its data may have
-    /// changed (someone opened it for writing, closed it, truncated it, or
-    /// lost its connection while writing): what a client's cache of the
-    /// file is checked against (close-to-open). 0 in other replies.
+    /// earlier one the service gave the asker's connection for the file
+    /// once another connection may have changed its data (opened it for
+    /// writing, closed it, truncated it, or was lost while writing): what
+    /// a client's cache of the file is checked against (close-to-open; its
+    /// own writes are in its cache). 0 in other replies.
     pub change: u64,
     /// In an open's or a create's reply: whether a connection other than
     /// the asker's holds the file open for writing (its data may be

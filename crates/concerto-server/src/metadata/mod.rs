@@ -477,11 +477,12 @@ impl MetadataService {
     }
 
     /// `a` with what a client checks its cache of the file against: the
-    /// file's generation (mixed with this service's start, so a restart,
+    /// file's generation as the caller's connection sees it (the latest
+    /// change not its own), mixed with this service's start, so a restart,
     /// which starts generations afresh, gives none of the values before
-    /// it) and whether another connection writes it.
+    /// it; and whether another connection writes it.
     fn with_change(&self, mut a: MetaAttr, sizes: &SizeBook, conn: u64) -> MetaAttr {
-        a.change = mix(self.started_ns, sizes.change(a.inode));
+        a.change = mix(self.started_ns, sizes.change_seen_by(a.inode, conn));
         a.written_elsewhere = sizes.written_elsewhere(a.inode, conn);
         a
     }

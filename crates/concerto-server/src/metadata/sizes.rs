@@ -42,6 +42,41 @@ struct FileSizes {
     /// truncate, a writer lost), so that a glimpse begun before one is not
     /// kept after it, and a client's cache of the file can tell it changed.
     generation: u64,
+    /// The connection whose event gave `generation` (none: the file came
+    /// back into the book unchanged), and the generation of the latest
+    /// event of any other connection: what a connection's cache of the
+    /// file is checked against is the latest change not its own.
+    by: Option<u64>,
+    before: u64,
+}
+
+impl FileSizes {
+    /// An entry for a file the book knew nothing of: at `forgotten`.
+    fn at(forgotten: u64) -> FileSizes {
+        FileSizes {
+            generation: forgotten,
+            before: forgotten,
+            ..FileSizes::default()
+        }
+    }
+
+    /// `conn` changed the file (or may have): a fresh generation.
+    fn changed_by(&mut self, conn: u64, changes: &mut u64) {
+        if self.by != Some(conn) {
+            self.before = self.generation;
+        }
+        self.generation = next(changes);
+        self.by = Some(conn);
+    }
+
+    /// The generation of the latest change `conn` did not make.
+    fn seen_by(&self, conn: u64) -> u64 {
+        if self.by == Some(conn) {
+            self.before
+        } else {
+            self.generation
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -85,8 +120,7 @@ impl SizeBook {
             inode,
             FileSizes {
                 known: Some(0),
-                generation: self.forgotten,
-                ..FileSizes::default()
+                ..FileSizes::at(self.forgotten)
             },
         );
         self.idle_known += 1;
@@ -103,7 +137,11 @@ impl SizeBook {
             ));
         }
         *held.entry(inode).or_default() += 1;
-        let file = self.files.entry(inode).or_default();
+        let forgotten = self.forgotten;
+        let file = self
+            .files
+            .entry(inode)
+            .or_insert_with(|| FileSizes::at(forgotten));
         if file.writers.is_empty() {
             if file.known.is_some() {
                 self.idle_known -= 1;
@@ -119,7 +157,7 @@ impl SizeBook {
             }
         }
         *file.writers.entry(conn).or_default() += 1;
-        file.generation = next(&mut self.changes);
+        file.changed_by(conn, &mut self.changes);
         Ok(())
     }
 
@@ -168,7 +206,7 @@ impl SizeBook {
                 file.writers.remove(&conn);
             }
         }
-        file.generation = next(changes);
+        file.changed_by(conn, changes);
         if file.writers.is_empty() {
             file.known = file.period.take().and_then(|p| match (p.sole, p.base) {
                 (Some(_), Some(base)) => Some(base.max(p.end)),
@@ -200,11 +238,11 @@ impl SizeBook {
     pub fn truncated(&mut self, inode: u64, conn: u64, size: u64) {
         self.make_room();
         let forgotten = self.forgotten;
-        let file = self.files.entry(inode).or_insert_with(|| FileSizes {
-            generation: forgotten,
-            ..FileSizes::default()
-        });
-        file.generation = next(&mut self.changes);
+        let file = self
+            .files
+            .entry(inode)
+            .or_insert_with(|| FileSizes::at(forgotten));
+        file.changed_by(conn, &mut self.changes);
         match file.period.as_mut() {
             None => {
                 if file.known.is_none() {
@@ -246,12 +284,14 @@ impl SizeBook {
         }
     }
 
-    /// The file's generation: it differs from any earlier one of the file
-    /// (in this service's life) once the file's data may have changed.
-    pub fn change(&self, inode: u64) -> u64 {
+    /// The file's generation as `conn` sees it: it differs from any
+    /// earlier one (in this service's life) once another connection may
+    /// have changed the file's data. (A connection's own writes are in its
+    /// own cache already.)
+    pub fn change_seen_by(&self, inode: u64, conn: u64) -> u64 {
         self.files
             .get(&inode)
-            .map_or(self.forgotten, |f| f.generation)
+            .map_or(self.forgotten, |f| f.seen_by(conn))
     }
 
     /// Whether a connection other than `conn` holds the file open for
@@ -267,10 +307,10 @@ impl SizeBook {
     pub fn glimpsed(&mut self, inode: u64, generation: u64, size: u64) {
         self.make_room();
         let forgotten = self.forgotten;
-        let file = self.files.entry(inode).or_insert_with(|| FileSizes {
-            generation: forgotten,
-            ..FileSizes::default()
-        });
+        let file = self
+            .files
+            .entry(inode)
+            .or_insert_with(|| FileSizes::at(forgotten));
         if file.generation == generation && file.writers.is_empty() {
             if file.known.is_none() {
                 self.idle_known += 1;
@@ -343,11 +383,12 @@ mod tests {
     }
 
     #[test]
-    fn every_change_of_a_file_gives_it_a_generation_it_never_had() {
+    fn every_change_by_another_connection_gives_a_generation_never_seen() {
         let mut book = SizeBook::default();
-        let mut seen = vec![book.change(9)];
+        // Connection 5 only reads: it sees every change.
+        let mut seen = vec![book.change_seen_by(9, 5)];
         let mut fresh = |book: &SizeBook, what: &str| {
-            let g = book.change(9);
+            let g = book.change_seen_by(9, 5);
             assert!(!seen.contains(&g), "{what}: generation {g} seen before");
             seen.push(g);
         };
@@ -360,10 +401,14 @@ mod tests {
         assert!(book.written_elsewhere(9, 2));
         book.closed(9, 1, 10);
         fresh(&book, "closed");
-        let quiet = book.change(9);
+        let quiet = book.change_seen_by(9, 5);
         let generation = book.size(9).map_or_else(|g| g, |_| quiet);
         book.glimpsed(9, generation, 10);
-        assert_eq!(book.change(9), quiet, "a glimpse changes nothing");
+        assert_eq!(
+            book.change_seen_by(9, 5),
+            quiet,
+            "a glimpse changes nothing"
+        );
         book.opened_for_write(9, 2).unwrap();
         fresh(&book, "opened for writing");
         book.connection_closed(2);
@@ -372,16 +417,39 @@ mod tests {
         fresh(&book, "truncated");
         // Forgotten (past the bound, or removed: inode numbers are never
         // used again): never back to an older value.
-        let last = book.change(9);
+        let last = book.change_seen_by(9, 5);
         book.forget(9);
-        assert_eq!(book.change(9), last);
+        assert_eq!(book.change_seen_by(9, 5), last);
         assert_eq!(
-            book.change(12345),
+            book.change_seen_by(12345, 5),
             last,
             "a file without an entry is at the mark"
         );
         book.opened_for_write(9, 4).unwrap();
         fresh(&book, "written again");
+    }
+
+    #[test]
+    fn a_connections_own_changes_leave_its_view_of_the_file_as_it_was() {
+        let mut book = SizeBook::default();
+        book.created(3, 1).unwrap();
+        book.closed(3, 1, 100);
+        let mine = book.change_seen_by(3, 1);
+        // Connection 1 writes again: its own cache has what it wrote.
+        book.opened_for_write(3, 1).unwrap();
+        book.closed(3, 1, 200);
+        assert_eq!(book.change_seen_by(3, 1), mine);
+        let theirs = book.change_seen_by(3, 2);
+        // Connection 2 writes: connection 1 sees a change, 2 does not.
+        book.opened_for_write(3, 2).unwrap();
+        book.closed(3, 2, 300);
+        assert_ne!(book.change_seen_by(3, 1), mine);
+        assert_eq!(book.change_seen_by(3, 2), theirs);
+        // Then 1 writes again: 2 sees that; 1 still sees 2's change.
+        let after_theirs = book.change_seen_by(3, 1);
+        book.opened_for_write(3, 1).unwrap();
+        assert_eq!(book.change_seen_by(3, 1), after_theirs);
+        assert_ne!(book.change_seen_by(3, 2), theirs);
     }
 
     #[test]
@@ -404,7 +472,7 @@ mod tests {
         book.truncated(5, 3, 10);
         book.closed(5, 2, 20);
         assert!(book.size(5).is_err());
-        let last = book.change(5);
+        let last = book.change_seen_by(5, 99);
         book.forget(5);
         assert_eq!(book.size(5), Err(last), "unknown, at the mark");
     }
