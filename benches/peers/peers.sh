@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
 # Starts (up) or stops (down) the two file systems Concerto is compared
 # with on this machine, on the same disk as Concerto's servers, each with
-# four data servers on loopback, mounted with their own FUSE clients:
+# four data servers, mounted with their own FUSE clients:
 #   GlusterFS (a distributed volume of 4 bricks)  at $ROOT/mnt/glusterfs
 #   MooseFS   (1 master, 4 chunkservers, goal 1)  at $ROOT/mnt/moosefs
 # Usage: benches/peers/peers.sh up|down [ROOT]   (ROOT: /tmp/concerto-peers)
 # Installs Debian's glusterfs-server and moosefs packages if missing
 # (needs root, as the FUSE mounts do).
+#
+# Fairly and safely:
+# - at Concerto's scheduling priority: MooseFS's daemons and client renice
+#   themselves to -19 unless told otherwise (NICE_LEVEL, mfsnice);
+# - reachable from this machine only: MooseFS runs in a network namespace
+#   of its own (its chunkservers refuse a loopback address for their
+#   master, so it gets a private one there; its client joins the namespace
+#   for the network only, so the mount is the host's); GlusterFS refuses
+#   bricks on loopback, so its volume admits this host's address only
+#   (auth.allow);
+# - stopped by what this script started: its own volume name, its own
+#   glusterd (refused if another is running: one machine has one), the
+#   daemons its own configuration files name.
 set -euo pipefail
 what=${1:?usage: peers.sh up|down [ROOT]}
 ROOT=${2:-/tmp/concerto-peers}
 HOST=$(hostname)
-# MooseFS's chunkservers refuse a loopback address for their master: the
-# machine's own address it is (still this machine, as for the others).
 IP=$(hostname -I | awk '{print $1}')
+VOLUME=concerto-peers
+NETNS=concerto-peers-moosefs
+MOOSE_IP=10.254.77.1
 
 install() {
   local need=()
@@ -34,68 +48,90 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succ
 
 gluster_up() {
   mkdir -p "$ROOT/glusterfs" "$ROOT/mnt/glusterfs"
-  pgrep -x glusterd >/dev/null || glusterd
+  if [ ! -f "$ROOT/glusterd.pid" ] && pgrep -x glusterd >/dev/null; then
+    echo "peers.sh: a glusterd this script did not start is running; stop it first (one machine runs one)" >&2
+    return 1
+  fi
+  [ -f "$ROOT/glusterd.pid" ] || glusterd -p "$ROOT/glusterd.pid"
   wait_for 30 "glusterd answering" gluster volume list
-  if ! gluster volume info cv >/dev/null 2>&1; then
+  if ! gluster volume info "$VOLUME" >/dev/null 2>&1; then
     local bricks=()
     for i in 1 2 3 4; do mkdir -p "$ROOT/glusterfs/brick$i"; bricks+=("$HOST:$ROOT/glusterfs/brick$i"); done
-    gluster --mode=script volume create cv transport tcp "${bricks[@]}" force
+    gluster --mode=script volume create "$VOLUME" transport tcp "${bricks[@]}" force
+    gluster --mode=script volume set "$VOLUME" auth.allow "$IP"
   fi
-  gluster volume info cv | grep -q 'Status: Started' || gluster --mode=script volume start cv
-  mountpoint -q "$ROOT/mnt/glusterfs" || mount -t glusterfs "$HOST:/cv" "$ROOT/mnt/glusterfs"
+  gluster volume info "$VOLUME" | grep -q 'Status: Started' || gluster --mode=script volume start "$VOLUME"
+  mountpoint -q "$ROOT/mnt/glusterfs" || mount -t glusterfs "$HOST:/$VOLUME" "$ROOT/mnt/glusterfs"
   wait_for 30 "the GlusterFS mount" mountpoint -q "$ROOT/mnt/glusterfs"
 }
 
 gluster_down() {
   mountpoint -q "$ROOT/mnt/glusterfs" 2>/dev/null && umount -l "$ROOT/mnt/glusterfs"
-  if pgrep -x glusterd >/dev/null; then
-    gluster --mode=script volume stop cv force >/dev/null 2>&1 || true
-    gluster --mode=script volume delete cv >/dev/null 2>&1 || true
-  fi
-  pkill -x glusterfsd || true; pkill -x glusterfs || true; pkill -x glusterd || true
+  [ -f "$ROOT/glusterd.pid" ] || return 0
+  gluster --mode=script volume stop "$VOLUME" force >/dev/null 2>&1 || true
+  gluster --mode=script volume delete "$VOLUME" >/dev/null 2>&1 || true
+  local pid
+  pid=$(cat "$ROOT/glusterd.pid")
+  kill "$pid" 2>/dev/null || true
+  wait_for 30 "glusterd ($pid) stopping" sh -c "! kill -0 $pid"
+  rm -f "$ROOT/glusterd.pid"
   rm -rf "$ROOT/glusterfs"
 }
 
 moose_up() {
-  local m="$ROOT/moosefs"
+  local m="$ROOT/moosefs" in_ns=(ip netns exec "$NETNS")
   mkdir -p "$m/master" "$ROOT/mnt/moosefs"
+  if ! ip netns list | grep -qw "$NETNS"; then
+    ip netns add "$NETNS"
+    ip -n "$NETNS" link set lo up
+    ip -n "$NETNS" addr add "$MOOSE_IP/32" dev lo
+  fi
   [ -f "$m/master/metadata.mfs" ] || cp /var/lib/mfs/metadata.mfs.empty "$m/master/metadata.mfs"
-  printf '*\t/\trw,alldirs,admin,maproot=0:0\n' > "$m/exports.cfg"
+  printf '%s/32\t/\trw,alldirs,admin,maproot=0:0\n' "$MOOSE_IP" > "$m/exports.cfg"
   cat > "$m/master.cfg" <<CFG
 WORKING_USER = root
+NICE_LEVEL = 0
 DATA_PATH = $m/master
 EXPORTS_FILENAME = $m/exports.cfg
-MATOML_LISTEN_HOST = $IP
-MATOCS_LISTEN_HOST = $IP
-MATOCL_LISTEN_HOST = $IP
+MATOML_LISTEN_HOST = $MOOSE_IP
+MATOCS_LISTEN_HOST = $MOOSE_IP
+MATOCL_LISTEN_HOST = $MOOSE_IP
 CFG
-  mfsmaster -c "$m/master.cfg" start
+  "${in_ns[@]}" mfsmaster -c "$m/master.cfg" start
   for i in 1 2 3 4; do
     mkdir -p "$m/cs$i/data"
     echo "$m/cs$i/data" > "$m/cs$i/hdd.cfg"
     cat > "$m/cs$i/cs.cfg" <<CFG
 WORKING_USER = root
+NICE_LEVEL = 0
 DATA_PATH = $m/cs$i
 HDD_CONF_FILENAME = $m/cs$i/hdd.cfg
-MASTER_HOST = $IP
-BIND_HOST = $IP
-CSSERV_LISTEN_HOST = $IP
+MASTER_HOST = $MOOSE_IP
+BIND_HOST = $MOOSE_IP
+CSSERV_LISTEN_HOST = $MOOSE_IP
 CSSERV_LISTEN_PORT = $((9430 + i))
 HDD_TEST_FREQ = 0
 CFG
-    mfschunkserver -c "$m/cs$i/cs.cfg" start
+    "${in_ns[@]}" mfschunkserver -c "$m/cs$i/cs.cfg" start
   done
-  mountpoint -q "$ROOT/mnt/moosefs" || mfsmount -H "$IP" "$ROOT/mnt/moosefs"
+  # The client joins the namespace's network only: its mount is the host's.
+  mountpoint -q "$ROOT/mnt/moosefs" ||
+    nsenter --net="/run/netns/$NETNS" mfsmount -H "$MOOSE_IP" -o mfsnice=0 "$ROOT/mnt/moosefs"
   wait_for 30 "the MooseFS mount" mountpoint -q "$ROOT/mnt/moosefs"
   # One copy of each chunk, as Concerto and the GlusterFS volume keep.
   mfssetgoal -r 1 "$ROOT/mnt/moosefs" >/dev/null
 }
 
 moose_down() {
-  local m="$ROOT/moosefs"
+  local m="$ROOT/moosefs" in_ns=(ip netns exec "$NETNS")
   mountpoint -q "$ROOT/mnt/moosefs" 2>/dev/null && umount -l "$ROOT/mnt/moosefs"
-  for i in 1 2 3 4; do [ -f "$m/cs$i/cs.cfg" ] && mfschunkserver -c "$m/cs$i/cs.cfg" stop >/dev/null 2>&1 || true; done
-  [ -f "$m/master.cfg" ] && mfsmaster -c "$m/master.cfg" stop >/dev/null 2>&1 || true
+  if ip netns list | grep -qw "$NETNS"; then
+    for i in 1 2 3 4; do
+      [ -f "$m/cs$i/cs.cfg" ] && "${in_ns[@]}" mfschunkserver -c "$m/cs$i/cs.cfg" stop >/dev/null 2>&1 || true
+    done
+    [ -f "$m/master.cfg" ] && "${in_ns[@]}" mfsmaster -c "$m/master.cfg" stop >/dev/null 2>&1 || true
+    ip netns del "$NETNS"
+  fi
   rm -rf "$m"
 }
 
