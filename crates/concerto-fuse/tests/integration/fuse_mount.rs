@@ -14,12 +14,12 @@ use std::process::Command;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use concerto_client::{FsClient, Identity};
+use concerto_client::FsClient;
 use concerto_core::PolicyConfig;
 use concerto_fuse::{mount, MountOptions};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
-use crate::runtime;
+use crate::{cluster_with_admin, runtime};
 
 fn errno(e: &std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(0)
@@ -213,12 +213,7 @@ fn cluster_and_mount(
     mnt: &Path,
     spec: LocalClusterSpec,
 ) -> (LocalCluster, FsClient, concerto_fuse::Mount) {
-    let cluster = rt.block_on(LocalCluster::start(root, spec)).unwrap();
-    let client = FsClient::new(
-        cluster.cluster.clone(),
-        Identity::new(1, 0),
-        cluster.admin.clone(),
-    );
+    let (cluster, client) = cluster_with_admin(rt, root, spec);
     fs::create_dir(mnt).unwrap();
     let mounted = mount(
         client.with_identity(client.identity()),

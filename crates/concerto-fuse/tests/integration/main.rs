@@ -14,3 +14,23 @@ fn runtime() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// A cluster started in `root` and its admin client, acting as application 1.
+fn cluster_with_admin(
+    rt: &tokio::runtime::Runtime,
+    root: &std::path::Path,
+    spec: concerto_server::local::LocalClusterSpec,
+) -> (
+    concerto_server::local::LocalCluster,
+    concerto_client::FsClient,
+) {
+    let cluster = rt
+        .block_on(concerto_server::local::LocalCluster::start(root, spec))
+        .unwrap();
+    let admin = concerto_client::FsClient::new(
+        cluster.cluster.clone(),
+        concerto_client::Identity::new(1, 0),
+        cluster.admin.clone(),
+    );
+    (cluster, admin)
+}

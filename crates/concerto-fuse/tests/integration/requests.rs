@@ -20,11 +20,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use concerto_client::{FsClient, Identity};
+use concerto_client::FsClient;
 use concerto_fuse::{mount, MountOptions};
-use concerto_server::local::{LocalCluster, LocalClusterSpec};
+use concerto_server::local::LocalClusterSpec;
 
-use crate::runtime;
+use crate::{cluster_with_admin, runtime};
 
 /// Requests the servers served, all applications but the file system's
 /// own (application 0: the removal of removed files' objects), data and
@@ -64,17 +64,8 @@ fn each_operation_costs_the_requests_the_docs_state() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("mnt");
-    let cluster = rt
-        .block_on(LocalCluster::start(
-            &dir.path().join("cluster"),
-            LocalClusterSpec::fifo(4),
-        ))
-        .unwrap();
-    let admin = FsClient::new(
-        cluster.cluster.clone(),
-        Identity::new(1, 0),
-        cluster.admin.clone(),
-    );
+    let (cluster, admin) =
+        cluster_with_admin(&rt, &dir.path().join("cluster"), LocalClusterSpec::fifo(4));
     fs::create_dir(&mnt).unwrap();
     let mounted = mount(
         admin.with_identity(admin.identity()),

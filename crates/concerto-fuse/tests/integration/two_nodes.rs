@@ -15,7 +15,7 @@ use concerto_client::{FsClient, Identity};
 use concerto_fuse::{mount, MountOptions};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
-use crate::runtime;
+use crate::{cluster_with_admin, runtime};
 
 struct Nodes {
     _dir: tempfile::TempDir,
@@ -27,17 +27,8 @@ struct Nodes {
 /// A four-server cluster and two mounts of it, each with a client of its own.
 fn two_nodes(rt: &tokio::runtime::Runtime) -> Nodes {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = rt
-        .block_on(LocalCluster::start(
-            &dir.path().join("cluster"),
-            LocalClusterSpec::fifo(4),
-        ))
-        .unwrap();
-    let admin = FsClient::new(
-        cluster.cluster.clone(),
-        Identity::new(1, 0),
-        cluster.admin.clone(),
-    );
+    let (cluster, admin) =
+        cluster_with_admin(rt, &dir.path().join("cluster"), LocalClusterSpec::fifo(4));
     let mounts = (0..2)
         .map(|n| {
             let mnt = dir.path().join(format!("node{n}"));

@@ -48,8 +48,8 @@ impl<'a> Simulation<'a> {
     /// A write step on a file written behind.
     pub(super) fn issue_behind(&mut self, rank: u32, file: u32, access: &Access, origin: Origin) {
         let now = origin.at;
+        let layout = self.files[file as usize].layout.clone();
         for e in &access.extents {
-            let layout = self.files[file as usize].layout.clone();
             let plan = self.policy(file).write(rank, e.offset, e.len, now, &layout);
             for f in plan.before.into_iter().chain(plan.after) {
                 self.send_behind(f.key, file, f.extent, now);
