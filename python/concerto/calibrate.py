@@ -272,7 +272,10 @@ def calibrate(spec: TwinSpec, items: int, say: Callable[[str], None] = print) ->
     beyond_device = beyond_device_from(data_latency, spec.throttle)
     data_overhead = data_overhead_from(beyond_device, fixed)
     app = probe_app(items)
-    base = replace(spec, client_overhead_ns=0, metadata_costs_ns=costs, server_data_overhead_ns=data_overhead)
+    # The probes time each write reaching its server, on both sides: the
+    # mount writes through for them (a write held behind would time the copy).
+    base = replace(spec, write_behind="0", client_overhead_ns=0, metadata_costs_ns=costs,
+                   server_data_overhead_ns=data_overhead)
     simulated_s = stat_latency(simulated("mdtest", app, base))
     runs = real_runs("mdtest", app, base, say)
     real_rates = next(v for k, v in runs.items() if k.split(":", 1)[1] == PROBE_ROW)

@@ -38,8 +38,9 @@ err_console = terminal.console(stderr=True)
               help="Real runs (the median) and simulator seeds (the mean).")
 @click.option("--processes", type=click.IntRange(min=1, max=256), default=None,
               help="Tasks, when the command line has no launcher (mpirun -np N).")
-@click.option("--write-behind", default="0", show_default=True, metavar="SIZE",
-              help="The mount's write-behind (0: writes go through, as the simulator's client sends them).")
+@click.option("--write-behind", default="16MiB", show_default=True, metavar="SIZE",
+              help="The mount's write-behind, as `concerto mount --write-behind` (0: writes go through); the "
+                   "simulated clients hold as much, coalesce as the mount does and read ahead as it does.")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A calibration.toml of `concerto calibrate`: the simulator charges its client overhead and "
                    "the servers' measured cost of each operation.")
