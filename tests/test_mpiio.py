@@ -112,6 +112,29 @@ def test_files_under_a_concerto_mount_are_served_by_concerto_not_the_mpi_library
     assert run.stdout.count("MPI_File_write_shared: not served") == 2, run.stdout
 
 
+def test_a_file_under_another_clusters_mount_lands_on_that_cluster_not_the_configured_one(programs, cluster,
+                                                                                            tmp_path):
+    # CONCERTO_CLUSTER names `cluster`; the path is under the mount of a
+    # second cluster. The library must not serve it from the first (the
+    # data would land on the wrong file system): the MPI library writes it
+    # through the second cluster's mount, and it is there, byte-exact.
+    other = local.up(tmp_path / "other", local.ClusterSpec(servers=2, stripe_unit=65536))
+    try:
+        mnt = tmp_path / "other-mnt"
+        with mounted_at(other, mnt):
+            run = mpirun(cluster, "openmpi", 2, programs["patterns-openmpi"], mnt / "elsewhere", "contiguous",
+                         "independent", "independent")
+            assert run.returncode == 0, run.stdout + run.stderr
+            assert "ok contiguous" in run.stdout, run.stdout
+        theirs = fs.connect(other)
+        data = theirs.open("/elsewhere").read(0, theirs.stat("/elsewhere").size)
+        assert data and all(b == value(k) for k, b in enumerate(data)), "the second cluster's file differs"
+        with pytest.raises(FileNotFoundError):
+            fs.connect(cluster).stat("/elsewhere")
+    finally:
+        local.down(tmp_path / "other")
+
+
 def test_resonant_writes_reach_each_server_from_one_agent_in_ascending_offsets(programs, cluster):
     client = fs.connect(cluster)
     after = [max((a["seq"] for a in log), default=0) if isinstance(log, list) else 0

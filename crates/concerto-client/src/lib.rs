@@ -26,7 +26,7 @@ pub mod transfers;
 mod write_behind;
 
 pub use concerto_proto as proto;
-pub use concerto_proto::cluster::{ClusterFile, ServerEntry};
+pub use concerto_proto::cluster::{ClusterFile, ServerEntry, MOUNT_SOURCE};
 pub use concerto_proto::connection::{ClientError, ServerConnection};
 pub use data::{PreparedWrite, MAX_READ};
 pub use identity::{credential_for, load_cluster, Identity, CREDENTIAL_VAR};

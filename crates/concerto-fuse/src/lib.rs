@@ -185,7 +185,9 @@ pub fn mount(
         Ok(concerto_proto::auth::Grant::Node { .. })
     );
     let mut opts = vec![
-        MountOption::FSName("concerto".into()),
+        // The source names the cluster, so that the MPI-IO library serves
+        // a path under this mount from this cluster only.
+        MountOption::FSName(client.cluster().mount_source()),
         MountOption::Subtype("concerto".into()),
         MountOption::NoAtime,
     ];

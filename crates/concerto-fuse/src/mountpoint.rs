@@ -5,6 +5,8 @@
 use std::io;
 use std::path::Path;
 
+use concerto_proto::cluster::MOUNT_SOURCE;
+
 /// One line of `/proc/self/mountinfo`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct MountEntry {
@@ -15,9 +17,14 @@ pub(crate) struct MountEntry {
 }
 
 impl MountEntry {
-    /// A Concerto mount (fuse or fuse.concerto, source `concerto`).
+    /// A Concerto mount (fuse or fuse.concerto, source `concerto`, or
+    /// `concerto@` and its cluster's metadata server).
     pub fn is_concerto(&self) -> bool {
-        self.source == "concerto" && self.fstype.starts_with("fuse")
+        let ours = match self.source.split_once('@') {
+            Some((name, _)) => name == MOUNT_SOURCE,
+            None => self.source == MOUNT_SOURCE,
+        };
+        ours && self.fstype.starts_with("fuse")
     }
 }
 
@@ -137,6 +144,13 @@ mod tests {
         );
         assert!(parse(line, "/tmp/a").is_none());
         assert!(parse(line, "/tmp/a\\040b").unwrap().is_concerto());
+        let named = "813 29 0:65 / /m rw - fuse concerto@127.0.0.1:7000 rw,user_id=0";
+        assert!(
+            parse(named, "/m").unwrap().is_concerto(),
+            "a mount naming its cluster"
+        );
+        let other = "814 29 0:66 / /o rw - fuse concertox@1.2.3.4:5 rw,user_id=0";
+        assert!(!parse(other, "/o").unwrap().is_concerto());
         let bare = "40 29 0:33 / /mnt rw - tmpfs tmpfs rw";
         assert!(!parse(bare, "/mnt").unwrap().is_concerto());
         assert_eq!(escaped(Path::new("/a b")), "/a\\040b");

@@ -6,7 +6,9 @@ use std::future::Future;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use concerto_client::{load_cluster, ClientError, FileHandle, FsClient, Identity};
+use concerto_client::{
+    load_cluster, ClientError, ClusterFile, FileHandle, FsClient, Identity, MOUNT_SOURCE,
+};
 use concerto_core::Extent;
 
 use crate::hints::Hints;
@@ -81,28 +83,45 @@ impl Session {
 }
 
 /// The path in the cluster's namespace a file name means, if it is
-/// Concerto's: `concerto:/PATH`, or a path under a Concerto FUSE mount
-/// when a cluster is configured (without one, such a file is left to the
-/// MPI library, which reaches it through the mount).
+/// Concerto's: `concerto:/PATH`, or a path under a Concerto FUSE mount of
+/// the configured cluster. A path under another cluster's mount (or under
+/// one that does not name its cluster), or under any mount when no
+/// cluster is configured, is left to the MPI library, which reaches it
+/// through that mount: the library never writes one cluster's file to
+/// another cluster.
 pub fn resolve(name: &str) -> Option<String> {
     if let Some(rest) = name.strip_prefix(PREFIX) {
         let rest = rest.trim_start_matches('/');
         return Some(format!("/{rest}"));
     }
-    std::env::var_os(CLUSTER_VAR).filter(|v| !v.is_empty())?;
+    let cluster = std::env::var_os(CLUSTER_VAR).filter(|v| !v.is_empty())?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let absolute = lexical(&std::env::current_dir().ok()?.join(name));
-    concerto_mounts(&mountinfo)
-        .into_iter()
-        .filter_map(|m| absolute.strip_prefix(&m).ok().map(|r| r.to_path_buf()))
-        .min_by_key(|r| r.components().count())
-        .map(|r| format!("/{}", r.display()))
+    let (source, rest) = mount_of(&mountinfo, &absolute)?;
+    let ours = std::fs::read_to_string(cluster)
+        .ok()
+        .and_then(|text| ClusterFile::parse(&text).ok())?
+        .mount_source();
+    (source == ours).then(|| format!("/{}", rest.display()))
 }
 
-/// Mount points of Concerto's FUSE mounts in a mountinfo text: type
-/// `fuse.concerto` (mounted through fusermount3, which keeps the subtype),
-/// or `fuse` with source `concerto` (mounted by root with mount(2)).
-fn concerto_mounts(mountinfo: &str) -> Vec<PathBuf> {
+/// The Concerto mount `absolute` is under (the deepest, if mounts nest):
+/// its source and the path below its mount point.
+fn mount_of(mountinfo: &str, absolute: &Path) -> Option<(String, PathBuf)> {
+    concerto_mounts(mountinfo)
+        .into_iter()
+        .filter_map(|(point, source)| {
+            let rest = absolute.strip_prefix(&point).ok()?.to_path_buf();
+            Some((source, rest))
+        })
+        .min_by_key(|(_, rest)| rest.components().count())
+}
+
+/// Concerto's FUSE mounts in a mountinfo text, each its mount point and
+/// source: type `fuse.concerto` (mounted through fusermount3, which keeps
+/// the subtype), or `fuse` with source `concerto` or `concerto@CLUSTER`
+/// (mounted by root with mount(2)).
+fn concerto_mounts(mountinfo: &str) -> Vec<(PathBuf, String)> {
     mountinfo
         .lines()
         .filter_map(|l| {
@@ -110,8 +129,9 @@ fn concerto_mounts(mountinfo: &str) -> Vec<PathBuf> {
             let point = left.split_whitespace().nth(4)?;
             let mut fields = right.split_whitespace();
             let (kind, source) = (fields.next()?, fields.next()?);
-            (kind == "fuse.concerto" || (kind == "fuse" && source == "concerto"))
-                .then(|| PathBuf::from(unescape(point)))
+            let named = source.split('@').next() == Some(MOUNT_SOURCE);
+            (kind == "fuse.concerto" || (kind == "fuse" && named))
+                .then(|| (PathBuf::from(unescape(point)), unescape(source)))
         })
         .collect()
 }
@@ -237,10 +257,29 @@ mod tests {
                     40 35 0:44 / /mnt/con\\040fs rw,nosuid - fuse.concerto concerto rw\n\
                     43 27 0:39 / /tmp/mm rw,nosuid - fuse concerto rw,user_id=0\n\
                     44 27 0:40 / /tmp/other rw,nosuid - fuse sshfs rw,user_id=0\n";
+        let points: Vec<PathBuf> = concerto_mounts(info).into_iter().map(|m| m.0).collect();
         assert_eq!(
-            concerto_mounts(info),
+            points,
             vec![PathBuf::from("/mnt/con fs"), PathBuf::from("/tmp/mm")]
         );
+    }
+
+    #[test]
+    fn a_path_is_under_the_deepest_mount_with_that_mounts_cluster() {
+        let info = "40 35 0:44 / /m rw - fuse concerto@10.0.0.1:7000 rw\n\
+                    41 40 0:45 / /m/inner rw - fuse concerto@10.0.0.2:7000 rw\n\
+                    42 35 0:46 / /x rw - fuse sshfs@10.0.0.3 rw\n";
+        let at = |p: &str| mount_of(info, Path::new(p));
+        assert_eq!(
+            at("/m/a/b"),
+            Some(("concerto@10.0.0.1:7000".into(), PathBuf::from("a/b")))
+        );
+        assert_eq!(
+            at("/m/inner/c"),
+            Some(("concerto@10.0.0.2:7000".into(), PathBuf::from("c")))
+        );
+        assert_eq!(at("/x/d"), None, "not a Concerto mount");
+        assert_eq!(at("/elsewhere"), None);
     }
 
     #[test]

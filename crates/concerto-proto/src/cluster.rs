@@ -53,6 +53,10 @@ fn default_timeout() -> Time {
 }
 
 /// A cluster file.
+/// What a Concerto FUSE mount's source starts with in mountinfo (then,
+/// since wire version 15's mounts, `@` and its cluster: `mount_source`).
+pub const MOUNT_SOURCE: &str = "concerto";
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterFile {
@@ -116,6 +120,15 @@ impl ClusterFile {
             .iter()
             .find(|s| s.roles.contains(&Role::Metadata))
             .unwrap_or(&self.servers[0])
+    }
+
+    /// The source a FUSE mount of this cluster shows in
+    /// `/proc/self/mountinfo`: `concerto@` and the metadata server's
+    /// address, which names the cluster (it has exactly one). The MPI-IO
+    /// library reads it to serve a path under a mount only from that
+    /// mount's cluster.
+    pub fn mount_source(&self) -> String {
+        format!("{MOUNT_SOURCE}@{}", self.metadata_server().address)
     }
 
     /// The server with the coordinator role, if the cluster has one.
