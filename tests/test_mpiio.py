@@ -63,13 +63,16 @@ def job_env() -> dict[str, str]:
     return env
 
 
-def mpirun(cluster: Path, flavour: str, ranks: int, *argv: str | Path, timeout: int = 120):
-    """`concerto mpirun` with that MPI library's launcher; fails the test past the deadline."""
+def mpirun(cluster: Path, flavour: str, ranks: int, *argv: str | Path, timeout: int = 120,
+           env: dict[str, str] | None = None):
+    """`concerto mpirun` with that MPI library's launcher (and `env` added to
+    the job's environment); fails the test past the deadline."""
     launcher = FLAVOURS[flavour][1]
     command = [sys.executable, "-m", "concerto", "mpirun", "--cluster", str(cluster), "--launcher", launcher,
                "-n", str(ranks), *map(str, argv)]
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=job_env())
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              env=job_env() | (env or {}))
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"hung past {timeout}s: {' '.join(command)}\n{e.stderr}")
 
@@ -209,6 +212,25 @@ def test_every_mistake_fails_on_every_rank_without_hanging(programs, cluster, fl
         assert line is not None, run.stdout
         # the rank that made the mistake names it; the others say which rank failed, and why
         assert MISTAKES[mistake] in line, line
+    # Returned to a program that handles it (MPI_ERRORS_RETURN), an error
+    # is the program's to print, not the library's.
+    assert "concerto:" not in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+def test_an_error_the_program_handles_is_printed_only_when_asked(programs, cluster, flavour):
+    # IOR opens a file to see whether it is there: a "no such file" it
+    # expects and handles, which printed a line on every run.
+    name = f"concerto:/probe-{flavour}"
+    quiet = mpirun(cluster, flavour, 2, programs[f"errors-{flavour}"], name, "missing", timeout=60)
+    assert quiet.returncode == 0 and "concerto:" not in quiet.stderr, quiet.stderr
+    loud = mpirun(cluster, flavour, 2, programs[f"errors-{flavour}"], name, "missing", timeout=60,
+                  env={"CONCERTO_MPIIO_PRINT_ERRORS": "1"})
+    assert loud.returncode == 0, loud.stderr
+    printed = [ln for ln in loud.stderr.splitlines() if "concerto: MPI_File_open" in ln]
+    # Each rank's own failure (the open is collective: rank 0's own, rank 1 told by rank 0).
+    assert any(ln.startswith("rank 0: concerto: MPI_File_open:") and "no such file" in ln for ln in printed), \
+        loud.stderr
 
 
 def test_concerto_mpirun_bad_input_is_named(cluster, tmp_path):

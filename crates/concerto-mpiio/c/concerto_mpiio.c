@@ -26,10 +26,12 @@
 
 /* ---- Opening and closing ---- */
 
-/* A failed open: the error handler of MPI_FILE_NULL decides, as MPI says
- * (MPI_ERRORS_RETURN unless the program set another). */
+/* A failed open or delete: the error handler of MPI_FILE_NULL decides, as
+ * MPI says (MPI_ERRORS_RETURN unless the program set another). */
 static int open_failed(MPI_Errhandler eh, MPI_Comm comm, int code) {
-    if (eh == MPI_ERRORS_ARE_FATAL) PMPI_Abort(comm, code);
+    int fatal = eh == MPI_ERRORS_ARE_FATAL;
+    report(code, fatal);
+    if (fatal) PMPI_Abort(comm, code);
     return code;
 }
 
@@ -125,8 +127,12 @@ int MPI_File_delete(const char *filename, MPI_Info info) {
     char path[4096];
     int r = cmpi_resolve(filename, path, sizeof path);
     if (r == 0) return PMPI_File_delete(filename, info);
-    if (r < 0) return fail("MPI_File_delete", "%s: the path is too long", filename);
-    return cmpi_delete(path) ? rust_error("MPI_File_delete") : MPI_SUCCESS;
+    int code = r < 0 ? fail("MPI_File_delete", "%s: the path is too long", filename)
+               : cmpi_delete(path) ? rust_error("MPI_File_delete") : MPI_SUCCESS;
+    if (code == MPI_SUCCESS) return code;
+    MPI_Errhandler eh;
+    PMPI_File_get_errhandler(MPI_FILE_NULL, &eh);
+    return open_failed(eh, MPI_COMM_WORLD, code);
 }
 
 /* ---- Views, hints, sizes ---- */

@@ -54,8 +54,13 @@ void cmpi_free(cmpi_access_t *a);
 
 #define MSG 1024
 int world_rank(void);
-/* An MPI error code whose string is "concerto: CALL: message"; `loud`: also on stderr. */
-int error_code(const char *call, const char *msg, int loud);
+/* An MPI error code whose string is "concerto: CALL: message"; `own`:
+ * this rank's failure (not another rank's, spread to it). */
+int error_code(const char *call, const char *msg, int own);
+/* The variable that has every rank print its own failures on stderr, also
+ * those the program's error handler returns to it (fatal ones always are). */
+#define PRINT_ERRORS_VAR "CONCERTO_MPIIO_PRINT_ERRORS"
+void report(int code, int fatal);
 int fail(const char *call, const char *fmt, ...);
 int rust_error(const char *call);
 

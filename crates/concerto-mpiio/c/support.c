@@ -17,6 +17,8 @@
 /* Codes are reused in a ring: MPI lets a user code's string be replaced. */
 #define CODES 64
 static int error_class = -1, codes[CODES], next_code;
+/* Per code: 1 while it is this rank's own failure not yet printed. */
+static int unprinted[CODES];
 
 int world_rank(void) {
     int r = 0, up = 0;
@@ -26,12 +28,9 @@ int world_rank(void) {
 }
 
 /* An MPI error code whose string is "concerto: CALL: message". */
-int error_code(const char *call, const char *msg, int loud) {
+int error_code(const char *call, const char *msg, int own) {
     char text[MSG + 128];
     snprintf(text, sizeof text, "concerto: %s: %s", call, msg);
-    /* Written to stderr too, by the rank where it happened: a program that
-     * does not print MPI's error strings still shows why. */
-    if (loud) fprintf(stderr, "rank %d: %s\n", world_rank(), text);
     if (error_class < 0 && PMPI_Add_error_class(&error_class) != MPI_SUCCESS) return MPI_ERR_OTHER;
     int slot = next_code++ % CODES;
     if (next_code <= CODES && PMPI_Add_error_code(error_class, &codes[slot]) != MPI_SUCCESS)
@@ -39,7 +38,33 @@ int error_code(const char *call, const char *msg, int loud) {
     /* MPI's error strings hold MPI_MAX_ERROR_STRING - 1 characters. */
     text[MPI_MAX_ERROR_STRING - 1] = 0;
     PMPI_Add_error_string(codes[slot], text);
+    unprinted[slot] = own;
     return codes[slot];
+}
+
+static int print_errors(void) {
+    const char *v = getenv(PRINT_ERRORS_VAR);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* An error on its way to the program: on stderr when it is fatal (the job
+ * is about to end: every rank says why), or when the program asked for
+ * every failure (PRINT_ERRORS_VAR), by the rank where it happened. An
+ * error the program's handler returns is the program's to report: an
+ * existence probe's "no such file" (IOR opens a file to see whether it
+ * is there) prints nothing. */
+void report(int code, int fatal) {
+    for (int slot = 0; slot < CODES && slot < next_code; slot++) {
+        if (codes[slot] != code) continue;
+        if (fatal || (unprinted[slot] && print_errors())) {
+            char text[MPI_MAX_ERROR_STRING];
+            int len;
+            PMPI_Error_string(code, text, &len);
+            fprintf(stderr, "rank %d: %s\n", world_rank(), text);
+            unprinted[slot] = 0;
+        }
+        return;
+    }
 }
 
 int fail(const char *call, const char *fmt, ...) {
@@ -77,9 +102,11 @@ void forget(cfile *f) {
 }
 
 /* A failed call on a file: its error handler decides (ERRORS_ARE_FATAL
- * aborts; any other returns the code). */
+ * aborts, saying why; any other returns the code). */
 int raise_on(cfile *f, int code) {
-    if (f && f->errhandler == MPI_ERRORS_ARE_FATAL) PMPI_Abort(f->comm, code);
+    int fatal = f && f->errhandler == MPI_ERRORS_ARE_FATAL;
+    report(code, fatal);
+    if (fatal) PMPI_Abort(f->comm, code);
     return code;
 }
 
