@@ -34,7 +34,7 @@ def programs(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("mpi-programs")
     built = {}
     for flavour, (cc, _) in FLAVOURS.items():
-        for name in ("patterns", "errors"):
+        for name in ("patterns", "errors", "calls"):
             exe = out / f"{name}-{flavour}"
             subprocess.run([cc, "-O2", "-Wall", "-o", str(exe), str(MPI_DIR / f"{name}.c")], check=True)
             built[f"{name}-{flavour}"] = exe
@@ -231,6 +231,21 @@ def test_an_error_the_program_handles_is_printed_only_when_asked(programs, clust
     # Each rank's own failure (the open is collective: rank 0's own, rank 1 told by rank 0).
     assert any(ln.startswith("rank 0: concerto: MPI_File_open:") and "no such file" in ln for ln in printed), \
         loud.stderr
+
+
+def test_every_mpi4_large_count_call_is_served_and_reads_back_byte_exact(programs, cluster):
+    # MPICH 4's mpi.h is MPI 4.0: IOR built against it calls the `_c`
+    # variants, which MPICH got the library's handle for (Invalid file
+    # handle, MPI_Abort). Open MPI 4's is MPI 3.1 and has none.
+    run = mpirun(cluster, "mpich", 3, programs["calls-mpich"], "concerto:/large-count", "large-count", timeout=60)
+    assert run.returncode == 0 and "ok large-count" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+def test_a_concerto_files_fortran_handle_converts_back_to_it_and_is_no_other_files(programs, cluster, flavour):
+    run = mpirun(cluster, flavour, 2, programs[f"calls-{flavour}"], f"concerto:/handles-{flavour}", "handles",
+                 timeout=60)
+    assert run.returncode == 0 and "ok handles" in run.stdout, run.stdout + run.stderr
 
 
 def test_concerto_mpirun_bad_input_is_named(cluster, tmp_path):

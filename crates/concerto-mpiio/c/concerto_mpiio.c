@@ -90,6 +90,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         free(f);
         return open_failed(eh, comm, code);
     }
+    f->fint = -(MPI_Fint)(f->id + 1);
     f->next = open_files;
     open_files = f;
     *fh = (MPI_File)(void *)f;
@@ -292,11 +293,41 @@ int MPI_File_get_errhandler(MPI_File fh, MPI_Errhandler *errhandler) {
     return MPI_SUCCESS;
 }
 
+int MPI_File_call_errhandler(MPI_File fh, int errorcode) {
+    cfile *f = ours(fh);
+    if (!f) return PMPI_File_call_errhandler(fh, errorcode);
+    raise_on(f, errorcode);
+    return MPI_SUCCESS;
+}
+
 int MPI_File_get_type_extent(MPI_File fh, MPI_Datatype datatype, MPI_Aint *extent) {
     cfile *f = ours(fh);
     if (!f) return PMPI_File_get_type_extent(fh, datatype, extent);
     MPI_Aint lb;
     return PMPI_Type_get_extent(datatype, &lb, extent);
+}
+
+#if MPI_VERSION >= 4
+int MPI_File_get_type_extent_c(MPI_File fh, MPI_Datatype datatype, MPI_Count *extent) {
+    cfile *f = ours(fh);
+    if (!f) return PMPI_File_get_type_extent_c(fh, datatype, extent);
+    MPI_Count lb;
+    return PMPI_Type_get_extent_x(datatype, &lb, extent);
+}
+#endif
+
+/* ---- Fortran handles: Concerto's files as INTEGERs (MPICH's Fortran
+ * bindings convert with these; fortran.c's wrappers too) ---- */
+
+MPI_Fint MPI_File_c2f(MPI_File fh) {
+    cfile *f = ours(fh);
+    return f ? f->fint : PMPI_File_c2f(fh);
+}
+
+MPI_File MPI_File_f2c(MPI_Fint fh) {
+    for (cfile *f = open_files; f; f = f->next)
+        if (f->fint == fh) return (MPI_File)(void *)f;
+    return PMPI_File_f2c(fh);
 }
 
 /* ---- The individual file pointer ---- */

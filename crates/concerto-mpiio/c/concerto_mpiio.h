@@ -71,6 +71,7 @@ typedef struct cfile {
     MPI_Comm comm; /* a duplicate: the library's messages never meet the program's */
     int amode, seq;
     MPI_Errhandler errhandler;
+    MPI_Fint fint; /* its Fortran handle (MPI_File_c2f): negative, never one of MPI's */
     MPI_Offset disp;
     MPI_Datatype etype, filetype;
     char *path; /* in the cluster's namespace */
