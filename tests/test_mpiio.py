@@ -106,13 +106,13 @@ def test_files_written_through_mpiio_read_the_same_through_the_mount(programs, c
 
 
 def test_files_under_a_concerto_mount_are_served_by_concerto_not_the_mpi_library(programs, cluster, tmp_path):
-    # Shared file pointers are the MPI library's, not Concerto's: a file
-    # under the mount refusing them is a file Concerto serves.
+    # Atomic mode is the MPI library's, not Concerto's: a file under the
+    # mount refusing it is a file Concerto serves.
     mnt = tmp_path / "mnt"
     with mounted_at(cluster, mnt):
         run = mpirun(cluster, "openmpi", 2, programs["errors-openmpi"], mnt / "under-mount", "unserved")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("MPI_File_write_shared: not served") == 2, run.stdout
+    assert run.stdout.count("atomic mode is not served") == 2, run.stdout
 
 
 def test_a_file_under_another_clusters_mount_lands_on_that_cluster_not_the_configured_one(programs, cluster,
@@ -196,7 +196,7 @@ MISTAKES = {
     "bad-view": "displacements decrease",
     "datarep": '"external32" is not served',
     "mismatch": "mismatched collective calls",
-    "unserved": "MPI_File_write_shared: not served",
+    "unserved": "atomic mode is not served",
     "different-hints": "have different hints on this file",
 }
 
@@ -246,6 +246,19 @@ def test_a_concerto_files_fortran_handle_converts_back_to_it_and_is_no_other_fil
     run = mpirun(cluster, flavour, 2, programs[f"calls-{flavour}"], f"concerto:/handles-{flavour}", "handles",
                  timeout=60)
     assert run.returncode == 0 and "ok handles" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+@pytest.mark.parametrize("case", ["nonblocking", "shared"])
+def test_nonblocking_split_and_shared_pointer_calls_leave_what_the_same_calls_leave_on_a_plain_file(
+        programs, cluster, flavour, case):
+    # Each call's reads checked byte for byte, every request's status, the
+    # shared pointer's position after each step; then the Concerto file
+    # and a plain file the MPI library served the same calls on must hold
+    # the same bytes (write_shared's blocks in any order).
+    run = mpirun(cluster, flavour, 3, programs[f"calls-{flavour}"], f"concerto:/{case}-{flavour}", case,
+                 timeout=90)
+    assert run.returncode == 0 and f"ok {case}" in run.stdout, run.stdout + run.stderr
 
 
 def test_concerto_mpirun_bad_input_is_named(cluster, tmp_path):

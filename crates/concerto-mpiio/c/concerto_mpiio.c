@@ -59,6 +59,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     hints h;
     read_hints(info, &h);
     cfile *f = calloc(1, sizeof *f);
+    f->shared = MPI_WIN_NULL;
     PMPI_Comm_dup(comm, &f->comm);
     f->amode = amode;
     f->errhandler = eh;
@@ -81,6 +82,10 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             failed = cmpi_open(path, mode, 0, (const char **)h.keys, (const char **)h.values, h.n,
                                &f->id) ? rust_error(call) : (opened = 1, 0);
         code = agree(NULL, f->comm, call, failed);
+        if (code == MPI_SUCCESS) {
+            code = agree(NULL, f->comm, call, shared_open(f));
+            if (code != MPI_SUCCESS) shared_close(f);
+        }
         if (code != MPI_SUCCESS && opened) cmpi_close(f->id);
     }
     free_hints(&h);
@@ -117,6 +122,7 @@ int MPI_File_close(MPI_File *fh) {
     }
     forget(f);
     drop_types(f);
+    shared_close(f);
     PMPI_Comm_free(&f->comm);
     free(f->path);
     free(f);
@@ -164,6 +170,7 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     free(t.w);
     code = agree(f, f->comm, call, failed);
     if (code == MPI_SUCCESS) {
+        shared_reset(f);
         drop_types(f);
         f->disp = disp;
         PMPI_Type_dup(etype, &f->etype);

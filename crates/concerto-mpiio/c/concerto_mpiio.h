@@ -75,6 +75,9 @@ typedef struct cfile {
     MPI_Offset disp;
     MPI_Datatype etype, filetype;
     char *path; /* in the cluster's namespace */
+    int split_pending;       /* a split collective begun, not yet ended */
+    MPI_Count split_bytes;   /* what it moved */
+    MPI_Win shared;          /* the shared file pointer (shared.c), at rank 0 */
     struct cfile *next;
 } cfile;
 extern cfile *open_files;
@@ -83,6 +86,26 @@ void forget(cfile *f);
 int raise_on(cfile *f, int code);
 
 /* ---- Agreement between ranks ---- */
+
+/* ---- Reads and writes (data.c): an access served now; `offset` -1: at
+ * the individual file pointer; `call_id` a C_* code ---- */
+
+int independent(MPI_File fh, const char *call, MPI_Offset offset, const void *buf, MPI_Count count,
+                MPI_Datatype datatype, int write, MPI_Status *status);
+int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, MPI_Count count,
+               MPI_Datatype datatype, int write, MPI_Status *status);
+
+/* Nonblocking calls (nonblocking.c): an access served at its start, `code`
+ * and `status` its outcome: a request already complete, or the error. */
+int started(int code, MPI_Status *status, MPI_Request *request);
+/* Split collectives (nonblocking.c): the begin's outcome kept for the end. */
+int split_begin(cfile *f, const char *call, int code, MPI_Status *status);
+int split_end(cfile *f, const char *call, MPI_Status *status);
+
+/* The shared file pointer (shared.c): made at open, reset by a view, gone at close. */
+int shared_open(cfile *f);
+void shared_reset(cfile *f);
+void shared_close(cfile *f);
 
 enum { C_CLOSE = 1, C_SET_VIEW, C_SET_INFO, C_SET_SIZE, C_PREALLOCATE, C_SYNC, C_SET_ATOMICITY,
        C_READ_AT_ALL, C_WRITE_AT_ALL, C_READ_ALL, C_WRITE_ALL };

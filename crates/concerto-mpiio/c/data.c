@@ -32,8 +32,8 @@ static int begin(cfile *f, const char *call, MPI_Offset offset, const void *buf,
     return code;
 }
 
-static int independent(MPI_File fh, const char *call, MPI_Offset offset, const void *buf, MPI_Count count,
-                       MPI_Datatype datatype, int write, MPI_Status *status) {
+int independent(MPI_File fh, const char *call, MPI_Offset offset, const void *buf, MPI_Count count,
+                MPI_Datatype datatype, int write, MPI_Status *status) {
     cfile *f = ours(fh);
     if (offset < -1) return raise_on(f, fail(call, "a negative offset (%lld)", (long long)offset));
     cmpi_access_t *a;
@@ -85,8 +85,8 @@ static int run_steps(cfile *f, const char *call, cmpi_access_t *a) {
  * header and the access lists gathered, the outcome reduced) around this
  * rank's steps of the plan. MPI's collectives are costly where ranks share
  * cores, so each carries all it can. */
-static int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, MPI_Count count,
-                      MPI_Datatype datatype, int write, MPI_Status *status) {
+int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, MPI_Count count,
+               MPI_Datatype datatype, int write, MPI_Status *status) {
     cfile *f = ours(fh);
     const char *call = call_names[call_id];
     int size, rank;
@@ -208,68 +208,3 @@ int MPI_File_write_all_c(MPI_File fh, const void *buf, MPI_Count count, MPI_Data
     COLLECTIVE(MPI_File_write_all_c, C_WRITE_ALL, 1, fh, buf, count, datatype, status)
 #undef OFFSET
 #endif
-
-/* ---- Calls Concerto does not serve: a clear error on a Concerto file,
- * the MPI library's own call on any other ---- */
-
-#define UNSERVED(name, ...) \
-    { cfile *f = ours(fh); if (!f) return P##name(__VA_ARGS__); \
-      return raise_on(f, fail(#name, "not served on a Concerto file (shared file pointers, " \
-                              "split collectives and nonblocking I/O are not)")); }
-
-int MPI_File_iread_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-    UNSERVED(MPI_File_iread_at, fh, offset, buf, count, datatype, request)
-int MPI_File_iwrite_at(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-    UNSERVED(MPI_File_iwrite_at, fh, offset, buf, count, datatype, request)
-int MPI_File_iread_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-    UNSERVED(MPI_File_iread_at_all, fh, offset, buf, count, datatype, request)
-int MPI_File_iwrite_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-    UNSERVED(MPI_File_iwrite_at_all, fh, offset, buf, count, datatype, request)
-int MPI_File_iread(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-    UNSERVED(MPI_File_iread, fh, buf, count, datatype, request)
-int MPI_File_iwrite(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-    UNSERVED(MPI_File_iwrite, fh, buf, count, datatype, request)
-int MPI_File_iread_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-    UNSERVED(MPI_File_iread_all, fh, buf, count, datatype, request)
-int MPI_File_iwrite_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-    UNSERVED(MPI_File_iwrite_all, fh, buf, count, datatype, request)
-int MPI_File_read_shared(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    UNSERVED(MPI_File_read_shared, fh, buf, count, datatype, status)
-int MPI_File_write_shared(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    UNSERVED(MPI_File_write_shared, fh, buf, count, datatype, status)
-int MPI_File_iread_shared(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-    UNSERVED(MPI_File_iread_shared, fh, buf, count, datatype, request)
-int MPI_File_iwrite_shared(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-    UNSERVED(MPI_File_iwrite_shared, fh, buf, count, datatype, request)
-int MPI_File_read_ordered(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    UNSERVED(MPI_File_read_ordered, fh, buf, count, datatype, status)
-int MPI_File_write_ordered(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    UNSERVED(MPI_File_write_ordered, fh, buf, count, datatype, status)
-int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence)
-    UNSERVED(MPI_File_seek_shared, fh, offset, whence)
-int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset)
-    UNSERVED(MPI_File_get_position_shared, fh, offset)
-int MPI_File_read_at_all_begin(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype)
-    UNSERVED(MPI_File_read_at_all_begin, fh, offset, buf, count, datatype)
-int MPI_File_read_at_all_end(MPI_File fh, void *buf, MPI_Status *status)
-    UNSERVED(MPI_File_read_at_all_end, fh, buf, status)
-int MPI_File_write_at_all_begin(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype)
-    UNSERVED(MPI_File_write_at_all_begin, fh, offset, buf, count, datatype)
-int MPI_File_write_at_all_end(MPI_File fh, const void *buf, MPI_Status *status)
-    UNSERVED(MPI_File_write_at_all_end, fh, buf, status)
-int MPI_File_read_all_begin(MPI_File fh, void *buf, int count, MPI_Datatype datatype)
-    UNSERVED(MPI_File_read_all_begin, fh, buf, count, datatype)
-int MPI_File_read_all_end(MPI_File fh, void *buf, MPI_Status *status)
-    UNSERVED(MPI_File_read_all_end, fh, buf, status)
-int MPI_File_write_all_begin(MPI_File fh, const void *buf, int count, MPI_Datatype datatype)
-    UNSERVED(MPI_File_write_all_begin, fh, buf, count, datatype)
-int MPI_File_write_all_end(MPI_File fh, const void *buf, MPI_Status *status)
-    UNSERVED(MPI_File_write_all_end, fh, buf, status)
-int MPI_File_read_ordered_begin(MPI_File fh, void *buf, int count, MPI_Datatype datatype)
-    UNSERVED(MPI_File_read_ordered_begin, fh, buf, count, datatype)
-int MPI_File_read_ordered_end(MPI_File fh, void *buf, MPI_Status *status)
-    UNSERVED(MPI_File_read_ordered_end, fh, buf, status)
-int MPI_File_write_ordered_begin(MPI_File fh, const void *buf, int count, MPI_Datatype datatype)
-    UNSERVED(MPI_File_write_ordered_begin, fh, buf, count, datatype)
-int MPI_File_write_ordered_end(MPI_File fh, const void *buf, MPI_Status *status)
-    UNSERVED(MPI_File_write_ordered_end, fh, buf, status)
