@@ -276,6 +276,30 @@ def test_nonblocking_split_and_shared_pointer_calls_leave_what_the_same_calls_le
     assert run.returncode == 0 and f"ok {case}" in run.stdout, run.stdout + run.stderr
 
 
+def test_concerto_mpirun_runs_the_readmes_four_ranks_under_open_mpi_without_its_variables(programs, cluster):
+    # The README's line, as a new user runs it: root, two cores, no OMPI_* set.
+    env = {k: v for k, v in job_env().items() if not k.startswith("OMPI_")}
+    command = [sys.executable, "-m", "concerto", "mpirun", "--cluster", str(cluster), "--launcher", "mpirun.openmpi",
+               "-n", "4", str(programs["patterns-openmpi"]), "concerto:/readme-line", "vector", "resonant",
+               "two-phase"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0 and "ok vector resonant->two-phase 4 ranks" in run.stdout, run.stdout + run.stderr
+
+
+def test_open_mpi_defaults_leave_placement_and_set_variables_to_the_user(monkeypatch):
+    from concerto.mpirun import openmpi_defaults
+
+    monkeypatch.delenv("OMPI_MCA_rmaps_base_oversubscribe", raising=False)
+    monkeypatch.delenv("OMPI_ALLOW_RUN_AS_ROOT", raising=False)
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    assert openmpi_defaults(["-n", "4", "prog"]) == ["--oversubscribe", *root]
+    assert openmpi_defaults(["--hostfile", "h", "-n", "4", "prog"]) == root
+    assert openmpi_defaults(["--map-by=node", "prog"]) == root
+    monkeypatch.setenv("OMPI_MCA_rmaps_base_oversubscribe", "0")
+    monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    assert openmpi_defaults(["-n", "4", "prog"]) == []
+
+
 def test_concerto_mpirun_bad_input_is_named(cluster, tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "concerto", "mpirun", *args], capture_output=True, text=True,

@@ -56,11 +56,32 @@ def command(args: list[str], *, launcher: str = "mpirun", cluster: Path | None =
     credential = os.environ.get("CONCERTO_CREDENTIAL")
     if credential:
         env["CONCERTO_CREDENTIAL"] = str(Path(credential).resolve())
-    passed: list[str] = []
+    passed: list[str] = openmpi_defaults(args) if flavour == "openmpi" else []
     for key, value in env.items():
         # Open MPI forwards -x VAR=VALUE; MPICH's Hydra -genv VAR VALUE.
         passed += ["-x", f"{key}={value}"] if flavour == "openmpi" else ["-genv", key, value]
     return [path, *passed, *args]
+
+
+#: Options that say where the ranks go: with one, Open MPI's slots are the user's to manage.
+PLACEMENT_OPTIONS = ("-H", "--host", "-host", "--hostfile", "-hostfile", "--machinefile", "-machinefile",
+                     "--default-hostfile", "--oversubscribe", "--nooversubscribe", "--map-by", "-map-by")
+
+
+def openmpi_defaults(args: list[str]) -> list[str]:
+    """What Open MPI needs to run a job here as MPICH would: more ranks
+    than cores on this node (Open MPI refuses past its slots unless told,
+    and a local run's slots are the cores: `concerto mpirun -n 4` failed
+    on two cores), unless the command line places the ranks itself; and,
+    run by root, root's ranks (Open MPI refuses them unless told)."""
+    out = []
+    options = {a.split("=", 1)[0] for a in args}
+    env = os.environ
+    if not options & set(PLACEMENT_OPTIONS) and "OMPI_MCA_rmaps_base_oversubscribe" not in env:
+        out.append("--oversubscribe")
+    if os.geteuid() == 0 and "OMPI_ALLOW_RUN_AS_ROOT" not in env and "--allow-run-as-root" not in options:
+        out.append("--allow-run-as-root")
+    return out
 
 
 def run(args: list[str], *, launcher: str = "mpirun", cluster: Path | None = None) -> None:

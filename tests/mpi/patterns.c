@@ -181,13 +181,19 @@ int main(int argc, char **argv) {
     }
     /* the hints in effect name the strategy asked for */
     MPI_Info used;
-    char strategy[64] = "";
-    int flag = 0;
+    char strategy[64] = "", cb_nodes[64] = "";
+    int flag = 0, nodes_flag = 0;
     check(MPI_File_get_info(fh, &used), "MPI_File_get_info");
     MPI_Info_get(used, "concerto_strategy", sizeof strategy - 1, strategy, &flag);
+    MPI_Info_get(used, "cb_nodes", sizeof cb_nodes - 1, cb_nodes, &nodes_flag);
     MPI_Info_free(&used);
     if (strncmp(file, "concerto:", 9) == 0 && (!flag || strcmp(strategy, argv[4]))) {
         fprintf(stderr, "rank %d: concerto_strategy in effect is \"%s\", not %s\n", rank, strategy, argv[4]);
+        bad++;
+    }
+    /* as ROMIO reports it: the aggregators, every rank unless the hint said fewer */
+    if (strncmp(file, "concerto:", 9) == 0 && (!nodes_flag || atoi(cb_nodes) != procs)) {
+        fprintf(stderr, "rank %d: cb_nodes in effect is \"%s\", not %d\n", rank, cb_nodes, procs);
         bad++;
     }
     /* and the whole file through the default view, independently, on rank 0 */

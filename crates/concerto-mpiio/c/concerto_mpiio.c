@@ -215,6 +215,17 @@ int MPI_File_get_info(MPI_File fh, MPI_Info *info_used) {
         *eq = 0;
         PMPI_Info_set(*info_used, line, eq + 1);
     }
+    /* cb_nodes as ROMIO reports it: the aggregators two-phase uses, every
+     * rank of the file's communicator unless the hint said fewer. */
+    int len, flag;
+    PMPI_Info_get_valuelen(*info_used, "cb_nodes", &len, &flag);
+    if (!flag) {
+        int size;
+        char n[16];
+        PMPI_Comm_size(f->comm, &size);
+        snprintf(n, sizeof n, "%d", size);
+        PMPI_Info_set(*info_used, "cb_nodes", n);
+    }
     return MPI_SUCCESS;
 }
 
