@@ -33,7 +33,22 @@ use crate::{cluster_with_admin, runtime};
 /// application's: it shows among the metadata requests.)
 fn served(rt: &tokio::runtime::Runtime, client: &FsClient) -> (u64, u64, u64) {
     let (mut data, mut meta, mut own) = (0, 0, 0);
-    for s in rt.block_on(client.stats()) {
+    // A server replies from its storage thread and counts the request when
+    // its scheduling loop hears of it: a reply can reach the mount (and the
+    // test go on) before the request is counted. Counted once no server
+    // has a request in flight (a `make test` beside two busy loops counted
+    // the small writes' last flush as the read-back's one data request).
+    let mut stats = rt.block_on(client.stats());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stats
+        .iter()
+        .any(|s| s.as_ref().is_ok_and(|s| s.in_flight + s.queued > 0))
+    {
+        assert!(Instant::now() < deadline, "requests in flight for 10 s");
+        std::thread::sleep(Duration::from_millis(5));
+        stats = rt.block_on(client.stats());
+    }
+    for s in stats {
         for a in s.unwrap().apps {
             if a.app == 0 {
                 own += a.data_ops + a.metadata_ops;
