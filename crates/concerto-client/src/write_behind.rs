@@ -249,6 +249,14 @@ impl FsClient {
         self.shared.held.tidy(inode);
     }
 
+    /// Sends everything this client holds of `file`'s writes and waits for
+    /// its writes in flight: what an MPI-IO collective call does first, so
+    /// that the other ranks' agents read what this rank wrote. Returns the
+    /// error one of them met, if any.
+    pub async fn settle_writes(&self, file: &FileHandle) -> Result<(), ClientError> {
+        self.settle(file.inode, None).await
+    }
+
     /// Sends what the file holds over `range` (all of it when `None`),
     /// then waits for its writes in flight there: what a read, a stat, a
     /// truncation, an fsync or a close does first. Returns the error one

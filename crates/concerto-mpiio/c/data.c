@@ -81,9 +81,72 @@ static int run_steps(cfile *f, const char *call, cmpi_access_t *a) {
     return code;
 }
 
+/* Every rank's header, the first exchange of a collective call. */
+enum { H_CALL, H_SEQ, H_HINTS, H_FAILED, H_COUNT, H_LO, H_HI, H_WORDS };
+
+/* Whether no two ranks' data (each rank's span, from the headers) share a
+ * stripe unit of `unit` bytes: each server then gets every rank's
+ * requests apart, as independent calls send them. */
+static int no_shared_unit(const uint64_t *headers, int size, uint64_t unit) {
+    uint64_t *spans = malloc(sizeof(uint64_t) * 2 * size);
+    int n = 0, apart = 1;
+    for (int r = 0; r < size; r++) {
+        const uint64_t *h = &headers[H_WORDS * r];
+        if (h[H_COUNT] == 0) continue;
+        spans[2 * n] = h[H_LO];
+        spans[2 * n + 1] = h[H_HI];
+        n++;
+    }
+    /* by start (insertion sort: a handful of ranks per call) */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && spans[2 * j] < spans[2 * (j - 1)]; j--) {
+            uint64_t lo = spans[2 * j], hi = spans[2 * j + 1];
+            spans[2 * j] = spans[2 * (j - 1)];
+            spans[2 * j + 1] = spans[2 * (j - 1) + 1];
+            spans[2 * (j - 1)] = lo;
+            spans[2 * (j - 1) + 1] = hi;
+        }
+    for (int i = 1; i < n && apart; i++)
+        apart = spans[2 * i - 1] <= spans[2 * i] && (spans[2 * i - 1] - 1) / unit < spans[2 * i] / unit;
+    free(spans);
+    return apart;
+}
+
+/* Plans the call from every rank's access list (gathered here, after the
+ * headers said how long each is); frees `headers`. */
+static int plan(cfile *f, const char *call, cmpi_access_t *a, uint64_t *headers, const uint64_t *mine,
+                uint64_t n) {
+    int size, rank, code = MPI_SUCCESS;
+    PMPI_Comm_size(f->comm, &size);
+    PMPI_Comm_rank(f->comm, &rank);
+    uint64_t *counts = malloc(sizeof(uint64_t) * size);
+    int *rc = malloc(sizeof(int) * size), *displs = malloc(sizeof(int) * size);
+    uint64_t total = 0;
+    for (int r = 0; r < size; r++) {
+        counts[r] = headers[H_WORDS * r + H_COUNT];
+        rc[r] = (int)(2 * counts[r]);
+        displs[r] = (int)(2 * total);
+        total += counts[r];
+    }
+    uint64_t *all = malloc(sizeof(uint64_t) * (2 * total + 1));
+    PMPI_Allgatherv(mine, (int)(2 * n), MPI_UINT64_T, all, rc, displs, MPI_UINT64_T, f->comm);
+    /* Every rank plans alike from the same lists and hints: a plan that
+     * fails, fails on every rank. */
+    if (cmpi_plan(a, (uint32_t)size, (uint32_t)rank, counts, all)) code = raise_on(f, rust_error(call));
+    free(headers);
+    free(counts);
+    free(rc);
+    free(displs);
+    free(all);
+    return code;
+}
+
 /* A collective read or write: three collective operations per call (the
  * header and the access lists gathered, the outcome reduced) around this
- * rank's steps of the plan. MPI's collectives are costly where ranks share
+ * rank's steps of the plan; two (no access lists, no plan) when the ranks'
+ * data share no stripe unit and the hints let such a call run as each
+ * rank's independent call (romio_cb_* automatic, ROMIO's rule and the
+ * default; or disable). MPI's collectives are costly where ranks share
  * cores, so each carries all it can. */
 int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, MPI_Count count,
                MPI_Datatype datatype, int write, MPI_Status *status) {
@@ -94,15 +157,20 @@ int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, MPI
     PMPI_Comm_rank(f->comm, &rank);
     cmpi_access_t *a = NULL;
     int failed = offset < -1 ? fail(call, "a negative offset (%lld)", (long long)offset) : 0;
+    /* What this rank wrote behind reaches the servers before any rank
+     * learns (from the header below) that the call may go on: an agent
+     * then reads it. */
+    if (!failed && cmpi_settle(f->id)) failed = rust_error(call);
     if (!failed) failed = begin(f, call, offset, buf, count, datatype, write, &a);
     const uint64_t *mine = NULL;
     uint64_t n = 0;
     if (!failed) cmpi_extents(a, &mine, &n);
     /* Which call, its sequence number, the hints in effect, whether this
-     * rank failed, and how many extents it accesses: from every rank. */
-    enum { H_CALL, H_SEQ, H_HINTS, H_FAILED, H_COUNT, H_WORDS };
+     * rank failed, how many extents it accesses and their span: from every
+     * rank. */
     uint64_t header[H_WORDS] = {(uint64_t)call_id, (uint64_t)f->seq++, cmpi_hints_fingerprint(f->id),
-                                (uint64_t)marker(f->comm, failed), n};
+                                (uint64_t)marker(f->comm, failed), n, n ? mine[0] : 0,
+                                n ? mine[2 * n - 2] + mine[2 * n - 1] : 0};
     uint64_t *all_headers = malloc(sizeof(uint64_t) * H_WORDS * size);
     PMPI_Allgather(header, H_WORDS, MPI_UINT64_T, all_headers, H_WORDS, MPI_UINT64_T, f->comm);
     int code = MPI_SUCCESS, worst = 0;
@@ -122,28 +190,17 @@ int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, MPI
         cmpi_free(a);
         return code;
     }
-    /* Every rank's access list, to every rank: the planner's input. */
-    uint64_t *counts = malloc(sizeof(uint64_t) * size);
-    int *rc = malloc(sizeof(int) * size), *displs = malloc(sizeof(int) * size);
-    uint64_t total = 0;
-    for (int r = 0; r < size; r++) {
-        counts[r] = all_headers[H_WORDS * r + H_COUNT];
-        rc[r] = (int)(2 * counts[r]);
-        displs[r] = (int)(2 * total);
-        total += counts[r];
+    uint64_t when = cmpi_independent_when(a);
+    if (when == UINT64_MAX || (when && no_shared_unit(all_headers, size, when))) {
+        /* Each rank's own part, written through: when the call returns,
+         * every rank's data is on its servers, as after a plan. */
+        free(all_headers);
+        failed = cmpi_independent_through(a) ? rust_error(call) : 0;
+    } else {
+        code = plan(f, call, a, all_headers, mine, n);
+        if (code == MPI_SUCCESS) failed = run_steps(f, call, a);
     }
-    uint64_t *all = malloc(sizeof(uint64_t) * (2 * total + 1));
-    PMPI_Allgatherv(mine, (int)(2 * n), MPI_UINT64_T, all, rc, displs, MPI_UINT64_T, f->comm);
-    /* Every rank plans alike from the same lists and hints: a plan that
-     * fails, fails on every rank. */
-    if (cmpi_plan(a, (uint32_t)size, (uint32_t)rank, counts, all)) code = raise_on(f, rust_error(call));
-    free(all_headers);
-    free(counts);
-    free(rc);
-    free(displs);
-    free(all);
     if (code == MPI_SUCCESS) {
-        failed = run_steps(f, call, a);
         /* Whether any rank failed, and whether any rank's read met the end of the file. */
         int outcome[2] = {marker(f->comm, failed), !write && cmpi_incomplete(a)}, reduced[2];
         PMPI_Allreduce(outcome, reduced, 2, MPI_INT, MPI_MAX, f->comm);

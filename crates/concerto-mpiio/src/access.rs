@@ -35,6 +35,9 @@ pub struct Access {
     /// Some part read was a hole or past the end of the file.
     pub incomplete: bool,
     pub execution: Option<Execution>,
+    /// Written through even when the session writes behind (a collective
+    /// call's part).
+    pub through: bool,
     /// `own` as (offset, length) pairs, for the MPI side to gather.
     flat: Vec<u64>,
 }
@@ -89,6 +92,7 @@ impl Access {
             buf,
             incomplete: false,
             execution: None,
+            through: false,
             flat: Vec::new(),
         })
     }
@@ -126,14 +130,28 @@ impl Access {
     }
 
     /// Runs the access as an independent call: this rank's own extents,
-    /// in pieces of at most 64 MiB.
+    /// in pieces of at most 64 MiB. A contiguous write is held behind
+    /// (when the session writes behind): coalesced with the rank's next
+    /// ones and sent as the client's write-behind says, at the latest by
+    /// the file's next collective call, sync, size change or close, as MPI
+    /// lets a write be in flight until then; an error it meets is the next
+    /// such call's. A list write goes at once, after what the rank holds
+    /// over its range (the program's order).
     pub fn run_independent(&mut self, session: &Session) -> Result<(), String> {
         for extents in pieces(&self.own) {
             match self.direction {
                 Direction::Write => {
                     let mut data = Vec::new();
                     self.gather(&extents, &mut data);
-                    session.run(session.client.write_list(&self.handle, &extents, &data))?;
+                    let client = &session.client;
+                    if let ([e], true) = (&extents[..], session.write_behind && !self.through) {
+                        session.run(client.write_behind(&self.handle, e.offset, data.into()))?;
+                    } else {
+                        let write = client
+                            .prepare_write(&self.handle, &extents, &data)
+                            .map_err(|e| e.to_string())?;
+                        session.run(client.write_through(&self.handle, write))?;
+                    }
                 }
                 Direction::Read => {
                     let (data, complete) =

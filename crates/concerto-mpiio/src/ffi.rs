@@ -308,6 +308,24 @@ fn with_file<T>(
     f(s, &mut g)
 }
 
+/// When the collective access may run as independent calls: 0 never,
+/// `u64::MAX` always, else the file's stripe unit, when no two ranks' data
+/// share one (`Hints::independent_when`).
+///
+/// # Safety
+/// As [`the`].
+#[no_mangle]
+pub unsafe extern "C" fn cmpi_independent_when(a: *mut Access) -> u64 {
+    use crate::hints::IndependentWhen;
+    // SAFETY: as documented.
+    let a = unsafe { the(a) };
+    match a.hints.independent_when(a.direction) {
+        IndependentWhen::Never => 0,
+        IndependentWhen::Always => u64::MAX,
+        IndependentWhen::NoSharedUnit => a.handle.layout.unit(),
+    }
+}
+
 /// A fingerprint of the hints in effect on a file (ranks whose hints
 /// differ would plan differently); 0 for a file not open.
 #[no_mangle]
@@ -347,12 +365,21 @@ pub extern "C" fn cmpi_set_size(id: u64, size: u64, grow_only: i32) -> i32 {
             if !f.amode.write {
                 return Err(format!("{}: opened read-only (MPI_MODE_RDONLY)", f.path));
             }
+            // What this rank holds behind lands before the cut.
+            s.run(s.client.settle_writes(&f.handle))?;
             if grow_only != 0 && s.run(s.client.fstat(&f.handle))?.size >= size {
                 return Ok(());
             }
             s.run(s.client.truncate(&f.path, size))
         })
     })
+}
+
+/// Sends the writes this rank holds behind on the file and waits for
+/// them (before a collective call: the other ranks' agents then read them).
+#[no_mangle]
+pub extern "C" fn cmpi_settle(id: u64) -> i32 {
+    guard(|| with_file(id, |s, f| s.run(s.client.settle_writes(&f.handle))))
 }
 
 /// Makes what this rank wrote durable.
@@ -476,6 +503,22 @@ pub unsafe extern "C" fn cmpi_independent(a: *mut Access) -> i32 {
         let s = Session::get()?;
         a.run_independent(s)?;
         a.count_to_end(s)
+    })
+}
+
+/// Runs a collective access as this rank's independent call, its writes
+/// through to the servers (not held behind): the call's end is then a
+/// point where every rank's data is on its servers, as after a plan.
+///
+/// # Safety
+/// As [`the`].
+#[no_mangle]
+pub unsafe extern "C" fn cmpi_independent_through(a: *mut Access) -> i32 {
+    guard(|| {
+        // SAFETY: as documented.
+        let a = unsafe { the(a) };
+        a.through = true;
+        a.run_independent(Session::get()?)
     })
 }
 

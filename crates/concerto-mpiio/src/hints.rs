@@ -51,6 +51,14 @@ pub const USED: [&str; 10] = [
     "striping_unit",
 ];
 
+/// When a collective call runs as independent calls (`Hints::independent_when`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndependentWhen {
+    Always,
+    Never,
+    NoSharedUnit,
+}
+
 /// ROMIO's three settings of `romio_cb_read`/`romio_cb_write`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Buffering {
@@ -145,6 +153,27 @@ impl Hints {
         }
         h.planner(concerto_core::client::collective::Direction::Write)?;
         Ok(h)
+    }
+
+    /// When a collective call in `direction` may run as each rank's own
+    /// independent call instead of a plan: always (`romio_cb_*` disable),
+    /// never (enable), or, by default (automatic, ROMIO's rule), when no
+    /// two ranks' data share a stripe unit of the file (they would then
+    /// only send each server their own requests, as independent calls do,
+    /// after the plan's exchanges).
+    pub fn independent_when(
+        &self,
+        direction: concerto_core::client::collective::Direction,
+    ) -> IndependentWhen {
+        use concerto_core::client::collective::Direction;
+        match match direction {
+            Direction::Write => self.cb_write,
+            Direction::Read => self.cb_read,
+        } {
+            Buffering::Disable => IndependentWhen::Always,
+            Buffering::Enable => IndependentWhen::Never,
+            Buffering::Automatic => IndependentWhen::NoSharedUnit,
+        }
     }
 
     /// The planner a collective call in `direction` uses, with the options
@@ -308,6 +337,25 @@ mod tests {
         Hints::default()
             .with(&pairs(&[("romio_ds_write", "disable")]))
             .unwrap();
+    }
+
+    #[test]
+    fn collective_calls_run_independent_as_romio_cb_says() {
+        use concerto_core::client::collective::Direction;
+        let h = Hints::default();
+        assert_eq!(
+            h.independent_when(Direction::Write),
+            IndependentWhen::NoSharedUnit,
+            "automatic by default"
+        );
+        let h = h
+            .with(&pairs(&[
+                ("romio_cb_write", "enable"),
+                ("romio_cb_read", "disable"),
+            ]))
+            .unwrap();
+        assert_eq!(h.independent_when(Direction::Write), IndependentWhen::Never);
+        assert_eq!(h.independent_when(Direction::Read), IndependentWhen::Always);
     }
 
     #[test]

@@ -21,10 +21,26 @@ pub const CLUSTER_VAR: &str = "CONCERTO_CLUSTER";
 /// ROMIO's convention for naming a file system driver in a file name.
 pub const PREFIX: &str = "concerto:";
 
+/// The variable giving the bytes a rank's independent writes may hold
+/// behind (a size, as `16MiB`; `0`: each write reaches its servers before
+/// it returns). Default: the mount's, `concerto_client::DEFAULT_WRITE_BEHIND`.
+pub const WRITE_BEHIND_VAR: &str = "CONCERTO_MPIIO_WRITE_BEHIND";
+
+/// The process's write-behind bound from `WRITE_BEHIND_VAR`.
+fn write_behind_bound(var: Option<String>) -> Result<u64, String> {
+    match var.filter(|v| !v.is_empty()) {
+        None => Ok(concerto_client::DEFAULT_WRITE_BEHIND),
+        Some(v) => concerto_core::units::parse_size(&v)
+            .map_err(|e| format!("{WRITE_BEHIND_VAR}={v:?}: {e}")),
+    }
+}
+
 /// The client and the runtime its requests run on.
 pub struct Session {
     runtime: tokio::runtime::Runtime,
     pub client: FsClient,
+    /// Whether independent writes are held behind (`WRITE_BEHIND_VAR` > 0).
+    pub write_behind: bool,
 }
 
 static SESSION: OnceLock<Result<Session, String>> = OnceLock::new();
@@ -51,6 +67,7 @@ impl Session {
             })?;
         let (cluster, credential) =
             load_cluster(Path::new(&path)).map_err(|e| format!("{CLUSTER_VAR}: {e}"))?;
+        let bound = write_behind_bound(std::env::var(WRITE_BEHIND_VAR).ok())?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("concerto-mpiio")
@@ -59,7 +76,9 @@ impl Session {
             .map_err(|e| format!("cannot start the client runtime: {e}"))?;
         Ok(Session {
             runtime,
-            client: FsClient::new(cluster, Identity::from_env(), credential),
+            client: FsClient::new(cluster, Identity::from_env(), credential)
+                .with_write_behind(bound.max(1)),
+            write_behind: bound > 0,
         })
     }
 
@@ -280,6 +299,18 @@ mod tests {
         );
         assert_eq!(at("/x/d"), None, "not a Concerto mount");
         assert_eq!(at("/elsewhere"), None);
+    }
+
+    #[test]
+    fn the_write_behind_bound_is_a_size_and_a_bad_one_is_named() {
+        assert_eq!(
+            write_behind_bound(None).unwrap(),
+            concerto_client::DEFAULT_WRITE_BEHIND
+        );
+        assert_eq!(write_behind_bound(Some("4MiB".into())).unwrap(), 4 << 20);
+        assert_eq!(write_behind_bound(Some("0".into())).unwrap(), 0);
+        let e = write_behind_bound(Some("lots".into())).unwrap_err();
+        assert!(e.contains(WRITE_BEHIND_VAR) && e.contains("lots"), "{e}");
     }
 
     #[test]
