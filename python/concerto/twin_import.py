@@ -70,7 +70,8 @@ def _ior(path: Path, text: str) -> RealSide:
 
 
 _LAUNCHED = re.compile(r"was launched with (\d+) total task")
-_RATE = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*:\s*([-+\d.eE]+)\s+([-+\d.eE]+)\s+([-+\d.eE]+)")
+# mdtest 3.3 puts a colon after the operation's name; mdtest 4 does not.
+_RATE = re.compile(r"^\s*([A-Za-z][A-Za-z ]*?)\s*:?\s+([-+\d.eE]+)\s+([-+\d.eE]+)\s+([-+\d.eE]+)")
 
 
 def _mdtest(path: Path, text: str) -> RealSide:
