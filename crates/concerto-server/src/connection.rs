@@ -26,7 +26,7 @@ use concerto_proto::{frame_codec, Envelope, ErrorKind, Message, ProtocolError, V
 use crate::commands::command;
 use crate::intake::{kib, next_request, Budgets, Next};
 use crate::keys::{capability_refusal, refusal, Keys};
-use crate::refusals::Refusal;
+use crate::refusals::{source_of, Refusal};
 use crate::schedule::{Command, Held, Outgoing, Reply};
 use crate::server::{ConnectionLimits, Integrity};
 use crate::stats::ConnectionCounters;
@@ -62,7 +62,7 @@ pub(crate) async fn accept(
                     backoff = Duration::ZERO;
                     let conn = ids.fetch_add(1, Ordering::Relaxed) + 1;
                     let Some((slot, evicted)) = open.arrive(from, conn, kib(limits.address_memory)) else {
-                        let why = format!("{PENDING_TOTAL} handshakes in progress already");
+                        let why = format!("{PENDING_TOTAL} handshakes in progress already, most of them from this source");
                         counters.refusals.record(Refusal::PoolFull, from.ip(), &why);
                         continue;
                     };
@@ -95,9 +95,37 @@ pub(crate) async fn accept(
 /// without being closed (with 16, two jobs of 24 processes together on
 /// one node had handshakes closed, and before clients retried, failed).
 const PENDING_PER_ADDRESS: usize = 128;
-/// Handshakes in progress at once from every address; past it new
-/// connections are closed at once.
+/// Handshakes in progress at once from every address. Past it the pool is
+/// shared fairly among sources (an IPv4 address, an IPv6 /64): a new
+/// connection from a source with fewer handshakes than the most
+/// represented one closes that source's oldest handshake and takes its
+/// place; one from the most represented source is closed at once. So
+/// idle handshakes from a few sources cannot keep another client out.
 const PENDING_TOTAL: usize = 1024;
+
+/// Why a handshake in progress was closed before it finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Evicted {
+    /// [`PENDING_PER_ADDRESS`] newer ones from its address came in.
+    ByItsAddress,
+    /// The pool was full and its source had the most handshakes in it.
+    ByAFullPool,
+}
+
+impl Evicted {
+    /// What the closed handshake of `ip` is told.
+    fn reason(self, ip: IpAddr) -> String {
+        match self {
+            Evicted::ByItsAddress => format!(
+                "{PENDING_PER_ADDRESS} newer handshakes from {ip} came in before it finished"
+            ),
+            Evicted::ByAFullPool => format!(
+                "the server's {PENDING_TOTAL} handshakes in progress were full, most of them from {}",
+                source_of(ip)
+            ),
+        }
+    }
+}
 
 /// What one address holds of the server: connections that authenticated
 /// (at most the per-client cap), of them each key's (at most the per-key
@@ -106,7 +134,7 @@ const PENDING_TOTAL: usize = 1024;
 struct Address {
     authenticated: u32,
     per_key: HashMap<Arc<str>, u32>,
-    pending: VecDeque<(u64, oneshot::Sender<()>)>,
+    pending: VecDeque<(u64, oneshot::Sender<Evicted>)>,
     /// What the requests of all its connections may hold (KiB).
     budget: Arc<Semaphore>,
 }
@@ -115,6 +143,8 @@ struct Address {
 struct Open {
     addresses: HashMap<IpAddr, Address>,
     pending: usize,
+    /// Handshakes in progress per source (`refusals::source_of`).
+    per_source: HashMap<IpAddr, usize>,
 }
 
 impl Open {
@@ -126,8 +156,61 @@ impl Open {
         };
         if let Some(i) = address.pending.iter().position(|(c, _)| *c == conn) {
             address.pending.remove(i);
-            self.pending -= 1;
+            self.left_pool(ip);
         }
+    }
+
+    fn joined_pool(&mut self, ip: IpAddr) {
+        self.pending += 1;
+        *self.per_source.entry(source_of(ip)).or_insert(0) += 1;
+    }
+
+    fn left_pool(&mut self, ip: IpAddr) {
+        self.pending -= 1;
+        let source = source_of(ip);
+        if let Some(n) = self.per_source.get_mut(&source) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_source.remove(&source);
+            }
+        }
+    }
+
+    /// Makes room in a full pool for a handshake from `ip`'s source:
+    /// closes the oldest handshake of the most represented source, unless
+    /// that is `ip`'s own (or one as large): then false.
+    fn room_for(&mut self, ip: IpAddr) -> bool {
+        let mine = self.per_source.get(&source_of(ip)).copied().unwrap_or(0);
+        let Some((largest, n)) = self
+            .per_source
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(s, n)| (*s, *n))
+        else {
+            return false;
+        };
+        if mine + 1 >= n {
+            return false;
+        }
+        // Its oldest handshake: the smallest connection number among its addresses'.
+        let oldest = self
+            .addresses
+            .iter()
+            .filter(|(a, _)| source_of(**a) == largest)
+            .filter_map(|(a, address)| address.pending.front().map(|(c, _)| (*c, *a)))
+            .min();
+        let Some((_, at)) = oldest else {
+            return false;
+        };
+        if let Some((_, close)) = self
+            .addresses
+            .get_mut(&at)
+            .and_then(|a| a.pending.pop_front())
+        {
+            self.left_pool(at);
+            let _ = close.send(Evicted::ByAFullPool);
+        }
+        true
     }
 }
 
@@ -159,9 +242,9 @@ impl OpenConnections {
         from: SocketAddr,
         conn: u64,
         budget_kib: u32,
-    ) -> Option<(Slot, oneshot::Receiver<()>)> {
+    ) -> Option<(Slot, oneshot::Receiver<Evicted>)> {
         let mut open = self.lock();
-        if open.pending >= PENDING_TOTAL {
+        if open.pending >= PENDING_TOTAL && !open.room_for(from.ip()) {
             return None;
         }
         let (tx, rx) = oneshot::channel();
@@ -178,10 +261,10 @@ impl OpenConnections {
             None
         };
         address.pending.push_back((conn, tx));
-        open.pending += 1;
+        open.joined_pool(from.ip());
         if let Some((_, close)) = evicted {
-            open.pending -= 1;
-            let _ = close.send(());
+            open.left_pool(from.ip());
+            let _ = close.send(Evicted::ByItsAddress);
         }
         let slot = Slot {
             open: self.clone(),
@@ -398,7 +481,7 @@ async fn write_replies(
 async fn connection(
     stream: TcpStream,
     mut peer: Peer,
-    mut evicted: oneshot::Receiver<()>,
+    mut evicted: oneshot::Receiver<Evicted>,
     keys: Arc<Keys>,
     limits: ConnectionLimits,
     sched: mpsc::Sender<Command>,
@@ -426,6 +509,7 @@ async fn connection(
         from: from.ip(),
         integrity: limits.integrity,
     };
+    let mut full_pool = false;
     let handshake = tokio::select! {
         done = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut frames, handshake, &keys, admit)) => {
             done.unwrap_or_else(|_| {
@@ -437,10 +521,10 @@ async fn connection(
             })
         }
         // Not a key's failure either: the client may try again (and does).
-        Ok(()) = &mut evicted => Err((
-            ErrorKind::Busy,
-            format!("{PENDING_PER_ADDRESS} newer handshakes from {} came in before it finished", from.ip()),
-        )),
+        Ok(why) = &mut evicted => {
+            full_pool = why == Evicted::ByAFullPool;
+            Err((ErrorKind::Busy, why.reason(from.ip())))
+        }
     };
 
     match handshake {
@@ -474,6 +558,7 @@ async fn connection(
         Err((kind, why)) => {
             let cause = match kind {
                 ErrorKind::Protocol => Refusal::Protocol,
+                ErrorKind::Busy if full_pool => Refusal::PoolFull,
                 ErrorKind::Busy => Refusal::Busy,
                 _ => Refusal::KeyRefused,
             };

@@ -441,6 +441,54 @@ async fn a_thousand_idle_handshakes_cannot_keep_a_client_of_their_address_out() 
     );
 }
 
+/// The handshake pool (1,024 in progress at once) flooded with idle
+/// handshakes from sixteen addresses: a client of another address still
+/// gets in at once, in the place of the oldest handshake of the most
+/// represented source, which is told why. (The full pool closed every new
+/// connection until an idle handshake's 10 s ran out.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_pool_flooded_from_sixteen_addresses_still_admits_another_address() {
+    const PER_ADDRESS: u8 = 80; // 16 x 80 = 1,280: past the pool, under each address's 128
+    raise_file_limit(4096);
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), LOG_EVERY_SECOND, 4096);
+    let mut idle = Vec::new();
+    for a in 0..16u8 {
+        for _ in 0..PER_ADDRESS {
+            idle.push(connect_from([127, 0, 1, 10 + a], s.addr).await.unwrap());
+        }
+    }
+    // The pool is full once the server has refused the flood's last 256
+    // (each address then holds 64, as many as any other: none evicts).
+    let deadline = Instant::now() + TIMEOUT;
+    while refused(&s, "handshake pool full").await < 256 {
+        assert!(Instant::now() < deadline, "the flood never filled the pool");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for round in 0..5u64 {
+        let mut sock = authenticated([127, 0, 0, 99], &s).await;
+        send(&mut sock, round + 1, Message::Ping).await;
+        assert!(
+            matches!(receive(&mut sock).await, Message::Pong { .. }),
+            "round {round}"
+        );
+    }
+    // Each place was an idle handshake's, closed and told why.
+    let deadline = Instant::now() + 2 * LOG_INTERVAL;
+    while !s
+        .log()
+        .contains("handshakes in progress were full, most of them from 127.0.1.")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no line for the closed ones: {}",
+            s.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(idle);
+}
+
 /// A handshake that newer ones from its address closed is told `Busy`
 /// with the reason, not that its key was refused: nothing was wrong with
 /// the key, and the client tries again.
