@@ -25,6 +25,15 @@ fn check_extents(extents: &[Extent]) -> Result<u64, ClientError> {
     ordered_total(extents).map_err(|e| ClientError::Invalid(e.message))
 }
 
+/// `extents` (ascending) cut at file byte `end`.
+fn within(extents: &[Extent], end: u64) -> Vec<Extent> {
+    extents
+        .iter()
+        .filter(|e| e.offset < end)
+        .map(|e| Extent::new(e.offset, e.len.min(end - e.offset)))
+        .collect()
+}
+
 /// A write planned and copied into its per-server requests, ready to send:
 /// what [`FsClient::prepare_write`] returns. The caller's bytes are copied
 /// once, here, straight into the requests' payloads.
@@ -85,6 +94,16 @@ impl FsClient {
             return Err(ClientError::Invalid(format!(
                 "{} bytes of data for extents of {total} bytes",
                 data.len()
+            )));
+        }
+        let end = extents.last().map_or(0, |e| e.offset + e.len);
+        let largest = file.layout.largest_file(concerto_proto::MAX_OBJECT_END);
+        if end > largest {
+            return Err(ClientError::Invalid(format!(
+                "{}: a write reaching byte {end} is past the largest file of its layout ({largest} bytes: \
+                 the servers' bound of {} bytes per object)",
+                file.path,
+                concerto_proto::MAX_OBJECT_END
             )));
         }
         let plan = self.plan(file, extents);
@@ -244,6 +263,21 @@ impl FsClient {
         let total = check_extents(extents)?;
         if total > MAX_READ {
             return Err(ClientError::Invalid(format!("a read of {total} bytes is over the {MAX_READ}-byte limit of one call; read in pieces")));
+        }
+        // Nothing is past the largest file the servers' bound on an object
+        // allows: that part reads as the end of the file, without asking.
+        let largest = file.layout.largest_file(concerto_proto::MAX_OBJECT_END);
+        let within = within(extents, largest);
+        if within.len() < extents.len() || within.last() != extents.last() {
+            let (mut buf, _) = if within.is_empty() {
+                (Bytes::new(), false)
+            } else {
+                Box::pin(self.read_extents(file, &within)).await?
+            };
+            let mut out = BytesMut::from(&buf[..]);
+            out.resize(total as usize, 0);
+            buf = out.freeze();
+            return Ok((buf, false));
         }
         let plan = self.plan(file, extents);
         let batches = plan.blocks;

@@ -140,6 +140,12 @@ impl StripeLayout {
     pub fn unit(&self) -> u64 {
         self.unit
     }
+
+    /// The largest file whose every object ends at or before
+    /// `object_bound` (the servers' bound on an object).
+    pub fn largest_file(&self, object_bound: u64) -> u64 {
+        largest_file(self.unit, self.servers.len() as u64, object_bound)
+    }
     pub fn stripe_count(&self) -> u32 {
         self.servers.len() as u32
     }
@@ -394,6 +400,15 @@ impl Iterator for Chunks<'_> {
     }
 }
 
+/// The largest file of `stripe_count` objects of `unit`-byte stripe units
+/// whose every object ends at or before `object_bound`: whole rows of
+/// stripes up to the bound.
+pub fn largest_file(unit: u64, stripe_count: u64, object_bound: u64) -> u64 {
+    (object_bound / unit.max(1))
+        .saturating_mul(unit)
+        .saturating_mul(stripe_count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,6 +594,22 @@ mod tests {
             let pieces: Vec<(u32, Vec<Extent>, u64)> = l.split_extents(&extents)
                 .into_iter().map(|p| (p.slot, p.extents.into_vec(), p.bytes)).collect();
             prop_assert_eq!(requests, pieces);
+        }
+
+        /// The largest file under an object bound keeps every object
+        /// within it, and one byte more does not.
+        #[test]
+        fn the_largest_file_under_an_object_bound_fits_and_one_more_byte_does_not(
+            l in layout_strategy(), bound in 1u64..100_000_000,
+        ) {
+            let largest = l.largest_file(bound);
+            let longest = |size| (0..l.stripe_count()).map(|s| l.object_len(s, size)).max().unwrap_or(0);
+            prop_assert!(longest(largest) <= bound);
+            if largest >= l.unit() {
+                // A byte more needs a row past the bound, unless the bound
+                // ends inside a unit (then the last unit is not whole).
+                prop_assert!(longest(largest + 1) > bound || bound % l.unit() != 0);
+            }
         }
 
         /// Object lengths add up to the size and give it back.

@@ -7,8 +7,8 @@ use concerto_core::{Extent, FieldError};
 
 use super::{
     Envelope, LayoutRequest, Message, MetaRequest, ProtocolError, Tags, MAX_CLOSES, MAX_IO,
-    MAX_MODE, MAX_PEERS, MAX_PHASE_WAIT_MS, MAX_REMOVE, MAX_REPORT_APPS, MAX_SEGMENTS,
-    MAX_STRIPE_UNIT, MAX_TEXT, MIN_STRIPE_UNIT, VERSION,
+    MAX_MODE, MAX_OBJECT_END, MAX_PEERS, MAX_PHASE_WAIT_MS, MAX_REMOVE, MAX_REPORT_APPS,
+    MAX_SEGMENTS, MAX_STRIPE_UNIT, MAX_TEXT, MIN_STRIPE_UNIT, VERSION,
 };
 use crate::auth::{self, Principal};
 use crate::namespace;
@@ -93,6 +93,13 @@ pub fn check_extents(extents: &[Extent]) -> Result<u64, ProtocolError> {
         return field(
             "len",
             format!("{total} bytes is over the {MAX_IO}-byte limit per request"),
+        );
+    }
+    let end = extents.last().map_or(0, |e| e.offset + e.len);
+    if end > MAX_OBJECT_END {
+        return field(
+            "offset",
+            format!("the request reaches byte {end} of its object, past the server's bound of {MAX_OBJECT_END}"),
         );
     }
     Ok(total)
@@ -186,7 +193,15 @@ impl Envelope {
             }
             Message::Truncate { tags, size, .. } => {
                 check_tags(tags)?;
-                check_file_size("size", *size)
+                if *size > MAX_OBJECT_END {
+                    return field(
+                        "size",
+                        format!(
+                            "{size} is past the server's bound on an object of {MAX_OBJECT_END}"
+                        ),
+                    );
+                }
+                Ok(())
             }
             Message::Meta { tags, op, user } => {
                 check_tags(tags)?;

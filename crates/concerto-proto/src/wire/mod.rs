@@ -46,6 +46,14 @@ pub const MAX_IO: u64 = 16 << 20;
 pub const MAX_FRAME: usize = MAX_IO as usize + 64 * 1024;
 /// Most extents one list-I/O request may carry.
 pub const MAX_SEGMENTS: usize = 4096;
+/// The furthest byte of an object a data request may reach (writes, reads,
+/// truncations): 16 TiB less 1 MiB, under ext4's largest file with 4 KiB
+/// blocks (16 TiB less a block: a write ending at 16 TiB failed there
+/// with EFBIG). The server bounds what a capability lets a client do to
+/// its objects by its own rule, whatever the local file system allows (a
+/// write far past it made a sparse object as large as the disk's file
+/// system let it). A file striped over n servers reaches n times as far.
+pub const MAX_OBJECT_END: u64 = (1 << 44) - (1 << 20);
 /// Longest string field (policy text, error messages).
 pub const MAX_TEXT: usize = 64 * 1024;
 /// Most entries one readdir reply carries; larger directories are read in pages.

@@ -192,14 +192,16 @@ fn message() -> impl Strategy<Value = Message> {
             object,
             cap
         }),
-        (tags(), any::<u64>(), cap(), 0u64..1 << 50).prop_map(|(tags, object, cap, size)| {
-            Message::Truncate {
-                tags,
-                object,
-                cap,
-                size,
+        (tags(), any::<u64>(), cap(), 0u64..=MAX_OBJECT_END).prop_map(
+            |(tags, object, cap, size)| {
+                Message::Truncate {
+                    tags,
+                    object,
+                    cap,
+                    size,
+                }
             }
-        }),
+        ),
         (
             tags(),
             meta(),
@@ -523,6 +525,29 @@ fn out_of_bounds_fields_are_named() {
             field: "offset",
             ..
         })
+    ));
+    // The server's bound on an object, not the local file system's.
+    assert!(read(MAX_OBJECT_END - 4096, 4096).validate().is_ok());
+    let past = read(MAX_OBJECT_END - 4096, 4097).validate().unwrap_err();
+    assert!(
+        matches!(&past, ProtocolError::Field { field: "offset", message } if message.contains("bound")),
+        "{past:?}"
+    );
+    let truncate = |size| {
+        Envelope::new(
+            1,
+            Message::Truncate {
+                tags: t,
+                object: 0,
+                cap: None,
+                size,
+            },
+        )
+    };
+    assert!(truncate(MAX_OBJECT_END).validate().is_ok());
+    assert!(matches!(
+        truncate(MAX_OBJECT_END + 1).validate(),
+        Err(ProtocolError::Field { field: "size", .. })
     ));
     let list = |extents: Vec<Extent>| {
         Envelope::new(

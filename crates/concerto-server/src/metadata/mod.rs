@@ -413,7 +413,7 @@ impl MetadataService {
         (now_ns, wait): (u64, Wait),
     ) -> Result<MetaReply, MetaError> {
         let ((ino, node), _) = self.store.change(wait, false, |ops, _| {
-            ops.truncate(path, &caller.who, now_ns)
+            ops.truncate(path, size, &caller.who, now_ns)
         })?;
         self.sizes().truncated(ino, caller.conn, size);
         let a = attr(ino, &node, Some(size));

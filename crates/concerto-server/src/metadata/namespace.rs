@@ -17,9 +17,10 @@ use super::records::{
     INODE_LIMIT, NEXT_INODE, ORPHANS, PARENTS_KNOWN, ROOT,
 };
 
+use concerto_core::layout::largest_file;
 use concerto_proto::auth::Principal;
 use concerto_proto::namespace;
-use concerto_proto::{FileKind, LayoutRequest, WireLayout};
+use concerto_proto::{FileKind, LayoutRequest, WireLayout, MAX_OBJECT_END};
 
 /// What the metadata service needs to know of the cluster.
 #[derive(Clone, Debug, PartialEq)]
@@ -462,15 +463,31 @@ impl Ops<'_> {
         Ok(replaced)
     }
 
-    /// Records a truncate: the file's times move, the client resizes its objects.
+    /// Records a truncate: the file's times move, the client resizes its
+    /// objects. A size past the largest file the layout allows under the
+    /// servers' bound on an object ([`MAX_OBJECT_END`]) is refused here,
+    /// before any object is asked for it.
     pub fn truncate(
         &self,
         path: &str,
+        size: u64,
         who: &Principal,
         now_ns: u64,
     ) -> Result<(u64, Inode), MetaError> {
         self.update(path, who, now_ns, |node| match node.kind {
-            FileKind::File => access::check(who, node, WRITE, "truncate", path),
+            FileKind::File => {
+                access::check(who, node, WRITE, "truncate", path)?;
+                let largest = node.layout.as_ref().map_or(u64::MAX, |l| {
+                    largest_file(l.unit, l.servers.len() as u64, MAX_OBJECT_END)
+                });
+                if size > largest {
+                    return Err(MetaError::Invalid(format!(
+                        "{path}: {size} bytes is past the largest file of its layout ({largest} bytes: \
+                         the servers' bound of {MAX_OBJECT_END} bytes per object)"
+                    )));
+                }
+                Ok(())
+            }
             FileKind::Directory => Err(MetaError::IsADirectory(path.into())),
         })
     }

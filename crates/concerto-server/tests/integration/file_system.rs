@@ -503,3 +503,44 @@ async fn reads_past_the_end_return_the_file_and_read_ahead_follows_growth() {
     assert_eq!(&fs.read(&seq, 100_000, 65536).await.unwrap()[..], b"more");
     c.shutdown().await;
 }
+
+/// The servers bound how far into an object a request reaches (16 TiB
+/// less 1 MiB, `MAX_OBJECT_END`), whatever the local file system allows: a write or a
+/// truncation past the largest file a layout then holds is refused by
+/// name, before any server is asked; a read there reads as the file's
+/// end; and the client's connections stay up for what comes next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_past_the_servers_bound_on_an_object_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = LocalCluster::start(dir.path(), spec(PolicyConfig::from_name("fifo").unwrap()))
+        .await
+        .unwrap();
+    let fs = client(&c, 1, 0);
+    let layout = LayoutRequest {
+        unit: Some(4096),
+        count: Some(2),
+    };
+    let f = fs.create("/far", layout, true).await.unwrap();
+    let largest = concerto_core::layout::largest_file(4096, 2, concerto_proto::MAX_OBJECT_END);
+    let e = fs.write(&f, largest - 2, b"four").await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("past the largest file of its layout"),
+        "{e}"
+    );
+    let e = fs.truncate("/far", largest + 1).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("past the largest file of its layout"),
+        "{e}"
+    );
+    // Right up to it is allowed (sparse objects of nearly 16 TiB).
+    fs.write(&f, largest - 4, b"four").await.unwrap();
+    assert_eq!(fs.fstat(&f).await.unwrap().size, largest);
+    assert_eq!(&fs.read(&f, largest - 4, 100).await.unwrap()[..], b"four");
+    assert!(fs.read(&f, largest, 100).await.unwrap().is_empty());
+    fs.truncate("/far", 10).await.unwrap();
+    fs.write(&f, 0, b"still connected").await.unwrap();
+    assert_eq!(&fs.read(&f, 0, 15).await.unwrap()[..], b"still connected");
+    c.shutdown().await;
+}
