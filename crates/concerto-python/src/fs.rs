@@ -34,7 +34,9 @@ pub fn py_err(e: ClientError) -> PyErr {
     let msg = e.to_string();
     match &e {
         ClientError::Timeout { .. } => PyTimeoutError::new_err(msg),
-        ClientError::Connect { .. } | ClientError::Closed { .. } => PyConnectionError::new_err(msg),
+        ClientError::Connect { .. } | ClientError::Closed { .. } | ClientError::Ended { .. } => {
+            PyConnectionError::new_err(msg)
+        }
         ClientError::Invalid(_) => PyValueError::new_err(msg),
         ClientError::Unexpected { .. } => PyOSError::new_err(msg),
         ClientError::Auth { .. } => PyPermissionError::new_err(msg),

@@ -48,6 +48,11 @@ pub enum ClientError {
     },
     #[error("server {server} closed the connection")]
     Closed { server: SocketAddr },
+    /// The connection ended for a reason one side said: a frame that
+    /// failed its integrity check (the server's, or this client's check of
+    /// a reply), or the server's error for the connection as a whole.
+    #[error("server {server}: the connection ended: {why}")]
+    Ended { server: SocketAddr, why: String },
     #[error("{message}")]
     Server {
         server: SocketAddr,
@@ -98,7 +103,10 @@ impl ClientError {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            ClientError::Connect { .. } | ClientError::Timeout { .. } | ClientError::Closed { .. }
+            ClientError::Connect { .. }
+                | ClientError::Timeout { .. }
+                | ClientError::Closed { .. }
+                | ClientError::Ended { .. }
         )
     }
 }
@@ -191,6 +199,8 @@ pub struct ServerConnection {
     /// What the server said the key grants.
     grant: Grant,
     reader: tokio::task::JoinHandle<()>,
+    /// Why the reader stopped, when a side said: what the waiters are told.
+    ended: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Drop for ServerConnection {
@@ -283,6 +293,13 @@ impl ServerConnection {
             .map_err(|_| ClientError::Timeout { server, timeout })??;
         let pending: Pending = Arc::default();
         let map = pending.clone();
+        let ended: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let why_ended = ended.clone();
+        let end = move |why: String| {
+            if let Ok(mut e) = why_ended.lock() {
+                *e = Some(why);
+            }
+        };
         let (sealer, mut opener) = match session {
             Some(Session { seal, open }) => (Some(seal), Some(open)),
             None => (None, None),
@@ -292,10 +309,15 @@ impl ServerConnection {
                 let frame = match &mut opener {
                     // A frame that fails its check ends the connection:
                     // what follows cannot be trusted either.
-                    Some(o) => match o.open(frame.freeze()) {
-                        Ok(frame) => frame,
-                        Err(_) => break,
-                    },
+                    Some(o) => {
+                        match o.open(frame.freeze()) {
+                            Ok(frame) => frame,
+                            Err(e) => {
+                                end(format!("a reply failed its integrity check ({e}); this client closed it"));
+                                break;
+                            }
+                        }
+                    }
                     None => frame.freeze(),
                 };
                 let Ok(env) = Envelope::decode(frame) else {
@@ -303,8 +325,11 @@ impl ServerConnection {
                 };
                 if let Some(tx) = map.lock().ok().and_then(|mut m| m.remove(&env.id)) {
                     let _ = tx.send(env.message);
-                } else if let Message::Error { .. } = env.message {
-                    // A protocol error for the connection as a whole: fail everyone waiting.
+                } else if let Message::Error { message, .. } = env.message {
+                    // A protocol error for the connection as a whole (a
+                    // frame of ours that failed the server's integrity
+                    // check, say): fail everyone waiting, with its words.
+                    end(message);
                     break;
                 }
             }
@@ -323,7 +348,18 @@ impl ServerConnection {
             heard,
             grant,
             reader,
+            ended,
         })
+    }
+
+    /// The error of a request whose reply will not come: why the
+    /// connection ended, if a side said, else that it closed.
+    fn closed(&self) -> ClientError {
+        let server = self.server;
+        match self.ended.lock().ok().and_then(|e| e.clone()) {
+            Some(why) => ClientError::Ended { server, why },
+            None => ClientError::Closed { server },
+        }
     }
 
     pub fn server(&self) -> SocketAddr {
@@ -411,7 +447,7 @@ impl ServerConnection {
             let quiet_since = sent.max(self.heard.at());
             let deadline = quiet_since + self.timeout;
             match tokio::time::timeout_at(deadline.into(), &mut rx).await {
-                Ok(reply) => return reply.map_err(|_| ClientError::Closed { server }),
+                Ok(reply) => return reply.map_err(|_| self.closed()),
                 Err(_) if self.heard.at() <= quiet_since => {
                     return Err(ClientError::Timeout {
                         server,

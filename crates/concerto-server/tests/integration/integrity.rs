@@ -261,3 +261,80 @@ async fn a_man_in_the_middle_can_turn_integrity_neither_off_nor_on() {
     assert!(session.is_none());
     s.shutdown().await;
 }
+
+/// A proxy between a client and `server` that flips one byte `at` bytes
+/// into one direction's stream (`replies`: the server's), past the
+/// handshake; its address.
+async fn flipping_proxy(
+    server: std::net::SocketAddr,
+    replies: bool,
+    at: usize,
+) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (client, _) = listener.accept().await.unwrap();
+        let upstream = TcpStream::connect(server).await.unwrap();
+        let (cr, cw) = client.into_split();
+        let (sr, sw) = upstream.into_split();
+        let copy = |mut from: tokio::net::tcp::OwnedReadHalf,
+                    mut to: tokio::net::tcp::OwnedWriteHalf,
+                    flip: bool| async move {
+            let (mut buf, mut seen) = (vec![0u8; 64 << 10], 0usize);
+            loop {
+                let n = match from.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                if flip && seen <= at && at < seen + n {
+                    buf[at - seen] ^= 0x40;
+                }
+                seen += n;
+                if to.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        };
+        tokio::join!(copy(sr, cw, replies), copy(cr, sw, !replies));
+    });
+    addr
+}
+
+/// An integrity failure reaches the program as one, not as "server closed
+/// the connection": a reply altered on the way is the client's finding,
+/// a request altered on the way the server's, in its words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_integrity_failure_is_reported_as_one_on_either_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = KeyRing::generate().unwrap();
+    let s = start(dir.path(), &ring, Integrity::Always).await;
+    let tags = concerto_client::Identity::new(1, 0).tags();
+    let data = Bytes::from(vec![7u8; 16 << 10]);
+    let extent = vec![Extent::new(0, data.len() as u64)];
+    // A reply altered: 8 KiB into the server's stream is inside the read's data.
+    let proxy = flipping_proxy(s.addr, true, 8 << 10).await;
+    let c = ServerConnection::connect(proxy, TIMEOUT, &admin(&ring))
+        .await
+        .unwrap();
+    c.write(tags, 9, extent.clone(), data.clone())
+        .await
+        .unwrap();
+    let e = c.read(tags, 9, extent.clone()).await.unwrap_err();
+    assert!(
+        e.to_string().contains("a reply failed its integrity check"),
+        "{e}"
+    );
+    assert!(e.is_unavailable(), "the connection is opened again: {e}");
+    // A request altered: 8 KiB into the client's stream is inside the write's data.
+    let proxy = flipping_proxy(s.addr, false, 8 << 10).await;
+    let c = ServerConnection::connect(proxy, TIMEOUT, &admin(&ring))
+        .await
+        .unwrap();
+    let e = c.write(tags, 9, extent, data).await.unwrap_err();
+    let said = e.to_string();
+    assert!(
+        said.contains("the connection ended") && !said.contains("closed the connection"),
+        "{said}"
+    );
+    s.shutdown().await;
+}
