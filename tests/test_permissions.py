@@ -5,6 +5,7 @@ those users on a local cluster; every outcome must be the same."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -260,6 +261,14 @@ def test_through_the_mount_files_show_their_owner_and_mode_and_another_users_mou
             assert not os.access(theirs / "m" / "f", os.R_OK) and os.access(mine / "m" / "f", os.R_OK)
             with pytest.raises(PermissionError):
                 os.chown(mine / "m" / "f", 1003, -1)
+            # Only the owner may chmod, whatever the modes: EPERM, as POSIX
+            # says (it was EACCES), and so for chown of another's file.
+            with pytest.raises(PermissionError) as refused:
+                os.chmod(theirs / "m" / "f", 0o644)
+            assert refused.value.errno == errno.EPERM, refused.value
+            with pytest.raises(PermissionError) as refused:
+                os.chown(theirs / "m" / "f", 1002, -1)
+            assert refused.value.errno == errno.EPERM, refused.value
             assert (mine / "m" / "f").read_bytes() == b"private"
 
 

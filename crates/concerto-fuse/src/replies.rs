@@ -21,6 +21,7 @@ impl From<ClientError> for Errno {
             Some(ErrorKind::IsADirectory) => libc::EISDIR,
             Some(ErrorKind::Invalid) => libc::EINVAL,
             Some(ErrorKind::Denied) => libc::EACCES,
+            Some(ErrorKind::NotPermitted) => libc::EPERM,
             Some(ErrorKind::NoSpace) => libc::ENOSPC,
             Some(ErrorKind::Stale) => libc::ESTALE,
             Some(ErrorKind::Busy) => libc::EAGAIN,

@@ -55,6 +55,7 @@ pub fn py_err(e: ClientError) -> PyErr {
             ErrorKind::Busy => PyOSError::new_err((libc::EAGAIN, msg)),
             ErrorKind::Invalid => PyValueError::new_err(msg),
             ErrorKind::Denied => PyPermissionError::new_err(msg),
+            ErrorKind::NotPermitted => PyPermissionError::new_err((libc::EPERM, msg)),
             ErrorKind::Io | ErrorKind::Protocol => PyOSError::new_err(msg),
         },
     }

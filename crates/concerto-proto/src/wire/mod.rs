@@ -39,7 +39,7 @@ pub use bounds::{
 };
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 15;
+pub const VERSION: u16 = 16;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.
@@ -649,6 +649,10 @@ pub enum ErrorKind {
     /// The client's address has as many connections as the server takes
     /// from one address (EAGAIN: try again once one closes).
     Busy,
+    /// Only the file's owner (or root) may do this, whatever the modes say
+    /// (EPERM): chmod, chown and chgrp of another's file, an unlink or
+    /// rename of another's entry in a sticky directory.
+    NotPermitted,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

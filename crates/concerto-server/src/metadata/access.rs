@@ -76,6 +76,14 @@ pub(super) fn denied(operation: &str, path: &str, why: String) -> MetaError {
     MetaError::Denied(format!("{operation} {path}: permission denied ({why})"))
 }
 
+/// What only the owner (or root) may do, refused to another, as POSIX's
+/// EPERM: no mode bit would have let them.
+fn not_permitted(operation: &str, path: &str, why: String) -> MetaError {
+    MetaError::NotPermitted(format!(
+        "{operation} {path}: operation not permitted ({why})"
+    ))
+}
+
 /// Whether `who` may remove or rename away the entry `node` of directory
 /// `dir` (on which it has write and search permission already): in a
 /// sticky directory only the entry's owner, the directory's owner or root.
@@ -89,7 +97,7 @@ pub(super) fn check_sticky(
     if dir.mode & STICKY == 0 || who.is_root() || who.uid == node.uid || who.uid == dir.uid {
         return Ok(());
     }
-    Err(denied(
+    Err(not_permitted(
         operation,
         path,
         format!(
@@ -143,7 +151,7 @@ pub(super) fn set_attr(
     let new_uid = uid.unwrap_or(node.uid);
     let new_gid = gid.unwrap_or(node.gid);
     if new_uid != node.uid && !who.is_root() {
-        return Err(denied(
+        return Err(not_permitted(
             "chown",
             path,
             format!(
@@ -153,7 +161,7 @@ pub(super) fn set_attr(
         ));
     }
     if new_gid != node.gid && !(who.is_root() || (owner && who.in_group(new_gid))) {
-        return Err(denied(
+        return Err(not_permitted(
             "chgrp",
             path,
             format!(
@@ -164,7 +172,7 @@ pub(super) fn set_attr(
         ));
     }
     if mode.is_some() && !owner {
-        return Err(denied(
+        return Err(not_permitted(
             "chmod",
             path,
             format!(
@@ -289,9 +297,10 @@ mod tests {
         let me = user(1002, &[100]);
         let e = check_sticky(&me, &dir, &theirs, "unlink", "/f").unwrap_err();
         assert!(
-            e.to_string().contains("unlink /f: permission denied"),
+            e.to_string().contains("unlink /f: operation not permitted"),
             "{e}"
         );
+        assert_eq!(e.kind(), concerto_proto::ErrorKind::NotPermitted);
         assert!(e.to_string().contains("sticky"), "{e}");
         assert!(check_sticky(&user(1001, &[100]), &dir, &theirs, "unlink", "/f").is_ok());
         assert!(check_sticky(&Principal::root(), &dir, &theirs, "unlink", "/f").is_ok());
@@ -324,13 +333,18 @@ mod tests {
         let f = node(FileKind::File, 1001, 100, 0o6755);
         let owner = user(1001, &[100, 101]);
         let other = user(1002, &[100]);
+        // Only the owner or root: EPERM, as POSIX (no mode bit would do).
         let e = set_attr(&owner, &f, "/f", None, Some(1002), None).unwrap_err();
         assert!(
-            e.to_string().starts_with("chown /f: permission denied"),
+            e.to_string()
+                .starts_with("chown /f: operation not permitted"),
             "{e}"
         );
-        assert!(set_attr(&other, &f, "/f", Some(0o777), None, None).is_err());
-        assert!(set_attr(&owner, &f, "/f", None, None, Some(300)).is_err());
+        assert_eq!(e.kind(), concerto_proto::ErrorKind::NotPermitted);
+        let e = set_attr(&other, &f, "/f", Some(0o777), None, None).unwrap_err();
+        assert_eq!(e.kind(), concerto_proto::ErrorKind::NotPermitted, "{e}");
+        let e = set_attr(&owner, &f, "/f", None, None, Some(300)).unwrap_err();
+        assert_eq!(e.kind(), concerto_proto::ErrorKind::NotPermitted, "{e}");
         // chgrp to a group of its own clears set-user-id and set-group-id.
         assert_eq!(
             set_attr(&owner, &f, "/f", None, None, Some(101)).unwrap(),

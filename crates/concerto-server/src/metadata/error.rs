@@ -22,6 +22,10 @@ pub enum MetaError {
     /// The key's user may not (the message names the operation, the file and why).
     #[error("{0}")]
     Denied(String),
+    /// Only the owner or root may, whatever the modes say (EPERM; the
+    /// message names the operation, the file and why).
+    #[error("{0}")]
+    NotPermitted(String),
     #[error("metadata store: {0}")]
     Store(String),
     /// The store's disk failed; the store is closed and opened again by
@@ -49,6 +53,7 @@ impl MetaError {
             MetaError::IsADirectory(_) => ErrorKind::IsADirectory,
             MetaError::Invalid(_) => ErrorKind::Invalid,
             MetaError::Denied(_) => ErrorKind::Denied,
+            MetaError::NotPermitted(_) => ErrorKind::NotPermitted,
             MetaError::Store(_)
             | MetaError::StoreIo(_)
             | MetaError::Unavailable(_)
