@@ -219,49 +219,42 @@ int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, MPI
     { if (!ours(fh)) return P##name(__VA_ARGS__); \
       return collective(fh, id, OFFSET, buf, count, datatype, write, status); }
 
-#define OFFSET offset
-int MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    INDEPENDENT(MPI_File_read_at, 0, fh, offset, buf, count, datatype, status)
-int MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    INDEPENDENT(MPI_File_write_at, 1, fh, offset, buf, count, datatype, status)
-int MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    COLLECTIVE(MPI_File_read_at_all, C_READ_AT_ALL, 0, fh, offset, buf, count, datatype, status)
-int MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    COLLECTIVE(MPI_File_write_at_all, C_WRITE_AT_ALL, 1, fh, offset, buf, count, datatype, status)
-#undef OFFSET
-#define OFFSET -1
-int MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    INDEPENDENT(MPI_File_read, 0, fh, buf, count, datatype, status)
-int MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    INDEPENDENT(MPI_File_write, 1, fh, buf, count, datatype, status)
-int MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    COLLECTIVE(MPI_File_read_all, C_READ_ALL, 0, fh, buf, count, datatype, status)
-int MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
-    COLLECTIVE(MPI_File_write_all, C_WRITE_ALL, 1, fh, buf, count, datatype, status)
-#undef OFFSET
+/* The classic calls (`int count`) and, with an MPI 4 library, their
+ * large-count forms (`MPI_Count count`: MPICH 4's mpi.h declares them, and
+ * IOR built against it calls them; Open MPI 4's is MPI 3.1 and has none). */
+#define BLOCKING_AT(C, COUNT) \
+    int MPI_File_read_at##C(MPI_File fh, MPI_Offset offset, void *buf, COUNT count, MPI_Datatype datatype, \
+                            MPI_Status *status) \
+        INDEPENDENT(MPI_File_read_at##C, 0, fh, offset, buf, count, datatype, status) \
+    int MPI_File_write_at##C(MPI_File fh, MPI_Offset offset, const void *buf, COUNT count, \
+                             MPI_Datatype datatype, MPI_Status *status) \
+        INDEPENDENT(MPI_File_write_at##C, 1, fh, offset, buf, count, datatype, status) \
+    int MPI_File_read_at_all##C(MPI_File fh, MPI_Offset offset, void *buf, COUNT count, MPI_Datatype datatype, \
+                                MPI_Status *status) \
+        COLLECTIVE(MPI_File_read_at_all##C, C_READ_AT_ALL, 0, fh, offset, buf, count, datatype, status) \
+    int MPI_File_write_at_all##C(MPI_File fh, MPI_Offset offset, const void *buf, COUNT count, \
+                                 MPI_Datatype datatype, MPI_Status *status) \
+        COLLECTIVE(MPI_File_write_at_all##C, C_WRITE_AT_ALL, 1, fh, offset, buf, count, datatype, status)
+#define BLOCKING_AT_POINTER(C, COUNT) \
+    int MPI_File_read##C(MPI_File fh, void *buf, COUNT count, MPI_Datatype datatype, MPI_Status *status) \
+        INDEPENDENT(MPI_File_read##C, 0, fh, buf, count, datatype, status) \
+    int MPI_File_write##C(MPI_File fh, const void *buf, COUNT count, MPI_Datatype datatype, MPI_Status *status) \
+        INDEPENDENT(MPI_File_write##C, 1, fh, buf, count, datatype, status) \
+    int MPI_File_read_all##C(MPI_File fh, void *buf, COUNT count, MPI_Datatype datatype, MPI_Status *status) \
+        COLLECTIVE(MPI_File_read_all##C, C_READ_ALL, 0, fh, buf, count, datatype, status) \
+    int MPI_File_write_all##C(MPI_File fh, const void *buf, COUNT count, MPI_Datatype datatype, \
+                              MPI_Status *status) \
+        COLLECTIVE(MPI_File_write_all##C, C_WRITE_ALL, 1, fh, buf, count, datatype, status)
 
-/* MPI-4's large-count calls (`MPI_Count count`): the same calls. MPICH 4's
- * mpi.h declares them (and IOR built against it calls them); Open MPI 4's
- * is MPI 3.1 and has none. */
-#if MPI_VERSION >= 4
 #define OFFSET offset
-int MPI_File_read_at_c(MPI_File fh, MPI_Offset offset, void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Status *status)
-    INDEPENDENT(MPI_File_read_at_c, 0, fh, offset, buf, count, datatype, status)
-int MPI_File_write_at_c(MPI_File fh, MPI_Offset offset, const void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Status *status)
-    INDEPENDENT(MPI_File_write_at_c, 1, fh, offset, buf, count, datatype, status)
-int MPI_File_read_at_all_c(MPI_File fh, MPI_Offset offset, void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Status *status)
-    COLLECTIVE(MPI_File_read_at_all_c, C_READ_AT_ALL, 0, fh, offset, buf, count, datatype, status)
-int MPI_File_write_at_all_c(MPI_File fh, MPI_Offset offset, const void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Status *status)
-    COLLECTIVE(MPI_File_write_at_all_c, C_WRITE_AT_ALL, 1, fh, offset, buf, count, datatype, status)
+BLOCKING_AT(, int)
+#if MPI_VERSION >= 4
+BLOCKING_AT(_c, MPI_Count)
+#endif
 #undef OFFSET
 #define OFFSET -1
-int MPI_File_read_c(MPI_File fh, void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Status *status)
-    INDEPENDENT(MPI_File_read_c, 0, fh, buf, count, datatype, status)
-int MPI_File_write_c(MPI_File fh, const void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Status *status)
-    INDEPENDENT(MPI_File_write_c, 1, fh, buf, count, datatype, status)
-int MPI_File_read_all_c(MPI_File fh, void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Status *status)
-    COLLECTIVE(MPI_File_read_all_c, C_READ_ALL, 0, fh, buf, count, datatype, status)
-int MPI_File_write_all_c(MPI_File fh, const void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Status *status)
-    COLLECTIVE(MPI_File_write_all_c, C_WRITE_ALL, 1, fh, buf, count, datatype, status)
-#undef OFFSET
+BLOCKING_AT_POINTER(, int)
+#if MPI_VERSION >= 4
+BLOCKING_AT_POINTER(_c, MPI_Count)
 #endif
+#undef OFFSET
