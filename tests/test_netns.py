@@ -7,25 +7,19 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from concerto import cluster as local
-from concerto import _native, fs, netns
+from concerto import _native, demo, fs, netns
 from concerto.reproduce.clusterfile_real import kept_apart
 from conftest import concerto
 
 # Each way on every link: low enough that the link, not this machine's two
 # cores, bounds a transfer.
 RATE = 4e6
-
-
-def _left_behind(net: netns.Network) -> list[str]:
-    """What of `net` is still on this machine: namespaces, links, server processes."""
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    ours = [n for n in names if n.startswith(f"concerto-{net.index}-")]
-    return ours + netns.links_of(net)
 
 
 @pytest.fixture
@@ -35,12 +29,16 @@ def netns_cluster(tmp_path):
     spec = local.ClusterSpec(servers=4, netns=True, clients=1, link_rate=RATE, timeout_s=3.0)
     cluster = local.up(directory, spec)
     net = netns.load(directory)
+    # Compared by identity after: another test's cluster, in the other
+    # pytest worker, may take the same free index (and names) meanwhile.
+    made = netns.footprint(net)
     pids = [s["pid"] for s in local.read_cluster(cluster)["servers"]]
     try:
         yield cluster, net
     finally:
         local.down(directory)
-    assert _left_behind(net) == []
+    assert len(made) == 2 * (4 + 1) + 1, made
+    assert netns.still_there(made) == []
     assert not any(local.server_alive(p) for p in pids)
     assert not (directory / netns.STATE).exists()
 
@@ -128,7 +126,12 @@ def test_a_failed_start_leaves_no_namespace_behind(tmp_path):
         local.up(directory, spec)
     assert not (directory / netns.STATE).exists()
     assert not (directory / "cluster.toml").exists()
-    assert _namespaces_and_links() <= before
+    # Nothing new stays: a namespace or link another test (the other pytest
+    # worker) made meanwhile goes with that test; one this start left stays.
+    deadline = time.monotonic() + 120
+    while not _namespaces_and_links() <= before:
+        assert time.monotonic() < deadline, _namespaces_and_links() - before
+        time.sleep(0.5)
 
 
 def test_netns_options_are_refused_without_netns_and_named(tmp_path):
@@ -244,14 +247,8 @@ op = "write"
     assert run["aggregate"]["aggregate_bandwidth_Bps"]["mean"] <= 2 * links["rate_Bps"]
 
 
-def _concerto_namespaces() -> set[str]:
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    return {n for n in names if n.startswith("concerto-")}
-
-
 def test_demo_across_namespaces_runs_both_worlds_and_leaves_nothing_behind(tmp_path):
     cluster_dir = tmp_path / "cluster"
-    before = _concerto_namespaces()
     r = concerto("demo", "--netns", "--out", str(tmp_path / "out"), "--cluster-dir", str(cluster_dir))
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads((tmp_path / "out" / "demo.json").read_text())
@@ -265,4 +262,10 @@ def test_demo_across_namespaces_runs_both_worlds_and_leaves_nothing_behind(tmp_p
     assert 0.9 * 25e6 <= links["rate_Bps"] <= 25e6, links
     assert "in network namespaces, links of 25 MB/s" in r.stdout
     assert not (cluster_dir / netns.STATE).exists()
-    assert _concerto_namespaces() <= before, "the demo left namespaces behind"
+    # The namespaces this demo made are gone. (Not "every concerto-*
+    # namespace": another test's cluster, in the other pytest worker, may
+    # have taken the same free index, and so the same names, meanwhile.)
+    made = links["namespaces"]
+    assert len(made) == demo.SERVERS + demo.APPS and all(ino > 0 for ino in made.values()), made
+    left = [name for name, ino in made.items() if netns.identity(name) == ino]
+    assert not left, f"the demo left namespaces behind: {left}"

@@ -320,7 +320,7 @@ def run_demo(out: Path, console: Console, cluster_dir: Path | None = None, in_na
     where = (f"in network namespaces, links of {link_rate / 1e6:g} MB/s" if in_namespaces else "on loopback")
     console.print(f"[bold]Concerto demo[/]: starting {SERVERS} HDD-class servers {where} ...")
     results: dict[str, dict] = {}
-    network = ""
+    network, made = "", {}
     # SIGTERM ends the demo like Ctrl-C does, so the servers are stopped either way.
     previous = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     with contextlib.ExitStack() as stack:
@@ -336,6 +336,7 @@ def run_demo(out: Path, console: Console, cluster_dir: Path | None = None, in_na
             cluster_file = local.up(directory, spec)
             net = netns.load(directory)
             if net is not None:
+                made = net.identities()
                 links = netns.measure_links(net)
                 network = netns.network_toml(links)
                 console.print(f"  links measured: {links['rate_Bps'] / 1e6:.2f} MB/s, one way "
@@ -359,7 +360,8 @@ def run_demo(out: Path, console: Console, cluster_dir: Path | None = None, in_na
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "demo.json", results)
     if in_namespaces:
-        write_json(out / "network.json", links)
+        # With the namespaces it made (name: identity), which are gone now.
+        write_json(out / "network.json", {**links, "namespaces": made})
     plot(results, out / "demo")
     console.print(f"wrote {out / 'demo.json'} and {out / 'demo.png'}")
     return results

@@ -85,6 +85,11 @@ class Network:
     def members(self) -> list[tuple[str, int]]:
         return [("s", i) for i in range(self.servers)] + [("c", j) for j in range(self.clients)]
 
+    def identities(self) -> dict[str, int]:
+        """Each namespace's name and identity (the inode of its nsfs file):
+        a later namespace of the same name, another cluster's, is another."""
+        return {ns: identity(ns) for ns in (self.namespace(k, i) for k, i in self.members())}
+
     def enter(self, kind: str, i: int) -> list[str]:
         """The command prefix that runs a program in that namespace's network."""
         return ["nsenter", f"--net=/run/netns/{self.namespace(kind, i)}", "--"]
@@ -135,6 +140,16 @@ def _limit(rate: float, namespace: str | None, link: str) -> None:
     where = ["-n", namespace] if namespace else []
     _run("tc", *where, "qdisc", "add", "dev", link, "root", "tbf", "rate", f"{int(rate)}bps",
          "burst", str(burst), "latency", QUEUE_LATENCY)
+
+
+def identity(namespace: str) -> int:
+    """A named namespace's identity while it exists (the inode of its
+    ``/run/netns`` file, as ``ip netns identify`` compares them); 0 when it
+    does not."""
+    try:
+        return os.stat(f"/run/netns/{namespace}").st_ino
+    except FileNotFoundError:
+        return 0
 
 
 def create(directory: Path, servers: int, clients: int, link_rate: float | None) -> Network:
@@ -234,12 +249,39 @@ def destroy(directory: Path, grace_s: float = 10.0) -> bool:
     return True
 
 
+def _host_links() -> dict[str, int]:
+    """This machine's namespace's network interfaces: name and index (the
+    kernel numbers interfaces afresh: another of the same name is another)."""
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    links = {}
+    for line in out.splitlines():
+        fields = line.split(":")
+        if len(fields) > 2 and fields[0].strip().isdigit():
+            links[fields[1].strip().split("@")[0]] = int(fields[0])
+    return links
+
+
 def links_of(net: Network) -> list[str]:
     """The network interfaces of this machine's namespace that belong to ``net``."""
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    names = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
     ours = {net.bridge} | {net.host_link(kind, i) for kind, i in net.members()}
-    return [n for n in names if n in ours]
+    return [n for n in _host_links() if n in ours]
+
+
+def footprint(net: Network) -> dict[str, int]:
+    """What ``net`` has on this machine now, each with its identity: its
+    namespaces (by nsfs inode) and its interfaces here (by index)."""
+    links = _host_links()
+    ours = [net.bridge] + [net.host_link(kind, i) for kind, i in net.members()]
+    return net.identities() | {n: links[n] for n in ours if n in links}
+
+
+def still_there(made: dict[str, int]) -> list[str]:
+    """Of a ``footprint``, what is still on this machine: the same
+    namespace or interface, not one of the same name made since (another
+    cluster that took the same free index)."""
+    links = _host_links()
+    return [n for n, ident in made.items()
+            if ident and (identity(n) == ident if n.startswith("concerto-") else links.get(n) == ident)]
 
 
 def _reap(pid: int) -> None:
