@@ -19,7 +19,7 @@ use concerto_core::PolicyConfig;
 use concerto_fuse::{mount, MountOptions};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
-use crate::{cluster_with_admin, runtime};
+use crate::{cluster_with_admin, read_at, runtime};
 
 fn errno(e: &std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(0)
@@ -521,16 +521,4 @@ fn random_operations_read_back_as_on_a_local_file() {
     }
     drop(mounted);
     rt.block_on(cluster.shutdown());
-}
-
-/// Reads `buf.len()` bytes at `at` as far as the file goes: how many.
-fn read_at(f: &File, buf: &mut [u8], at: u64) -> usize {
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read_at(&mut buf[n..], at + n as u64).unwrap() {
-            0 => break,
-            k => n += k,
-        }
-    }
-    n
 }

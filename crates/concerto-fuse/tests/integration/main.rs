@@ -34,3 +34,16 @@ fn cluster_with_admin(
     );
     (cluster, admin)
 }
+
+/// Reads at `at` until `buf` is full or the file ends; the bytes read.
+fn read_at(f: &std::fs::File, buf: &mut [u8], at: u64) -> usize {
+    use std::os::unix::fs::FileExt;
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], at + n as u64).unwrap() {
+            0 => break,
+            k => n += k,
+        }
+    }
+    n
+}

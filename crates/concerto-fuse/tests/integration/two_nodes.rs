@@ -18,7 +18,7 @@ use concerto_client::{FsClient, Identity};
 use concerto_fuse::{mount, MountOptions};
 use concerto_server::local::{LocalCluster, LocalClusterSpec};
 
-use crate::{cluster_with_admin, runtime};
+use crate::{cluster_with_admin, read_at, runtime};
 
 struct Nodes {
     _dir: tempfile::TempDir,
@@ -257,8 +257,8 @@ fn random_sessions_on_two_nodes_read_back_as_on_a_local_file() {
                     let at = rng.gen_range(0..size.max(1));
                     let len = rng.gen_range(1..400_000usize);
                     let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
-                    let n = read_fully_at(&ours, &mut a, at);
-                    let m = read_fully_at(&model, &mut b, at);
+                    let n = read_at(&ours, &mut a, at);
+                    let m = read_at(&model, &mut b, at);
                     assert_eq!(n, m, "{at_step}: read of {len} at {at}: lengths");
                     assert!(a[..n] == b[..m], "{at_step}: read of {len} at {at}: bytes");
                 }
@@ -281,16 +281,4 @@ fn random_sessions_on_two_nodes_read_back_as_on_a_local_file() {
     }
     assert!(read_by_third(&rt, &nodes.admin, "fsx2") == expected);
     nodes.shutdown(&rt);
-}
-
-/// Reads at `at` until `buf` is full or the file ends; the bytes read.
-fn read_fully_at(f: &File, buf: &mut [u8], at: u64) -> usize {
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read_at(&mut buf[n..], at + n as u64).unwrap() {
-            0 => break,
-            k => n += k,
-        }
-    }
-    n
 }
