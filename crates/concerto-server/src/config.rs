@@ -112,6 +112,8 @@ struct ServerSection {
     integrity: Option<Integrity>,
     /// Bytes the requests of every connection may hold together.
     server_memory: Option<Bytes>,
+    /// Bytes the requests of one key's connections may hold together.
+    key_memory: Option<Bytes>,
     /// How long a frame begun may take to arrive.
     frame_timeout: Option<Time>,
     /// How often refused connections are written to the log, as one line.
@@ -336,6 +338,7 @@ fn connection_limits(server: &ServerSection) -> Result<ConnectionLimits, String>
             .address_memory
             .map_or(defaults.address_memory, |b| b.0),
         server_memory: server.server_memory.map_or(defaults.server_memory, |b| b.0),
+        key_memory: 0,
         frame_timeout: server.frame_timeout.unwrap_or(defaults.frame_timeout),
         refusal_log_interval: server
             .refusal_log_interval
@@ -366,6 +369,22 @@ fn connection_limits(server: &ServerSection) -> Result<ConnectionLimits, String>
             limits.address_memory >> 20
         ));
     }
+    // A quarter of the server by default, so that three other keys find
+    // room however greedy one is; at least what one connection may hold.
+    let key_memory = server
+        .key_memory
+        .map_or((limits.server_memory / 4).max(limits.memory), |b| b.0);
+    if key_memory < limits.memory || key_memory > limits.server_memory {
+        return Err(format!(
+            "server.key_memory: must be between server.connection_memory ({} MiB) and server.server_memory ({} MiB)",
+            limits.memory >> 20,
+            limits.server_memory >> 20
+        ));
+    }
+    let limits = ConnectionLimits {
+        key_memory,
+        ..limits
+    };
     if limits.frame_timeout == Time::ZERO {
         return Err("server.frame_timeout: must be > 0".into());
     }
@@ -536,6 +555,11 @@ stripe_unit = "1MiB"
         ));
         assert!(err(&limits("server_memory = \"64MiB\""))
             .starts_with("server.server_memory: must be at least server.address_memory (128 MiB)"));
+        // A key's share lies between one connection's and the server's.
+        assert!(err(&limits("key_memory = \"2GiB\"")).starts_with(
+            "server.key_memory: must be between server.connection_memory (64 MiB) and server.server_memory (1024 MiB)"
+        ));
+        assert!(err(&limits("key_memory = \"1MiB\"")).starts_with("server.key_memory: "));
         assert!(err(&limits("refusal_log_interval = \"1ms\""))
             .starts_with("server.refusal_log_interval: must be at least 100ms"));
         assert!(err(&limits("refusal_log_interval = 10")).contains("server.refusal_log_interval"));

@@ -16,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio_io_timeout::TimeoutWriter;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use concerto_proto::auth::{self, Key};
@@ -142,6 +143,9 @@ struct Address {
 #[derive(Default)]
 struct Open {
     addresses: HashMap<IpAddr, Address>,
+    /// What the requests of each key's connections may hold (KiB), for the
+    /// keys with a connection open or a request still holding some.
+    keys: HashMap<Arc<str>, Arc<Semaphore>>,
     pending: usize,
     /// Handshakes in progress per source (`refusals::source_of`).
     per_source: HashMap<IpAddr, usize>,
@@ -227,6 +231,8 @@ struct Slot {
     key: Option<Arc<str>>,
     /// Its address's memory budget.
     budget: Arc<Semaphore>,
+    /// Its key's memory budget, once it authenticated.
+    key_budget: Option<Arc<Semaphore>>,
 }
 
 impl OpenConnections {
@@ -272,6 +278,7 @@ impl OpenConnections {
             conn,
             key: None,
             budget,
+            key_budget: None,
         };
         Some((slot, rx))
     }
@@ -282,7 +289,11 @@ impl Slot {
     /// address's authenticated ones, unless the address has `caps.0`
     /// already or this key `caps.1` of them (so that one job cannot take
     /// every place of a node the others share).
-    fn authenticate(&mut self, (cap, key_cap): (u32, u32), key: &str) -> Result<(), String> {
+    fn authenticate(
+        &mut self,
+        (cap, key_cap, key_kib): (u32, u32, u32),
+        key: &str,
+    ) -> Result<(), String> {
         let mut open = self.open.lock();
         open.forget_handshake(self.ip, self.conn);
         let Some(address) = open.addresses.get_mut(&self.ip) else {
@@ -301,6 +312,11 @@ impl Slot {
         }
         *of_key += 1;
         address.authenticated += 1;
+        let budget = open
+            .keys
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Semaphore::new(key_kib as usize)));
+        self.key_budget = Some(budget.clone());
         self.key = Some(key);
         Ok(())
     }
@@ -326,6 +342,15 @@ impl Drop for Slot {
         }
         if address.authenticated == 0 && address.pending.is_empty() {
             open.addresses.remove(&self.ip);
+        }
+        // The key's budget is forgotten with its last connection, unless a
+        // request (its unread reply) still holds some of it: a new
+        // connection of the key must find what that one holds counted.
+        if let (Some(key), Some(budget)) = (&self.key, self.key_budget.take()) {
+            // The map's reference and this one: nobody else holds it.
+            if Arc::strong_count(&budget) == 2 {
+                open.keys.remove(key);
+            }
         }
     }
 }
@@ -453,27 +478,33 @@ async fn authenticate(
 /// The writer of a connection's replies: small replies that are ready
 /// together leave in one write; a payload larger than the buffer goes
 /// straight to the socket. Frames after the welcome are sealed when the
-/// handshake gave a sealer.
+/// handshake gave a sealer. It stops at the first failed write: a socket
+/// that takes none of a reply's bytes for `stall` fails with `TimedOut`
+/// (a client that never reads its replies would otherwise hold its share
+/// of the budgets for as long as it keeps the connection open). Replies
+/// still queued are dropped with what they hold.
 async fn write_replies(
     write: tokio::net::tcp::OwnedWriteHalf,
     mut out_rx: mpsc::UnboundedReceiver<Outgoing>,
     mut sealer: oneshot::Receiver<Sealer>,
-) {
-    let mut out = BufWriter::with_capacity(64 * 1024, write);
+    stall: Duration,
+) -> std::io::Result<()> {
+    let mut write = TimeoutWriter::new(write);
+    write.set_timeout(Some(stall));
+    let mut out = BufWriter::with_capacity(64 * 1024, Box::pin(write));
     let mut seal = None;
     while let Some((env, permit)) = out_rx.recv().await {
-        if env.write_to(&mut out, seal.as_mut()).await.is_err() {
-            break;
-        }
+        env.write_to(&mut out, seal.as_mut()).await?;
         if matches!(env.message, Message::Welcome { .. }) {
             // Given before the welcome was queued, if at all.
             seal = sealer.try_recv().ok();
         }
-        if out_rx.is_empty() && out.flush().await.is_err() {
-            break;
+        if out_rx.is_empty() {
+            out.flush().await?;
         }
         drop(permit);
     }
+    Ok(())
 }
 
 /// One connection: the handshake, then frames in and replies out (in
@@ -495,8 +526,9 @@ async fn connection(
         .set_max_frame_length(HANDSHAKE_MAX_FRAME);
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (sealer, sealer_rx) = oneshot::channel();
-    let writer = tokio::spawn(write_replies(write, out_rx, sealer_rx));
-    let caps = (limits.per_client, limits.per_key);
+    let stall = Duration::from_nanos(limits.frame_timeout.as_nanos().max(1));
+    let writer = tokio::spawn(write_replies(write, out_rx, sealer_rx, stall));
+    let caps = (limits.per_client, limits.per_key, kib(limits.key_memory));
     let slot = &mut peer.slot;
     // Authenticated, it takes its place among its address's connections.
     let admit = move |key: &str| {
@@ -555,29 +587,45 @@ async fn connection(
             // What the connection held (files open for writing) is let go.
             let _ = sched.send(Command::ConnectionClosed(peer.conn)).await;
         }
-        Err((kind, why)) => {
-            let cause = match kind {
-                ErrorKind::Protocol => Refusal::Protocol,
-                ErrorKind::Busy if full_pool => Refusal::PoolFull,
-                ErrorKind::Busy => Refusal::Busy,
-                _ => Refusal::KeyRefused,
-            };
-            peer.counters.refusals.record(cause, from.ip(), &why);
-            // A protocol error says what was wrong with the frame; a refused
-            // key learns only that it was refused.
-            let message = match kind {
-                ErrorKind::Protocol | ErrorKind::Busy => why,
-                // The same words for an unknown key and a wrong proof.
-                _ => "the key was refused".into(),
-            };
-            let _ = out_tx.send((Envelope::new(0, Message::Error { kind, message }), None));
-        }
+        Err((kind, why)) => refuse_handshake(kind, why, full_pool, &peer, &out_tx),
     }
     // Its place goes back before the socket closes, so that a client that
     // saw it close finds the place free.
+    let counters = peer.counters.clone();
     drop(peer);
     drop(out_tx);
-    let _ = writer.await;
+    if let Ok(Err(e)) = writer.await {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            let why = format!("{from}: its replies were not read for {stall:?}");
+            counters.refusals.record(Refusal::Stalled, from.ip(), &why);
+        }
+    }
+}
+
+/// A handshake that failed: counted by cause (not logged one by one), and
+/// the client told why, as much as it may know.
+fn refuse_handshake(
+    kind: ErrorKind,
+    why: String,
+    full_pool: bool,
+    peer: &Peer,
+    out_tx: &mpsc::UnboundedSender<Outgoing>,
+) {
+    let cause = match kind {
+        ErrorKind::Protocol => Refusal::Protocol,
+        ErrorKind::Busy if full_pool => Refusal::PoolFull,
+        ErrorKind::Busy => Refusal::Busy,
+        _ => Refusal::KeyRefused,
+    };
+    peer.counters.refusals.record(cause, peer.from.ip(), &why);
+    // A protocol error says what was wrong with the frame; a refused key
+    // learns only that it was refused.
+    let message = match kind {
+        ErrorKind::Protocol | ErrorKind::Busy => why,
+        // The same words for an unknown key and a wrong proof.
+        _ => "the key was refused".into(),
+    };
+    let _ = out_tx.send((Envelope::new(0, Message::Error { kind, message }), None));
 }
 
 /// An authenticated connection's requests, until it closes, breaks the
@@ -598,10 +646,16 @@ async fn serve<R: AsyncRead + Unpin>(
 ) {
     // Who the key is on files, once for all its requests.
     let who = (Arc::new(key.principal()), Arc::<str>::from(key.id.as_str()));
+    let Some(key_budget) = peer.slot.key_budget.clone() else {
+        return;
+    };
     let budgets = Budgets::new(
         limits.memory,
-        peer.slot.budget.clone(),
-        peer.server_budget.clone(),
+        [
+            peer.slot.budget.clone(),
+            key_budget,
+            peer.server_budget.clone(),
+        ],
     );
     let mut key_checked = Instant::now();
     loop {
@@ -613,7 +667,13 @@ async fn serve<R: AsyncRead + Unpin>(
             stopped,
             peer.from,
         );
-        let Some((env, permit)) = accepted(next.await, peer, out_tx) else {
+        let next = tokio::select! {
+            next = next => next,
+            // The writer stopped (its socket took no reply in time): the
+            // connection closes, whatever its client sends.
+            _ = out_tx.closed() => return,
+        };
+        let Some((env, permit)) = accepted(next, peer, out_tx) else {
             return;
         };
         // A key revoked (or its secret replaced) since the handshake ends

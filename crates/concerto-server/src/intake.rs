@@ -1,6 +1,6 @@
 //! How an authenticated connection's requests come in and what they hold
 //! of the server's memory. A frame is charged to the budgets — its
-//! connection's, its address's and the server's — from the moment its
+//! connection's, its address's, its key's and the server's — from the moment its
 //! length prefix announces it, before its bytes are buffered, and the
 //! charge travels with the request until its reply is written: a client
 //! that begins large frames and stops holds no more than the budgets allow
@@ -38,21 +38,23 @@ fn cost_kib(frame_len: usize, message: &Message) -> u32 {
     (reply.max(frame_len as u64).div_ceil(1024) + 1).min(u32::MAX as u64) as u32
 }
 
-/// One connection's budgets: its own, its address's and the server's.
+/// One connection's budgets: its own, its address's, its key's (across
+/// addresses) and the server's.
 pub(crate) struct Budgets {
-    semaphores: [Arc<Semaphore>; 3],
+    semaphores: [Arc<Semaphore>; 4],
     /// The connection's own, KiB: no request is charged more (the others
     /// are at least as large).
     connection_kib: u32,
 }
 
 impl Budgets {
-    pub fn new(connection_bytes: u64, address: Arc<Semaphore>, server: Arc<Semaphore>) -> Budgets {
+    pub fn new(connection_bytes: u64, [address, key, server]: [Arc<Semaphore>; 3]) -> Budgets {
         let connection_kib = kib(connection_bytes);
         Budgets {
             semaphores: [
                 Arc::new(Semaphore::new(connection_kib as usize)),
                 address,
+                key,
                 server,
             ],
             connection_kib,
@@ -63,10 +65,11 @@ impl Budgets {
     /// the connection's whole budget; waits while replies hold them.
     async fn hold(&self, cost: u32) -> Option<Held> {
         let cost = cost.min(self.connection_kib);
-        let [connection, address, server] = &self.semaphores;
+        let [connection, address, key, server] = &self.semaphores;
         Some([
             connection.clone().acquire_many_owned(cost).await.ok()?,
             address.clone().acquire_many_owned(cost).await.ok()?,
+            key.clone().acquire_many_owned(cost).await.ok()?,
             server.clone().acquire_many_owned(cost).await.ok()?,
         ])
     }

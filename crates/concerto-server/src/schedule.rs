@@ -141,8 +141,8 @@ pub(crate) struct Reply {
 pub(crate) type Outgoing = (Envelope, Option<Held>);
 
 /// What a request holds, until its reply is written, of its connection's,
-/// its address's and the server's memory budgets.
-pub(crate) type Held = [OwnedSemaphorePermit; 3];
+/// its address's, its key's and the server's memory budgets.
+pub(crate) type Held = [OwnedSemaphorePermit; 4];
 
 impl Reply {
     pub fn send(mut self, message: Message) {

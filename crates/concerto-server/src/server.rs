@@ -86,9 +86,19 @@ pub struct ConnectionLimits {
     /// Bytes the requests of every connection may hold at once: what the
     /// server's memory for requests is bounded by.
     pub server_memory: u64,
+    /// Bytes the requests of all connections of one key may hold at once,
+    /// from however many addresses: a key is who is accountable, and one
+    /// that fills its share waits while the rest of `server_memory` stays
+    /// for the other keys. A share is not taken back from a key that has
+    /// it (its unread replies hold it until they leave or the connection
+    /// is closed, `frame_timeout` after its socket stopped taking bytes),
+    /// so the shares are fixed, not divided among the keys present.
+    pub key_memory: u64,
     /// A frame begun must have its length within this long and, once the
     /// memory budgets let it in, its body within this long again; an idle
-    /// connection, between frames, is not timed.
+    /// connection, between frames, is not timed. A connection whose socket
+    /// takes none of its replies' bytes for this long is closed too, and
+    /// what its requests held is freed.
     pub frame_timeout: Time,
     /// How often the connections refused since the last time are written
     /// to the log, as one line ([`crate::refusals`]).
@@ -133,6 +143,7 @@ impl Default for ConnectionLimits {
             memory: 64 << 20,
             address_memory: 128 << 20,
             server_memory: 1 << 30,
+            key_memory: 256 << 20,
             frame_timeout: Time::from_millis(30_000),
             refusal_log_interval: Time::from_millis(10_000),
             integrity: Integrity::default(),

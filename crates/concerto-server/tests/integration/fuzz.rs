@@ -13,7 +13,12 @@
 //! closes the connection within a deadline (no hang), that every reply it
 //! sends decodes, that it neither dies nor logs a panic, that its memory
 //! stays bounded, and that a well-behaved tenant using the client library
-//! on the same server is served correctly all along.
+//! on the same server is served correctly all along. An eighth of the
+//! frames ask by inode number (`Getattr`, `Renew`, `Close`), half of them
+//! about the well-behaved tenant's file in its private (0700) directory,
+//! the rest about any inode: none about that file may be answered (its
+//! path would not be searchable; the directory's own attributes are, as
+//! `stat` of a 0700 directory is).
 //!
 //! `make test` runs a bounded count (`FRAMES`); `make fuzz` runs ten
 //! million (`CONCERTO_FUZZ_FRAMES`, seed `CONCERTO_FUZZ_SEED`).
@@ -42,6 +47,9 @@ use concerto_proto::cluster::{ClusterFile, ClusterSection, ServerEntry};
 use concerto_proto::{
     Closed, Envelope, LayoutRequest, Member, Message, MetaReply, MetaRequest, Role, Tags,
 };
+
+/// The well-behaved tenant's directory, its own (mode 0700).
+const PRIVATE: &str = "/private";
 
 /// Frames one `make test` run sends.
 const FRAMES: u64 = 30_000;
@@ -447,6 +455,8 @@ struct Counts {
     meta_replies: AtomicU64,
     closed: AtomicU64,
     handshakes_fuzzed: AtomicU64,
+    /// Requests by inode number sent unmutated.
+    by_inode: AtomicU64,
 }
 
 /// A worker's own file, made on its first connection and again every
@@ -519,6 +529,40 @@ async fn lying_prefix(mut c: Conn, frame: Vec<u8>, more: u32) -> Result<(), Stri
 
 /// One fuzzing worker, over as many connections as it takes, until the
 /// workers together have sent `frames` frames.
+/// A request by inode number about `inode`, as a fuzzing tenant would
+/// walk the inode numbers: its attributes, a capability, or a close.
+fn by_inode(rng: &mut ChaCha8Rng, inode: u64) -> Message {
+    let op = match rng.gen_range(0..3) {
+        0 => MetaRequest::Getattr { inode },
+        1 => MetaRequest::Renew {
+            inode,
+            write: rng.gen(),
+        },
+        _ => MetaRequest::Close {
+            files: vec![Closed {
+                inode,
+                written_end: rng.gen_range(0..1 << 20),
+            }],
+        },
+    };
+    Message::Meta {
+        tags: tags(),
+        op,
+        user: None,
+    }
+}
+
+/// Whether `answer` to `asked` told the asker something about the inode:
+/// its attributes or a capability for it.
+fn answered_about(asked: &Message, answer: &Message) -> bool {
+    let Message::Meta { op, .. } = asked else {
+        return false;
+    };
+    matches!(op, MetaRequest::Getattr { .. } | MetaRequest::Renew { .. })
+        && matches!(answer, Message::MetaReply { .. })
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn worker(
     addr: SocketAddr,
     key: Credential,
@@ -526,6 +570,7 @@ async fn worker(
     number: u64,
     frames: u64,
     counts: Arc<Counts>,
+    private: Arc<[u64]>,
 ) -> Result<(), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(number));
     let mut generation = 0u64;
@@ -562,6 +607,35 @@ async fn worker(
             continue;
         };
         while counts.frames.fetch_add(1, Ordering::Relaxed) < frames {
+            if rng.gen_ratio(1, 8) {
+                let inode = if rng.gen() {
+                    private[rng.gen_range(0..private.len())]
+                } else {
+                    rng.gen_range(1..=8192)
+                };
+                next_id += 1;
+                let asked = by_inode(&mut rng, inode);
+                if !c.send(&body(next_id, asked.clone())).await {
+                    counts.closed.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                counts.by_inode.fetch_add(1, Ordering::Relaxed);
+                match c.answer().await? {
+                    Answer::Reply(answer) => {
+                        counts.replies.fetch_add(1, Ordering::Relaxed);
+                        if private.contains(&inode) && answered_about(&asked, &answer) {
+                            return Err(format!(
+                                "the fuzzing tenant was answered about the other tenant's private inode {inode}: {asked:?} -> {answer:?}"
+                            ));
+                        }
+                    }
+                    Answer::Closed => {
+                        counts.closed.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                }
+                continue;
+            }
             let mut frame = corpus[rng.gen_range(0..corpus.len())].clone();
             // The id follows the header length (4 bytes) and the version (2).
             next_id += 1;
@@ -665,6 +739,7 @@ fn hex(bytes: &[u8]) -> String {
 /// a round every 10 ms (a steady client, not a second load) until `done`;
 /// every round within the deadline. Returns the rounds it completed.
 async fn well_behaved(client: FsClient, done: Arc<AtomicBool>) -> Result<u64, String> {
+    let file = format!("{PRIVATE}/good");
     let mut rounds = 0u64;
     let mut pace = tokio::time::interval(Duration::from_millis(10));
     while !done.load(Ordering::Relaxed) || rounds == 0 {
@@ -672,7 +747,7 @@ async fn well_behaved(client: FsClient, done: Arc<AtomicBool>) -> Result<u64, St
         let round = async {
             let data: Vec<u8> = (0..65536u32).map(|i| (i as u64 + rounds) as u8).collect();
             let f = client
-                .create("/good", LayoutRequest::default(), false)
+                .create(&file, LayoutRequest::default(), false)
                 .await
                 .map_err(|e| format!("create: {e}"))?;
             client
@@ -687,10 +762,7 @@ async fn well_behaved(client: FsClient, done: Arc<AtomicBool>) -> Result<u64, St
             if back[..] != data[..] {
                 return Err(format!("round {rounds}: the data read back differs"));
             }
-            client
-                .stat("/good")
-                .await
-                .map_err(|e| format!("stat: {e}"))?;
+            client.stat(&file).await.map_err(|e| format!("stat: {e}"))?;
             Ok::<(), String>(())
         };
         tokio::time::timeout(ANSWER_DEADLINE, round)
@@ -723,7 +795,11 @@ async fn fuzzed_frames_after_a_good_handshake_never_crash_hang_or_grow_the_serve
     // Warm up (the objects exist, the allocator has seen the sizes) before
     // the baseline is read.
     let done = Arc::new(AtomicBool::new(true));
+    let dir = good.mkdir_mode(PRIVATE, 0o700).await.unwrap();
     well_behaved(good.clone(), done.clone()).await.unwrap();
+    let file = good.stat(&format!("{PRIVATE}/good")).await.unwrap();
+    assert_ne!(dir.inode, file.inode);
+    let private: Arc<[u64]> = Arc::from([file.inode]);
     let baseline_kb = server.status_kb("VmRSS:");
     done.store(false, Ordering::Relaxed);
 
@@ -740,6 +816,7 @@ async fn fuzzed_frames_after_a_good_handshake_never_crash_hang_or_grow_the_serve
                 n,
                 frames,
                 counts.clone(),
+                private.clone(),
             ))
         })
         .collect();
@@ -758,7 +835,7 @@ async fn fuzzed_frames_after_a_good_handshake_never_crash_hang_or_grow_the_serve
     let c = &counts;
     eprintln!(
         "fuzz: seed {seed}: {} frames after a handshake ({} mutated) and {} fuzzed handshakes in {:.1} s; \
-         {} replies ({} with data, {} namespace answers), {} connections closed by the server; server memory {} MB at the start, {} MB at the end, \
+         {} replies ({} with data, {} namespace answers), {} requests by inode number, {} connections closed by the server; server memory {} MB at the start, {} MB at the end, \
          {} MB at its peak; the well-behaved tenant completed {:?} rounds",
         c.frames.load(Ordering::Relaxed),
         c.mutated.load(Ordering::Relaxed),
@@ -767,6 +844,7 @@ async fn fuzzed_frames_after_a_good_handshake_never_crash_hang_or_grow_the_serve
         c.replies.load(Ordering::Relaxed),
         c.data_replies.load(Ordering::Relaxed),
         c.meta_replies.load(Ordering::Relaxed),
+        c.by_inode.load(Ordering::Relaxed),
         c.closed.load(Ordering::Relaxed),
         baseline_kb / 1024,
         rss_kb / 1024,
@@ -789,4 +867,5 @@ async fn fuzzed_frames_after_a_good_handshake_never_crash_hang_or_grow_the_serve
     assert!(c.data_replies.load(Ordering::Relaxed) > frames / 1000);
     assert!(c.meta_replies.load(Ordering::Relaxed) > frames / 100);
     assert!(c.closed.load(Ordering::Relaxed) > frames / 100);
+    assert!(c.by_inode.load(Ordering::Relaxed) > frames / 20);
 }

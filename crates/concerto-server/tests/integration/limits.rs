@@ -20,7 +20,7 @@ use tokio::net::{TcpSocket, TcpStream};
 
 use concerto_client::Identity;
 use concerto_core::Extent;
-use concerto_proto::auth::{self, Credential, Grant, KeyRing};
+use concerto_proto::auth::{self, Credential, Grant, Key, KeyRing};
 use concerto_proto::connection::ServerConnection;
 use concerto_proto::stats::REFUSAL_CAUSES;
 use concerto_proto::ErrorKind;
@@ -39,11 +39,14 @@ use crate::common;
 
 use common::process::{write_ring, ServerProcess};
 
-/// The server process, the admin key its well-behaved client uses, and
-/// two tenants' keys (jobs 1 and 2).
+/// The server process, the admin key its well-behaved client uses, a
+/// second admin key (another operator: a key of its own that may read any
+/// object, so that it can be greedy without capabilities), and two
+/// tenants' keys (jobs 1 and 2).
 struct Server {
     process: ServerProcess,
     admin: Credential,
+    operator: Credential,
     tenants: [Credential; 2],
 }
 
@@ -64,6 +67,12 @@ fn start(dir: &Path, limits: &str, max_files: u32) -> Server {
             .unwrap();
     }
     let admin = ring.with_grant(Grant::Admin).unwrap().credential();
+    ring.add(Key {
+        grant: Grant::Admin,
+        ..common::tenant_key("operator", 0, None)
+    })
+    .unwrap();
+    let operator = ring.get("operator").unwrap().credential();
     let tenants = ["tenant-1", "tenant-2"].map(|id| ring.get(id).unwrap().credential());
     let keys = write_ring(dir, &ring);
     let config = format!(
@@ -74,6 +83,7 @@ fn start(dir: &Path, limits: &str, max_files: u32) -> Server {
     Server {
         process: ServerProcess::start(dir, &config, max_files),
         admin,
+        operator,
         tenants,
     }
 }
@@ -147,13 +157,18 @@ async fn authenticated(from: [u8; 4], s: &Server) -> TcpStream {
 
 /// A raw connection from `from` that proves the admin key, and the server's last answer.
 async fn handshake(from: [u8; 4], s: &Server) -> (TcpStream, Message) {
+    handshake_as(from, s, &s.admin).await
+}
+
+/// A raw connection from `from` that proves `key`, and the server's last answer.
+async fn handshake_as(from: [u8; 4], s: &Server, key: &Credential) -> (TcpStream, Message) {
     let mut sock = connect_from(from, s.addr).await.unwrap();
     let nonce = auth::random().unwrap();
     send(
         &mut sock,
         0,
         Message::Hello {
-            key_id: s.admin.id.clone(),
+            key_id: key.id.clone(),
             nonce,
             integrity: false,
         },
@@ -162,7 +177,7 @@ async fn handshake(from: [u8; 4], s: &Server) -> (TcpStream, Message) {
     let Message::Challenge { nonce: theirs } = receive(&mut sock).await else {
         panic!("no challenge")
     };
-    let mac = common::client_proof(&s.admin, &nonce, &theirs);
+    let mac = common::client_proof(key, &nonce, &theirs);
     send(&mut sock, 0, Message::Proof { mac }).await;
     let answer = receive(&mut sock).await;
     (sock, answer)
@@ -201,9 +216,15 @@ async fn warmed(s: &Server) -> ServerConnection {
 /// `n` authenticated connections from `from` that each ask for 64 reads of
 /// 16 MiB (1 GiB) and never read a reply.
 async fn greedy(from: [u8; 4], s: &Server, n: usize) -> Vec<TcpStream> {
+    greedy_as(from, s, n, &s.admin).await
+}
+
+/// [`greedy`] with `key`'s connections.
+async fn greedy_as(from: [u8; 4], s: &Server, n: usize, key: &Credential) -> Vec<TcpStream> {
     let mut socks = Vec::new();
     for _ in 0..n {
-        let mut sock = authenticated(from, s).await;
+        let (mut sock, answer) = handshake_as(from, s, key).await;
+        assert!(matches!(answer, Message::Welcome { .. }), "{answer:?}");
         for id in 1..=64 {
             let read = Message::Read {
                 tags: tags(),
@@ -281,10 +302,21 @@ async fn hostile_connections_leave_a_well_behaved_client_served_and_memory_bound
         .unwrap();
     closed_by_server(&mut early, "an unauthenticated large frame").await;
 
+    // The greedy connections' sockets took no reply for a frame timeout:
+    // the server closed them, and what their reads held is free.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while refused(&s, "frame stalled").await < (stalled.len() + greedy.len()) as u64 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "connections that never read their replies were left open"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     // 3. From one address, authenticated connections beyond the cap are
-    //    refused, saying why (the greedy ones count: 4 open, 12 more allowed).
+    //    refused, saying why.
     let mut crowd = Vec::new();
-    for _ in 0..12 {
+    for _ in 0..16 {
         crowd.push(authenticated([127, 0, 0, 2], &s).await);
     }
     let (mut extra, answer) = handshake([127, 0, 0, 2], &s).await;
@@ -354,6 +386,122 @@ async fn an_address_holds_at_most_its_memory_budget_however_many_connections() {
         "eight greedy connections of one address grew the server by {grown_mb} MB"
     );
     drop(held);
+}
+
+/// A key is accountable across addresses: one key pipelining 16 MiB reads
+/// it never takes, from twelve addresses of four connections each, would
+/// ask the server to hold 12 x 32 MiB (each address's budget), more than
+/// its 256 MiB for every client together. It holds at most its share
+/// (`key_memory`, a quarter by default), and another key's 64 KiB reads
+/// are served throughout. The frame timeout is longer than the test, so
+/// that closing the never-reading connections is not what frees room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_greedy_from_twelve_addresses_holds_its_share_and_another_keys_reads_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(
+        dir.path(),
+        "connection_memory = \"16MiB\"\naddress_memory = \"32MiB\"\nserver_memory = \"256MiB\"\nframe_timeout = \"300s\"",
+        512,
+    );
+    let admin = warmed(&s).await;
+    let read_bytes = |st: &concerto_proto::stats::ServerStats| {
+        st.apps
+            .iter()
+            .find(|a| a.app == 1)
+            .map_or(0, |a| a.read_bytes)
+    };
+    let before = read_bytes(&admin.stats().await.unwrap());
+    let mut held = Vec::new();
+    for host in 1..=12 {
+        held.extend(greedy_as([127, 0, 2, host], &s, 4, &s.operator).await);
+    }
+    // Every greedy read its key's share lets in has run (four: a request
+    // is charged at most its connection's budget, 16 MiB), its reply held
+    // unread.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let st = admin.stats().await.unwrap();
+        if st.queued == 0 && st.in_flight == 0 && read_bytes(&st) >= before + 4 * MAX_IO {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the greedy reads never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let greedy_bytes = read_bytes(&admin.stats().await.unwrap()) - before;
+    // The other key: 64 KiB reads, each answered within a client's timeout.
+    let mut took = Vec::new();
+    for _ in 0..64 {
+        let start = Instant::now();
+        let back = tokio::time::timeout(
+            Duration::from_secs(10),
+            admin.read(tags(), GOOD, vec![Extent::new(0, 64 << 10)]),
+        )
+        .await
+        .expect("another key's 64 KiB read timed out beside a greedy key")
+        .unwrap();
+        assert_eq!(back.len(), 64 << 10);
+        took.push(start.elapsed());
+    }
+    took.sort();
+    eprintln!(
+        "beside a key greedy from 12 addresses: 64 KiB reads median {:?}, p99 {:?}",
+        took[took.len() / 2],
+        took[took.len() * 99 / 100]
+    );
+    // Nothing more of the greedy key's ran meanwhile: it was at its share.
+    let after = read_bytes(&admin.stats().await.unwrap()) - before - 64 * (64 << 10);
+    assert_eq!(
+        after, greedy_bytes,
+        "the greedy key's reads went past its share"
+    );
+    assert_eq!(
+        greedy_bytes,
+        4 * MAX_IO,
+        "greedy reads of 16 MiB in a 64 MiB share"
+    );
+    drop(held);
+}
+
+/// A connection whose socket takes none of its replies for a frame
+/// timeout is closed, and what its requests held is freed: two
+/// connections holding their key's whole share with unread replies are
+/// cut, counted (not logged one by one), and the key reads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_reads_its_replies_is_closed_and_its_share_freed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(
+        dir.path(),
+        "connection_memory = \"16MiB\"\nkey_memory = \"32MiB\"\nframe_timeout = \"1s\"",
+        256,
+    );
+    warmed(&s).await;
+    let mut held = greedy_as([127, 0, 0, 5], &s, 2, &s.operator).await;
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while refused(&s, "frame stalled").await < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "connections that never read their replies were left open"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for sock in &mut held {
+        closed_by_server(sock, "a connection that never read its replies").await;
+    }
+    // The key's share is its own again: a 16 MiB read of it is served.
+    let again = ServerConnection::connect(s.addr, TIMEOUT, &s.operator)
+        .await
+        .unwrap();
+    let back = tokio::time::timeout(
+        TIMEOUT,
+        again.read(tags(), BIG, vec![Extent::new(0, MAX_IO)]),
+    )
+    .await
+    .expect("the key's share was not freed")
+    .unwrap();
+    assert_eq!(back.len() as u64, MAX_IO);
 }
 
 /// Frames begun and not finished are charged from their length prefix:
