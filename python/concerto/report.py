@@ -232,6 +232,9 @@ POLICY_COLOURS = {
     "sfq-d-plus": "#2ca02c",
     "capped": "#9467bd",
     "service-sync": "#17becf",
+    "dmclock": "#e377c2",
+    "crr-n": "#aec7e8",
+    "orr": "#98df8a",
 }
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 LINESTYLES = ["-", "--", ":", "-."]

@@ -8,8 +8,11 @@
 
 mod capped;
 mod coordinated;
+mod crr_n;
+mod dmclock;
 mod driver;
 mod fifo;
+mod orr;
 mod per_object;
 mod qos;
 mod service_sync;
@@ -17,8 +20,11 @@ mod sfq;
 
 pub use capped::{Capped, CappedConfig};
 pub use coordinated::{Coordinated, CoordinatedConfig, TimeSource};
+pub use crr_n::{CrrN, CrrNConfig};
+pub use dmclock::{AppQos, DmClock, DmClockConfig, Phase, Rate};
 pub use driver::{DeviceClass, DeviceDefaults, Driver, Ticket};
 pub use fifo::{Fifo, FifoConfig};
+pub use orr::{Orr, OrrConfig};
 pub use per_object::{PerObjectConfig, PerObjectFcfs};
 pub use qos::{OpClass, QosRule, QosRules, QosStage};
 pub use service_sync::{ServiceSync, ServiceSyncConfig};
@@ -225,6 +231,12 @@ policies! {
     Capped(CappedConfig),
     /// SFQ(D)+ on every server plus exchanges of per-application service.
     ServiceSync(ServiceSyncConfig),
+    /// mClock (Ceph's dmClock): reservations, weights and limits per application.
+    Dmclock(DmClockConfig),
+    /// Lustre NRS CRR-N: clients (processes) take turns, a quantum each.
+    CrrN(CrrNConfig),
+    /// Lustre NRS ORR: objects take turns, each a batch in offset order.
+    Orr(OrrConfig),
 }
 
 /// Default time windows from the coordination paper.

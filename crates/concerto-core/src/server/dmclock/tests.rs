@@ -1,0 +1,281 @@
+//! mClock's defining properties on a device model: reservations met
+//! beside heavy neighbours, limits never passed over any second, weights
+//! sharing what is left; and the configuration's errors.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::request::Op;
+
+const MB: f64 = 1e6;
+const SIZE: u64 = 64 << 10;
+
+/// One application of a run: its id, settings as written in a policy, and
+/// when it starts sending (seconds).
+struct Load {
+    app: u32,
+    qos: AppQos,
+    from_s: u64,
+}
+
+fn load(app: u32, reservation: Option<&str>, weight: f64, limit: Option<&str>) -> Load {
+    Load {
+        app,
+        qos: AppQos {
+            app,
+            reservation: reservation.map(|r| parse_rate(r).unwrap()),
+            weight,
+            limit: limit.map(|l| parse_rate(l).unwrap()),
+        },
+        from_s: 0,
+    }
+}
+
+/// Runs backlogged applications (four requests of `SIZE` queued each, from
+/// `from_s` on) on a device that serves one request at a time at
+/// `capacity` bytes per second, for `seconds`; returns each application's
+/// bytes served in each second (by start time).
+fn run(loads: &[Load], capacity: f64, seconds: u64) -> BTreeMap<u32, Vec<u64>> {
+    let config = DmClockConfig {
+        depth: 1,
+        apps: loads.iter().map(|l| l.qos.clone()).collect(),
+        ..DmClockConfig::default()
+    };
+    config.validate().unwrap();
+    let mut q = DmClock::new(&config);
+    let mut served: BTreeMap<u32, Vec<u64>> = loads
+        .iter()
+        .map(|l| (l.app, vec![0; seconds as usize]))
+        .collect();
+    let mut queued: BTreeMap<u32, u32> = loads.iter().map(|l| (l.app, 0)).collect();
+    let end = Time::from_secs(seconds);
+    let mut now = Time::ZERO;
+    let mut id = 0;
+    let mut out = Vec::new();
+    while now < end {
+        for l in loads {
+            let n = queued.get_mut(&l.app).unwrap();
+            while now >= Time::from_secs(l.from_s) && *n < 4 {
+                q.enqueue(Request::data(id, l.app, 0, now, Op::Write, 0, 0, SIZE), now);
+                id += 1;
+                *n += 1;
+            }
+        }
+        out.clear();
+        q.dispatch(now, 1, &mut out);
+        let Some(r) = out.pop() else {
+            // Held back by limits: idle until a tag comes due (or a new
+            // application starts).
+            let starts = loads
+                .iter()
+                .map(|l| Time::from_secs(l.from_s))
+                .filter(|&t| t > now);
+            now = q
+                .next_wakeup(now)
+                .into_iter()
+                .chain(starts)
+                .min()
+                .unwrap_or(end);
+            continue;
+        };
+        served.get_mut(&r.app.0).unwrap()[now.as_secs_f64() as usize] += r.len;
+        *queued.get_mut(&r.app.0).unwrap() -= 1;
+        now += Time::from_secs_f64(r.len as f64 / capacity);
+        q.complete(&r, now);
+    }
+    served
+}
+
+fn mean_rate(per_second: &[u64], from_s: usize) -> f64 {
+    let s = &per_second[from_s..];
+    s.iter().sum::<u64>() as f64 / s.len() as f64
+}
+
+#[test]
+fn a_reservation_is_met_beside_two_heavy_neighbours() {
+    // 100 MB/s: by weight alone the first would get 1/21 of it (4.8 MB/s).
+    let loads = [
+        load(1, Some("30MB/s"), 1.0, None),
+        load(2, None, 10.0, None),
+        load(3, None, 10.0, None),
+    ];
+    let served = run(&loads, 100.0 * MB, 20);
+    let reserved = mean_rate(&served[&1], 1);
+    assert!(reserved >= 0.95 * 30.0 * MB, "{} MB/s", reserved / MB);
+    // The rest is shared by weight: the reserved one's weight counts too
+    // (1 of 21), so it gets a little past its reservation, the two others
+    // the same as each other.
+    let (b, c) = (mean_rate(&served[&2], 1), mean_rate(&served[&3], 1));
+    assert!((b / c - 1.0).abs() < 0.05, "{b} vs {c}");
+    assert!(reserved + b + c >= 0.99 * 100.0 * MB);
+}
+
+#[test]
+fn a_limit_is_never_passed_over_any_second_even_on_an_idle_device() {
+    let served = run(&[load(1, None, 1.0, Some("20MB/s"))], 100.0 * MB, 10);
+    for (second, &bytes) in served[&1].iter().enumerate() {
+        assert!(
+            bytes as f64 <= 1.05 * 20.0 * MB,
+            "second {second}: {bytes} bytes"
+        );
+        assert!(
+            bytes as f64 >= 0.95 * 20.0 * MB,
+            "second {second}: {bytes} bytes"
+        );
+    }
+}
+
+#[test]
+fn without_reservations_or_limits_weights_share_the_device() {
+    let served = run(
+        &[load(1, None, 1.0, None), load(2, None, 3.0, None)],
+        100.0 * MB,
+        10,
+    );
+    let ratio = mean_rate(&served[&2], 0) / mean_rate(&served[&1], 0);
+    assert!((ratio / 3.0 - 1.0).abs() < 0.05, "{ratio}");
+}
+
+#[test]
+fn an_application_back_from_idle_gets_no_credit_for_its_idle_time() {
+    // Two equal weights; the second starts at 5 s. Were its tags anchored
+    // where it left them (at zero), it would take the device alone for a
+    // while; it shares it from its first second.
+    let mut late = load(2, None, 1.0, None);
+    late.from_s = 5;
+    let served = run(&[load(1, None, 1.0, None), late], 100.0 * MB, 10);
+    let (first, second) = (served[&1][5] as f64, served[&2][5] as f64);
+    assert!((second / first - 1.0).abs() < 0.05, "{first} vs {second}");
+}
+
+#[test]
+fn rates_in_iops_count_requests_not_bytes() {
+    // 1,000 requests of 64 KiB a second: 200 of them reserved for app 1.
+    let capacity = 1000.0 * SIZE as f64;
+    let loads = [
+        load(1, Some("200 IOPS"), 1.0, None),
+        load(2, None, 20.0, Some("1000 IOPS")),
+    ];
+    let served = run(&loads, capacity, 10);
+    let requests = mean_rate(&served[&1], 1) / SIZE as f64;
+    assert!(requests >= 0.95 * 200.0, "{requests} requests a second");
+}
+
+#[test]
+fn the_constraint_phase_serves_due_reservations_and_the_weight_phase_the_rest() {
+    let loads = [load(1, Some("10MB/s"), 1.0, None), load(2, None, 1.0, None)];
+    let config = DmClockConfig {
+        depth: 1,
+        apps: loads.iter().map(|l| l.qos.clone()).collect(),
+        ..DmClockConfig::default()
+    };
+    let mut q = DmClock::new(&config);
+    for i in 0..4 {
+        q.enqueue(
+            Request::data(i, 1 + (i % 2) as u32, 0, Time::ZERO, Op::Read, 0, 0, SIZE),
+            Time::ZERO,
+        );
+    }
+    let mut out = Vec::new();
+    // At zero app 1's first reservation tag is due.
+    q.dispatch(Time::ZERO, 1, &mut out);
+    assert_eq!(out[0].app, AppId(1));
+    assert_eq!(q.served_by_phase(), [1, 0]);
+    q.complete(&out[0], Time::ZERO);
+    out.clear();
+    // Its next is due at 64 KiB / 10 MB/s = 6.6 ms; before that, weights.
+    q.dispatch(Time::from_millis(1), 1, &mut out);
+    assert_eq!(q.served_by_phase(), [1, 1]);
+}
+
+#[test]
+fn bad_policies_name_the_field() {
+    let check = |text: &str| -> String {
+        match toml::from_str::<DmClockConfig>(text) {
+            Err(e) => e.to_string(),
+            Ok(c) => c.validate().map_or_else(
+                |e| format!("{}: {}", e.field, e.message),
+                |()| String::new(),
+            ),
+        }
+    };
+    let mixed = check(
+        "[[apps]]\napp = 1\nreservation = \"10MB/s\"\n[[apps]]\napp = 2\nlimit = \"500 IOPS\"",
+    );
+    assert!(
+        mixed.starts_with("apps[1].limit: mixes bytes per second and IOPS"),
+        "{mixed}"
+    );
+    let above = check("[[apps]]\napp = 1\nreservation = \"20MB/s\"\nlimit = \"10MB/s\"");
+    assert!(
+        above.starts_with("apps[0].reservation: is above"),
+        "{above}"
+    );
+    let twice = check("[[apps]]\napp = 1\n[[apps]]\napp = 1");
+    assert!(
+        twice.starts_with("apps[1].app: application 1 has two entries"),
+        "{twice}"
+    );
+    assert!(check("[[apps]]\napp = 1\nweight = 0").starts_with("apps[0].weight"));
+    assert!(check("[[apps]]\napp = 1\nlimit = \"0MB/s\"").starts_with("apps[0].limit: must be > 0"));
+    let unit = check("[[apps]]\napp = 1\nlimit = \"10MB\"");
+    assert!(
+        unit.contains("\"10MB\" is not a rate (write it like \"40MB/s\" or \"500 IOPS\")"),
+        "{unit}"
+    );
+    let number = check("[[apps]]\napp = 1\nlimit = 10");
+    assert!(
+        number.contains("a rate such as \"40MB/s\" or \"500 IOPS\""),
+        "{number}"
+    );
+    assert_eq!(
+        check("[[apps]]\napp = 1\nreservation = \"5 IOPS\"\nlimit = \"7.5iops\""),
+        ""
+    );
+}
+
+#[test]
+fn rates_read_back_as_written() {
+    for text in ["40000000B/s", "500 IOPS"] {
+        let r = parse_rate(text).unwrap();
+        let back = toml::Value::try_from(r).unwrap();
+        assert_eq!(parse_rate(back.as_str().unwrap()).unwrap(), r);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Whenever the reservations sum to less than the capacity, each is met
+    /// within 5%, whatever the weights; and no application passes its limit
+    /// by more than 5% in any second.
+    #[test]
+    fn reservations_are_met_and_limits_kept(
+        apps in prop::collection::vec((0u32..30, 1u32..20, prop::option::of(10u32..60)), 2..5),
+    ) {
+        let capacity = 100.0 * MB;
+        let total: u32 = apps.iter().map(|a| a.0).sum();
+        prop_assume!((total as f64) < 0.9 * 100.0);
+        let loads: Vec<Load> = apps
+            .iter()
+            .enumerate()
+            .map(|(i, &(r, w, l))| {
+                let reservation = (r > 0).then(|| format!("{r}MB/s"));
+                let limit = l.map(|l| format!("{}MB/s", l.max(r)));
+                load(i as u32 + 1, reservation.as_deref(), w as f64, limit.as_deref())
+            })
+            .collect();
+        let served = run(&loads, capacity, 10);
+        for (i, &(r, _, l)) in apps.iter().enumerate() {
+            let per_second = &served[&(i as u32 + 1)];
+            let got = mean_rate(per_second, 1);
+            prop_assert!(got >= 0.95 * r as f64 * MB, "app {}: {} MB/s, reserved {}", i + 1, got / MB, r);
+            if let Some(l) = l {
+                let limit = l.max(r) as f64 * MB;
+                for (s, &b) in per_second.iter().enumerate() {
+                    prop_assert!(b as f64 <= 1.05 * limit, "app {} second {}: {} MB, limit {}", i + 1, s, b as f64 / MB, limit / MB);
+                }
+            }
+        }
+    }
+}
