@@ -17,6 +17,7 @@ mod per_object;
 mod qos;
 mod service_sync;
 mod sfq;
+mod themis;
 
 pub use capped::{Capped, CappedConfig};
 pub use coordinated::{Coordinated, CoordinatedConfig, TimeSource};
@@ -29,6 +30,7 @@ pub use per_object::{PerObjectConfig, PerObjectFcfs};
 pub use qos::{OpClass, QosRule, QosRules, QosStage};
 pub use service_sync::{ServiceSync, ServiceSyncConfig};
 pub use sfq::{CostRow, Sfq, SfqConfig, SfqDConfig, SfqDPlusConfig, SfqParams, SlotCosts};
+pub use themis::{Fairness, GroupUsers, JobNodes, Themis, ThemisConfig};
 
 use crate::FieldError;
 use std::collections::BTreeMap;
@@ -237,6 +239,8 @@ policies! {
     CrrN(CrrNConfig),
     /// Lustre NRS ORR: objects take turns, each a batch in offset order.
     Orr(OrrConfig),
+    /// ThemisIO: statistical tokens over job-, user-, size- or group-then-user-fair shares.
+    Themisio(ThemisConfig),
 }
 
 /// Default time windows from the coordination paper.
