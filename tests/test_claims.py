@@ -50,6 +50,11 @@ def clusterfile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return _reproduce("clusterfile", tmp_path_factory)
 
 
+@pytest.fixture(scope="module")
+def arena(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _reproduce("arena", tmp_path_factory)
+
+
 def _status(evaluate: Callable[[Any], list], results: dict, claim: str, change: Callable[[dict], None]) -> str:
     """The claim's state once ``change`` has moved a copy of the results."""
     moved = copy.deepcopy(results)
@@ -382,3 +387,44 @@ def test_clusterfile_real_twin_holds_hash_ios_to_the_tolerance_only_where_its_cl
     assert twin(results(0.7, 1.0, met=2)) == "failed"
     assert twin(results(1.0, 0.7, met=20)) == "failed"
     assert twin(results(1.0, 1.0, met=20)) == "reproduced"
+
+
+def test_the_arena_runs_every_policy_on_every_workload_and_holds_for_a_second_seed(arena: dict) -> None:
+    from concerto import _native
+
+    assert arena["claims"] == {"arena-mclock-reservation": "reproduced", "arena-mclock-limit": "reproduced"}
+    table = arena["results"]["results"]
+    assert set(table) == {"checkpoint-and-metadata", "small-jobs-beside-a-large-one", "reservation-mix"}
+    for workload, by_policy in table.items():
+        assert set(by_policy) == set(_native.policy_names()), workload
+        for policy, row in by_policy.items():
+            apps = len(row["stretch"])
+            assert 0 < row["utilization"] <= 1, (workload, policy, row)
+            assert 1 / apps - 1e-9 <= row["jain"] <= 1 + 1e-9, (workload, policy, row)
+            assert row["max_stretch"] >= row["io_slowdown"] > 0, (workload, policy, row)
+            assert row["p99_ms"] > 0, (workload, policy, row)
+    # What the anchors predict, beside the baseline: weights alone do not
+    # give the reading job its reservation, and FIFO lets the limited job
+    # past its limit.
+    mix = table["reservation-mix"]
+    assert mix["fifo"]["reservation_missed"] and not mix["dmclock"]["reservation_missed"]
+    assert mix["fifo"]["limit_overshoot"] > 0.05 >= mix["dmclock"]["limit_overshoot"]
+
+
+def test_arena_tolerances_fail_past_either_side(arena: dict) -> None:
+    from concerto.reproduce.arena import LIMIT_MBPS, RESERVATION_MBPS, evaluate
+
+    results = arena["results"]["results"]
+
+    def set_to(key: str, value: float) -> Callable[[dict], None]:
+        def change(m: dict) -> None:
+            m["reservation-mix"]["dmclock"][key] = value
+        return change
+
+    # A reservation met to 95% or more; a limit passed by 5% at most.
+    reservation = "arena-mclock-reservation"
+    assert _status(evaluate, results, reservation, set_to("reserved_mbps", 0.96 * RESERVATION_MBPS)) == "reproduced"
+    assert _status(evaluate, results, reservation, set_to("reserved_mbps", 0.94 * RESERVATION_MBPS)) == "failed"
+    limit = "arena-mclock-limit"
+    assert _status(evaluate, results, limit, set_to("limited_worst_mbps", 1.04 * LIMIT_MBPS)) == "reproduced"
+    assert _status(evaluate, results, limit, set_to("limited_worst_mbps", 1.06 * LIMIT_MBPS)) == "failed"

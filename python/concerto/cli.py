@@ -413,6 +413,19 @@ def reproduce_clusterfile(quick: bool, real: bool, out: Path | None, seed: int |
         _reproduce("clusterfile", out or Path("results/clusterfile"), quick, seed, workers=workers, dask=dask)
 
 
+@reproduce.command("arena")
+@click.option("--quick", is_flag=True, help="Shorter jobs (a few seconds).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/arena"),
+              show_default=True)
+@seed_opt
+@guarded
+def reproduce_arena(quick: bool, out: Path, seed: int | None) -> None:
+    """Every server policy on one suite of workloads (a checkpoint beside md-test, small jobs beside a large one, a
+    reservation beside heavy jobs), scored on utilization, max stretch, I/O slowdown, Jain's index, p99 latency,
+    reservations missed and limits overshot; mClock's reservation and limit as claims."""
+    _reproduce("arena", out, quick, seed)
+
+
 @main.group()
 def plan() -> None:
     """Client-side plans: transfer schedules (Clusterfile) and collective I/O (resonant I/O)."""
