@@ -22,6 +22,7 @@ from pathlib import Path
 import tomli_w
 
 from concerto import cluster as local
+from concerto import netns
 
 SIZE = 64 << 20
 STATS = 300
@@ -67,6 +68,8 @@ def run(directory: Path, link_rate: float | None, rounds: int, say=print) -> dic
                              integrity="when-asked")
     cluster_file = local.up(directory, spec)
     try:
+        # What it made, by identity, for whoever checks that it is gone.
+        made = netns.footprint(netns.load(directory))
         sides = {"on": cluster_file, "off": _without_integrity(cluster_file)}
         runs: dict[str, list[dict]] = {name: [] for name in sides}
         for k in range(rounds):
@@ -86,4 +89,4 @@ def run(directory: Path, link_rate: float | None, rounds: int, say=print) -> dic
                for name, rs in runs.items()}
     return {"link_rate": link_rate, "rounds": rounds, "medians": medians, "runs": runs,
             "ratio_on_to_off": {m: medians["on"][m] / medians["off"][m] for m in ("write", "read", "stat")},
-            "connections": connections}
+            "connections": connections, "namespaces": made}

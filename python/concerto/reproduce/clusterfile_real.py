@@ -158,6 +158,8 @@ def run_real(directory: Path, quick: bool, status: Callable[[str], None]) -> dic
     cluster = local.up(directory, spec)
     try:
         net = netns.load(directory)
+        # What it made, by identity, for whoever checks that it is gone.
+        made = netns.footprint(net)
         status(f"measuring the links (each {LINK_RATE / 1e6:g} MB/s by tbf)")
         # On the links themselves, beside the file system: the median of
         # five writes through it read 10.8-11.0 MB/s of a 12.5 MB/s link on
@@ -184,7 +186,7 @@ def run_real(directory: Path, quick: bool, status: Callable[[str], None]) -> dic
                                 cells[-1] |= {"meetings": met, "read_pairs": pairs}
         finally:
             workers.close()
-        return {"links": links, "cells": cells}
+        return {"links": links, "cells": cells, "namespaces": made}
     finally:
         local.down(directory)
 
@@ -413,7 +415,7 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
     with tempfile.TemporaryDirectory(prefix="concerto-cf-real-") as tmp:
         real = run_real(Path(tmp) / "cluster", quick, status)
     status("the simulator's twin")
-    results = {"links": real["links"], "real": real["cells"],
+    results = {"links": real["links"], "real": real["cells"], "namespaces": real["namespaces"],
                "simulated": run_twin(real["links"], quick, 1 if seed is None else seed)}
     claims = evaluate(results)
     write_outputs(out, results, claims, quick)
