@@ -217,7 +217,7 @@ def cluster_up(servers, directory, policy, params, throttle, meta, stripe_unit, 
     if in_namespaces:
         net = netns.load(directory)
         limit = f", links {link_rate} each way" if link_rate else ""
-        where = f" in namespaces concerto-{net.index}-s* ({clients} client group{'s' if clients != 1 else ''}{limit})"
+        where = f" in namespaces {net.prefix}s* ({clients} client group{'s' if clients != 1 else ''}{limit})"
     console.print(f"{servers} servers up ({policy}, throttle {throttle}){with_coordinator}{where}; "
                   f"cluster file: [bold]{path}[/]")
     if in_namespaces and clients:

@@ -5,8 +5,10 @@ machine, with nothing on 127.0.0.1.
 
 Cluster ``k`` (the lowest number whose bridge name is free, claimed by
 creating the bridge) uses the subnet 10.77.k.0/24: server ``i`` is
-10.77.k.(1+i) in namespace ``concerto-k-s<i>``, client group ``j`` is
-10.77.k.(129+j) in ``concerto-k-c<j>``, and the bridge ``cc<k>br`` holds
+10.77.k.(1+i) in namespace ``concerto-k-<token>-s<i>``, client group ``j``
+is 10.77.k.(129+j) in ``concerto-k-<token>-c<j>`` (the token, six hex
+digits drawn per cluster, keeps a later cluster at the same index from
+taking the same names), and the bridge ``cc<k>br`` holds
 10.77.k.254 in this machine's own namespace, so the administrator's
 commands reach every server (unlimited) while clients go through their
 links. A link limit is a ``tbf`` queueing discipline on both ends of the
@@ -24,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import secrets
 import signal
 import statistics
 import subprocess
@@ -63,6 +66,16 @@ class Network:
     clients: int
     # Bytes per second each way on each server's and client group's link; None: unlimited.
     link_rate: float | None = None
+    # In the namespaces' names, so that no later cluster, at the same free
+    # index, takes the same names: a namespace's nsfs inode does not tell
+    # them apart (the kernel hands freed namespace numbers out again). Empty
+    # in a state file from before it existed.
+    token: str = ""
+
+    @property
+    def prefix(self) -> str:
+        """What every one of its namespaces' names begins with."""
+        return f"concerto-{self.index}-{self.token}-" if self.token else f"concerto-{self.index}-"
 
     @property
     def bridge(self) -> str:
@@ -70,7 +83,7 @@ class Network:
 
     def namespace(self, kind: str, i: int) -> str:
         """``kind`` is ``"s"`` (server) or ``"c"`` (client group)."""
-        return f"concerto-{self.index}-{kind}{i}"
+        return f"{self.prefix}{kind}{i}"
 
     def host_link(self, kind: str, i: int) -> str:
         return f"cc{self.index}{kind}{i}"
@@ -165,7 +178,7 @@ def create(directory: Path, servers: int, clients: int, link_rate: float | None)
     if state.exists():
         raise NetnsError(f"{state}: namespaces of an earlier cluster are still recorded there "
                          f"(remove them with `concerto cluster down --dir {directory}`)")
-    net = Network(_claim_index(), servers, clients, link_rate)
+    net = Network(_claim_index(), servers, clients, link_rate, token=secrets.token_hex(3))
     state.write_text(json.dumps(asdict(net)))
     try:
         _run("ip", "addr", "add", f"{net.bridge_address}/24", "dev", net.bridge)
