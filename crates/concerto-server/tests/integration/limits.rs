@@ -213,6 +213,42 @@ async fn warmed(s: &Server) -> ServerConnection {
     admin
 }
 
+/// Bytes the statistics say the server read for application 1 (every
+/// test client's).
+fn app_read_bytes(st: &concerto_proto::stats::ServerStats) -> u64 {
+    st.apps
+        .iter()
+        .find(|a| a.app == 1)
+        .map_or(0, |a| a.read_bytes)
+}
+
+/// Bytes the server has read for application 1 so far.
+async fn read_bytes(admin: &ServerConnection) -> u64 {
+    app_read_bytes(&admin.stats().await.unwrap())
+}
+
+/// Waits until nothing is queued or in flight and application 1's reads
+/// reach `bytes`: every read the budgets let in has run.
+async fn reads_done(admin: &ServerConnection, bytes: u64) {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let st = admin.stats().await.unwrap();
+        let read = st
+            .apps
+            .iter()
+            .find(|a| a.app == 1)
+            .map_or(0, |a| a.read_bytes);
+        if st.queued == 0 && st.in_flight == 0 && read >= bytes {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the greedy reads never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// `n` authenticated connections from `from` that each ask for 64 reads of
 /// 16 MiB (1 GiB) and never read a reply.
 async fn greedy(from: [u8; 4], s: &Server, n: usize) -> Vec<TcpStream> {
@@ -356,28 +392,11 @@ async fn an_address_holds_at_most_its_memory_budget_however_many_connections() {
         256,
     );
     let admin = warmed(&s).await;
-    let read_bytes = |st: &concerto_proto::stats::ServerStats| {
-        st.apps
-            .iter()
-            .find(|a| a.app == 1)
-            .map_or(0, |a| a.read_bytes)
-    };
-    let before = read_bytes(&admin.stats().await.unwrap());
+    let before = read_bytes(&admin).await;
     let baseline_kb = s.status_kb("VmRSS:");
     let held = greedy([127, 0, 0, 4], &s, 8).await;
     // Every read the budgets let in is done, its reply held unread.
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        let st = admin.stats().await.unwrap();
-        if st.queued == 0 && st.in_flight == 0 && read_bytes(&st) >= before + 2 * MAX_IO {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the greedy reads never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    reads_done(&admin, before + 2 * MAX_IO).await;
     served(&s, 1).await;
     let grown_mb = s.status_kb("VmHWM:").saturating_sub(baseline_kb) / 1024;
     eprintln!("eight greedy connections of one address: the server grew by {grown_mb} MB");
@@ -404,13 +423,7 @@ async fn a_key_greedy_from_twelve_addresses_holds_its_share_and_another_keys_rea
         512,
     );
     let admin = warmed(&s).await;
-    let read_bytes = |st: &concerto_proto::stats::ServerStats| {
-        st.apps
-            .iter()
-            .find(|a| a.app == 1)
-            .map_or(0, |a| a.read_bytes)
-    };
-    let before = read_bytes(&admin.stats().await.unwrap());
+    let before = read_bytes(&admin).await;
     let mut held = Vec::new();
     for host in 1..=12 {
         held.extend(greedy_as([127, 0, 2, host], &s, 4, &s.operator).await);
@@ -418,19 +431,8 @@ async fn a_key_greedy_from_twelve_addresses_holds_its_share_and_another_keys_rea
     // Every greedy read its key's share lets in has run (four: a request
     // is charged at most its connection's budget, 16 MiB), its reply held
     // unread.
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        let st = admin.stats().await.unwrap();
-        if st.queued == 0 && st.in_flight == 0 && read_bytes(&st) >= before + 4 * MAX_IO {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the greedy reads never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let greedy_bytes = read_bytes(&admin.stats().await.unwrap()) - before;
+    reads_done(&admin, before + 4 * MAX_IO).await;
+    let greedy_bytes = read_bytes(&admin).await - before;
     // The other key: 64 KiB reads, each answered within a client's timeout.
     let mut took = Vec::new();
     for _ in 0..64 {
@@ -452,7 +454,7 @@ async fn a_key_greedy_from_twelve_addresses_holds_its_share_and_another_keys_rea
         took[took.len() * 99 / 100]
     );
     // Nothing more of the greedy key's ran meanwhile: it was at its share.
-    let after = read_bytes(&admin.stats().await.unwrap()) - before - 64 * (64 << 10);
+    let after = read_bytes(&admin).await - before - 64 * (64 << 10);
     assert_eq!(
         after, greedy_bytes,
         "the greedy key's reads went past its share"
