@@ -25,6 +25,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
+import tomli_w
+
 from concerto import _native
 from concerto.report import markdown_table, write_json
 from concerto.reproduce import Claim, judged, report_head
@@ -95,30 +97,13 @@ def policies() -> dict[str, dict]:
     return table
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"no TOML for {v!r}")
-
-
 def scenario(name: str, apps: list[dict], policy: dict, seed: int) -> str:
     """A scenario's text: the arena's cluster, ``policy``, ``apps``."""
-    lines = [f'name = "{name}"', f"seed = {seed}", "[app_ids]", 'rule = "explicit"', "[cluster]",
-             f"servers = {SERVERS}",
-             f'stripe_unit = "{STRIPE}"', "[cluster.device]"]
-    lines += [f"{k} = {_toml_value(v)}" for k, v in DEVICE.items()]
-    lines += ["[policy]"] + [f"{k} = {_toml_value(v)}" for k, v in policy.items()]
-    for a in apps:
-        lines += ["[[apps]]"] + [f"{k} = {_toml_value(v)}" for k, v in a.items()]
-    return "\n".join(lines) + "\n"
+    return tomli_w.dumps({
+        "name": name, "seed": seed, "app_ids": {"rule": "explicit"},
+        "cluster": {"servers": SERVERS, "stripe_unit": STRIPE, "device": DEVICE},
+        "policy": policy, "apps": apps,
+    })
 
 
 def _simulate(text: str, detail: Path | None = None) -> dict:
@@ -153,7 +138,7 @@ def jain(xs: list[float]) -> float:
     return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if xs and any(xs) else 0.0
 
 
-def score(run: dict, alone: dict[str, float], pieces: list[dict], apps: list[dict]) -> dict:
+def score(run: dict, alone: dict[str, float], pieces: list[dict]) -> dict:
     """One policy on one workload, on the arena's metrics."""
     durations = {a["name"]: a["end_s"] - a["start_s"] for a in run["apps"]}
     stretch = {name: durations[name] / alone[name] for name in durations}
@@ -198,7 +183,7 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
             results[wname] = {}
             for pname, policy in table.items():
                 r = _simulate(scenario(wname, apps, policy, seed), detail)
-                results[wname][pname] = score(r, alone, _pieces(detail), apps)
+                results[wname][pname] = score(r, alone, _pieces(detail))
     claims = evaluate(results)
     write_outputs(out, results, table, suite, claims, quick, seed)
     return claims

@@ -274,8 +274,8 @@ pub struct DmClock {
     virtual_p: f64,
     in_flight: u32,
     waiting: usize,
-    /// Requests served in each phase (reservation, weight), for tests and
-    /// the arena's accounting.
+    /// Requests served in each phase (reservation, weight): what the tests
+    /// check the phases by.
     served: [u64; 2],
 }
 
