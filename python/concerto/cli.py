@@ -414,16 +414,43 @@ def reproduce_clusterfile(quick: bool, real: bool, out: Path | None, seed: int |
 
 
 @reproduce.command("arena")
-@click.option("--quick", is_flag=True, help="Shorter jobs (a few seconds).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/arena"),
-              show_default=True)
+@click.option("--quick", is_flag=True, help="Shorter jobs (a few seconds); the real run is always the short suite.")
+@click.option("--real", is_flag=True,
+              help="The suite at half its quick length on a local 4-server cluster (hdd throttle) whose servers run "
+                   "each policy in turn, beside the simulator on the same device (a few minutes for every policy).")
+@click.option("--policies", "policy_names", default=None, metavar="NAME,...",
+              help="With --real: only these policies (dmclock brings sfq-d, which its claims compare with).")
+@click.option("--workload", "workload_names", multiple=True, metavar="NAME",
+              help="With --real: only this workload (repeatable): checkpoint-and-metadata, "
+                   "small-jobs-beside-a-large-one, reservation-mix.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the report goes (default results/arena, with --real results/arena-real).")
 @seed_opt
 @guarded
-def reproduce_arena(quick: bool, out: Path, seed: int | None) -> None:
+def reproduce_arena(quick: bool, real: bool, policy_names: str | None, workload_names: tuple[str, ...],
+                    out: Path | None, seed: int | None) -> None:
     """Every server policy on one suite of workloads (a checkpoint beside md-test, small jobs beside a large one, a
     reservation beside heavy jobs), scored on utilization, max stretch, I/O slowdown, Jain's index, p99 latency,
-    reservations missed and limits overshot; mClock's reservation and limit as claims."""
-    _reproduce("arena", out, quick, seed)
+    reservations missed and limits overshot; mClock's reservation and limit as claims. With --real, on a local
+    cluster beside the simulator's twin."""
+    if not real:
+        if policy_names is not None or workload_names:
+            raise UsageProblem("--policies and --workload are for --real")
+        _reproduce("arena", out or Path("results/arena"), quick, seed)
+        return
+    from concerto.reproduce import arena_real
+
+    try:
+        names = None if policy_names is None else [p.strip() for p in policy_names.split(",") if p.strip()]
+        arena_real.policies(names)
+        known = arena_real.suite()
+        bad = [w for w in workload_names if w not in known]
+        if bad:
+            raise ValueError(f"no workload {', '.join(bad)} (known: {', '.join(known)})")
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--policies" if "policy" in str(e) else "--workload") from None
+    _reproduce("arena_real", out or Path("results/arena-real"), quick, seed, policy_names=names,
+               workload_names=list(workload_names) or None)
 
 
 @main.group()

@@ -124,13 +124,23 @@ def p99_latency_ms(pieces: list[dict]) -> float:
 
 
 def worst_second_mbps(pieces: list[dict], app_index: int) -> float:
-    """The most one application moved through one server in any whole
-    second (by completion time), MB/s."""
-    per: dict[tuple[str, int], int] = defaultdict(int)
+    """The most one application moved through one server in any window of
+    one second (sliding, by completion time), MB/s."""
+    done: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for p in pieces:
         if int(p["app"]) == app_index:
-            per[(p["server"], int(p["done_ns"]) // 1_000_000_000)] += int(p["bytes"])
-    return max(per.values(), default=0) / MB
+            done[p["server"]].append((int(p["done_ns"]), int(p["bytes"])))
+    worst = 0
+    for xs in done.values():
+        xs.sort()
+        first = held = 0
+        for t, b in xs:
+            held += b
+            while xs[first][0] <= t - 1_000_000_000:
+                held -= xs[first][1]
+                first += 1
+            worst = max(worst, held)
+    return worst / MB
 
 
 def jain(xs: list[float]) -> float:
@@ -138,18 +148,27 @@ def jain(xs: list[float]) -> float:
     return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if xs and any(xs) else 0.0
 
 
-def score(run: dict, alone: dict[str, float], pieces: list[dict]) -> dict:
-    """One policy on one workload, on the arena's metrics."""
-    durations = {a["name"]: a["end_s"] - a["start_s"] for a in run["apps"]}
+def stretch_metrics(durations: dict[str, float], alone: dict[str, float]) -> dict:
+    """Max stretch, I/O slowdown (the mean stretch) and Jain's index over
+    the applications' speeds, from their times together and alone: the
+    metrics both worlds compute the same way."""
     stretch = {name: durations[name] / alone[name] for name in durations}
-    data = [s for s in run["servers"] if s["role"] != "metadata"] or run["servers"]
-    row = {
-        "utilization": sum(s["utilization"] for s in data) / len(data),
+    return {
         "max_stretch": max(stretch.values()),
         "io_slowdown": sum(stretch.values()) / len(stretch),
         "jain": jain([1 / s for s in stretch.values()]),
-        "p99_ms": p99_latency_ms(pieces),
         "stretch": stretch,
+    }
+
+
+def score(run: dict, alone: dict[str, float], pieces: list[dict]) -> dict:
+    """One policy on one workload, on the arena's metrics."""
+    durations = {a["name"]: a["end_s"] - a["start_s"] for a in run["apps"]}
+    data = [s for s in run["servers"] if s["role"] != "metadata"] or run["servers"]
+    row = {
+        "utilization": sum(s["utilization"] for s in data) / len(data),
+        **stretch_metrics(durations, alone),
+        "p99_ms": p99_latency_ms(pieces),
     }
     names = [a["name"] for a in run["apps"]]
     if "reserved" in names:

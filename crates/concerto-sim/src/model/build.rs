@@ -153,6 +153,11 @@ fn build_applications(
             let first_rank = ranks.len() as u32;
             let mut app_files = Vec::new();
             let files_before = files.len() as u32;
+            let present = if cl.read_ahead {
+                data_present(spec, &cl.metadata)
+            } else {
+                Vec::new()
+            };
             for f in 0..workload::files_per_instance(spec) {
                 let idx = files.len() as u32;
                 let placed = place_file(sc, spec, (f, files_before + f), setup);
@@ -168,7 +173,7 @@ fn build_applications(
                         concerto_core::client::write_behind::FileWrites::new(Default::default())
                     }),
                     flush_at: None,
-                    written_end: 0,
+                    written_end: present.get(f as usize).copied().unwrap_or(0),
                 });
                 app_files.push(idx);
             }
@@ -251,6 +256,43 @@ fn place_file(
 
 /// An instance's processes. Nodes are numbered across instances: an
 /// instance's processes never share a NIC with another's.
+/// Per file of one instance of `spec`, the data it holds when the run
+/// starts: a file the run only reads holds what its reads cover (IOR's
+/// `-r` reads a file an earlier run wrote); one it writes starts empty.
+/// Read-ahead needs it, as it stops where the data ends.
+fn data_present(spec: &AppSpec, metadata: &crate::scenario::MetadataConfig) -> Vec<u64> {
+    let n = workload::files_per_instance(spec) as usize;
+    let (mut read_end, mut written) = (vec![0u64; n], vec![false; n]);
+    let mut steps = Vec::new();
+    for rank in 0..spec.processes {
+        for call in 0..spec.calls_of(rank) {
+            steps.clear();
+            workload::call_steps(spec, rank, call, metadata, &mut steps);
+            for step in &steps {
+                let workload::Step::Data { op, access } = step else {
+                    continue;
+                };
+                let f = access.file as usize;
+                if f >= n {
+                    continue;
+                }
+                match op {
+                    DataOp::Write => written[f] = true,
+                    DataOp::Read => {
+                        let end = access.extents.last().map_or(0, Extent::end);
+                        read_end[f] = read_end[f].max(end);
+                    }
+                }
+            }
+        }
+    }
+    read_end
+        .into_iter()
+        .zip(written)
+        .map(|(end, w)| if w { 0 } else { end })
+        .collect()
+}
+
 fn push_ranks(ranks: &mut Vec<RankState>, spec: &AppSpec, app: u32, meta_servers: &[u32]) {
     let first_node = ranks.last().map_or(0, |r: &RankState| r.nic + 1);
     for rank in 0..spec.processes {
