@@ -239,25 +239,34 @@ METRICS = [
 ]
 
 
+def parameters_section(table: dict[str, dict]) -> list[str]:
+    """report.md's lines stating every policy's parameters."""
+    return ["## Parameters", "", markdown_table(["policy", "parameters"], [
+        [name, ", ".join(f"{k} = {v}" for k, v in p.items() if k != "kind") or "defaults"]
+        for name, p in table.items()]), ""]
+
+
+def apps_line(apps: list[dict]) -> str:
+    """A workload's applications in one line: name (processes x calls kind op size)."""
+    return ", ".join(f"{a['name']} ({a['processes']} x {a.get('requests', a.get('items'))} "
+                     f"{a['workload']} {a.get('op', '')} {a['request_size']})" for a in apps) + "."
+
+
 def write_outputs(out: Path, results: dict, table: dict, suite: dict, claims: list[Claim], quick: bool,
                   seed: int) -> None:
     about = (f"Simulator only, seed {seed}: {SERVERS} HDD-class servers, {STRIPE} stripes; every policy with its "
              "defaults except dmclock, given the reservation workload's service level (below). Stretch is an "
              "application's time beside the others over its time alone on the same cluster (FIFO).")
-    lines = report_head("the arena", "arena", quick, about, claims)
-    lines += ["## Parameters", "", markdown_table(["policy", "parameters"], [
-        [name, ", ".join(f"{k} = {v}" for k, v in p.items() if k != "kind") or "defaults"]
-        for name, p in table.items()]), ""]
+    lines = report_head("the arena", "arena", quick, about, claims) + parameters_section(table)
     for wname, by_policy in results.items():
-        apps = ", ".join(f"{a['name']} ({a['processes']} x {a.get('requests', a.get('items'))} "
-                         f"{a['workload']} {a.get('op', '')} {a['request_size']})" for a in suite[wname])
+        apps = apps_line(suite[wname])
         extra = []
         if wname == "reservation-mix":
             extra = [("reserved_mbps", f"reserved MB/s/server (>= {RESERVATION_MBPS})", "{:.1f}"),
                      ("limited_worst_mbps", f"limited worst s MB/s/server (<= {LIMIT_MBPS})", "{:.1f}")]
         cols = METRICS + extra
         rows = [[p] + [fmt.format(r[key]) for key, _, fmt in cols] for p, r in by_policy.items()]
-        lines += [f"## {wname}", "", apps + ".", "", markdown_table(["policy"] + [h for _, h, _ in cols], rows), ""]
+        lines += [f"## {wname}", "", apps, "", markdown_table(["policy"] + [h for _, h, _ in cols], rows), ""]
     lines += ["![arena](arena.png)", ""]
     (out / "report.md").write_text("\n".join(lines))
     write_json(out / "results.json", {"seed": seed, "quick": quick, "policies": table, "results": results})

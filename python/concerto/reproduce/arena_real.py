@@ -527,9 +527,7 @@ def write_outputs(out: Path, results: dict, table: dict, workloads: dict, claims
              "real over simulated. Throughput is the applications' bytes over the run's span; p99 the servers' "
              "arrival-to-reply latency (real: the histograms' bucket bound).")
     lines = report_head("the arena on real bytes", "arena --real", True, about, claims)
-    lines += ["## Parameters", "", markdown_table(["policy", "parameters"], [
-        [name, ", ".join(f"{k} = {v}" for k, v in p.items() if k != "kind") or "defaults"]
-        for name, p in table.items()]), ""]
+    lines += arena.parameters_section(table)
     for wname, by_policy in results.items():
         cols = [c for c in COLUMNS if c[0] in next(iter(by_policy.values()))["real"]]
         rows = []
@@ -540,9 +538,8 @@ def write_outputs(out: Path, results: dict, table: dict, workloads: dict, claims
                 ratio = f"{x / s:.2f}" if s else "-"
                 cells.append(f"{fmt.format(s)} / {fmt.format(x)} / {ratio}")
             rows.append([p] + cells)
-        apps = ", ".join(f"{a['name']} ({a['processes']} x {a.get('requests', a.get('items'))} {a['workload']} "
-                         f"{a.get('op', '')} {a['request_size']})" for a in workloads[wname])
-        lines += [f"## {wname}", "", apps + ".", "", markdown_table(["policy"] + [h for _, h, _ in cols], rows), ""]
+        lines += [f"## {wname}", "", arena.apps_line(workloads[wname]), "",
+                  markdown_table(["policy"] + [h for _, h, _ in cols], rows), ""]
     (out / "report.md").write_text("\n".join(lines))
     write_json(out / "results.json", {"policies": table, "workloads": workloads, "results": results})
     write_json(out / "claims.json", [c.as_json() for c in claims])
