@@ -394,7 +394,8 @@ def test_the_arena_runs_every_policy_on_every_workload_and_holds_for_a_second_se
 
     assert arena["claims"] == {"arena-mclock-reservation": "reproduced", "arena-mclock-limit": "reproduced"}
     table = arena["results"]["results"]
-    assert set(table) == {"checkpoint-and-metadata", "small-jobs-beside-a-large-one", "reservation-mix"}
+    assert set(table) == {"checkpoint-and-metadata", "small-jobs-beside-a-large-one", "reservation-mix",
+                          "iosets-stress-0.4", "iosets-stress-0.8"}
     for workload, by_policy in table.items():
         assert set(by_policy) == set(_native.policy_names()), workload
         for policy, row in by_policy.items():
@@ -403,6 +404,11 @@ def test_the_arena_runs_every_policy_on_every_workload_and_holds_for_a_second_se
             assert 1 / apps - 1e-9 <= row["jain"] <= 1 + 1e-9, (workload, policy, row)
             assert row["max_stretch"] >= row["io_slowdown"] > 0, (workload, policy, row)
             assert row["p99_ms"] > 0, (workload, policy, row)
+    # IO-SETS' generator at twice the I/O stress keeps the servers busier
+    # under every policy.
+    for policy in table["iosets-stress-0.4"]:
+        assert (table["iosets-stress-0.8"][policy]["utilization"]
+                > 1.5 * table["iosets-stress-0.4"][policy]["utilization"]), policy
     # What the anchors predict, beside the baseline: weights alone do not
     # give the reading job its reservation, and FIFO lets the limited job
     # past its limit.

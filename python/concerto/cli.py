@@ -422,7 +422,7 @@ def reproduce_clusterfile(quick: bool, real: bool, out: Path | None, seed: int |
               help="With --real: only these policies (dmclock brings sfq-d, which its claims compare with).")
 @click.option("--workload", "workload_names", multiple=True, metavar="NAME",
               help="With --real: only this workload (repeatable): checkpoint-and-metadata, "
-                   "small-jobs-beside-a-large-one, reservation-mix.")
+                   "small-jobs-beside-a-large-one, reservation-mix, iosets-stress-0.4, iosets-stress-0.8.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the report goes (default results/arena, with --real results/arena-real).")
 @seed_opt
@@ -430,7 +430,7 @@ def reproduce_clusterfile(quick: bool, real: bool, out: Path | None, seed: int |
 def reproduce_arena(quick: bool, real: bool, policy_names: str | None, workload_names: tuple[str, ...],
                     out: Path | None, seed: int | None) -> None:
     """Every server policy on one suite of workloads (a checkpoint beside md-test, small jobs beside a large one, a
-    reservation beside heavy jobs), scored on utilization, max stretch, I/O slowdown, Jain's index, p99 latency,
+    reservation beside heavy jobs, IO-SETS' generator at two I/O stresses), scored on utilization, max stretch, I/O slowdown, Jain's index, p99 latency,
     reservations missed and limits overshot; mClock's reservation and limit as claims. With --real, on a local
     cluster beside the simulator's twin."""
     if not real:

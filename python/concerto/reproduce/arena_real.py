@@ -54,6 +54,7 @@ from concerto.reproduce import Claim, judged, report_head
 from concerto.reproduce import arena
 
 SERVERS = arena.SERVERS
+QUICK_HORIZON_S = 4.0  # the quick suite's IO-SETS horizon
 STRIPE_UNIT = 64 * 1024
 PRESET = "hdd"
 DEPTH = 8
@@ -76,11 +77,14 @@ WORST_SPAN_S = (1.0, 1.1)
 
 
 def suite() -> dict[str, list[dict]]:
-    """The arena's quick suite at half its length (every count halved):
-    the same applications, short enough for a real cluster."""
+    """The arena's quick suite at half its length (every count halved, IO-SETS'
+    generator over half the horizon): the same applications, short enough
+    for a real cluster."""
     half = lambda n: max(1, n // 2)  # noqa: E731
-    return {w: [{**a, **{k: half(a[k]) for k in ("requests", "items") if k in a}} for a in apps]
-            for w, apps in arena.workloads(quick=True).items()}
+    quick = arena.workloads(quick=True)
+    table = {w: [{**a, **{k: half(a[k]) for k in ("requests", "items") if k in a}} for a in apps]
+             for w, apps in quick.items()}
+    return table | arena.iosets_workloads(QUICK_HORIZON_S / 2)
 
 
 def policies(names: list[str] | None = None) -> dict[str, dict]:
@@ -152,6 +156,25 @@ def _ior_rank(f: fs.File, app: dict, rank: int, barrier: threading.Barrier) -> N
         barrier.wait()
 
 
+def _phases_rank(f: fs.File, app: dict, rank: int, barrier: threading.Barrier) -> None:
+    """Explicit phases: each computes (the phase's first number, seconds),
+    then the ranks write the phase's bytes in equal contiguous shares over
+    the same region, in requests of at most ``request_size``; a barrier
+    after each, as the simulator's ``phases`` workload."""
+    chunk, procs = _size(app), app["processes"]
+    for compute, phase_bytes in app["phases"]:
+        time.sleep(compute)  # the program's compute, as the workload states it
+        total = round(phase_bytes)
+        share, extra = divmod(total, procs)
+        offset = rank * share + min(rank, extra)
+        end = offset + share + (rank < extra)
+        while offset < end:
+            n = min(chunk, end - offset)
+            f.write(offset, bytes(n))
+            offset += n
+        barrier.wait()
+
+
 def _mdtest_rank(c: fs.Client, root: str, app: dict, rank: int, barrier: threading.Barrier) -> None:
     """md-test's eight phases in the rank's own directory, a barrier after each."""
     here, size = f"{root}/r{rank}", _size(app)
@@ -190,7 +213,7 @@ def _application(cluster: str, app: dict, path: str, ready, go, go_at, results) 
     n = app["processes"]
     try:
         clients = [fs.connect(cluster, app=app["app_id"], rank=r) for r in range(n)]
-        files = ([c.open(path, write=app["op"] == "write") for c in clients] if app["workload"] == "ior"
+        files = ([c.open(path, write=app["op"] == "write") for c in clients] if app["workload"] != "md-test"
                  else [None] * n)
         barrier = threading.Barrier(n)
         errors: list[str] = []
@@ -199,6 +222,8 @@ def _application(cluster: str, app: dict, path: str, ready, go, go_at, results) 
             try:
                 if app["workload"] == "ior":
                     _ior_rank(files[r], app, r, barrier)
+                elif app["workload"] == "phases":
+                    _phases_rank(files[r], app, r, barrier)
                 else:
                     _mdtest_rank(clients[r], path, app, r, barrier)
             except Exception as e:  # noqa: BLE001 - reported to the parent with the rank
@@ -413,6 +438,8 @@ def _moved(app: dict) -> int:
     """The data bytes an application moves (md-test: its write and read phases)."""
     if app["workload"] == "md-test":
         return 2 * _size(app) * app["items"] * app["processes"]
+    if app["workload"] == "phases":
+        return sum(round(b) for _, b in app["phases"])
     return _size(app) * app["requests"] * app["processes"]
 
 
