@@ -49,6 +49,10 @@ pub struct Arrival {
     /// The first object byte and how many bytes (over every extent).
     pub offset: u64,
     pub bytes: u64,
+    /// The order in which the server's policy started it, from 1; 0 while
+    /// it waits. Arrival and start orders side by side show what the
+    /// policy did (CRR-N's turns, ORR's offset order).
+    pub started: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

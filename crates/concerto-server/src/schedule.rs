@@ -399,6 +399,7 @@ impl Loop {
 
     /// Sends a dispatched request to the storage executor.
     fn start(&mut self, req: Request, ticket: Ticket, now: Time) {
+        self.recorder.started(req.id.0);
         self.recorder.dispatched(req.app.0);
         let id = req.id.0;
         let Some(w) = self.waiting.remove(&id) else {

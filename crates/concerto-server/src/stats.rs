@@ -49,6 +49,8 @@ pub struct Recorder {
     /// The latest requests to arrive, at most [`ARRIVAL_LOG`].
     arrivals: VecDeque<Arrival>,
     arrived: u64,
+    /// Requests the policy started.
+    starts: u64,
 }
 
 impl Recorder {
@@ -68,6 +70,7 @@ impl Recorder {
             reports: ReportCounts::default(),
             arrivals: VecDeque::with_capacity(ARRIVAL_LOG),
             arrived: 0,
+            starts: 0,
         }
     }
 
@@ -142,14 +145,15 @@ impl Recorder {
     }
 
     /// Notes `req`'s arrival (now), an `op`, in the arrival log (the
-    /// oldest entry goes once the log is full).
+    /// oldest entry goes once the log is full). Its place in the log is its
+    /// id: the server numbers requests in arrival order, from 1.
     pub fn arrived(&mut self, req: &Request, op: ArrivalOp) {
         self.arrived += 1;
         if self.arrivals.len() == ARRIVAL_LOG {
             self.arrivals.pop_front();
         }
         self.arrivals.push_back(Arrival {
-            seq: self.arrived,
+            seq: req.id.0,
             at_ns: monotonic_ns(),
             app: req.app.0,
             rank: req.rank,
@@ -158,7 +162,18 @@ impl Recorder {
             object: req.object.0,
             offset: req.offset,
             bytes: req.len,
+            started: 0,
         });
+    }
+
+    /// Notes in the arrival log that the policy started request `id` (if
+    /// the log still holds it).
+    pub fn started(&mut self, id: u64) {
+        self.starts += 1;
+        let at = self.arrivals.partition_point(|a| a.seq < id);
+        if let Some(a) = self.arrivals.get_mut(at).filter(|a| a.seq == id) {
+            a.started = self.starts;
+        }
     }
 
     /// The arrival log's entries after request `after`.
@@ -261,7 +276,7 @@ mod tests {
     #[test]
     fn the_arrival_log_keeps_the_latest_requests_in_order() {
         let mut r = Recorder::new(Time::ZERO);
-        let req = |i: u64| Request::data(i, 3, 0, Time::ZERO, Op::Write, 9, i, 4096);
+        let req = |i: u64| Request::data(i + 1, 3, 0, Time::ZERO, Op::Write, 9, i, 4096);
         for i in 0..ARRIVAL_LOG as u64 + 10 {
             r.arrived(&req(i), ArrivalOp::Write);
         }
@@ -274,6 +289,20 @@ mod tests {
         let last = all.last().unwrap().seq;
         assert_eq!(r.arrivals_after(last - 2).len(), 2);
         assert!(r.arrivals_after(last).is_empty());
+    }
+
+    #[test]
+    fn the_arrival_log_records_the_order_the_policy_started_requests_in() {
+        let mut r = Recorder::new(Time::ZERO);
+        let req = |i: u64| Request::data(i, 3, 0, Time::ZERO, Op::Write, 9, i, 4096);
+        for i in 1..=4 {
+            r.arrived(&req(i), ArrivalOp::Write);
+        }
+        for i in [3, 1, 4] {
+            r.started(i);
+        }
+        let started: Vec<u64> = r.arrivals_after(0).iter().map(|a| a.started).collect();
+        assert_eq!(started, [2, 0, 1, 3], "request 2 still waits");
     }
 
     #[test]

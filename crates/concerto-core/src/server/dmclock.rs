@@ -27,8 +27,8 @@
 //!   costs apart from its start, so requests that came due meanwhile go at
 //!   the limit's pace, not all at once. With tags fixed at arrival (the
 //!   paper), a limited job held back behind a reservation passed its limit
-//!   by 8% over the next second (`concerto reproduce arena --real`, both
-//!   worlds, measured over sliding one-second windows).
+//!   by up to 8% over the next second, in both worlds (`concerto reproduce
+//!   arena --real`, over sliding one-second windows).
 //! - One server's mClock. dmClock's distributed tags (the client's `delta`
 //!   and `rho`, the service it received from the other servers since its
 //!   last request to this one) are not carried by Concerto's requests yet:
