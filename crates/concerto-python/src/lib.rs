@@ -276,9 +276,22 @@ fn replay_policy(
             "read" => Op::Read,
             "write" => Op::Write,
             "metadata" | "sync" => Op::Meta(MetaOp::Getattr),
-            other => return Err(PyValueError::new_err(format!("requests[{i}]: no operation {other:?}"))),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "requests[{i}]: no operation {other:?}"
+                )))
+            }
         };
-        make.push(Request::data(i as u64, app, rank, Time::ZERO, op, object, offset, len));
+        make.push(Request::data(
+            i as u64,
+            app,
+            rank,
+            Time::ZERO,
+            op,
+            object,
+            offset,
+            len,
+        ));
     }
     let (now, mut out, mut order) = (Time::ZERO, Vec::new(), Vec::new());
     let held = held.min(make.len());
