@@ -205,11 +205,12 @@ def test_reproduce_clusterfile_real_quick_ranks_the_orderings_on_real_bytes(tmp_
     # busy host only slows the real side (with two busy loops, write
     # hash-IOS at 2 MiB read 0.72 of the model), so the lower side of the
     # twin's tolerance, and the spreads compared with the model's, are the
-    # quiet-machine test's below.
+    # quiet-machine test's below, as is that hash-IOS readers keep apart at
+    # 2 MiB (with two busy loops beside it they met at 5% or more of their
+    # reads in one run of three).
     r, claims, results = _clusterfile_real(tmp_path)
     for claim in ("cf-real-order-write", "cf-real-order-read"):
         assert claims[claim]["status"] == "reproduced", claims[claim]
-    assert kept_apart(results["real"], "read", "hash-ios", 2 << 20), results["real"]
     for cell, ratio in _kept_apart_hash_ios_ratios(results):
         assert ratio <= 1.25, (cell, ratio)
     assert 0.9 * 12.5e6 <= results["links"]["rate_Bps"] <= 12.5e6 * 1.02, results["links"]
@@ -224,6 +225,7 @@ def test_reproduce_clusterfile_real_quick_agrees_with_its_twin_on_a_quiet_machin
     # servers' arrival logs show the clients kept apart, as they do at 2 MiB).
     r, claims, results = _clusterfile_real(tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert kept_apart(results["real"], "read", "hash-ios", 2 << 20), results["real"]
     for cell, ratio in _kept_apart_hash_ios_ratios(results):
         assert abs(ratio - 1) <= 0.25, (cell, ratio)
 
