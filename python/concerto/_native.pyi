@@ -67,6 +67,7 @@ class Arrival(TypedDict):
     object: int
     offset: int
     bytes: int
+    started: int  # the order the policy started it, from 1; 0 while it waits
 
 class ServerError(TypedDict):
     """A server that did not answer, in a per-server list."""
