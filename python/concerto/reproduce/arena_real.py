@@ -111,16 +111,25 @@ def twin_scenario(name: str, apps: list[dict], policy: dict, seed: int) -> str:
     return head + emulated_cluster_toml(SERVERS, STRIPE_UNIT, DEPTH, PRESET, read_ahead=True) + body
 
 
-def simulate(apps: list[dict], policy: dict, seed: int, alone: dict[str, float] | None) -> tuple[dict, dict]:
-    """The twin's run of ``apps`` under ``policy``: its row and each
-    application's time (the alone times when ``alone`` is None)."""
+def _twin_run(apps: list[dict], policy: dict, seed: int) -> tuple[dict, list[dict]]:
+    """The twin's run of ``apps`` under ``policy`` and its request pieces."""
     with tempfile.TemporaryDirectory(prefix="concerto-arena-") as tmp:
         detail = Path(tmp) / "pieces.csv"
         run = arena._simulate(twin_scenario("arena-twin", apps, policy, seed), detail)
-        pieces = arena._pieces(detail)
+        return run, arena._pieces(detail)
+
+
+def simulate_alone(app: dict, seed: int) -> float:
+    """The twin's time for ``app`` alone under FIFO."""
+    run, _ = _twin_run([{**app, "start": "0ms"}], {"kind": "fifo"}, seed)
+    a = run["apps"][0]
+    return a["end_s"] - a["start_s"]
+
+
+def simulate(apps: list[dict], policy: dict, seed: int, alone: dict[str, float]) -> dict:
+    """The twin's row for ``apps`` under ``policy``, stretches against ``alone``."""
+    run, pieces = _twin_run(apps, policy, seed)
     durations = {a["name"]: a["end_s"] - a["start_s"] for a in run["apps"]}
-    if alone is None:
-        return {}, durations
     span = max(a["end_s"] for a in run["apps"]) - min(a["start_s"] for a in run["apps"])
     row = {**arena.stretch_metrics(durations, alone), "throughput_MBps": sum(map(_moved, apps)) / span / MB,
            "p99_ms": arena.p99_latency_ms(pieces)}
@@ -132,7 +141,7 @@ def simulate(apps: list[dict], policy: dict, seed: int, alone: dict[str, float] 
         row["reserved_fetched"] = fetched / _moved(apps[i])
     if "limited" in names:
         row["limited_worst_mbps"] = arena.worst_second_mbps(pieces, names.index("limited"))
-    return row, durations
+    return row
 
 
 # ---- the real cluster ------------------------------------------------------
@@ -457,14 +466,14 @@ def run_workload(client: fs.Client, cluster: Path, wname: str, apps: list[dict],
         paths = _prepare(client, f"/arena/{wname}/alone", [solo], filled)
         span = run_real_apps(client, cluster, [solo], paths)["spans"][a["name"]]
         alone_real[a["name"]] = span["end_s"] - span["start_s"]
-        alone_sim[a["name"]] = simulate([solo], {"kind": "fifo"}, seed, None)[1][a["name"]]
+        alone_sim[a["name"]] = simulate_alone(a, seed)
     rows = {}
     for pname, policy in table.items():
         status(f"arena --real: {wname}: {pname}")
         client.set_policy(tomli_w.dumps(policy))
         paths = _prepare(client, f"/arena/{wname}/{pname}", apps, filled)
         real = score_real(run_real_apps(client, cluster, apps, paths), apps, alone_real)
-        sim, _ = simulate(apps, policy, seed, alone_sim)
+        sim = simulate(apps, policy, seed, alone_sim)
         rows[pname] = {"real": real, "simulated": sim}
     return rows
 
