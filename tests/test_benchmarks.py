@@ -58,6 +58,13 @@ def test_ior_options_map_to_iors_layout():
     ("mpirun -np 4 -n 8 ior", "mpirun -np 4 and mpirun -n 8 disagree"),
     ("mpirun -np 4 ./a.out -w", "mpirun: no ior on the command line after it"),
     ("srun -n many ior", "srun -n many: not a whole number"),
+    ("srun --ntasks-per-node=2 ior", "srun --ntasks-per-node 2: ranks per node, and how many nodes is the "
+     "allocation's; give the rank count (-N (nodes) or -n)"),
+    ("srun -N 2-4 ior", "srun -N 2-4: a range of nodes leaves the rank count to the allocation"),
+    ("mpirun -npernode 2 ior", "mpirun -npernode 2: ranks per node"),
+    ("mpirun --map-by ppr:2:node ior", "mpirun --map-by ppr:2:node: ranks per node"),
+    ("mpiexec -ppn 4 ior", "mpiexec -ppn 4: ranks per node"),
+    ("aprun -N 4 ior", "aprun -N 4: ranks per node"),
     ("-o 'unclosed", "ior command line: No closing quotation"),
 ])
 def test_ior_options_it_cannot_model_are_named(args, message):
@@ -75,6 +82,15 @@ def test_a_pasted_launcher_line_gives_the_ranks_and_its_own_options_are_ignored(
         ("srun -N 2 --ntasks=16 --cpu-bind=cores ior -t 1m -b 4m -w", 16),
         ("srun --ntasks 3 ior -t 1m -b 4m -w", 3),
         ("mpirun -np 8 ior -N 4 -t 1m -b 4m -w", 4),  # IOR's -N: that many of the ranks
+        # Nodes times tasks per node; Slurm's default is one task per node.
+        ("srun -N 2 --ntasks-per-node=2 ior -t 1m -b 4m -w", 4),
+        ("srun --nodes=3 --ntasks-per-node 4 ior -t 1m -b 4m -w", 12),
+        ("srun -N2 ior -t 1m -b 4m -w", 2),
+        ("srun -N 2 -c 8 ior -t 1m -b 4m -w", 2),  # srun's -c: CPUs per task
+        # Open MPI's -c is its rank count; per node beside a total: the total.
+        ("mpirun -c 4 ior -t 1m -b 4m -w", 4),
+        ("mpirun -npernode 2 -np 6 ior -t 1m -b 4m -w", 6),
+        ("aprun -n 8 -N 4 ior -t 1m -b 4m -w", 8),
     ]:
         app = benchmarks.from_ior(line)
         assert (app["processes"], app["request_size"], app["operations"]) == (tasks, 1 << 20, ["write"]), line

@@ -57,15 +57,78 @@ class _Parsed:
 
 #: Programs that start MPI ranks, whose rank count a pasted command line gives.
 LAUNCHERS = ("mpirun", "mpiexec", "mpiexec.hydra", "orterun", "srun", "aprun")
-#: Their options that give the rank count (``-n 4``, ``-n4``, ``--ntasks=4``).
+#: Their options that give the rank count (``-n 4``, ``-n4``, ``--ntasks=4``);
+#: Open MPI's ``-c`` is one (srun's is CPUs per task).
 _RANK_OPTIONS = ("-np", "-n", "--np", "--n", "--ntasks")
+_MPIRUN_RANK_OPTIONS = _RANK_OPTIONS + ("-c",)
+#: srun's node count and tasks per node (``srun -N 2 --ntasks-per-node=2``).
+_SRUN_NODES = ("-N", "--nodes")
+_SRUN_PER_NODE = ("--ntasks-per-node",)
+#: Other launchers' ranks per node, whose total depends on the hosts the
+#: job runs on (Open MPI's ``-N`` and ``--npernode``, MPICH's ``-ppn``,
+#: aprun's ``-N``): with no rank count beside them, refused.
+_PER_HOST = ("-N", "-npernode", "--npernode", "-ppn", "--ppn")
+
+
+def _launcher_options(opts: list[str]) -> list[tuple[str, str]]:
+    """The launcher's options as (name, value) pairs: ``-n 4``, ``-n4``,
+    ``--ntasks=4`` all give ``("-n"|"--ntasks", "4")``; flags give ``(name, "")``."""
+    out = []
+    for j, w in enumerate(opts):
+        name, eq, value = w.partition("=")
+        if not eq:
+            glued = next((o for o in ("-np", "-n", "-N", "-c") if w.startswith(o) and w[len(o):].isdigit()), None)
+            if glued:
+                name, value = glued, w[len(glued):]
+            elif w.startswith("-") and j + 1 < len(opts) and not opts[j + 1].startswith("-"):
+                value = opts[j + 1]
+        out.append((name, value))
+    return out
+
+
+def _launcher_ranks(launcher: str, opts: list[str]) -> tuple[int, str] | None:
+    """The ranks ``launcher`` with options ``opts`` starts, and how it was
+    told; None when the options leave it to the launcher's default (one)."""
+    srun, aprun = launcher == "srun", launcher == "aprun"
+    totals = _RANK_OPTIONS if srun or aprun else _MPIRUN_RANK_OPTIONS
+    ranks, nodes, per_node = None, None, None
+    for name, value in _launcher_options(opts):
+        if not value:
+            continue
+        told = f"{launcher} {name} {value}"
+        if name in totals:
+            n = _count(f"{launcher} {name}", value)
+            if ranks is not None and ranks[0] != n:
+                raise BenchmarkArgsError(f"{ranks[1]} and {told} disagree")
+            ranks = (n, told)
+        elif srun and name in _SRUN_NODES:
+            if not value.isdigit():
+                raise BenchmarkArgsError(f"{told}: a range of nodes leaves the rank count to the allocation; "
+                                         f"give the nodes as one number or the ranks with -n")
+            nodes = (_count(f"{launcher} {name}", value), told)
+        elif srun and name in _SRUN_PER_NODE:
+            per_node = (_count(f"{launcher} {name}", value), told)
+        elif not srun and (name in _PER_HOST or (name == "--map-by" and value.startswith("ppr:"))):
+            per_node = (0, told)
+    if ranks is not None:
+        return ranks
+    if srun and nodes is not None:
+        # Slurm starts one task per node unless told how many.
+        n = nodes[0] * (per_node[0] if per_node else 1)
+        return (n, f"{nodes[1]}{' ' + per_node[1] if per_node else ''}")
+    if per_node is not None:
+        give = "-N (nodes) or -n" if srun else "-n"
+        raise BenchmarkArgsError(f"{per_node[1]}: ranks per node, and how many nodes is the allocation's; "
+                                 f"give the rank count ({give})")
+    return None
 
 
 def _launched(program: str, words: list[str]) -> tuple[list[str], tuple[int, str] | None]:
     """The words after the program, and the ranks a leading launcher
-    starts (``mpirun -np 4 ior ...``). Environment assignments before the
-    launcher (``OMP_NUM_THREADS=1``) and the launcher's other options
-    (hosts, mapping, binding) have no effect on the model."""
+    starts (``mpirun -np 4 ior ...``, ``srun -N 2 --ntasks-per-node=2
+    ior ...``). Environment assignments before the launcher
+    (``OMP_NUM_THREADS=1``) and the launcher's other options (hosts,
+    mapping, binding) have no effect on the model."""
     i = 0
     while i < len(words) and (words[i] == "env" or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i])):
         i += 1
@@ -75,23 +138,7 @@ def _launched(program: str, words: list[str]) -> tuple[list[str], tuple[int, str
         at = next((j for j in range(i + 1, len(words)) if is_program(words[j])), None)
         if at is None:
             raise BenchmarkArgsError(f"{launcher}: no {program} on the command line after it")
-        ranks = None
-        opts = words[i + 1:at]
-        for j, w in enumerate(opts):
-            name, eq, value = w.partition("=")
-            if not eq:
-                glued = next((o for o in ("-np", "-n") if w.startswith(o) and w[len(o):].isdigit()), None)
-                if glued:
-                    name, value = glued, w[len(glued):]
-                elif w in _RANK_OPTIONS and j + 1 < len(opts):
-                    value = opts[j + 1]
-            if name in _RANK_OPTIONS and value:
-                told = f"{launcher} {name} {value}"
-                n = _count(f"{launcher} {name}", value)
-                if ranks is not None and ranks[0] != n:
-                    raise BenchmarkArgsError(f"{ranks[1]} and {told} disagree")
-                ranks = (n, told)
-        return words[at + 1:], ranks
+        return words[at + 1:], _launcher_ranks(launcher, words[i + 1:at])
     if i < len(words) and is_program(words[i]):
         i += 1
     return words[i:], None

@@ -479,6 +479,13 @@ impl FsClient {
         Ok(())
     }
 
+    /// Returns once the metadata service answered every close this client
+    /// queued before the call (see [`FsClient::release`]): from then on
+    /// it knows the sizes those closes told.
+    pub async fn closes_told(&self) {
+        self.shared.closer.told().await;
+    }
+
     /// The second half of [`FsClient::close`]: a handle opened for writing
     /// is let go at the metadata service, in the background (FUSE's
     /// release; its flush is [`FsClient::flush`]).
@@ -625,6 +632,9 @@ impl FsClient {
 
     /// Cuts or extends the file to `size` bytes (extending reads as zeros).
     pub async fn truncate(&self, path: &str, size: u64) -> Result<(), ClientError> {
+        // This client's closes before the cut reach the service before it
+        // (the written ends they carry are of bytes the cut may remove).
+        self.closes_told().await;
         let attr = self
             .meta_attr(MetaRequest::Truncate {
                 path: path.into(),

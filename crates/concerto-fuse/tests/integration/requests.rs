@@ -61,6 +61,15 @@ fn served(rt: &tokio::runtime::Runtime, client: &FsClient) -> (u64, u64, u64) {
     (data, meta, own)
 }
 
+/// Bytes the servers read and wrote for applications other than the file
+/// system's own (what a failed count says about the requests it counted).
+fn bytes_moved(rt: &tokio::runtime::Runtime, client: &FsClient) -> (u64, u64) {
+    let stats = rt.block_on(client.stats());
+    let apps = stats.into_iter().flat_map(|s| s.unwrap().apps);
+    apps.filter(|a| a.app != 0)
+        .fold((0, 0), |(r, w), a| (r + a.read_bytes, w + a.write_bytes))
+}
+
 /// Empties the kernel's cache of names and attributes.
 fn forget_names() {
     fs::write("/proc/sys/vm/drop_caches", "2").expect("drop_caches (needs root)");
@@ -197,6 +206,7 @@ fn each_operation_costs_the_requests_the_docs_state() {
     // Read back on the mount that wrote it: from the page cache (this
     // mount's own writes do not make its cache of the file stale).
     let before = served(&rt, &admin);
+    let moved_before = bytes_moved(&rt, &admin);
     let mut back = Vec::new();
     File::open(mnt.join("small-writes"))
         .unwrap()
@@ -204,9 +214,14 @@ fn each_operation_costs_the_requests_the_docs_state() {
         .unwrap();
     assert!(back.chunks(4096).all(|c| c == &block[..4096]) && back.len() == 4 << 20);
     let reads = served(&rt, &admin).0 - before.0;
+    let moved = bytes_moved(&rt, &admin);
     assert_eq!(
-        reads, 0,
-        "reading back what this mount wrote cost {reads} data requests"
+        reads,
+        0,
+        "reading back what this mount wrote cost {reads} data requests \
+         ({} bytes read, {} written)",
+        moved.0 - moved_before.0,
+        moved.1 - moved_before.1
     );
     fs::remove_file(mnt.join("small-writes")).unwrap();
     // Its objects' removal done before the objects are counted again.
