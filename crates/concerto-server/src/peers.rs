@@ -1,4 +1,5 @@
-//! Service reports between data servers (total-service sharing, `service-sync`).
+//! Service reports between data servers (total-service sharing, `service-sync`;
+//! dmClock's distributed tags, `dmclock` with `distributed = true`).
 //!
 //! Peer to peer, as in the simulator: a server whose policy reports sends
 //! each report straight to every other data server, which charges it to

@@ -1,7 +1,9 @@
-//! What a peer's service reports may charge here (`service-sync`).
+//! What a peer's service reports may charge here (`service-sync`, and
+//! `dmclock` with distributed tags).
 //!
 //! A report says how much service a peer gave each application and at
-//! which weight; this server charges it to the applications' start tags.
+//! which weight; this server charges it to the applications' start tags
+//! (or, under dmClock, to their reservation, limit and proportional tags).
 //! A server that holds the peer key — a compromised one — could report
 //! service it never gave, or a tiny weight, and push an application's tags
 //! here as far as it liked (starving it). So a report from a peer key is
@@ -12,7 +14,8 @@
 //!   (the servers of a cluster are taken to be alike), holding at most
 //!   [`BURST`] of it; bytes past it are dropped from the report, every
 //!   application's share scaled alike. A report from an address where the
-//!   map lists no data server is refused.
+//!   map lists no data server is refused. Requests and the parts given by
+//!   reservations are scaled with the bytes (and never more than them).
 //! - **weights**: each between the smallest and the largest weight this
 //!   server itself knows — seen on its own requests, given by its key ring
 //!   or its QoS rules, 1 — times the coordinator's priorities in force.
@@ -122,23 +125,29 @@ impl ReportBounds {
         let total: u64 = report
             .served
             .iter()
-            .fold(0u64, |t, &(_, b, _)| t.saturating_add(b));
+            .fold(0u64, |t, s| t.saturating_add(s.bytes));
         let keep = if (total as f64) > bucket.bytes {
             bucket.bytes / total as f64
         } else {
             1.0
         };
         let (lo, hi) = weights;
-        for (_, bytes, weight) in &mut report.served {
+        let scaled = |n: u64| (n as f64 * keep).floor() as u64;
+        for s in &mut report.served {
             if keep < 1.0 {
-                let kept = (*bytes as f64 * keep).floor() as u64;
-                trimmed.bytes += *bytes - kept;
-                *bytes = kept;
+                // Requests and the reserved parts go with the bytes (a
+                // request is at least a byte of cost).
+                let kept = scaled(s.bytes);
+                trimmed.bytes += s.bytes - kept;
+                s.bytes = kept;
+                s.reserved_bytes = scaled(s.reserved_bytes).min(kept);
+                s.requests = scaled(s.requests).min(kept);
+                s.reserved_requests = scaled(s.reserved_requests).min(s.requests);
             }
-            let clamped = weight.clamp(lo, hi);
-            if clamped != *weight {
+            let clamped = s.weight.clamp(lo, hi);
+            if clamped != s.weight {
                 trimmed.weights += 1;
-                *weight = clamped;
+                s.weight = clamped;
             }
         }
         let charged = total - trimmed.bytes;
@@ -150,11 +159,19 @@ impl ReportBounds {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use concerto_core::server::Served;
     use concerto_core::AppId;
 
     fn report(served: &[(u32, u64, f64)]) -> ServiceReport {
         ServiceReport {
-            served: served.iter().map(|&(a, b, w)| (AppId(a), b, w)).collect(),
+            served: served
+                .iter()
+                .map(|&(a, b, w)| Served {
+                    bytes: b,
+                    requests: b.div_ceil(1 << 20),
+                    ..Served::none(AppId(a), w)
+                })
+                .collect(),
         }
     }
 
@@ -172,15 +189,19 @@ mod tests {
         let mut r = report(&[(1, 1_000_000_000, 1.0), (2, 2_000_000_000, 1.0)]);
         let t = b.bound(FROM, 2, w, &mut r, Time::ZERO).unwrap();
         assert_eq!(t.bytes, 2_500_000_001);
-        let kept: Vec<u64> = r.served.iter().map(|s| s.1).collect();
+        let kept: Vec<u64> = r.served.iter().map(|s| s.bytes).collect();
         assert_eq!(kept, vec![166_666_666, 333_333_333]);
         // A second later, 200 MB more.
         let mut r = report(&[(1, 1_000_000_000, 1.0)]);
         let t = b
             .bound(FROM, 2, w, &mut r, Time::from_millis(1000))
             .unwrap();
-        assert_eq!(r.served[0].1 + t.bytes, 1_000_000_000);
-        assert!((r.served[0].1 as f64 - 200e6).abs() < 2.0, "{:?}", r.served);
+        assert_eq!(r.served[0].bytes + t.bytes, 1_000_000_000);
+        assert!(
+            (r.served[0].bytes as f64 - 200e6).abs() < 2.0,
+            "{:?}",
+            r.served
+        );
         // An honest peer's steady service is never cut.
         let mut b = ReportBounds::new(Bandwidth(100e6));
         for s in 0..100 {
@@ -206,7 +227,7 @@ mod tests {
         let mut r = report(&[(1, 10, 1e-9), (2, 10, 2.0), (3, 10, 1e9)]);
         let t = b.bound(FROM, 1, known, &mut r, Time::ZERO).unwrap();
         assert_eq!(t.weights, 2);
-        let weights: Vec<f64> = r.served.iter().map(|s| s.2).collect();
+        let weights: Vec<f64> = r.served.iter().map(|s| s.weight).collect();
         assert_eq!(weights, vec![0.5, 2.0, 40.0]);
     }
 

@@ -444,7 +444,7 @@ mod tests {
                             served += r.len;
                             if let Some(report) = d.complete(&r, t, now) {
                                 prop_assert!(reporting, "a policy that shares no service reported");
-                                reported += report.served.iter().map(|s| s.1).sum::<u64>();
+                                reported += report.served.iter().map(|s| s.bytes).sum::<u64>();
                                 d.absorb(&report);
                             }
                         }
@@ -650,7 +650,7 @@ mod tests {
         let report = d
             .complete(&req, ticket, Time::from_millis(5))
             .expect("8 MiB served is past the 4 MiB threshold");
-        assert_eq!(report.served[0].1, 8 << 20);
+        assert_eq!(report.served[0].bytes, 8 << 20);
         assert_eq!(d.in_flight(), 0);
     }
     /// A granted application's requests weigh its weight times its set's

@@ -41,30 +41,69 @@ use crate::request::{AppId, Request};
 use crate::time::Time;
 use crate::units::Bandwidth;
 
-/// Service one server gave each application since its previous report:
-/// `(application, bytes, weight)`, ordered by application. Servers running
-/// [`ServiceSync`] exchange these to share total service across servers.
+/// Service one server gave one application since its previous report.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Served {
+    pub app: AppId,
+    /// Bytes (a metadata operation counts its policy's metadata cost).
+    pub bytes: u64,
+    pub requests: u64,
+    /// The part of `bytes` and `requests` a reservation gave (dmClock's
+    /// reservation phase: its `rho`); zero where the policy has none.
+    pub reserved_bytes: u64,
+    pub reserved_requests: u64,
+    /// The weight its requests carried.
+    pub weight: f64,
+}
+
+impl Served {
+    /// Nothing served yet to `app` at `weight`.
+    pub fn none(app: AppId, weight: f64) -> Served {
+        Served {
+            app,
+            bytes: 0,
+            requests: 0,
+            reserved_bytes: 0,
+            reserved_requests: 0,
+            weight,
+        }
+    }
+
+    /// Adds a later account of the same application: amounts add up and
+    /// the later weight holds.
+    pub fn add(&mut self, later: &Served) {
+        self.bytes = self.bytes.saturating_add(later.bytes);
+        self.requests = self.requests.saturating_add(later.requests);
+        self.reserved_bytes = self.reserved_bytes.saturating_add(later.reserved_bytes);
+        self.reserved_requests = self
+            .reserved_requests
+            .saturating_add(later.reserved_requests);
+        self.weight = later.weight;
+    }
+}
+
+/// Service one server gave each application since its previous report,
+/// ordered by application. Servers running [`ServiceSync`] exchange these
+/// to share total service across servers, and [`DmClock`] (distributed)
+/// to count service elsewhere against reservations and limits.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ServiceReport {
-    pub served: Vec<(AppId, u64, f64)>,
+    pub served: Vec<Served>,
 }
 
 impl ServiceReport {
-    /// Adds a later report from the same server to this one: bytes add up
-    /// per application and the later weight holds, so while weights stay
-    /// the same one merged report charges a peer what the two would have.
+    /// Adds a later report from the same server to this one: amounts add
+    /// up per application and the later weight holds, so while weights
+    /// stay the same one merged report charges a peer what the two would
+    /// have.
     pub fn merge(&mut self, later: &ServiceReport) {
-        let mut all: BTreeMap<AppId, (u64, f64)> = self
-            .served
-            .iter()
-            .map(|&(app, b, w)| (app, (b, w)))
-            .collect();
-        for &(app, bytes, weight) in &later.served {
-            let e = all.entry(app).or_insert((0, weight));
-            e.0 = e.0.saturating_add(bytes);
-            e.1 = weight;
+        let mut all: BTreeMap<AppId, Served> = self.served.iter().map(|s| (s.app, *s)).collect();
+        for s in &later.served {
+            all.entry(s.app)
+                .or_insert_with(|| Served::none(s.app, s.weight))
+                .add(s);
         }
-        self.served = all.into_iter().map(|(app, (b, w))| (app, b, w)).collect();
+        self.served = all.into_values().collect();
     }
 }
 

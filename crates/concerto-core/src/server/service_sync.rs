@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::sfq::{cost_bytes, weight_of, CostRow, Sfq, SfqDPlusConfig, SfqParams};
-use super::{positive, PolicySpec, RequestQueue, ServiceReport};
+use super::{positive, PolicySpec, RequestQueue, Served, ServiceReport};
 use crate::request::{AppId, Request};
 use crate::time::Time;
 use crate::units::Bytes;
@@ -100,8 +100,8 @@ pub struct ServiceSync {
     sfq: Sfq,
     threshold: u64,
     interval: Option<Time>,
-    /// Bytes served per application since the last report, with its weight.
-    unreported: BTreeMap<AppId, (u64, f64)>,
+    /// Service per application since the last report, with its weight.
+    unreported: BTreeMap<AppId, Served>,
     unreported_total: u64,
     last_report: Time,
     reports: u64,
@@ -142,9 +142,15 @@ impl RequestQueue for ServiceSync {
     fn complete(&mut self, req: &Request, now: Time) {
         self.sfq.complete(req, now);
         let bytes = cost_bytes(req, self.sfq.params().metadata_cost);
-        let entry = self.unreported.entry(req.app).or_insert((0, 1.0));
-        entry.0 += bytes;
-        entry.1 = weight_of(req);
+        let weight = weight_of(req);
+        self.unreported
+            .entry(req.app)
+            .or_insert_with(|| Served::none(req.app, weight))
+            .add(&Served {
+                bytes,
+                requests: 1,
+                ..Served::none(req.app, weight)
+            });
         self.unreported_total += bytes;
     }
 
@@ -168,16 +174,13 @@ impl RequestQueue for ServiceSync {
         self.last_report = now;
         self.unreported_total = 0;
         self.reports += 1;
-        let served = std::mem::take(&mut self.unreported)
-            .into_iter()
-            .map(|(app, (bytes, weight))| (app, bytes, weight))
-            .collect();
+        let served = std::mem::take(&mut self.unreported).into_values().collect();
         Some(ServiceReport { served })
     }
 
     fn absorb_service(&mut self, report: &ServiceReport) {
-        for &(app, bytes, weight) in &report.served {
-            self.sfq.charge_remote(app, bytes, weight);
+        for s in &report.served {
+            self.sfq.charge_remote(s.app, s.bytes, s.weight);
         }
     }
 }
@@ -202,7 +205,14 @@ mod tests {
         let rep = q
             .service_report(Time::ZERO)
             .expect("12 KB served, threshold 10 KB");
-        assert_eq!(rep.served, vec![(AppId(3), 12_000, 1.0)]);
+        assert_eq!(
+            rep.served,
+            vec![Served {
+                bytes: 12_000,
+                requests: 2,
+                ..Served::none(AppId(3), 1.0)
+            }]
+        );
         assert!(
             q.service_report(Time::ZERO).is_none(),
             "nothing new to report"
@@ -227,7 +237,11 @@ mod tests {
         // 4 requests' worth elsewhere, so app 1 goes first four times.
         let mut q = ServiceSync::new(params(), 1, None);
         q.absorb_service(&ServiceReport {
-            served: vec![(AppId(0), 4_000, 1.0)],
+            served: vec![Served {
+                bytes: 4_000,
+                requests: 4,
+                ..Served::none(AppId(0), 1.0)
+            }],
         });
         for i in 0..6u64 {
             q.enqueue(

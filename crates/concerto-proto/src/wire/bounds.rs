@@ -311,17 +311,22 @@ fn check_report(report: &ServiceReport) -> Result<(), ProtocolError> {
             format!("more than {MAX_REPORT_APPS} applications"),
         );
     }
-    match report
-        .served
-        .iter()
-        .find(|(_, _, w)| !(w.is_finite() && *w > 0.0))
-    {
-        Some((app, _, w)) => field(
-            "served",
-            format!("application {}: weight {w} is not > 0", app.0),
-        ),
-        None => Ok(()),
+    for s in &report.served {
+        let app = s.app.0;
+        if !(s.weight.is_finite() && s.weight > 0.0) {
+            return field(
+                "served",
+                format!("application {app}: weight {} is not > 0", s.weight),
+            );
+        }
+        if s.reserved_bytes > s.bytes || s.reserved_requests > s.requests {
+            return field(
+                "served",
+                format!("application {app}: more served by reservations than served"),
+            );
+        }
     }
+    Ok(())
 }
 
 /// At most `max` things in a list.

@@ -39,7 +39,7 @@ pub use bounds::{
 };
 
 /// Bumped on any incompatible change; a server answers other versions with an error.
-pub const VERSION: u16 = 17;
+pub const VERSION: u16 = 18;
 /// Largest data payload of one request or reply.
 pub const MAX_IO: u64 = 16 << 20;
 /// Largest frame: the payload plus headroom for the envelope.

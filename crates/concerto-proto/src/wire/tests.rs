@@ -2,6 +2,7 @@
 //! bound refused by name.
 
 use super::*;
+use concerto_core::server::Served;
 use proptest::prelude::*;
 
 fn tags() -> impl Strategy<Value = Tags> {
@@ -220,14 +221,28 @@ fn message() -> impl Strategy<Value = Message> {
         Just(Message::Stats),
         any::<u64>().prop_map(|after| Message::Arrivals { after }),
         ".{0,40}".prop_map(|policy| Message::SetPolicy { policy }),
-        proptest::collection::vec((any::<u32>(), any::<u64>(), 0.01f64..100.0), 0..8).prop_map(
-            |served| Message::ServiceReport(ServiceReport {
-                served: served
-                    .into_iter()
-                    .map(|(app, bytes, w)| (concerto_core::AppId(app), bytes, w))
-                    .collect()
-            })
-        ),
+        proptest::collection::vec(
+            (
+                any::<u32>(),
+                any::<u64>(),
+                any::<u32>(),
+                0.0f64..=1.0,
+                0.01f64..100.0
+            ),
+            0..8
+        )
+        .prop_map(|served| Message::ServiceReport(ServiceReport {
+            served: served
+                .into_iter()
+                .map(|(app, bytes, requests, reserved, w)| Served {
+                    bytes,
+                    requests: requests as u64,
+                    reserved_bytes: (bytes as f64 * reserved) as u64,
+                    reserved_requests: (requests as f64 * reserved) as u64,
+                    ..Served::none(concerto_core::AppId(app), w)
+                })
+                .collect()
+        })),
         any::<u64>().prop_map(|retiring| Message::Switched { retiring }),
         (tags(), 0..=MAX_PHASE_WAIT_MS)
             .prop_map(|(tags, wait_ms)| Message::BeginPhase { tags, wait_ms }),
@@ -427,12 +442,45 @@ fn a_report_with_a_weight_that_is_not_positive_is_refused() {
         let env = Envelope::new(
             1,
             Message::ServiceReport(ServiceReport {
-                served: vec![(concerto_core::AppId(7), 10, w)],
+                served: vec![Served {
+                    bytes: 10,
+                    requests: 1,
+                    ..Served::none(concerto_core::AppId(7), w)
+                }],
             }),
         );
         let err = Envelope::decode(env.encode().into()).unwrap_err();
         assert!(err.to_string().contains("application 7"), "{err}");
     }
+}
+
+#[test]
+fn a_report_with_more_reserved_than_served_is_refused() {
+    let over = |bytes: u64, reserved_bytes, requests: u64, reserved_requests| {
+        let env = Envelope::new(
+            1,
+            Message::ServiceReport(ServiceReport {
+                served: vec![Served {
+                    bytes,
+                    reserved_bytes,
+                    requests,
+                    reserved_requests,
+                    ..Served::none(concerto_core::AppId(7), 1.0)
+                }],
+            }),
+        );
+        Envelope::decode(env.encode().into())
+            .err()
+            .map(|e| e.to_string())
+    };
+    for refused in [over(10, 11, 1, 0), over(10, 10, 1, 2)] {
+        let err = refused.expect("more reserved than served was accepted");
+        assert!(
+            err.contains("application 7: more served by reservations than served"),
+            "{err}"
+        );
+    }
+    assert_eq!(over(10, 10, 1, 1), None);
 }
 
 #[test]

@@ -663,7 +663,11 @@ async fn a_peer_keys_service_reports_are_held_to_what_its_servers_could_serve() 
     let c = ServerConnection::connect(at, TIMEOUT, &peer).await.unwrap();
     let report = |bytes, weight| {
         Message::ServiceReport(ServiceReport {
-            served: vec![(concerto_core::AppId(1), bytes, weight)],
+            served: vec![concerto_core::server::Served {
+                bytes,
+                requests: 1,
+                ..concerto_core::server::Served::none(concerto_core::AppId(1), weight)
+            }],
         })
     };
     // An honest report: 1 MB at weight 1.

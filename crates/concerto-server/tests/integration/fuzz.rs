@@ -363,7 +363,13 @@ fn templates(dir: &str, inode: u64, cap: Capability) -> Vec<Message> {
             apply: false,
         },
         Message::ServiceReport(ServiceReport {
-            served: vec![(concerto_core::AppId(1), 1 << 20, 1.0)],
+            served: vec![concerto_core::server::Served {
+                bytes: 1 << 20,
+                requests: 16,
+                reserved_bytes: 1 << 19,
+                reserved_requests: 8,
+                ..concerto_core::server::Served::none(concerto_core::AppId(1), 1.0)
+            }],
         }),
         Message::SetCluster {
             servers: vec![Member {
