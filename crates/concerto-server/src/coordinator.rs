@@ -233,15 +233,10 @@ impl Coordinator {
     }
 
     fn begin(&mut self, app: u32, wait: Duration, reply: Reply, now: Instant) {
-        // A client waiting here is alive: its place lasts while it waits.
-        let lease_until = now + self.cfg.lease.max(wait);
         let t = self.time(now);
-        let info = match self.turns.get_mut(&app) {
-            // Asking again: the lease is renewed, nothing else changes.
-            Some(turn) => {
-                turn.lease_until = lease_until;
-                PhaseInfo::default()
-            }
+        let info = match self.turns.get(&app) {
+            // Asking again: the lease is renewed (below), nothing else changes.
+            Some(_) => PhaseInfo::default(),
             None => {
                 let phases = self.cfg.phases;
                 let (detector, seen) = self
@@ -259,11 +254,23 @@ impl Coordinator {
             }
         };
         let decision = self.arbiter.begin_phase(AppId(app), t, &info);
+        // A grant lasts a lease from this answer; a place in a queue lasts
+        // while its client waits here for the grant, and a lease after
+        // (the client, alive while it waits, asks again once its wait is
+        // answered). Not the longer of the lease and the wait for both: a
+        // client that waits 5 s and is granted at once then held its turn
+        // 5 s after dying, whatever the lease.
+        let (lease, waiting) = (self.cfg.lease, now + wait + self.cfg.lease);
         let turn = self.turns.entry(app).or_insert(Turn {
             granted: false,
             since: now,
-            lease_until,
+            lease_until: waiting,
         });
+        turn.lease_until = if matches!(decision, Decision::Granted { .. }) {
+            now + lease
+        } else {
+            waiting
+        };
         match decision {
             Decision::Granted { priority } => {
                 if !turn.granted {

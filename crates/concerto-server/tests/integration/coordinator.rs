@@ -277,6 +277,49 @@ async fn an_expired_lease_releases_the_set() {
     c.shutdown().await;
 }
 
+/// A holder that asked with a long wait (the client library waits half
+/// its timeout, 5 s by default) and then died loses its turn a lease
+/// after its grant, not a wait after: with a lease of 1 s, the next job
+/// of the set is granted within 1.5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_turn_is_released_a_lease_after_its_grant_whatever_its_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = CoordinatorConfig {
+        lease: Duration::from_secs(1),
+        ..rule(SetRule::ExclusiveFcfs)
+    };
+    let c = LocalCluster::start_with_coordinator(dir.path(), LocalClusterSpec::fifo(1), cfg)
+        .await
+        .unwrap();
+    let coordinator = c.servers.last().unwrap().addr;
+    let silent = ServerConnection::connect(coordinator, Duration::from_secs(10), &c.admin)
+        .await
+        .unwrap();
+    let answer = silent
+        .begin_phase(tags(1), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let granted = std::time::Instant::now();
+    assert!(matches!(answer, PhaseAnswer::Granted { .. }), "{answer:?}");
+    let second = client(&c, 2).begin_phase().await;
+    let released = granted.elapsed();
+    assert_eq!(second.priority(), Some(1.0));
+    assert!(
+        released >= Duration::from_millis(900) && released < Duration::from_millis(1500),
+        "job 1's turn released {released:?} after its grant (lease 1 s)"
+    );
+    assert_eq!(
+        coordinator_stats(&c)
+            .await
+            .coordinator
+            .unwrap()
+            .leases_expired,
+        1
+    );
+    second.end().await;
+    c.shutdown().await;
+}
+
 /// With the coordinator gone, a phase begins at once, ungated, rather
 /// than hang; a data server asked for a phase says it is not the
 /// coordinator.
