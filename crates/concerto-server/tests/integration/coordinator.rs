@@ -238,25 +238,36 @@ async fn granted_priorities_reach_the_servers_and_share_their_service() {
     c.shutdown().await;
 }
 
-/// Job 1 begins a phase and goes silent (no renewal, no end): job 2,
-/// waiting in the same set, is granted once job 1's lease runs out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expired_lease_releases_the_set() {
-    let dir = tempfile::tempdir().unwrap();
+/// An EXCLUSIVE-FCFS coordinator with `lease`, and job 1 granted a phase
+/// it asked for with `wait`, on a connection that then says nothing more
+/// (no renewal, no end): a holder that died.
+async fn silent_holder(
+    dir: &std::path::Path,
+    lease: Duration,
+    wait: Duration,
+) -> (LocalCluster, ServerConnection) {
     let cfg = CoordinatorConfig {
-        lease: Duration::from_millis(300),
+        lease,
         ..rule(SetRule::ExclusiveFcfs)
     };
-    let c = LocalCluster::start_with_coordinator(dir.path(), LocalClusterSpec::fifo(1), cfg)
+    let c = LocalCluster::start_with_coordinator(dir, LocalClusterSpec::fifo(1), cfg)
         .await
         .unwrap();
     let coordinator = c.servers.last().unwrap().addr;
     let silent = ServerConnection::connect(coordinator, Duration::from_secs(10), &c.admin)
         .await
         .unwrap();
-    let tags = tags(1);
-    let answer = silent.begin_phase(tags, Duration::ZERO).await.unwrap();
+    let answer = silent.begin_phase(tags(1), wait).await.unwrap();
     assert!(matches!(answer, PhaseAnswer::Granted { .. }), "{answer:?}");
+    (c, silent)
+}
+
+/// Job 1 begins a phase and goes silent (no renewal, no end): job 2,
+/// waiting in the same set, is granted once job 1's lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_releases_the_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _silent) = silent_holder(dir.path(), Duration::from_millis(300), Duration::ZERO).await;
     let second = client(&c, 2).begin_phase().await;
     assert_eq!(second.priority(), Some(1.0));
     let s = coordinator_stats(&c).await.coordinator.unwrap();
@@ -284,23 +295,9 @@ async fn an_expired_lease_releases_the_set() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_holders_turn_is_released_a_lease_after_its_grant_whatever_its_wait() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = CoordinatorConfig {
-        lease: Duration::from_secs(1),
-        ..rule(SetRule::ExclusiveFcfs)
-    };
-    let c = LocalCluster::start_with_coordinator(dir.path(), LocalClusterSpec::fifo(1), cfg)
-        .await
-        .unwrap();
-    let coordinator = c.servers.last().unwrap().addr;
-    let silent = ServerConnection::connect(coordinator, Duration::from_secs(10), &c.admin)
-        .await
-        .unwrap();
-    let answer = silent
-        .begin_phase(tags(1), Duration::from_secs(5))
-        .await
-        .unwrap();
+    let (c, _silent) =
+        silent_holder(dir.path(), Duration::from_secs(1), Duration::from_secs(5)).await;
     let granted = std::time::Instant::now();
-    assert!(matches!(answer, PhaseAnswer::Granted { .. }), "{answer:?}");
     let second = client(&c, 2).begin_phase().await;
     let released = granted.elapsed();
     assert_eq!(second.priority(), Some(1.0));

@@ -6,17 +6,94 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
-use super::tests::{load, worst_window, Load, MB, SIZE};
+use super::tests::{drawn_loads, load, worst_window, Load, MB, SIZE};
 use super::*;
 use crate::request::Op;
 
 /// A request started: its application, server, start time and length.
 type Started = (u32, usize, Time, u64);
 
+/// Servers of one distributed dmClock policy, each serving one request at
+/// a time; a server's service report reaches the others as it is made.
+struct Servers {
+    qs: Vec<DmClock>,
+    /// Per server, the request in service and when it is done.
+    busy: Vec<Option<(Time, Request)>>,
+}
+
+impl Servers {
+    fn new(config: &DmClockConfig, servers: usize) -> Servers {
+        config.validate().unwrap();
+        Servers {
+            qs: (0..servers).map(|_| DmClock::new(config)).collect(),
+            busy: vec![None; servers],
+        }
+    }
+
+    /// Starts a request at each idle server that has one to start; `took`
+    /// says how long it takes. Returns (server, request) for each.
+    fn start(&mut self, now: Time, mut took: impl FnMut(&Request) -> f64) -> Vec<(usize, Request)> {
+        let mut started = Vec::new();
+        for (s, q) in self.qs.iter_mut().enumerate() {
+            let mut out = Vec::new();
+            if self.busy[s].is_none() {
+                q.dispatch(now, 1, &mut out);
+            }
+            if let Some(r) = out.pop() {
+                let done = now + Time::from_secs_f64(took(&r));
+                self.busy[s] = Some((done, r.clone()));
+                started.push((s, r));
+            }
+        }
+        started
+    }
+
+    /// The next completion, or the next tag to come due at an idle server.
+    fn next_event(&self, now: Time) -> Option<Time> {
+        (0..self.qs.len())
+            .filter_map(|s| match &self.busy[s] {
+                Some((done, _)) => Some(*done),
+                None => self.qs[s].next_wakeup(now),
+            })
+            .min()
+    }
+
+    /// Completes the requests done by `now`, carrying the reports they
+    /// make to the other servers; returns them.
+    fn finish(&mut self, now: Time) -> Vec<Request> {
+        let mut finished = Vec::new();
+        for s in 0..self.qs.len() {
+            let Some((done, r)) = self.busy[s].take_if(|(done, _)| *done <= now) else {
+                continue;
+            };
+            self.qs[s].complete(&r, done);
+            if let Some(report) = self.qs[s].service_report(done) {
+                for (o, q) in self.qs.iter_mut().enumerate() {
+                    if o != s {
+                        q.absorb_service(&report);
+                    }
+                }
+            }
+            finished.push(r);
+        }
+        finished
+    }
+}
+
+/// The policy the runs use: one request in service, reports every request.
+fn config(apps: Vec<AppQos>, distributed: bool) -> DmClockConfig {
+    DmClockConfig {
+        depth: 1,
+        apps,
+        distributed,
+        report_threshold: Bytes(SIZE),
+        ..DmClockConfig::default()
+    }
+}
+
 /// Runs backlogged applications (four requests of `SIZE` queued at each
-/// server) on `servers` servers, each serving one request at a time at
-/// `capacity` bytes per second, for `seconds`; a server's service report
-/// reaches the others as it is made. Returns every start, in time order.
+/// server) on `servers` servers serving at `capacity` bytes per second,
+/// for `seconds`. Returns every start, in time order.
 fn starts_on_servers(
     loads: &[Load],
     servers: usize,
@@ -24,21 +101,13 @@ fn starts_on_servers(
     seconds: u64,
     distributed: bool,
 ) -> Vec<Started> {
-    let config = DmClockConfig {
-        depth: 1,
-        apps: loads.iter().map(|l| l.qos.clone()).collect(),
-        distributed,
-        report_threshold: Bytes(SIZE),
-        ..DmClockConfig::default()
-    };
-    config.validate().unwrap();
-    let mut qs: Vec<DmClock> = (0..servers).map(|_| DmClock::new(&config)).collect();
-    let mut busy: Vec<Option<(Time, Request)>> = vec![None; servers];
+    let apps = loads.iter().map(|l| l.qos.clone()).collect();
+    let mut cluster = Servers::new(&config(apps, distributed), servers);
     let mut queued = vec![BTreeMap::<u32, u32>::new(); servers];
     let end = Time::from_secs(seconds);
-    let (mut now, mut id, mut started, mut out) = (Time::ZERO, 0, Vec::new(), Vec::new());
+    let (mut now, mut id, mut started) = (Time::ZERO, 0, Vec::new());
     loop {
-        for (s, q) in qs.iter_mut().enumerate() {
+        for (s, q) in cluster.qs.iter_mut().enumerate() {
             for l in loads {
                 let n = queued[s].entry(l.app).or_default();
                 while *n < 4 {
@@ -47,41 +116,16 @@ fn starts_on_servers(
                     *n += 1;
                 }
             }
-            if busy[s].is_none() {
-                out.clear();
-                q.dispatch(now, 1, &mut out);
-                if let Some(r) = out.pop() {
-                    started.push((r.app.0, s, now, r.len));
-                    *queued[s].get_mut(&r.app.0).unwrap() -= 1;
-                    let done = now + Time::from_secs_f64(r.len as f64 / capacity);
-                    busy[s] = Some((done, r));
-                }
-            }
         }
-        // The next completion, or the next tag to come due at an idle server.
-        let next = (0..servers)
-            .filter_map(|s| match &busy[s] {
-                Some((done, _)) => Some(*done),
-                None => qs[s].next_wakeup(now),
-            })
-            .min();
-        match next {
+        for (s, r) in cluster.start(now, |r| r.len as f64 / capacity) {
+            started.push((r.app.0, s, now, r.len));
+            *queued[s].get_mut(&r.app.0).unwrap() -= 1;
+        }
+        match cluster.next_event(now) {
             Some(t) if t < end => now = t,
             _ => return started,
         }
-        for s in 0..servers {
-            let Some((done, r)) = busy[s].take_if(|(done, _)| *done <= now) else {
-                continue;
-            };
-            qs[s].complete(&r, done);
-            if let Some(report) = qs[s].service_report(done) {
-                for (o, q) in qs.iter_mut().enumerate() {
-                    if o != s {
-                        q.absorb_service(&report);
-                    }
-                }
-            }
-        }
+        cluster.finish(now);
     }
 }
 
@@ -154,23 +198,15 @@ fn a_reservation_is_counted_once_over_the_servers_and_still_met() {
 /// application's bytes over all servers from 1 s to `seconds`, per second.
 fn coupled_ranks_rate(limit: &str, servers: usize, ranks: usize, seconds: u64) -> f64 {
     use rand::{Rng, SeedableRng};
-    let config = DmClockConfig {
-        depth: 1,
-        apps: vec![load(1, None, 1.0, Some(limit)).qos],
-        distributed: true,
-        report_threshold: Bytes(SIZE),
-        ..DmClockConfig::default()
-    };
+    let apps = vec![load(1, None, 1.0, Some(limit)).qos];
+    let mut cluster = Servers::new(&config(apps, true), servers);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-    let mut qs: Vec<DmClock> = (0..servers).map(|_| DmClock::new(&config)).collect();
-    let mut busy: Vec<Option<(Time, Request)>> = vec![None; servers];
     // Per rank, the pieces of its write still to finish.
     let mut left = vec![servers; ranks];
     let nominal = SIZE as f64 / (100.0 * MB);
-    let (end, mut now, mut id, mut bytes, mut out) =
-        (Time::from_secs(seconds), Time::ZERO, 0u64, 0u64, Vec::new());
-    let write = |qs: &mut Vec<DmClock>, rank: usize, id: &mut u64, now: Time| {
-        for q in qs.iter_mut() {
+    let (end, mut now, mut id, mut bytes) = (Time::from_secs(seconds), Time::ZERO, 0u64, 0u64);
+    let write = |cluster: &mut Servers, rank: usize, id: &mut u64, now: Time| {
+        for q in cluster.qs.iter_mut() {
             q.enqueue(
                 Request::data(*id, 1, rank as u32, now, Op::Write, 0, 0, SIZE),
                 now,
@@ -179,48 +215,23 @@ fn coupled_ranks_rate(limit: &str, servers: usize, ranks: usize, seconds: u64) -
         }
     };
     for rank in 0..ranks {
-        write(&mut qs, rank, &mut id, now);
+        write(&mut cluster, rank, &mut id, now);
     }
     loop {
-        for (s, q) in qs.iter_mut().enumerate() {
-            if busy[s].is_none() {
-                out.clear();
-                q.dispatch(now, 1, &mut out);
-                if let Some(r) = out.pop() {
-                    if now >= Time::from_secs(1) {
-                        bytes += r.len;
-                    }
-                    let took = nominal * rng.gen_range(0.5..1.5);
-                    busy[s] = Some((now + Time::from_secs_f64(took), r));
-                }
+        for (_, r) in cluster.start(now, |_| nominal * rng.gen_range(0.5..1.5)) {
+            if now >= Time::from_secs(1) {
+                bytes += r.len;
             }
         }
-        let next = (0..servers)
-            .filter_map(|s| match &busy[s] {
-                Some((done, _)) => Some(*done),
-                None => qs[s].next_wakeup(now),
-            })
-            .min();
-        match next {
+        match cluster.next_event(now) {
             Some(t) if t < end => now = t,
             _ => return bytes as f64 / (seconds - 1) as f64,
         }
-        for s in 0..servers {
-            let Some((done, r)) = busy[s].take_if(|(done, _)| *done <= now) else {
-                continue;
-            };
-            qs[s].complete(&r, done);
-            if let Some(report) = qs[s].service_report(done) {
-                for (o, q) in qs.iter_mut().enumerate() {
-                    if o != s {
-                        q.absorb_service(&report);
-                    }
-                }
-            }
+        for r in cluster.finish(now) {
             let rank = r.rank as usize;
             left[rank] -= 1;
             if left[rank] == 0 {
-                write(&mut qs, rank, &mut id, now);
+                write(&mut cluster, rank, &mut id, now);
                 left[rank] = servers;
             }
         }
@@ -297,15 +308,7 @@ proptest! {
     ) {
         let total: u32 = apps.iter().map(|a| a.0).sum();
         prop_assume!((total as f64) < 0.9 * 100.0);
-        let loads: Vec<Load> = apps
-            .iter()
-            .enumerate()
-            .map(|(i, &(r, w, l))| {
-                let reservation = (r > 0).then(|| format!("{r}MB/s"));
-                let limit = l.map(|l| format!("{}MB/s", l.max(r)));
-                load(i as u32 + 1, reservation.as_deref(), w as f64, limit.as_deref())
-            })
-            .collect();
+        let loads = drawn_loads(&apps);
         let started = starts_on_servers(&loads, servers, 100.0 * MB, 6, true);
         for (i, &(r, _, l)) in apps.iter().enumerate() {
             let app = i as u32 + 1;

@@ -19,6 +19,24 @@ pub(super) struct Load {
     to_s: u64,
 }
 
+/// Applications a property test drew, as (reservation MB/s, 0 for none;
+/// weight; limit MB/s, at least the reservation): applications 1, 2...
+pub(super) fn drawn_loads(apps: &[(u32, u32, Option<u32>)]) -> Vec<Load> {
+    apps.iter()
+        .enumerate()
+        .map(|(i, &(r, w, l))| {
+            let reservation = (r > 0).then(|| format!("{r}MB/s"));
+            let limit = l.map(|l| format!("{}MB/s", l.max(r)));
+            load(
+                i as u32 + 1,
+                reservation.as_deref(),
+                w as f64,
+                limit.as_deref(),
+            )
+        })
+        .collect()
+}
+
 pub(super) fn load(app: u32, reservation: Option<&str>, weight: f64, limit: Option<&str>) -> Load {
     Load {
         app,
@@ -359,15 +377,7 @@ proptest! {
         let capacity = 100.0 * MB;
         let total: u32 = apps.iter().map(|a| a.0).sum();
         prop_assume!((total as f64) < 0.9 * 100.0);
-        let loads: Vec<Load> = apps
-            .iter()
-            .enumerate()
-            .map(|(i, &(r, w, l))| {
-                let reservation = (r > 0).then(|| format!("{r}MB/s"));
-                let limit = l.map(|l| format!("{}MB/s", l.max(r)));
-                load(i as u32 + 1, reservation.as_deref(), w as f64, limit.as_deref())
-            })
-            .collect();
+        let loads = drawn_loads(&apps);
         let started = starts(&loads, capacity, 10);
         let served = run(&loads, capacity, 10);
         for (i, &(r, _, l)) in apps.iter().enumerate() {
