@@ -181,6 +181,8 @@ struct Shared {
     readahead_budget: Arc<tokio::sync::Semaphore>,
     /// How large accesses are sent ([`transfers`]); None: all at once.
     transfer_order: Option<TransferOrder>,
+    /// Whether the coordinator answers, and its lease ([`FsClient::begin_phase`]).
+    coordinator: phase::CoordinatorWatch,
 }
 
 /// Most attribute requests [`FsClient::readdir_stat`] has in flight at once.
@@ -212,6 +214,7 @@ impl FsClient {
                 held: write_behind::Held::default(),
                 readahead_budget: readahead::budget(),
                 transfer_order: None,
+                coordinator: phase::CoordinatorWatch::default(),
             }),
             identity,
             user: None,

@@ -6,11 +6,16 @@
 //! Never a reason to stop: a cluster without a coordinator runs every
 //! phase ungated, and so does a client whose coordinator does not answer
 //! (with one warning per process), so an application never hangs on the
-//! coordinator.
+//! coordinator. Once an answer told the lease, a queued client waits at
+//! most half a lease per ask, and a coordinator that has not answered
+//! half a lease after that (stopped, not gone: its connection stays up)
+//! is taken as silent: within one lease rather than the client's
+//! timeout. Phases begun in the next lease run ungated at once, and the
+//! one after asks again.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use concerto_proto::connection::{ClientError, PhaseAnswer, ServerConnection};
 use concerto_proto::Tags;
@@ -73,7 +78,42 @@ impl Drop for IoPhase {
 fn warn_once(why: &str) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
-        eprintln!("concerto: {why}; I/O phases run ungated from here on");
+        eprintln!("concerto: {why}; I/O phases run ungated while it does not answer");
+    }
+}
+
+/// What a client knows of its coordinator: the lease its last answer
+/// gave (none before the first), and until when it counts as silent.
+#[derive(Default)]
+pub(crate) struct CoordinatorWatch {
+    lease_ms: AtomicU64,
+    silent_until: Mutex<Option<Instant>>,
+}
+
+impl CoordinatorWatch {
+    fn lease(&self) -> Option<Duration> {
+        match self.lease_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    fn heard(&self, lease: Duration) {
+        self.lease_ms
+            .store(lease.as_millis().max(1) as u64, Ordering::Relaxed);
+        *self.silent_until.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// It failed to answer: silent for a lease (or `otherwise`, before any
+    /// answer gave one).
+    fn failed(&self, otherwise: Duration) {
+        let until = Instant::now() + self.lease().unwrap_or(otherwise);
+        *self.silent_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(until);
+    }
+
+    fn silent(&self) -> bool {
+        let until = *self.silent_until.lock().unwrap_or_else(|p| p.into_inner());
+        until.is_some_and(|u| Instant::now() < u)
     }
 }
 
@@ -86,17 +126,16 @@ impl FsClient {
             client: self.clone(),
             grant: None,
         };
-        if self.cluster().coordinator().is_none() {
+        if self.cluster().coordinator().is_none() || self.shared.coordinator.silent() {
             return ungated;
         }
-        // Each ask waits at the coordinator for at most half the client's
-        // timeout, and renews the place in the queue.
-        let wait = self.cluster().timeout() / 2;
         loop {
-            let asked = self
-                .coordinator_call(|c, tags| async move { c.begin_phase(tags, wait).await })
-                .await;
-            match asked {
+            // Each ask waits at the coordinator for at most half the
+            // client's timeout, and half a lease once one is known, and
+            // renews the place in the queue.
+            let half_lease = self.shared.coordinator.lease().map(|l| l / 2);
+            let wait = (self.cluster().timeout() / 2).min(half_lease.unwrap_or(Duration::MAX));
+            match self.ask_coordinator(wait).await {
                 Ok(PhaseAnswer::Granted { priority, lease }) => {
                     return IoPhase {
                         client: self.clone(),
@@ -126,17 +165,37 @@ impl FsClient {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                let renewed = client
-                    .coordinator_call(
-                        |c, tags| async move { c.begin_phase(tags, Duration::ZERO).await },
-                    )
-                    .await;
-                if let Err(e) = renewed {
+                if let Err(e) = client.ask_coordinator(Duration::ZERO).await {
                     warn_once(&format!("cannot renew the I/O phase's lease ({e})"));
                     return;
                 }
             }
         })
+    }
+
+    /// Asks to begin (or renew) a phase, waiting at most `wait` at the
+    /// coordinator; an answer not there half a lease after that (once a
+    /// lease is known) is a timeout, and any failure makes the
+    /// coordinator silent for a lease.
+    async fn ask_coordinator(&self, wait: Duration) -> Result<PhaseAnswer, ClientError> {
+        let watch = &self.shared.coordinator;
+        let call = self.coordinator_call(|c, tags| async move { c.begin_phase(tags, wait).await });
+        let answer = match (watch.lease(), self.cluster().coordinator()) {
+            (Some(lease), Some(at)) => tokio::time::timeout(wait + lease / 2, call)
+                .await
+                .unwrap_or(Err(ClientError::Timeout {
+                    server: at.address,
+                    timeout: wait + lease / 2,
+                })),
+            _ => call.await,
+        };
+        match &answer {
+            Ok(PhaseAnswer::Granted { lease, .. }) | Ok(PhaseAnswer::Queued { lease, .. }) => {
+                watch.heard(*lease)
+            }
+            Err(_) => watch.failed(self.cluster().timeout()),
+        }
+        answer
     }
 
     /// One request to the coordinator, with this client's tags.

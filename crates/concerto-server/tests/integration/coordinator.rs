@@ -317,6 +317,106 @@ async fn a_dead_holders_turn_is_released_a_lease_after_its_grant_whatever_its_wa
     c.shutdown().await;
 }
 
+/// Forwards TCP to `to` until `silent` is set; from then on it keeps
+/// every connection open and forwards nothing either way: a coordinator
+/// that stopped (its process paused), not one that is gone.
+async fn pausable_proxy(
+    to: std::net::SocketAddr,
+    silent: Arc<std::sync::atomic::AtomicBool>,
+) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let outbound = tokio::net::TcpStream::connect(to).await.unwrap();
+            let (ri, wi) = inbound.into_split();
+            let (ro, wo) = outbound.into_split();
+            for (mut from, mut into) in [(ri, wo)]
+                .into_iter()
+                .map(|(r, w)| {
+                    (
+                        Box::new(r) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+                        Box::new(w) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+                    )
+                })
+                .chain([(
+                    Box::new(ro) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+                    Box::new(wi) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+                )])
+            {
+                let silent = silent.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 << 10];
+                    while let Ok(n) = from.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        if !silent.load(std::sync::atomic::Ordering::Relaxed)
+                            && into.write_all(&buf[..n]).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    at
+}
+
+/// A coordinator that answered and then stopped answering (its
+/// connection up): the next phase runs ungated within about a lease (half
+/// a lease's wait at the coordinator, half a lease for the answer), not
+/// after the client's timeout, and the phases begun in the lease after
+/// that run ungated at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_coordinator_is_given_up_on_within_a_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = CoordinatorConfig {
+        lease: Duration::from_secs(1),
+        ..rule(SetRule::ExclusiveFcfs)
+    };
+    let c = LocalCluster::start_with_coordinator(dir.path(), LocalClusterSpec::fifo(1), cfg)
+        .await
+        .unwrap();
+    let silent = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut cluster = c.cluster.clone();
+    // A client timeout of 20 s (each ask waits half of it at the
+    // coordinator): far from the lease, so the two cannot be confused.
+    cluster.cluster.timeout = concerto_core::Time::from_secs(20);
+    let coordinator = cluster.servers.last_mut().unwrap();
+    coordinator.address = pausable_proxy(coordinator.address, silent.clone()).await;
+    let fs = FsClient::new(cluster, Identity::new(1, 0), c.admin.clone());
+    let phase = fs.begin_phase().await;
+    assert_eq!(phase.priority(), Some(1.0), "granted through the proxy");
+    phase.end().await;
+    silent.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Job 2 holds the set on the coordinator itself, so job 1's next ask
+    // would wait there; through the silent proxy it hears nothing.
+    let holder = client(&c, 2).begin_phase().await;
+    assert_eq!(holder.priority(), Some(1.0));
+    let asked = std::time::Instant::now();
+    let phase = fs.begin_phase().await;
+    let given_up = asked.elapsed();
+    assert_eq!(phase.priority(), None, "ungated");
+    // About a lease (1 s), not half the timeout's wait (10 s) and more.
+    assert!(
+        given_up < Duration::from_secs(3),
+        "given up after {given_up:?}"
+    );
+    let asked = std::time::Instant::now();
+    let again = fs.begin_phase().await;
+    assert_eq!(again.priority(), None, "ungated");
+    assert!(
+        asked.elapsed() < Duration::from_millis(500),
+        "the next phase waited {:?}",
+        asked.elapsed()
+    );
+    holder.end().await;
+    c.shutdown().await;
+}
+
 /// With the coordinator gone, a phase begins at once, ungated, rather
 /// than hang; a data server asked for a phase says it is not the
 /// coordinator.
