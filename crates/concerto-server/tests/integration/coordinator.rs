@@ -320,49 +320,35 @@ async fn a_dead_holders_turn_is_released_a_lease_after_its_grant_whatever_its_wa
 /// Forwards TCP to `to` until `silent` is set; from then on it keeps
 /// every connection open and forwards nothing either way: a coordinator
 /// that stopped (its process paused), not one that is gone.
-async fn pausable_proxy(
-    to: std::net::SocketAddr,
-    silent: Arc<std::sync::atomic::AtomicBool>,
-) -> std::net::SocketAddr {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+async fn pausable_proxy(to: std::net::SocketAddr, silent: Arc<AtomicBool>) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let at = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((inbound, _)) = listener.accept().await {
             let outbound = tokio::net::TcpStream::connect(to).await.unwrap();
-            let (ri, wi) = inbound.into_split();
-            let (ro, wo) = outbound.into_split();
-            for (mut from, mut into) in [(ri, wo)]
-                .into_iter()
-                .map(|(r, w)| {
-                    (
-                        Box::new(r) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
-                        Box::new(w) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
-                    )
-                })
-                .chain([(
-                    Box::new(ro) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
-                    Box::new(wi) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
-                )])
-            {
-                let silent = silent.clone();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 64 << 10];
-                    while let Ok(n) = from.read(&mut buf).await {
-                        if n == 0 {
-                            return;
-                        }
-                        if !silent.load(std::sync::atomic::Ordering::Relaxed)
-                            && into.write_all(&buf[..n]).await.is_err()
-                        {
-                            return;
-                        }
-                    }
-                });
-            }
+            let (from_client, to_client) = inbound.into_split();
+            let (from_server, to_server) = outbound.into_split();
+            tokio::spawn(pipe(from_client, to_server, silent.clone()));
+            tokio::spawn(pipe(from_server, to_client, silent.clone()));
         }
     });
     at
+}
+
+/// Copies `from` into `into` while `silent` is not set; reads and drops
+/// what comes while it is.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut into: tokio::net::tcp::OwnedWriteHalf,
+    silent: Arc<AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 64 << 10];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 || (!silent.load(Ordering::Relaxed) && into.write_all(&buf[..n]).await.is_err()) {
+            return;
+        }
+    }
 }
 
 /// A coordinator that answered and then stopped answering (its
@@ -380,7 +366,7 @@ async fn a_stopped_coordinator_is_given_up_on_within_a_lease() {
     let c = LocalCluster::start_with_coordinator(dir.path(), LocalClusterSpec::fifo(1), cfg)
         .await
         .unwrap();
-    let silent = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let silent = Arc::new(AtomicBool::new(false));
     let mut cluster = c.cluster.clone();
     // A client timeout of 20 s (each ask waits half of it at the
     // coordinator): far from the lease, so the two cannot be confused.
@@ -391,7 +377,7 @@ async fn a_stopped_coordinator_is_given_up_on_within_a_lease() {
     let phase = fs.begin_phase().await;
     assert_eq!(phase.priority(), Some(1.0), "granted through the proxy");
     phase.end().await;
-    silent.store(true, std::sync::atomic::Ordering::Relaxed);
+    silent.store(true, Ordering::Relaxed);
     // Job 2 holds the set on the coordinator itself, so job 1's next ask
     // would wait there; through the silent proxy it hears nothing.
     let holder = client(&c, 2).begin_phase().await;
