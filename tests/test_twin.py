@@ -6,11 +6,13 @@ as CI has."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from concerto import benchmarks, twin
+from concerto.sim import ScenarioSource, simulate
 from conftest import concerto
 
 IOR = ["mpirun", "-np", "2", "ior", "-t", "256k", "-b", "1m", "-s", "2", "-F"]
@@ -39,14 +41,26 @@ def test_twin_runs_ior_on_both_sides_and_each_row_is_its_sides_figures(tmp_path)
 
 
 def test_the_real_side_of_an_ior_write_never_beats_the_throttles_device_by_more_than_15_percent(tmp_path):
-    # The data path is calibrated by construction: the throttle enforces the
-    # device model the simulator is given, so the real side can be no
-    # faster than the model beyond the issue's 15%, however busy the host
-    # (a busy host only slows the real side down). How close it comes from
-    # below is what a quiet machine delivers: the test after this one,
-    # in `make check-full`.
+    # The throttle enforces the device model the simulator is given, so the
+    # real side can be no faster than that device allows, beyond the
+    # issue's 15%, however busy the host. What the device allows is its
+    # time without seeks: on the HDD class a seek (8 ms) costs as much as
+    # 0.8 MB, and how many the servers pay depends on the order in which
+    # the two tasks' requests arrive, which the host's scheduler decides.
+    # The simulated figure with seeks is no bound: a fresh clone's CI
+    # measured 107 MiB/s against its 86.7 (one seek fewer on a 46 ms run;
+    # 72-92 here, quiet or beside two busy loops). How close the real side
+    # comes to the simulated figure is the test after this one, in `make
+    # check-full`.
     (row,) = _twin(tmp_path, "bound", *IOR, "-w", reps=1)["rows"]
-    assert row["sim_over_real"] >= 0.85, row
+    app = {**benchmarks.from_ior(" ".join(IOR + ["-w"])), "name": "ior"}
+    with_seeks = twin.sim_scenario([("ior", app)], twin.TwinSpec(reps=1))
+    assert re.search(r'^seek = "[1-9]\d*ns"$', with_seeks, re.MULTILINE), with_seeks
+    seek_free = re.sub(r'^seek = "\d+ns"$', 'seek = "0ns"', with_seeks, flags=re.MULTILINE)
+    ((best,),) = [run["apps"][0]["ior"] for run in
+                  simulate(ScenarioSource(text=seek_free, label="seek-free"), reps=1)["runs"]]
+    assert best["bandwidth_MiBps"] > row["sim"], (best, row)
+    assert row["real"] <= 1.15 * best["bandwidth_MiBps"], (row, best)
 
 
 @pytest.mark.quiet_machine
