@@ -53,14 +53,22 @@ def test_the_real_side_of_an_ior_write_never_beats_the_throttles_device_by_more_
     # comes to the simulated figure is the test after this one, in `make
     # check-full`.
     (row,) = _twin(tmp_path, "bound", *IOR, "-w", reps=1)["rows"]
+    best = _seek_free_write(twin.TwinSpec(reps=1))
+    assert best > row["sim"], (best, row)
+    assert row["real"] <= 1.15 * best, (row, best)
+
+
+def _seek_free_write(spec: twin.TwinSpec) -> float:
+    """The simulated write figure (MiB/s) of ``IOR -w`` on the twin of
+    ``spec``, its device seeking for free: the fastest the throttle lets
+    the real side go, whatever the order its requests arrive in."""
     app = {**benchmarks.from_ior(" ".join(IOR + ["-w"])), "name": "ior"}
-    with_seeks = twin.sim_scenario([("ior", app)], twin.TwinSpec(reps=1))
+    with_seeks = twin.sim_scenario([("ior", app)], spec)
     assert re.search(r'^seek = "[1-9]\d*ns"$', with_seeks, re.MULTILINE), with_seeks
     seek_free = re.sub(r'^seek = "\d+ns"$', 'seek = "0ns"', with_seeks, flags=re.MULTILINE)
-    ((best,),) = [run["apps"][0]["ior"] for run in
-                  simulate(ScenarioSource(text=seek_free, label="seek-free"), reps=1)["runs"]]
-    assert best["bandwidth_MiBps"] > row["sim"], (best, row)
-    assert row["real"] <= 1.15 * best["bandwidth_MiBps"], (row, best)
+    ((op,),) = [run["apps"][0]["ior"] for run in
+                simulate(ScenarioSource(text=seek_free, label="seek-free"), reps=1)["runs"]]
+    return op["bandwidth_MiBps"]
 
 
 @pytest.mark.quiet_machine
@@ -101,10 +109,12 @@ def test_a_faster_throttle_moves_both_sides_of_the_table(tmp_path):
     # what the host has to spare: quiet, more than 2x (the next test, in
     # `make check-full`); with the cores busy the SSD class is CPU-bound
     # (34 against 20 MiB/s at load 6-16), while the HDD class waits on its
-    # throttle and can never beat the model by more than the tolerance.
+    # throttle and can never beat its device, seeking for free, by more
+    # than the tolerance (the simulated figure with seeks is no bound: the
+    # test before this one says why).
     assert ssd["sim"] > 2 * hdd["sim"], (hdd, ssd)
     assert ssd["real"] > hdd["real"], (hdd, ssd)
-    assert hdd["sim_over_real"] >= 0.85, hdd
+    assert hdd["real"] <= 1.15 * _seek_free_write(twin.TwinSpec(reps=1, write_behind="0")), hdd
 
 
 @pytest.mark.quiet_machine
