@@ -484,3 +484,47 @@ def test_a_trace_entry_without_its_file_is_refused_naming_it(tmp_path):
     apps.write_text('[[apps]]\nworkload = "trace"\ntrace = "nowhere.json"\n')
     r = concerto("twin", "--apps", str(apps), "--out", str(tmp_path))
     assert r.returncode == 2 and "apps[0].trace = " in r.stderr and "nowhere.json" in r.stderr, r.stderr
+
+
+def test_a_users_scenario_given_a_calibration_is_simulated_as_the_twin_simulates_it(tmp_path):
+    # issue 58: a user's own scenario (from-ior's [[apps]], nothing else)
+    # gets the calibrated model with `sim run --calibration`: the twin's
+    # cluster as the mount runs it, with every measured figure. The
+    # figures here are made up (no real cluster is needed to read a file);
+    # the calibration test above makes a real one.
+    from concerto import calibrate
+
+    figures = {"servers": 4, "throttle": "hdd", "stripe_unit": 65536, "depth": 8, "items": 100, "reps": 1,
+               "real_stat_s": 9e-4, "simulated_stat_s": 7e-4, "server_fixed_ns": 100_000,
+               "server_data_beyond_device_ns": 150_000, "client_overhead_ns": 200_000,
+               "metadata_costs_ns": {"create": 450_000, "getattr": 320_000}, "server_data_overhead_ns": 50_000,
+               "mount_bandwidth_Bps": 400e6,
+               "data_probe": {"16384": {"real_s": 1e-3, "simulated_s": 8e-4},
+                              "262144": {"real_s": 4e-3, "simulated_s": 3e-3}}}
+    calibration = calibrate.write(figures, tmp_path / "cal")
+    command = " ".join(IOR + ["-w", "-r"])
+    scenario = tmp_path / "ior.toml"
+    r = concerto("sim", "workload", "from-ior", command)
+    assert r.returncode == 0, r.stderr
+    scenario.write_text(r.stdout)
+    # The two tasks share one mount, the node whose link is the mount's
+    # measured bandwidth (docs/workloads.md says so); the twin runs fifo.
+    r = concerto("sim", "run", str(scenario), "--calibration", str(calibration), "--set", "policy.kind=fifo",
+                 "--set", "apps[0].processes_per_node=2", "--out", str(tmp_path / "sim"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = json.loads((tmp_path / "sim" / "results.json").read_text())
+    assert run["config"]["cluster"]["network"]["client_bandwidth"] == pytest.approx(400e6)
+    mine = [op["bandwidth_MiBps"] for op in run["runs"][0]["apps"][0]["ior"]]
+    spec = calibrate.read_calibration(calibration, twin.TwinSpec(reps=1))
+    twins = twin.simulated("ior", {**benchmarks.from_ior(command), "name": "ior"}, spec)
+    assert mine == pytest.approx(list(twins.values()), rel=1e-9)
+    # Without the calibration the same scenario has no cluster at all.
+    r = concerto("sim", "run", str(scenario))
+    assert r.returncode != 0 and "cluster" in r.stderr, r.stderr
+    # A calibration that is not there is named, with the option or the key it came by.
+    r = concerto("sim", "run", str(scenario), "--calibration", str(tmp_path / "none.toml"))
+    assert r.returncode == 2 and "--calibration" in r.stderr and "none.toml" in r.stderr, r.stderr
+    named = tmp_path / "named.toml"
+    named.write_text(f'[cluster]\ncalibration = "{tmp_path / "none.toml"}"\n' + scenario.read_text())
+    r = concerto("sim", "run", str(named))
+    assert r.returncode != 0 and "line 2" in r.stderr and "cluster.calibration: cannot read" in r.stderr, r.stderr

@@ -37,8 +37,9 @@ What it does not give:
   (which the client overhead carries), is ``[cluster]
   server_data_overhead`` ([data_overhead_from]).
 
-Written as a TOML file that ``concerto twin --calibration`` (and any
-scenario, by hand) takes.
+Written as a TOML file, the twin's ``[cluster]`` with these figures, that
+``concerto twin --calibration`` takes, and any scenario (``[cluster]
+calibration = "FILE"``, ``concerto sim run --calibration FILE``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ from typing import Callable
 
 from concerto import benchmarks
 from concerto.report import write_json
-from concerto.twin import TwinProblem, TwinSpec, real_runs, simulated
+from concerto.twin import TwinProblem, TwinSpec, real_runs, simulated, twin_cluster_toml
+
+#: The write-behind ``concerto mount`` starts with (TwinSpec's default).
+DEFAULT_MOUNT_WRITE_BEHIND = TwinSpec.write_behind
 
 #: The probe's operation whose latency is compared.
 PROBE_ROW = "File stat"
@@ -322,24 +326,32 @@ def write(result: dict, out: Path) -> Path:
         f"# A data request's latency at the server beyond the device's time, one at a time: "
         f"{result['server_data_beyond_device_ns'] / 1000:.0f} us; less what every request takes there (the client "
         "overhead carries it), the server's overhead per data request.\n"
-        f"[cluster]\nclient_overhead = \"{result['client_overhead_ns']}ns\"\n"
-        f"server_data_overhead = \"{result['server_data_overhead_ns']}ns\"\n"
-        "[cluster.metadata.costs]\n"
-        + "".join(f"{op} = \"{ns}ns\"\n" for op, ns in result["metadata_costs_ns"].items())
-        + _network_toml(result))
+        + _network_comment(result)
+        + f"# The cluster's twin as `concerto mount` runs it ({DEFAULT_MOUNT_WRITE_BEHIND} written behind, read "
+        "ahead), for `concerto twin --calibration` and for a scenario's [cluster] calibration = \"FILE\".\n"
+        + twin_cluster_toml(spec_of(result)))
     return path
 
 
-def _network_toml(result: dict) -> str:
-    """The client node's link: the mount's measured bandwidth (none when
-    the probe found no cost per byte beyond the model's)."""
+def _network_comment(result: dict) -> str:
+    """What the data probe measured of the mount's data path, as a comment."""
     bandwidth = result.get("mount_bandwidth_Bps")
     if bandwidth is None:
-        return ""
+        return "# One task's writes through the mount cost nothing per byte beyond the model's.\n"
     probe = ", ".join(f"{int(t) >> 10} KiB {w['real_s'] * 1e6:.0f} us real, {w['simulated_s'] * 1e6:.0f} us simulated"
                       for t, w in result["data_probe"].items())
-    return (f"# One task's writes through the mount ({probe}): the mount moves {bandwidth / 1e6:.1f} MB/s.\n"
-            f"[cluster.network]\nclient_bandwidth = \"{bandwidth / 1e6:.3f}MB/s\"\n")
+    return (f"# One task's writes through the mount ({probe}): the mount moves {bandwidth / 1e6:.1f} MB/s "
+            "(cluster.network.client_bandwidth, which all the tasks of one mount share).\n")
+
+
+def spec_of(result: dict) -> TwinSpec:
+    """The twin a calibration's figures describe: its cluster, the mount as
+    users start it, and what was measured."""
+    return TwinSpec(servers=result["servers"], throttle=result["throttle"], stripe_unit=result["stripe_unit"],
+                    depth=result["depth"], write_behind=DEFAULT_MOUNT_WRITE_BEHIND,
+                    client_overhead_ns=result["client_overhead_ns"], metadata_costs_ns=result["metadata_costs_ns"],
+                    server_data_overhead_ns=result["server_data_overhead_ns"],
+                    mount_bandwidth_Bps=result.get("mount_bandwidth_Bps"))
 
 
 def read_calibration(path: Path, spec: TwinSpec) -> TwinSpec:

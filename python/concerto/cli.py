@@ -101,16 +101,20 @@ out_opt = click.option("--out", type=click.Path(file_okay=False, path_type=Path)
               help="With --cluster: processes per application.")
 @click.option("--request-size", default=None, metavar="SIZE",
               help="With --cluster: the largest request a process sends (default 4MiB).")
+@click.option("--calibration", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A calibration.toml of `concerto calibrate`: the scenario runs on the calibrated cluster's twin "
+                   "(its [cluster] fills what the scenario's leaves out), as [cluster] calibration = \"FILE\".")
 @guarded
 def sim_run(scenario: Path | None, out: Path | None, seed: int | None, reps: int, sets: tuple[str, ...], detail: bool,
             workload: Path | None, rule: str, window: str, phases_csv: Path | None, cluster: Path | None,
-            processes: int, request_size: str | None) -> None:
+            processes: int, request_size: str | None, calibration: Path | None) -> None:
     """Simulate SCENARIO (a TOML file) and print per-application results; or, with --workload, run a
     job-level workload in the fluid mode (and, with --cluster, at request level too) and print its
     utilization, stretch and I/O slowdown."""
     if workload is not None:
-        if scenario is not None or sets or detail:
-            raise UsageProblem("--workload runs the fluid mode: it takes no SCENARIO, --set or --detail")
+        if scenario is not None or sets or detail or calibration is not None:
+            raise UsageProblem("--workload runs the fluid mode: it takes no SCENARIO, --set, --detail or "
+                               "--calibration")
         _run_fluid(workload, rule, window, phases_csv, out, cluster, processes, request_size, seed)
         return
     if scenario is None:
@@ -119,7 +123,9 @@ def sim_run(scenario: Path | None, out: Path | None, seed: int | None, reps: int
         raise UsageProblem("--phases and --cluster need --workload")
     if detail and out is None:
         raise UsageProblem("--detail needs --out DIR")
-    source = ScenarioSource.from_path(scenario).with_overrides(*sets)
+    # The calibration first, so that a --set of the same key still says what it says.
+    calibrated = () if calibration is None else (f"cluster.calibration={json.dumps(str(calibration))}",)
+    source = ScenarioSource.from_path(scenario).with_overrides(*calibrated, *sets)
     detail_csv = out / "requests.csv" if detail and out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)

@@ -131,19 +131,27 @@ def sim_scenario(apps: list[TwinApp], spec: TwinSpec) -> str:
     """The simulated side: the apps, at once, on the throttled cluster's twin."""
     return f"""name = "twin-{apps[0][1]['name']}"
 app_ids = {{ rule = "sequential", start = 1 }}
-{emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle,
-                       spec.client_overhead_ns, spec.metadata_costs_ns, spec.server_data_overhead_ns,
-                       spec.write_behind, read_ahead=True)}posix_mount = true
-{_mount_network(spec)}[policy]
+{twin_cluster_toml(spec)}[policy]
 kind = "{spec.policy}"
 {"".join(benchmarks.apps_toml(_as_simulated(program, app, spec)) for program, app in apps)}"""
 
 
+def twin_cluster_toml(spec: TwinSpec) -> str:
+    """The ``[cluster]`` of the throttled cluster's twin as its mount runs
+    it: the throttle's device, the mount's write-behind and read-ahead, the
+    kernel's lookups (``posix_mount``), and what was measured of the spec
+    (``concerto calibrate`` writes this table as its calibration)."""
+    return (emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle,
+                                  spec.client_overhead_ns, spec.metadata_costs_ns, spec.server_data_overhead_ns,
+                                  spec.write_behind, read_ahead=True)
+            + "posix_mount = true\n" + _mount_network(spec))
+
+
 def _mount_network(spec: TwinSpec) -> str:
-    """The client node's link, when the mount's bandwidth was measured."""
+    """The client node's link, when the mount's bandwidth was measured (to 1 kB/s)."""
     if spec.mount_bandwidth_Bps is None:
         return ""
-    return f"[cluster.network]\nclient_bandwidth = {spec.mount_bandwidth_Bps:.0f}\n"
+    return f"[cluster.network]\nclient_bandwidth = \"{spec.mount_bandwidth_Bps / 1e6:.3f}MB/s\"\n"
 
 
 def _as_simulated(program: str, app: dict, spec: TwinSpec) -> dict:

@@ -12,6 +12,7 @@ use concerto_core::{MetaOp, PolicyConfig, Time};
 use serde::{Deserialize, Serialize};
 
 mod apps;
+pub mod calibration;
 mod cluster;
 pub mod overrides;
 
@@ -163,6 +164,7 @@ impl Scenario {
             overrides::apply(&mut doc, o)?;
         }
         let placed = |e: ConfigError| e.placed(text, table, overrides);
+        calibration::include(&mut doc).map_err(placed)?;
         let read = || {
             serde_path_to_error::deserialize(toml::Value::Table(doc.clone())).map_err(|e| {
                 let path = e.path().to_string();
