@@ -59,6 +59,7 @@ use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::sfq::{cost_bytes, default_metadata_cost};
+use super::unreported::UnreportedService;
 use super::{positive, PolicySpec, RequestQueue, Served, ServiceReport, DEFAULT_DEPTH};
 use crate::request::{AppId, Request};
 use crate::time::Time;
@@ -329,44 +330,6 @@ pub enum Phase {
     Weight,
 }
 
-/// What a distributed dmClock has served and not yet told the others.
-struct Reporting {
-    threshold: u64,
-    interval: Time,
-    unreported: BTreeMap<AppId, Served>,
-    unreported_bytes: u64,
-    last_report: Time,
-}
-
-impl Reporting {
-    fn started(&mut self, req: &Request, bytes: u64, weight: f64, phase: Phase) {
-        let reserved = phase == Phase::Reservation;
-        let this = Served {
-            bytes,
-            requests: 1,
-            reserved_bytes: if reserved { bytes } else { 0 },
-            reserved_requests: reserved as u64,
-            ..Served::none(req.app, weight)
-        };
-        self.unreported
-            .entry(req.app)
-            .or_insert_with(|| Served::none(req.app, weight))
-            .add(&this);
-        self.unreported_bytes = self.unreported_bytes.saturating_add(bytes);
-    }
-
-    fn report(&mut self, now: Time) -> Option<ServiceReport> {
-        let due_by_time = now >= self.last_report + self.interval;
-        if self.unreported_bytes == 0 || (self.unreported_bytes < self.threshold && !due_by_time) {
-            return None;
-        }
-        self.last_report = now;
-        self.unreported_bytes = 0;
-        let served = std::mem::take(&mut self.unreported).into_values().collect();
-        Some(ServiceReport { served })
-    }
-}
-
 pub struct DmClock {
     depth: u32,
     metadata_cost: u64,
@@ -382,7 +345,8 @@ pub struct DmClock {
     /// check the phases by.
     served: [u64; 2],
     /// With distributed tags: what to tell the other servers.
-    reporting: Option<Reporting>,
+    /// Distributed: what this server served and has not told the others.
+    reporting: Option<UnreportedService>,
 }
 
 /// The fewest applications remembered before idle ones are forgotten.
@@ -420,12 +384,8 @@ impl DmClock {
             in_flight: 0,
             waiting: 0,
             served: [0; 2],
-            reporting: config.distributed.then(|| Reporting {
-                threshold: config.report_threshold.0.max(1),
-                interval: config.report_interval,
-                unreported: BTreeMap::new(),
-                unreported_bytes: 0,
-                last_report: Time::ZERO,
+            reporting: config.distributed.then(|| {
+                UnreportedService::new(config.report_threshold.0, Some(config.report_interval))
             }),
         }
     }
@@ -554,7 +514,14 @@ impl RequestQueue for DmClock {
             }
             if let Some(reporting) = self.reporting.as_mut() {
                 let bytes = cost_bytes(&head.req, self.metadata_cost);
-                reporting.started(&head.req, bytes, weight, phase);
+                let reserved = phase == Phase::Reservation;
+                reporting.add(Served {
+                    bytes,
+                    requests: 1,
+                    reserved_bytes: if reserved { bytes } else { 0 },
+                    reserved_requests: reserved as u64,
+                    ..Served::none(head.req.app, weight)
+                });
             }
             self.served[phase as usize] += 1;
             self.waiting -= 1;

@@ -18,6 +18,7 @@ mod qos;
 mod service_sync;
 mod sfq;
 mod themis;
+mod unreported;
 
 pub use capped::{Capped, CappedConfig};
 pub use coordinated::{Coordinated, CoordinatedConfig, TimeSource};

@@ -14,13 +14,13 @@
 //! reports between servers.
 
 use crate::FieldError;
-use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::sfq::{cost_bytes, weight_of, CostRow, Sfq, SfqDPlusConfig, SfqParams};
+use super::unreported::UnreportedService;
 use super::{positive, PolicySpec, RequestQueue, Served, ServiceReport};
-use crate::request::{AppId, Request};
+use crate::request::Request;
 use crate::time::Time;
 use crate::units::Bytes;
 
@@ -98,31 +98,20 @@ impl PolicySpec for ServiceSyncConfig {
 
 pub struct ServiceSync {
     sfq: Sfq,
-    threshold: u64,
-    interval: Option<Time>,
-    /// Service per application since the last report, with its weight.
-    unreported: BTreeMap<AppId, Served>,
-    unreported_total: u64,
-    last_report: Time,
-    reports: u64,
+    unreported: UnreportedService,
 }
 
 impl ServiceSync {
     pub fn new(params: SfqParams, threshold: u64, interval: Option<Time>) -> ServiceSync {
         ServiceSync {
             sfq: Sfq::new("service-sync", params),
-            threshold: threshold.max(1),
-            interval,
-            unreported: BTreeMap::new(),
-            unreported_total: 0,
-            last_report: Time::ZERO,
-            reports: 0,
+            unreported: UnreportedService::new(threshold, interval),
         }
     }
 
     /// Reports this server has sent.
     pub fn reports_sent(&self) -> u64 {
-        self.reports
+        self.unreported.reports_sent()
     }
 }
 
@@ -142,16 +131,11 @@ impl RequestQueue for ServiceSync {
     fn complete(&mut self, req: &Request, now: Time) {
         self.sfq.complete(req, now);
         let bytes = cost_bytes(req, self.sfq.params().metadata_cost);
-        let weight = weight_of(req);
-        self.unreported
-            .entry(req.app)
-            .or_insert_with(|| Served::none(req.app, weight))
-            .add(&Served {
-                bytes,
-                requests: 1,
-                ..Served::none(req.app, weight)
-            });
-        self.unreported_total += bytes;
+        self.unreported.add(Served {
+            bytes,
+            requests: 1,
+            ..Served::none(req.app, weight_of(req))
+        });
     }
 
     fn slot_cost(&self, req: &Request) -> u32 {
@@ -167,15 +151,7 @@ impl RequestQueue for ServiceSync {
     }
 
     fn service_report(&mut self, now: Time) -> Option<ServiceReport> {
-        let due_by_time = self.interval.is_some_and(|i| now >= self.last_report + i);
-        if self.unreported_total == 0 || (self.unreported_total < self.threshold && !due_by_time) {
-            return None;
-        }
-        self.last_report = now;
-        self.unreported_total = 0;
-        self.reports += 1;
-        let served = std::mem::take(&mut self.unreported).into_values().collect();
-        Some(ServiceReport { served })
+        self.unreported.report(now)
     }
 
     fn absorb_service(&mut self, report: &ServiceReport) {
@@ -188,7 +164,7 @@ impl RequestQueue for ServiceSync {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::Op;
+    use crate::request::{AppId, Op};
     use crate::server::SlotCosts;
 
     fn params() -> SfqParams {
