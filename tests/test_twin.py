@@ -23,7 +23,22 @@ def _twin(tmp_path: Path, name: str, *args: str, reps: int = 1) -> dict:
     r = concerto("twin", *args, "--reps", str(reps), "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "sim / real" in r.stdout
+    assert (out / "twin.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "every twin run draws its plot"
     return json.loads((out / "twin.json").read_text())
+
+
+def test_the_plot_draws_each_operations_real_range_median_and_simulated_value(tmp_path):
+    from concerto import twin_plot
+
+    figures = {"unit": "ops/s", "rows": [
+        {"operation": "Tree creation", "real": 12.0, "real_runs": [9.0, 12.0, 15.0], "sim": 40.0},
+        {"operation": "File stat", "real": 3000.0, "real_runs": [3000.0], "sim": 2900.0}]}
+    assert twin_plot.points(figures) == [
+        {"operation": "Tree creation", "low": 9.0, "median": 12.0, "high": 15.0, "sim": 40.0},
+        {"operation": "File stat", "low": 3000.0, "median": 3000.0, "high": 3000.0, "sim": 2900.0}]
+    path = twin_plot.plot([("mdtest", figures), ("ior", {"unit": "MiB/s", "rows": [
+        {"operation": "write", "real": 80.0, "real_runs": [70.0, 80.0], "sim": 86.0}]})], tmp_path / "p.png")
+    assert path.stat().st_size > 10_000
 
 
 def test_twin_runs_ior_on_both_sides_and_each_row_is_its_sides_figures(tmp_path):

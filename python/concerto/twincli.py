@@ -112,7 +112,10 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
                  if spec.mount_bandwidth_Bps is not None else "")
         console.print(f"simulated with a client overhead of {spec.client_overhead_ns / 1000:.0f} us per step{mount} "
                       f"({escape(str(calibration))})")
-    console.print(f"figures: {out / 'twin.json'}")
+    from concerto.twin_plot import plot
+
+    drawn = plot(tables, out / "twin.png")
+    console.print(f"figures: {out / 'twin.json'}; plot: {drawn}")
 
 
 @click.command("calibrate")
