@@ -543,3 +543,46 @@ def test_a_users_scenario_given_a_calibration_is_simulated_as_the_twin_simulates
     named.write_text(f'[cluster]\ncalibration = "{tmp_path / "none.toml"}"\n' + scenario.read_text())
     r = concerto("sim", "run", str(named))
     assert r.returncode != 0 and "line 2" in r.stderr and "cluster.calibration: cannot read" in r.stderr, r.stderr
+
+
+def test_progress_tells_each_step_with_the_time_the_steps_so_far_say_is_left():
+    from concerto.terminal import StepClock
+
+    told, now = [], [100.0]
+    clock = StepClock(3, told.append, is_step=lambda m: m.startswith("real"), clock=lambda: now[0])
+    clock("simulator: ior")
+    clock("real cluster: round 1/3")
+    now[0] += 20.0
+    clock("real cluster: round 2/3")
+    now[0] += 40.0
+    clock("real cluster: round 3/3")
+    assert told == ["simulator: ior", "[1/3] real cluster: round 1/3",
+                    "[2/3] real cluster: round 2/3, about 40 seconds left",
+                    "[3/3] real cluster: round 3/3, about 30 seconds left"]
+
+
+def test_calibrate_tells_as_many_steps_as_it_counts(tmp_path, monkeypatch):
+    # The estimate is only as good as the count of steps: calibrate's own
+    # count is what a run says it begins (server costs and real rounds
+    # stubbed, the simulator real).
+    from concerto import calibrate
+
+    said: list[str] = []
+    spec = twin.TwinSpec(reps=2)
+
+    def server_costs(spec, items, directory, say):
+        for op in (*calibrate.COSTED_OPERATIONS, *(f"write-{t}" for t in calibrate.DATA_OVERHEAD_TRANSFERS)):
+            say(f"server cost: {op}")
+        dev = {op: 400_000 for op in calibrate.COSTED_OPERATIONS}
+        return {**dev, **{f"write-{t}": 400_000 for t in calibrate.DATA_OVERHEAD_TRANSFERS}}
+
+    def real_runs(program, app, spec, say):
+        for rep in range(spec.reps):
+            say(f"real cluster: {program}, round {rep + 1}/{spec.reps}")
+        row = calibrate.PROBE_ROW if program == "mdtest" else "write"
+        return {f"1:{row}": [1000.0] * spec.reps}
+
+    monkeypatch.setattr(calibrate, "server_costs", server_costs)
+    monkeypatch.setattr(calibrate, "real_runs", real_runs)
+    calibrate.calibrate(spec, 20, say=said.append)
+    assert len(said) == calibrate.steps(spec.reps), said

@@ -260,6 +260,12 @@ def split_latency(latencies: dict[str, int], charge_ns: int) -> tuple[dict[str, 
     return {op: max(charge_ns, ns - fixed) for op, ns in latencies.items()}, fixed
 
 
+def steps(reps: int) -> int:
+    """The steps ``calibrate`` tells it begins (``say``): per run, each
+    server-cost measure, the stat probe's round and each data probe's."""
+    return reps * (len(COSTED_OPERATIONS) + len(DATA_OVERHEAD_TRANSFERS) + 1 + len(DATA_PROBE_TRANSFERS))
+
+
 def calibrate(spec: TwinSpec, items: int, say: Callable[[str], None] = print) -> dict:
     """Measures each operation's server cost, then runs the stat probe on
     the real cluster (``spec.reps`` times, the median) and in the simulator

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import time
+from typing import Callable
 
 import click
 import humanize
@@ -104,3 +106,31 @@ def guarded(fn):
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper
+
+
+class StepClock:
+    """Progress of a long command told a line at a time, with a time
+    estimate: each message ``is_step`` accepts begins one of ``total``
+    steps and is told as ``[k/total] message, about T left`` (the steps
+    done so far, timed, times the steps left, this one included); other
+    messages pass as they are. ``clock`` is injectable for tests."""
+
+    def __init__(self, total: int, say: Callable[[str], None], is_step: Callable[[str], bool] = lambda _: True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.total, self.say, self.is_step, self.clock = max(1, total), say, is_step, clock
+        self.done = 0
+        self.first: float | None = None
+
+    def __call__(self, message: str) -> None:
+        if not self.is_step(message):
+            self.say(message)
+            return
+        now = self.clock()
+        if self.first is None:
+            self.first = now
+        left = ""
+        if self.done:
+            per_step = (now - self.first) / self.done
+            left = f", about {humanize.naturaldelta(per_step * max(1, self.total - self.done))} left"
+        self.done += 1
+        self.say(f"[{min(self.done, self.total)}/{self.total}] {message}{left}")

@@ -12,7 +12,7 @@ import click
 from rich.markup import escape
 
 from concerto import _native, terminal
-from concerto.terminal import UsageProblem, guarded
+from concerto.terminal import StepClock, UsageProblem, guarded
 from concerto.fscli import stripe_unit_arg
 
 console = terminal.console()
@@ -73,7 +73,9 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
             from concerto.calibrate import read_calibration
 
             spec = read_calibration(calibration, spec)
-        say = lambda m: err_console.print(f"[dim]{escape(m)}[/]")  # noqa: E731
+        # The real rounds are the steps whose time tells how long is left.
+        say = StepClock(reps, lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
+                        is_step=lambda m: m.startswith("real cluster"))
         if apps_file is not None:
             result = twin.run_apps(apps_file, spec, out, say=say)
             tables = [(f"{a['name']} ({a['program']}, {a['app']['processes']} tasks)", a) for a in result["apps"]]
@@ -139,7 +141,8 @@ def calibrate_cmd(servers: int, throttle: str, stripe_unit: int, depth: int, ite
 
     spec = twin.TwinSpec(servers=servers, throttle=throttle, stripe_unit=stripe_unit, depth=depth, reps=reps)
     try:
-        result = calibrate.calibrate(spec, items, say=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
+        result = calibrate.calibrate(spec, items, say=StepClock(calibrate.steps(reps),
+                                                                 lambda m: err_console.print(f"[dim]{escape(m)}[/]")))
     except twin.TwinProblem as e:
         raise UsageProblem(str(e)) from e
     path = calibrate.write(result, out)
