@@ -80,6 +80,7 @@ bench: build
 	bash benches/peers/fsbench.sh
 	$(VENV)/bin/concerto bench mpiio
 	$(VENV)/bin/concerto bench integrity --link-rate 100MB/s
+	$(VENV)/bin/python benches/calibration/stability.py
 
 # The protocol fuzzed against a live server: CONCERTO_FUZZ_FRAMES frames
 # (default ten million), seed CONCERTO_FUZZ_SEED (default 1).

@@ -586,3 +586,52 @@ def test_calibrate_tells_as_many_steps_as_it_counts(tmp_path, monkeypatch):
     monkeypatch.setattr(calibrate, "real_runs", real_runs)
     calibrate.calibrate(spec, 20, say=said.append)
     assert len(said) == calibrate.steps(spec.reps), said
+
+
+def test_the_host_counts_as_busy_when_a_task_waited_for_a_cpu_over_a_quarter_of_the_span(tmp_path):
+    from concerto import host
+
+    pressure_file = tmp_path / "cpu"
+    now = [50.0]
+
+    def span(stalled_s: float):
+        pressure_file.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n"
+                                 "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+        with host.watch(pressure_file, clock=lambda: now[0]) as pressure:
+            now[0] += 10.0
+            pressure_file.write_text(f"some avg10=0 avg60=0 avg300=0 total={1000000 + round(stalled_s * 1e6)}\n")
+        return pressure
+
+    quiet, busy = span(0.5), span(5.9)
+    assert quiet.cpu_stall_share == pytest.approx(0.05) and not quiet.busy
+    assert busy.cpu_stall_share == pytest.approx(0.59) and busy.busy
+    assert "59% of the time over 10 s" in busy.describe()
+    # A kernel without pressure information judges nothing.
+    with host.watch(tmp_path / "absent") as unknown:
+        pass
+    assert unknown.cpu_stall_share is None and not unknown.busy and "unknown" in unknown.describe()
+
+
+def test_a_twin_run_on_a_busy_host_says_so_instead_of_printing_ratios(tmp_path, monkeypatch):
+    # The real side stubbed (its figures fixed) and the host's pressure
+    # fixed: what the command prints is what is checked.
+    from click.testing import CliRunner
+
+    from concerto import host
+    from concerto.twincli import twin_cmd
+
+    class Busy(host.watch):
+        def __exit__(self, *_exc):
+            self.pressure.cpu_stall_share, self.pressure.seconds = 0.6, 12.0
+
+    monkeypatch.setattr(host, "watch", Busy)
+    monkeypatch.setattr(twin, "real_runs_apps", lambda apps, spec, say: [{"0:write": [50.0, 60.0]}])
+    monkeypatch.setenv("COLUMNS", "200")
+    r = CliRunner().invoke(twin_cmd, [*IOR, "-w", "--reps", "2", "--out", str(tmp_path / "busy")])
+    assert r.exit_code == 0, r.output
+    assert "the host was busy while the real side ran" in r.output and "60% of the time" in r.output, r.output
+    row = next(line for line in r.output.splitlines() if line.strip().startswith("write"))
+    assert row.split()[-1] == "busy", row
+    saved = json.loads((tmp_path / "busy" / "twin.json").read_text())
+    assert saved["host"]["busy"] and saved["rows"][0]["sim_over_real"] == pytest.approx(saved["rows"][0]["sim"] / 55.0)
+

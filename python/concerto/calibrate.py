@@ -76,9 +76,9 @@ def stat_latency(figures: dict[str, float]) -> float:
 
 #: The data probe's transfers (bytes): small, where a write's time is
 #: its fixed costs, and large, where the bytes' cost shows.
-DATA_PROBE_TRANSFERS = (16 << 10, 256 << 10)
+DATA_PROBE_TRANSFERS = (16 << 10, 1 << 20)
 #: Transfers each size's probe writes.
-DATA_PROBE_CALLS = 64
+DATA_PROBE_CALLS = 128
 #: The simulator's default client link (bytes per second), which the
 #: uncalibrated twin's simulated writes already pay per byte.
 DEFAULT_LINK_BPS = 1.25e9
@@ -155,33 +155,40 @@ def server_costs(spec: TwinSpec, items: int, directory: Path, say: Callable[[str
     try:
         client = Client(local.up(directory, cluster))
 
-        def measure(name: str, calls: Callable[[], object], kind: str = "metadata", servers=meta) -> None:
+        def measure(name: str, one: Callable[[int], object], kind: str = "metadata", servers=meta) -> None:
+            # The median of the windows' means: a hiccup of the host (one
+            # request in 300 held 10 ms moves a mean by 33 us) moves one
+            # window's mean, not the figure.
             say(f"server cost: {name}, {items} one at a time")
-            n0, t0 = _server_latency(client.server_stats(), kind, servers)
-            calls()
-            n1, t1 = _server_latency(client.server_stats(), kind, servers)
-            if n1 - n0 < items:
-                raise TwinProblem(f"the {name} probe reached the servers {n1 - n0} times for {items} calls")
-            costs[name] = round((t1 - t0) / (n1 - n0) * 1e9)
+            means = []
+            for window in _windows(items):
+                n0, t0 = _server_latency(client.server_stats(), kind, servers)
+                for k in window:
+                    one(k)
+                n1, t1 = _server_latency(client.server_stats(), kind, servers)
+                if n1 - n0 < len(window):
+                    raise TwinProblem(f"the {name} probe reached the servers {n1 - n0} times for {len(window)} calls")
+                means.append((t1 - t0) / (n1 - n0))
+            costs[name] = round(statistics.median(means) * 1e9)
 
         client.mkdir("/calibrate")
         dirs = [f"/calibrate/d{i}" for i in range(items)]
         files = [f"/calibrate/f{i}" for i in range(items)]
-        measure("mkdir", lambda: [client.mkdir(d) for d in dirs])
-        measure("readdir", lambda: [client.listdir(d) for d in dirs])
-        measure("rmdir", lambda: [client.rmdir(d) for d in dirs])
+        measure("mkdir", lambda k: client.mkdir(dirs[k]))
+        measure("readdir", lambda k: client.listdir(dirs[k]))
+        measure("rmdir", lambda k: client.rmdir(dirs[k]))
         handles = []
-        measure("create", lambda: handles.extend(client.create(f) for f in files))
+        measure("create", lambda k: handles.append(client.create(files[k])))
         for h in handles:
             h.write(0, b"c" * 4096)
-        measure("fsync", lambda: [h.fsync() for h in handles], kind="write", servers=data)
+        measure("fsync", lambda k: handles[k].fsync(), kind="write", servers=data)
         for h in handles:
             h.close()
-        measure("setattr", lambda: [client.chmod(f, 0o600) for f in files])
-        measure("rename", lambda: [client.rename(f, f + ".r") for f in files])
+        measure("setattr", lambda k: client.chmod(files[k], 0o600))
+        measure("rename", lambda k: client.rename(files[k], files[k] + ".r"))
         files = [f + ".r" for f in files]
-        measure("getattr", lambda: [client.stat(f) for f in files])
-        measure("remove", lambda: [client.unlink(f) for f in files])
+        measure("getattr", lambda k: client.stat(files[k]))
+        measure("remove", lambda k: client.unlink(files[k]))
         for transfer in DATA_OVERHEAD_TRANSFERS:
             data_file = client.create(f"/calibrate/data.{transfer}")
             block = b"d" * transfer
@@ -192,7 +199,7 @@ def server_costs(spec: TwinSpec, items: int, directory: Path, say: Callable[[str
             warm = spec.servers * max(1, spec.stripe_unit // transfer)
             for k in range(warm):
                 data_file.write(k * transfer, block)
-            measure(f"write-{transfer}", lambda: [data_file.write((warm + k) * transfer, block) for k in range(items)],
+            measure(f"write-{transfer}", lambda k: data_file.write((warm + k) * transfer, block),
                     kind="write", servers=data)
             data_file.close()
     except (OSError, local.ClusterError) as e:
@@ -200,6 +207,18 @@ def server_costs(spec: TwinSpec, items: int, directory: Path, say: Callable[[str
     finally:
         local.down(directory)
     return costs
+
+
+#: Windows each server-cost measure's calls are cut into.
+COST_WINDOWS = 10
+
+
+def _windows(items: int) -> list[range]:
+    """``items`` calls cut into ``COST_WINDOWS`` windows in order (fewer
+    when there are fewer calls), none empty."""
+    n = max(1, min(COST_WINDOWS, items))
+    bounds = [round(i * items / n) for i in range(n + 1)]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 def median_costs(runs: list[dict[str, int]]) -> dict[str, int]:
@@ -271,11 +290,19 @@ def calibrate(spec: TwinSpec, items: int, say: Callable[[str], None] = print) ->
     the real cluster (``spec.reps`` times, the median) and in the simulator
     (those costs, no client overhead); returns the figures, the costs and
     the overhead."""
+    from concerto import host
+
+    with host.watch() as pressure:
+        result = _calibrate(spec, items, say)
+    return {**result, "host": pressure.as_dict()}
+
+
+def _calibrate(spec: TwinSpec, items: int, say: Callable[[str], None]) -> dict:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="concerto-calibrate-") as tmp:
-        measured = median_costs([server_costs(spec, items, Path(tmp) / f"cluster-{k}", say)
-                                 for k in range(spec.reps)])
+        per_run = [server_costs(spec, items, Path(tmp) / f"cluster-{k}", say) for k in range(spec.reps)]
+    measured = median_costs(per_run)
     data_latency = {op: ns for op, ns in measured.items() if op.startswith("write-")}
     latencies = {op: ns for op, ns in measured.items() if op not in data_latency}
     costs, fixed = split_latency(latencies, throttle_charge_ns(spec.throttle))
@@ -300,7 +327,33 @@ def calibrate(spec: TwinSpec, items: int, say: Callable[[str], None] = print) ->
             "server_fixed_ns": fixed, "metadata_costs_ns": costs, "server_data_latency_ns": data_latency,
             "server_data_beyond_device_ns": beyond_device, "server_data_overhead_ns": data_overhead,
             "data_probe": {str(t): w for t, w in writes.items()},
-            "mount_bandwidth_Bps": mount_bandwidth_from(excess)}
+            "mount_bandwidth_Bps": mount_bandwidth_from(excess),
+            "spread": spread(spec.throttle, per_run, [1.0 / r for r in real_rates], simulated_s, writes)}
+
+
+def spread(throttle: str, per_run: list[dict[str, int]], real_stat_runs_s: list[float], simulated_stat_s: float,
+           writes: dict[int, dict]) -> dict[str, list]:
+    """Each figure the calibration writes, as each real run alone would
+    give it: ``[lowest, highest]`` over the runs (the figure itself comes
+    from the runs' medians). The mount's bandwidth pairs the data probe's
+    runs by their order; a run whose excess does not grow gives None."""
+    charge = throttle_charge_ns(throttle)
+    derived = []
+    for run in per_run:
+        latencies = {op: ns for op, ns in run.items() if not op.startswith("write-")}
+        costs, fixed = split_latency(latencies, charge)
+        beyond = beyond_device_from({op: ns for op, ns in run.items() if op.startswith("write-")}, throttle)
+        derived.append((costs, data_overhead_from(beyond, fixed)))
+    bandwidths = [mount_bandwidth_from({t: w["real_runs_s"][k] - w["simulated_s"] for t, w in writes.items()})
+                  for k in range(min(len(w["real_runs_s"]) for w in writes.values()))]
+    known = [b for b in bandwidths if b is not None]
+    overheads = [round(overhead_from(s, simulated_stat_s) * 1e9) for s in real_stat_runs_s]
+    return {"client_overhead_ns": [min(overheads), max(overheads)],
+            "server_data_overhead_ns": [min(d for _, d in derived), max(d for _, d in derived)],
+            "metadata_costs_ns": {op: [min(c[op] for c, _ in derived), max(c[op] for c, _ in derived)]
+                                  for op in derived[0][0]},
+            "mount_bandwidth_Bps": [min(known), max(known)] if known else None,
+            "mount_bandwidth_runs_without_cost": len(bandwidths) - len(known)}
 
 
 def data_probe(spec: TwinSpec, say: Callable[[str], None] = print) -> dict[int, dict[str, float]]:
@@ -312,8 +365,8 @@ def data_probe(spec: TwinSpec, say: Callable[[str], None] = print) -> dict[int, 
         app = data_probe_app(transfer)
         simulated_s = write_latency(simulated("ior", app, spec), transfer)
         rates = next(v for k, v in real_runs("ior", app, spec, say).items() if k.split(":", 1)[1] == "write")
-        real_s = statistics.median(transfer / (r * (1 << 20)) for r in rates)
-        out[transfer] = {"real_s": real_s, "simulated_s": simulated_s}
+        runs_s = [transfer / (r * (1 << 20)) for r in rates]
+        out[transfer] = {"real_s": statistics.median(runs_s), "real_runs_s": runs_s, "simulated_s": simulated_s}
     return out
 
 
@@ -333,10 +386,22 @@ def write(result: dict, out: Path) -> Path:
         f"{result['server_data_beyond_device_ns'] / 1000:.0f} us; less what every request takes there (the client "
         "overhead carries it), the server's overhead per data request.\n"
         + _network_comment(result)
+        + _host_comment(result)
         + f"# The cluster's twin as `concerto mount` runs it ({DEFAULT_MOUNT_WRITE_BEHIND} written behind, read "
         "ahead), for `concerto twin --calibration` and for a scenario's [cluster] calibration = \"FILE\".\n"
         + twin_cluster_toml(spec_of(result)))
     return path
+
+
+def _host_comment(result: dict) -> str:
+    """How busy the host was while calibrating, as a comment (a file made on a busy host says so)."""
+    from concerto.host import HostPressure
+
+    h = result.get("host")
+    if not h:
+        return ""
+    pressure = HostPressure(h["cpu_stall_share"], h["seconds"], tuple(h["load_average"]), h["cores"])
+    return f"# The host while calibrating: {pressure.describe()}{' (BUSY)' if pressure.busy else ''}.\n"
 
 
 def _network_comment(result: dict) -> str:

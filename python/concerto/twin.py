@@ -675,7 +675,10 @@ def _both_sides(apps: list[TwinApp], spec: TwinSpec, out: Path, say: Callable[[s
         sims = simulated_apps(apps, spec)
     except _native.ConfigError as e:
         raise TwinProblem(f"the simulator refused the applications: {e}") from e
-    reals = real_runs_apps(apps, spec, say)
+    from concerto import host
+
+    with host.watch() as pressure:
+        reals = real_runs_apps(apps, spec, say)
     per_app = []
     for (program, app), sim, real in zip(apps, sims, reals):
         if list(real) != list(sim):
@@ -688,4 +691,7 @@ def _both_sides(apps: list[TwinApp], spec: TwinSpec, out: Path, say: Callable[[s
                          "sim_over_real": sim[key] / r if r > 0 else None})
         per_app.append({"name": app["name"], "program": program, "app": app,
                         "unit": "ops/s" if program == "mdtest" else "MiB/s", "rows": rows})
-    return {"cluster": asdict(spec), "apps": per_app}
+    # How busy the host was while the real side ran: a busy host's real
+    # figures measure the host, not the model (the CLI says so instead of
+    # a ratio).
+    return {"cluster": asdict(spec), "host": pressure.as_dict(), "apps": per_app}

@@ -98,14 +98,23 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
         spread = any(len(r.get("real_runs") or []) > 1 for r in figures["rows"])
         for col in ("operation", "real", *(("real runs",) if spread else ()), "sim", "sim / real"):
             t.add_column(col, justify="left" if col == "operation" else "right")
+        busy = bool(result.get("host", {}).get("busy"))
         for r in figures["rows"]:
-            ratio = f"{r['sim_over_real']:.2f}" if r["sim_over_real"] is not None else "-"
+            ratio = "busy" if busy else f"{r['sim_over_real']:.2f}" if r["sim_over_real"] is not None else "-"
             cells = [r["operation"], f"{r['real']:.1f}"]
             if spread:
                 runs = r.get("real_runs") or []
                 cells.append(f"{min(runs):.1f}-{max(runs):.1f}" if len(runs) > 1 else "")
             t.add_row(*cells, f"{r['sim']:.1f}", ratio)
         console.print(t)
+    if result.get("host", {}).get("busy"):
+        from concerto.host import HostPressure
+
+        h = result["host"]
+        pressure = HostPressure(h["cpu_stall_share"], h["seconds"], tuple(h["load_average"]), h["cores"])
+        console.print(f"[bold yellow]the host was busy while the real side ran[/] ({escape(pressure.describe())}; "
+                      f"busy above {h['busy_above']:.0%}): its figures are the busy host's and a ratio to the model "
+                      f"would measure the host, so none is shown (twin.json has them)")
     for key, what in (("not_modelled", "in the output, not modelled"), ("not_in_output", "simulated, not in the output")):
         if result.get(key):
             console.print(f"{what}: {escape(', '.join(result[key]))}")
@@ -127,7 +136,7 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
 @click.option("--depth", type=click.IntRange(min=1, max=1024), default=8, show_default=True)
 @click.option("--items", type=click.IntRange(min=10, max=1_000_000), default=300, show_default=True,
               help="Files the probe stats.")
-@click.option("--reps", type=click.IntRange(min=1, max=100), default=3, show_default=True,
+@click.option("--reps", type=click.IntRange(min=1, max=100), default=5, show_default=True,
               help="Real runs of the probe (the median).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/calibrate"),
               show_default=True)
@@ -146,18 +155,38 @@ def calibrate_cmd(servers: int, throttle: str, stripe_unit: int, depth: int, ite
     except twin.TwinProblem as e:
         raise UsageProblem(str(e)) from e
     path = calibrate.write(result, out)
+    spread = result["spread"]
+
+    def runs(lo_hi: list | None, scale: float = 1e3, unit: str = "us") -> str:
+        """The range each run alone gives, beside a figure: how far to trust it."""
+        if not lo_hi or reps < 2:
+            return ""
+        return f" (runs alone: {lo_hi[0] / scale:.0f}-{lo_hi[1] / scale:.0f} {unit})"
+
     costs = ", ".join(f"{op} {ns / 1000:.0f}" for op, ns in result["server_latency_ns"].items())
     console.print(f"each operation's latency at the server, alone (us): {costs}; "
                   f"{result['server_fixed_ns'] / 1000:.0f} us of it is the server's handling of any request")
     console.print(f"a stat: {result['real_stat_s'] * 1e6:.0f} us real, {result['simulated_stat_s'] * 1e6:.0f} us "
-                  f"simulated without client overhead: client_overhead = {result['client_overhead_ns'] / 1000:.0f} us")
+                  f"simulated without client overhead: client_overhead = {result['client_overhead_ns'] / 1000:.0f} us"
+                  + runs(spread["client_overhead_ns"]))
     console.print(f"a data request at a server, alone: {result['server_data_beyond_device_ns'] / 1000:.0f} us beyond "
                   "the device, less the handling of any request: server_data_overhead = "
-                  f"{result['server_data_overhead_ns'] / 1000:.0f} us")
+                  f"{result['server_data_overhead_ns'] / 1000:.0f} us" + runs(spread["server_data_overhead_ns"]))
     for transfer, w in result["data_probe"].items():
         console.print(f"a write of {int(transfer) >> 10} KiB: {w['real_s'] * 1e6:.0f} us real, "
                       f"{w['simulated_s'] * 1e6:.0f} us simulated")
     bandwidth = result["mount_bandwidth_Bps"]
     console.print("the mount's data path: " + (f"{bandwidth / 1e6:.1f} MB/s (cluster.network.client_bandwidth)"
+                                                 + runs(spread["mount_bandwidth_Bps"], 1e6, "MB/s")
                                                  if bandwidth is not None else "no cost per byte beyond the model's"))
+    from concerto.host import HostPressure
+
+    h = result["host"]
+    pressure = HostPressure(h["cpu_stall_share"], h["seconds"], tuple(h["load_average"]), h["cores"])
+    if pressure.busy:
+        console.print(f"[bold yellow]the host was busy while calibrating[/] ({escape(pressure.describe())}; busy "
+                      f"above {h['busy_above']:.0%}): these are the busy host's figures, not the quiet machine's; "
+                      "calibrate again when it is quiet")
+    else:
+        console.print(f"the host: {escape(pressure.describe())}")
     console.print(f"wrote {path}")
