@@ -115,7 +115,8 @@ def test_verification_and_reporting_options_are_accepted_with_no_effect():
 def test_ior_collective_maps_to_the_collective_workload_with_iors_layout():
     app = benchmarks.from_ior("mpirun -np 4 ior -a MPIIO -c -w -t 256k -b 1m -s 3")
     assert app == {"name": "ior", "workload": "collective", "processes": 4, "op": "write", "requests": 12,
-                   "access": "ior:block=1048576,transfer=262144", "collective": {"strategy": "two-phase"}}
+                   "access": "ior:block=1048576,transfer=262144",
+                   "collective": {"strategy": "two-phase", "romio_cb": "automatic"}}
     a = run(app)
     assert a["bytes"] == 4 * 3 * (1 << 20), "every task's blocks of every segment, once"
     read = run(benchmarks.from_ior("-a MPIIO -c -r -t 1m -b 1m", processes=2))

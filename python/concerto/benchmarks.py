@@ -279,8 +279,10 @@ def from_ior(args: str, processes: int | None = None, name: str | None = None) -
 def _ior_collective(p: _Parsed, api: str, operations: list[str], tasks: int, transfer: int, block: int,
                     segments: int, name: str | None) -> dict:
     """``ior -a MPIIO -c``: the collective workload with IOR's layout
-    (pattern ``ior``), one call per transfer, planned as ROMIO does by
-    default (two-phase)."""
+    (pattern ``ior``), one call per transfer, as ROMIO and the MPI-IO
+    library run it by default: two-phase, and a call whose tasks' data
+    share no stripe unit as each task's independent call (``romio_cb``
+    automatic)."""
     if api != "MPIIO":
         raise BenchmarkArgsError("ior -c: collective I/O goes through MPI-IO; add -a MPIIO (IOR requires it too)")
     if "-F" in p.flags:
@@ -296,7 +298,7 @@ def _ior_collective(p: _Parsed, api: str, operations: list[str], tasks: int, tra
         "op": operations[0],
         "requests": segments * (block // transfer),
         "access": f"ior:block={block},transfer={transfer}",
-        "collective": {"strategy": "two-phase"},
+        "collective": {"strategy": "two-phase", "romio_cb": "automatic"},
     }
 
 

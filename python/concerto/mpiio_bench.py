@@ -119,6 +119,7 @@ processes = {PROCESSES}
 requests = {CALLS}
 [apps.collective]
 strategy = "{strategy}"
+romio_cb = "automatic"
 {options}"""
 
 

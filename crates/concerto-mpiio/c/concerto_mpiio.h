@@ -32,7 +32,7 @@ int cmpi_set_info(uint64_t id, const char **keys, const char **values, size_t n)
 int cmpi_info(uint64_t id, char *buf, size_t cap);
 int cmpi_size(uint64_t id, uint64_t *size);
 int cmpi_settle(uint64_t id);
-uint64_t cmpi_independent_when(cmpi_access_t *a);
+int cmpi_runs_independent(cmpi_access_t *a, const uint64_t *spans, uint64_t n);
 int cmpi_independent_through(cmpi_access_t *a);
 int cmpi_set_size(uint64_t id, uint64_t size, int grow_only);
 int cmpi_sync(uint64_t id);

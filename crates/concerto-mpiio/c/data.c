@@ -84,12 +84,14 @@ static int run_steps(cfile *f, const char *call, cmpi_access_t *a) {
 /* Every rank's header, the first exchange of a collective call. */
 enum { H_CALL, H_SEQ, H_HINTS, H_FAILED, H_COUNT, H_LO, H_HI, H_WORDS };
 
-/* Whether no two ranks' data (each rank's span, from the headers) share a
- * stripe unit of `unit` bytes: each server then gets every rank's
- * requests apart, as independent calls send them. */
-static int no_shared_unit(const uint64_t *headers, int size, uint64_t unit) {
-    uint64_t *spans = malloc(sizeof(uint64_t) * 2 * size);
-    int n = 0, apart = 1;
+/* Whether the call runs as each rank's independent call: the file's
+ * romio_cb hint and, for automatic, whether two ranks' data (each rank's
+ * span, from the headers) share a stripe unit. The rule is core's
+ * (concerto_core::client::collective::Buffering), which the simulator's
+ * collective applications follow too. */
+static int runs_independent(cmpi_access_t *a, const uint64_t *headers, int size) {
+    uint64_t *spans = malloc(sizeof(uint64_t) * 2 * (size_t)size);
+    uint64_t n = 0;
     for (int r = 0; r < size; r++) {
         const uint64_t *h = &headers[H_WORDS * r];
         if (h[H_COUNT] == 0) continue;
@@ -97,19 +99,9 @@ static int no_shared_unit(const uint64_t *headers, int size, uint64_t unit) {
         spans[2 * n + 1] = h[H_HI];
         n++;
     }
-    /* by start (insertion sort: a handful of ranks per call) */
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && spans[2 * j] < spans[2 * (j - 1)]; j--) {
-            uint64_t lo = spans[2 * j], hi = spans[2 * j + 1];
-            spans[2 * j] = spans[2 * (j - 1)];
-            spans[2 * j + 1] = spans[2 * (j - 1) + 1];
-            spans[2 * (j - 1)] = lo;
-            spans[2 * (j - 1) + 1] = hi;
-        }
-    for (int i = 1; i < n && apart; i++)
-        apart = spans[2 * i - 1] <= spans[2 * i] && (spans[2 * i - 1] - 1) / unit < spans[2 * i] / unit;
+    int alone = cmpi_runs_independent(a, spans, n);
     free(spans);
-    return apart;
+    return alone;
 }
 
 /* Plans the call from every rank's access list (gathered here, after the
@@ -190,8 +182,7 @@ int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, MPI
         cmpi_free(a);
         return code;
     }
-    uint64_t when = cmpi_independent_when(a);
-    if (when == UINT64_MAX || (when && no_shared_unit(all_headers, size, when))) {
+    if (runs_independent(a, all_headers, size)) {
         /* Each rank's own part, written through: when the call returns,
          * every rank's data is on its servers, as after a plan. */
         free(all_headers);

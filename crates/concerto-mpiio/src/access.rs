@@ -16,7 +16,7 @@ use crate::view::{Memory, Positions};
 /// Bytes one client call moves at most (a larger access is cut).
 const CHUNK: u64 = 64 << 20;
 /// File extents one client call names at most.
-const CHUNK_EXTENTS: usize = 4096;
+const CHUNK_EXTENTS: usize = concerto_core::client::collective::INDEPENDENT_CALL_EXTENTS;
 
 /// A read or write of one call on one rank.
 pub struct Access {

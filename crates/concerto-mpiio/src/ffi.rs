@@ -308,22 +308,30 @@ fn with_file<T>(
     f(s, &mut g)
 }
 
-/// When the collective access may run as independent calls: 0 never,
-/// `u64::MAX` always, else the file's stripe unit, when no two ranks' data
-/// share one (`Hints::independent_when`).
+/// Whether the collective access runs as each rank's independent call
+/// (core's `Buffering::runs_independent`, by the file's hints and stripe
+/// unit): `spans` holds `n` pairs, each rank's first byte and end, of the
+/// ranks with data. 1 yes, 0 no.
 ///
 /// # Safety
-/// As [`the`].
+/// As [`the`]; `spans` has `2 n` entries.
 #[no_mangle]
-pub unsafe extern "C" fn cmpi_independent_when(a: *mut Access) -> u64 {
-    use crate::hints::IndependentWhen;
+pub unsafe extern "C" fn cmpi_runs_independent(a: *mut Access, spans: *const u64, n: u64) -> i32 {
     // SAFETY: as documented.
     let a = unsafe { the(a) };
-    match a.hints.independent_when(a.direction) {
-        IndependentWhen::Never => 0,
-        IndependentWhen::Always => u64::MAX,
-        IndependentWhen::NoSharedUnit => a.handle.layout.unit(),
-    }
+    let flat: &[u64] = if n == 0 {
+        &[]
+    } else {
+        // SAFETY: as documented.
+        unsafe { std::slice::from_raw_parts(spans, 2 * n as usize) }
+    };
+    let mut pairs: Vec<(u64, u64)> = flat.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    let unit = a.handle.layout.unit();
+    i32::from(
+        a.hints
+            .buffering(a.direction)
+            .runs_independent(&mut pairs, unit),
+    )
 }
 
 /// A fingerprint of the hints in effect on a file (ranks whose hints

@@ -3,7 +3,7 @@
 //! layout of a file being created. ROMIO's names where ROMIO has the hint;
 //! Concerto's own start with `concerto_`.
 
-use concerto_core::client::collective::{PlannerChoice, Strategy};
+use concerto_core::client::collective::{Buffering, Direction, PlannerChoice, Strategy};
 use concerto_core::Time;
 
 /// Hints MPI reserves or ROMIO reads that Concerto accepts and does not
@@ -50,25 +50,6 @@ pub const USED: [&str; 10] = [
     "striping_factor",
     "striping_unit",
 ];
-
-/// When a collective call runs as independent calls (`Hints::independent_when`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IndependentWhen {
-    Always,
-    Never,
-    NoSharedUnit,
-}
-
-/// ROMIO's three settings of `romio_cb_read`/`romio_cb_write`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Buffering {
-    /// The strategy decides (ROMIO's `automatic`).
-    #[default]
-    Automatic,
-    Enable,
-    /// Collective calls run as independent ones.
-    Disable,
-}
 
 /// The hints in effect on a file.
 #[derive(Clone, Debug, PartialEq)]
@@ -155,40 +136,22 @@ impl Hints {
         Ok(h)
     }
 
-    /// When a collective call in `direction` may run as each rank's own
-    /// independent call instead of a plan: always (`romio_cb_*` disable),
-    /// never (enable), or, by default (automatic, ROMIO's rule), when no
-    /// two ranks' data share a stripe unit of the file (they would then
-    /// only send each server their own requests, as independent calls do,
-    /// after the plan's exchanges).
-    pub fn independent_when(
-        &self,
-        direction: concerto_core::client::collective::Direction,
-    ) -> IndependentWhen {
-        use concerto_core::client::collective::Direction;
-        match match direction {
+    /// `romio_cb_write` or `romio_cb_read`, as `direction` asks: whether a
+    /// collective call runs as each rank's own independent call instead
+    /// of a plan (core's `Buffering`, the rule the simulator's collective
+    /// applications follow too).
+    pub fn buffering(&self, direction: Direction) -> Buffering {
+        match direction {
             Direction::Write => self.cb_write,
             Direction::Read => self.cb_read,
-        } {
-            Buffering::Disable => IndependentWhen::Always,
-            Buffering::Enable => IndependentWhen::Never,
-            Buffering::Automatic => IndependentWhen::NoSharedUnit,
         }
     }
 
     /// The planner a collective call in `direction` uses, with the options
     /// of its strategy (options of the others are left out, as ROMIO's
     /// drivers ignore hints they do not read).
-    pub fn planner(
-        &self,
-        direction: concerto_core::client::collective::Direction,
-    ) -> Result<PlannerChoice, String> {
-        use concerto_core::client::collective::Direction;
-        let buffering = match direction {
-            Direction::Write => self.cb_write,
-            Direction::Read => self.cb_read,
-        };
-        let strategy = match buffering {
+    pub fn planner(&self, direction: Direction) -> Result<PlannerChoice, String> {
+        let strategy = match self.buffering(direction) {
             Buffering::Disable => Strategy::Independent,
             Buffering::Enable if self.strategy == Strategy::Independent => Strategy::TwoPhase,
             _ => self.strategy,
@@ -206,6 +169,7 @@ impl Hints {
                 .agents_per_server
                 .filter(|_| strategy == Strategy::Resonant),
             group_delay: self.group_delay.filter(|_| strategy == Strategy::Resonant),
+            romio_cb: Some(self.buffering(direction)),
         };
         choice.validate().map_err(|e| format!("hints: {e}"))?;
         Ok(choice)
@@ -215,11 +179,7 @@ impl Hints {
     /// uses, with its value in effect (`layout`: the file's stripe unit
     /// and server count).
     pub fn report(&self, layout: (u64, u32)) -> Vec<(String, String)> {
-        let auto = |b: Buffering| match b {
-            Buffering::Automatic => "automatic",
-            Buffering::Enable => "enable",
-            Buffering::Disable => "disable",
-        };
+        let auto = |b: Buffering| b.name();
         let d = concerto_core::client::collective::Resonant::default();
         let mut out = vec![
             ("concerto_strategy", self.strategy.name().to_string()),
@@ -254,14 +214,8 @@ impl Hints {
 }
 
 fn buffering(key: &str, value: &str) -> Result<Buffering, String> {
-    match value.trim() {
-        "automatic" => Ok(Buffering::Automatic),
-        "enable" => Ok(Buffering::Enable),
-        "disable" => Ok(Buffering::Disable),
-        _ => Err(format!(
-            "hint {key}={value:?}: one of enable, disable, automatic"
-        )),
-    }
+    Buffering::parse(value.trim())
+        .map_err(|_| format!("hint {key}={value:?}: one of enable, disable, automatic"))
 }
 
 #[cfg(test)]
@@ -341,11 +295,10 @@ mod tests {
 
     #[test]
     fn collective_calls_run_independent_as_romio_cb_says() {
-        use concerto_core::client::collective::Direction;
         let h = Hints::default();
         assert_eq!(
-            h.independent_when(Direction::Write),
-            IndependentWhen::NoSharedUnit,
+            h.buffering(Direction::Write),
+            Buffering::Automatic,
             "automatic by default"
         );
         let h = h
@@ -354,8 +307,14 @@ mod tests {
                 ("romio_cb_read", "disable"),
             ]))
             .unwrap();
-        assert_eq!(h.independent_when(Direction::Write), IndependentWhen::Never);
-        assert_eq!(h.independent_when(Direction::Read), IndependentWhen::Always);
+        assert_eq!(h.buffering(Direction::Write), Buffering::Enable);
+        assert_eq!(h.buffering(Direction::Read), Buffering::Disable);
+        // The planner the call would use carries the setting, as the
+        // simulator's collective applications read it.
+        assert_eq!(
+            h.planner(Direction::Read).unwrap().romio_cb,
+            Some(Buffering::Disable)
+        );
     }
 
     #[test]

@@ -167,6 +167,8 @@ pub fn plan_collective(
         align,
         agents_per_server,
         group_delay: group_delay_us.map(concerto_core::Time::from_micros),
+        // The plan itself is shown, whatever ROMIO's rule would make of the call.
+        romio_cb: None,
     };
     // The options are the command's: `cb_nodes` is `--cb-nodes`.
     choice

@@ -179,3 +179,46 @@ fn bad_collective_settings_are_named() {
     );
     assert!(e.contains("apps[0].access"), "{e}");
 }
+
+#[test]
+fn romio_cb_automatic_runs_a_call_whose_processes_share_no_stripe_unit_as_independent_calls() {
+    // The MPI-IO library's default rule (core's Buffering), in the
+    // simulator, on IOR's -c layout, planned by two-phase with one
+    // aggregator (which moves every byte itself): with 64 KiB blocks each
+    // call's four blocks lie in four stripe units, so with automatic the
+    // call is each process's own, as the independent strategy runs it;
+    // with 32 KiB blocks two processes share each unit and the call is
+    // planned. (The demo pattern's processes interleave within a call:
+    // planned.)
+    let ior = |block: &str| format!("apps[0].access=\"ior:block={block},transfer={block}\"");
+    let two_phase = [
+        strategy("two-phase"),
+        "apps[0].collective.cb_nodes=1".to_string(),
+    ];
+    let with = |extra: &[&str]| {
+        let sets: Vec<&str> = two_phase
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied())
+            .collect();
+        bandwidth(&sets)
+    };
+    let automatic = "apps[0].collective.romio_cb=\"automatic\"";
+    let (whole, half) = (ior("64KiB"), ior("32KiB"));
+    let independent = bandwidth(&[&strategy("independent"), &whole]);
+    let planned = with(&[&whole]);
+    assert_ne!(independent, planned, "one aggregator is not four processes");
+    assert_eq!(with(&[automatic, &whole]), independent);
+    assert_eq!(with(&[automatic, &half]), with(&[&half]));
+    let demo = "apps[0].access=\"demo:segment=64KiB\"";
+    assert_eq!(with(&[automatic, demo]), with(&[demo]));
+    // disable: every call alone; enable: every call planned.
+    assert_eq!(
+        with(&["apps[0].collective.romio_cb=\"disable\"", &half]),
+        bandwidth(&[&strategy("independent"), &half])
+    );
+    assert_eq!(
+        with(&["apps[0].collective.romio_cb=\"enable\"", &whole]),
+        planned
+    );
+}

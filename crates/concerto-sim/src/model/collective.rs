@@ -17,7 +17,9 @@
 
 use std::rc::Rc;
 
-use concerto_core::client::collective::{CollectivePlan, Direction};
+use concerto_core::client::collective::{
+    CollectivePlan, Direction, Independent, Planner, INDEPENDENT_CALL_EXTENTS,
+};
 use concerto_core::{AppId, ObjectId, Op, Request, RequestId, Time};
 
 use super::{Event, Simulation};
@@ -206,7 +208,22 @@ impl Simulation<'_> {
             (Some((shape, base)), Some(s)) => (shape.clone(), (call_no - base) * s),
             _ => {
                 let accesses = pattern.accesses(processes, call_no);
-                let plan = planner.plan(spec.op.direction(), &accesses, layout).expect(
+                // ROMIO's romio_cb rule, as the MPI-IO library applies it:
+                // a call whose processes' data share no stripe unit runs as
+                // each one's independent call.
+                let independent = Independent {
+                    max_segments: INDEPENDENT_CALL_EXTENTS,
+                };
+                let alone = spec
+                    .collective
+                    .as_ref()
+                    .is_some_and(|c| c.runs_independent(&accesses, layout.unit()));
+                let chosen: &dyn Planner = if alone {
+                    &independent
+                } else {
+                    planner.as_ref()
+                };
+                let plan = chosen.plan(spec.op.direction(), &accesses, layout).expect(
                     "validated: the access patterns never have two processes write the same bytes",
                 );
                 let requested = accesses.iter().flatten().map(|e| e.len).sum();

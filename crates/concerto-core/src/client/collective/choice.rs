@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Independent, PlanError, Planner, Resonant, TwoPhase};
+use super::{Buffering, Independent, PlanError, Planner, Resonant, TwoPhase};
 use crate::time::Time;
 use crate::units::Bytes;
 use crate::FieldError;
@@ -75,6 +75,13 @@ pub struct PlannerChoice {
     /// server (default 500 us).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group_delay: Option<Time>,
+    /// ROMIO's `romio_cb_write`/`romio_cb_read` for the call's direction:
+    /// whether a call runs as each rank's independent call
+    /// ([`Buffering`]). Absent: every call goes through the planner (the
+    /// simulator's collective applications as the papers ran them; the
+    /// MPI-IO library, as ROMIO, defaults to `automatic`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub romio_cb: Option<Buffering>,
 }
 
 impl PlannerChoice {
@@ -148,6 +155,15 @@ impl PlannerChoice {
                 })
             }
         })
+    }
+
+    /// Whether a call whose processes access `accesses` (ascending lists)
+    /// runs as each process's independent call rather than as planned, on
+    /// a file of stripe unit `unit` (`romio_cb`).
+    pub fn runs_independent(&self, accesses: &[Vec<crate::request::Extent>], unit: u64) -> bool {
+        self.romio_cb
+            .unwrap_or(Buffering::Enable)
+            .runs_independent(&mut super::spans(accesses), unit)
     }
 
     /// Whether its plans ever make one process wait for another (an

@@ -22,6 +22,7 @@
 //!   ascending offsets; or, when the processes' data is ordered by rank,
 //!   timed groups with no exchange.
 
+mod buffering;
 mod choice;
 mod extents;
 mod independent;
@@ -29,6 +30,7 @@ pub mod patterns;
 mod resonant;
 mod two_phase;
 
+pub use buffering::{share_no_unit, spans, Buffering, INDEPENDENT_CALL_EXTENTS};
 pub use choice::{PlannerChoice, Strategy};
 pub use extents::{bytes_of, intersect, normalize, subtract};
 use extents::{union_by_range, RangeLists};
