@@ -114,6 +114,9 @@ impl<'a> Simulation<'a> {
                     }
                     // Directories are named apart from files: the high bit marks them.
                     MetaTarget::Dir => (dir_server, a.files[0], (1 << 63) | rank as u64),
+                    // The application's shared directory: named apart from
+                    // its processes' (the next bit), one per application.
+                    MetaTarget::Parent => (dir_server, a.files[0], (3 << 62) | app as u64),
                 };
                 self.ranks[rank as usize].pending = 1;
                 let req = origin.request(Op::Meta(op), object);

@@ -191,6 +191,9 @@ pub enum MetaTarget {
     File(u32),
     /// The process's own directory (md-test's unique test directory).
     Dir,
+    /// The directory the process's own directory is in (md-test's test
+    /// directory, shared by the application's processes).
+    Parent,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -79,11 +79,13 @@ fn a_posix_mount_looks_names_up_before_each_operation_and_opens_before_reading()
             })
             .collect::<Vec<_>>()
     };
-    assert_eq!(kinds(0, &mount), ["Getattr", "Mkdir"]);
+    // Each phase first looks up the directory its names are in.
+    assert_eq!(kinds(0, &mount), ["Getattr", "Getattr", "Mkdir"]);
     // Created empty: closed with nothing written after each create.
     assert_eq!(
         kinds(1, &mount),
         [
+            "Getattr",
             "Getattr",
             "Create",
             "Close 2 0",
@@ -94,11 +96,26 @@ fn a_posix_mount_looks_names_up_before_each_operation_and_opens_before_reading()
     );
     assert_eq!(
         kinds(2, &mount),
-        ["Getattr", "Getattr", "Read 2", "Getattr", "Getattr", "Read 3"]
+        ["Getattr", "Getattr", "Getattr", "Read 2", "Getattr", "Getattr", "Read 3"]
     );
-    assert_eq!(kinds(3, &mount), ["Getattr", "Getattr"]);
-    assert_eq!(kinds(4, &mount), ["Getattr", "Remove", "Getattr", "Remove"]);
-    assert_eq!(kinds(5, &mount), ["Getattr", "Rmdir"]);
+    assert_eq!(kinds(3, &mount), ["Getattr", "Getattr", "Getattr"]);
+    assert_eq!(
+        kinds(4, &mount),
+        ["Getattr", "Getattr", "Remove", "Getattr", "Remove"]
+    );
+    assert_eq!(kinds(5, &mount), ["Getattr", "Getattr", "Rmdir"]);
+    // The directory phases look up the shared directory, the others the process's own.
+    let targets = |call: u32| {
+        let mut steps = Vec::new();
+        call_steps(&md, 1, call, &mount, &mut steps);
+        match steps.first() {
+            Some(Step::Meta { target, .. }) => *target,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(targets(0), MetaTarget::Parent);
+    assert_eq!(targets(5), MetaTarget::Parent);
+    assert_eq!(targets(1), MetaTarget::Dir);
     let pvfs2 = MetadataConfig::default();
     assert_eq!(kinds(0, &pvfs2), ["Mkdir"]);
     assert_eq!(kinds(1, &pvfs2), ["Create", "Create"]);
@@ -139,18 +156,23 @@ fn a_posix_mount_closes_a_written_file_after_its_write() {
         op: MetaOp::Create,
         target: MetaTarget::File(0),
     };
+    let directory = Step::Meta {
+        op: MetaOp::Getattr,
+        target: MetaTarget::Dir,
+    };
     let created_then_written = r#"["create", "write"]"#;
     assert_eq!(
         steps_of(created_then_written, 0, true),
-        [lookup.clone(), create]
+        [directory.clone(), lookup.clone(), create]
     );
+    // In the loop that created them: the names are known.
     assert_eq!(
         steps_of(created_then_written, 1, true),
         [write.clone(), close.clone()]
     );
     assert_eq!(
         steps_of(r#"["stat", "write"]"#, 1, true),
-        [lookup.clone(), lookup, write.clone(), close]
+        [directory, lookup.clone(), lookup, write.clone(), close]
     );
     assert_eq!(steps_of(created_then_written, 1, false), [write]);
 }
