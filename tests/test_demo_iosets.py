@@ -7,6 +7,8 @@ import csv
 import json
 import math
 
+import pytest
+
 from rich.console import Console
 
 from concerto import _native, fluid
@@ -60,3 +62,15 @@ def test_demo_iosets_runs_every_policy_in_both_worlds(tmp_path):
     assert all(math.log10(float(r["priority"])).is_integer() for r in rows), rows
     fast = [float(r["priority"]) for r in rows if r["app"] == "0"]
     assert fast[0] == 1e-4 and set(fast[1:]) == {1.0}, fast
+
+
+@pytest.mark.parametrize("measured_MBps", [97.6, 60.0, 30.0])
+def test_the_request_level_simulator_runs_the_platform_whose_alone_is_the_measured_b(measured_MBps):
+    # issue 58: "alone" means one thing in every column. A busy host's B
+    # (60, 30 MB/s) and a quiet one's (97.6, about the throttle's device)
+    # each give a device rate at which the simulated application alone
+    # writes at B.
+    rate, alone = demo_iosets.matched_device(measured_MBps * 1e6, 64 << 20)
+    assert alone == pytest.approx(measured_MBps * 1e6, rel=0.01), (rate, alone)
+    nominal = demo_iosets.simulated_alone(demo_iosets.cluster_table(), 64 << 20)
+    assert (rate < 100e6) == (measured_MBps * 1e6 < nominal)

@@ -178,7 +178,7 @@ def _summary(per_app: list[dict]) -> dict:
 def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: str = "hdd",
                           client_overhead_ns: int = 0, metadata_costs_ns: dict[str, int] | None = None,
                           server_data_overhead_ns: int = 0, write_behind: str = "0",
-                          read_ahead: bool = False) -> str:
+                          read_ahead: bool = False, bandwidth_Bps: float | None = None) -> str:
     """A scenario's ``[cluster]`` of ``servers`` on the ``emulated`` device the
     throttle preset enforces on a real cluster: the simulator's twin of a
     ``cluster up --throttle PRESET``: the throttle's device, and its
@@ -190,6 +190,9 @@ def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: st
     (``write_behind`` "0" and no read-ahead: each transfer goes as the
     program issued it)."""
     dev = _native.emulation_preset(preset)
+    if bandwidth_Bps is not None:
+        # A platform matched to what was measured (demo iosets): the preset's device at another streaming rate.
+        dev = {**dev, "bandwidth_Bps": bandwidth_Bps}
     measured = metadata_costs_ns or {}
     costs = ", ".join(f'{op} = "{measured.get(op, dev["metadata_ns"])}ns"' for op in METADATA_OPERATIONS)
     return f"""[cluster]

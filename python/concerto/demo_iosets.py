@@ -176,9 +176,66 @@ def run_real(cluster: Path, load: dict, plan: Plan) -> list[dict]:
     return sorted(phases, key=lambda r: (r["app"], r["phase"]))
 
 
-def cluster_table() -> str:
-    """The real cluster for the request-level simulator: the throttle's device model."""
-    return emulated_cluster_toml(SERVERS, STRIPE_UNIT, DEPTH) + '[policy]\nkind = "sfq-d-plus"\n'
+def cluster_table(bandwidth_Bps: float | None = None) -> str:
+    """The real cluster for the request-level simulator: the throttle's
+    device model, at ``bandwidth_Bps`` when given (the platform matched to
+    the B the real side measured, ``matched_device``)."""
+    return (emulated_cluster_toml(SERVERS, STRIPE_UNIT, DEPTH, bandwidth_Bps=bandwidth_Bps)
+            + '[policy]\nkind = "sfq-d-plus"\n')
+
+
+def simulated_alone(table: str, nbytes: int) -> float:
+    """B in the request-level simulator on the cluster ``table``: one
+    application writing ``nbytes`` alone as every phase writes (``WRITERS``
+    processes, ``CALL``-byte requests), bytes per second."""
+    scenario = table + f"""[[apps]]
+name = "alone"
+workload = "phases"
+op = "write"
+processes = {WRITERS}
+request_size = "{CALL // 1024}KiB"
+phases = [[0.0, {nbytes}.0]]
+"""
+    (run,) = simulate(ScenarioSource(text=scenario, label="iosets-alone"), reps=1)["runs"]
+    app = run["apps"][0]
+    return app["bytes"] / (app["end_s"] - app["start_s"])
+
+
+#: The most the matched device's streaming rate may differ from the throttle's, either way.
+MAX_DEVICE_SCALE = 20.0
+
+
+def matched_device(measured_Bps: float, nbytes: int) -> tuple[float, float]:
+    """The throttle's device at the streaming rate with which one
+    application alone gets ``measured_Bps`` (the B the real side measured)
+    in the request-level simulator, so that "alone" means one thing in
+    every column; returns the rate and the B the simulator then gives.
+    A phase's time there is a fixed part (latencies, seeks) and its bytes
+    over the rate, T(s) = a + b / s at s times the throttle's rate: the
+    last two runs give a and b, and the next rate is where they put B,
+    until the simulator's B is within 0.5% (at most five runs more). A B
+    beyond what a rate within ``MAX_DEVICE_SCALE`` reaches takes the bound
+    (the simulator's B then says how far it stays)."""
+    nominal = _native.emulation_preset("hdd")["bandwidth_Bps"]
+    target = nbytes / measured_Bps
+
+    def phase_time(scale: float) -> float:
+        return nbytes / simulated_alone(cluster_table(nominal * scale), nbytes)
+
+    runs = [(1.0, phase_time(1.0)), (2.0, phase_time(2.0))]
+    for _ in range(5):
+        (s1, t1), (s2, t2) = runs[-2:]
+        if abs(t2 - target) <= 0.005 * target:
+            break
+        per_rate = (t1 - t2) / (1 / s1 - 1 / s2) if s1 != s2 else 0.0
+        fixed = t2 - per_rate / s2
+        scale = per_rate / (target - fixed) if per_rate > 0 and target > fixed else MAX_DEVICE_SCALE
+        scale = min(MAX_DEVICE_SCALE, max(1 / MAX_DEVICE_SCALE, scale))
+        if scale == s2:
+            break
+        runs.append((scale, phase_time(scale)))
+    scale, t = min(runs, key=lambda r: abs(r[1] - target))
+    return nominal * scale, nbytes / t
 
 
 
@@ -256,14 +313,19 @@ def run(out: Path, quick: bool, console: Console, cluster_dir: Path | None = Non
                 stack.callback(local.down, directory)
                 fs.connect(cluster, app=99).mkdir("/iosets")
                 if load is None:
-                    b = measure_bandwidth(cluster, 64 << 20 if plan.duration_s < 30 else 128 << 20)
-                    console.print(f"B, one application writing alone: {b / 1e6:.1f} MB/s")
+                    probe = 64 << 20 if plan.duration_s < 30 else 128 << 20
+                    b = measure_bandwidth(cluster, probe)
+                    device_Bps, simulated_b = matched_device(b, probe)
+                    console.print(f"B, one application writing alone: {b / 1e6:.1f} MB/s; the request-level "
+                                  f"simulator's device streams {device_Bps / 1e6:.1f} MB/s (the throttle's "
+                                  f"{_native.emulation_preset('hdd')['bandwidth_Bps'] / 1e6:.0f}), where one "
+                                  f"application alone gets {simulated_b / 1e6:.1f}")
                     load = workload(plan, b)
                     write_json(out / "workload.json", load)
                 console.print(f"  {policy}: {len(load['apps'])} applications on the real cluster ...", end="")
                 real = run_real(cluster, load, plan)
             console.print(" simulators ...", end="")
-            (out / "cluster.toml").write_text(cluster_table())
+            (out / "cluster.toml").write_text(cluster_table(device_Bps))
             sims = simulated(out / "workload.json", out / "cluster.toml", policy, plan.window)
             real_m = _native.fluid_phase_metrics(load, real, *plan.window)
             if real_m["alone_bandwidth"] > load["bandwidth"]:
@@ -277,6 +339,8 @@ def run(out: Path, quick: bool, console: Console, cluster_dir: Path | None = Non
     finally:
         signal.signal(signal.SIGTERM, previous)
     doc = {"policies": results, "bandwidth_Bps": load["bandwidth"] if load else None,
+           "simulated_device_Bps": device_Bps if load else None,
+           "simulated_alone_Bps": simulated_b if load else None,
            "window_s": list(plan.window), "quick": quick,
            "plan": {"groups": [list(g) for g in plan.groups], "io_share": plan.io_share,
                     "duration_s": plan.duration_s}}
