@@ -139,15 +139,16 @@ fn a_written_files_close_asks_its_data_server_and_its_metadata_server() {
     };
     let (plain, plain_meta) = requests(&[]);
     let (mount, mount_meta) = requests(&["cluster.metadata.posix_mount=true"]);
-    let files = 4 * 8;
-    // The kernel's lookup before each create, then the close: an fsync,
-    // the namespace's sync and the release's notice.
+    let (tasks, files) = (4, 4 * 8);
+    // Each task's lookup of its directory as the phase begins, the
+    // kernel's lookup before each create, then the close: an fsync, the
+    // namespace's sync and the release's notice.
     assert_eq!(
         mount,
-        plain + files * 4,
+        plain + tasks + files * 4,
         "{plain} requests without the mount, {mount} with"
     );
-    assert_eq!(mount_meta, plain_meta + files * 3);
+    assert_eq!(mount_meta, plain_meta + tasks + files * 3);
 }
 
 /// Concerto's metadata server places a new file by its inode, that is in
@@ -271,13 +272,25 @@ fn lookup_and_change_in_turns(
 fn a_changed_name_is_looked_up_under_its_directorys_lock() {
     use concerto_core::{MetaOp, Op};
     let md = "apps[0].md_steps=[\"mktestdir\", \"create\", \"rmtestdir\"]";
-    let mkdirs = meta_requests(MDTEST, &[md], 0);
+    // Each phase begins with every task's lookup of the directory its
+    // names are in, side by side (no change follows it in that directory).
+    let after_parent_lookups = |requests: Vec<(Op, f64, f64)>| {
+        let (parents, rest) = requests.split_at(4);
+        assert!(
+            parents
+                .iter()
+                .all(|r| r.0 == Op::Meta(MetaOp::Getattr) && r.1 == parents[0].1),
+            "{requests:?}"
+        );
+        rest.to_vec()
+    };
+    let mkdirs = after_parent_lookups(meta_requests(MDTEST, &[md], 0));
     assert_eq!(mkdirs.len(), 8, "{mkdirs:?}");
     assert!(
         lookup_and_change_in_turns(&mkdirs, MetaOp::Mkdir),
         "mkdirs: {mkdirs:?}"
     );
-    let rmdirs = meta_requests(MDTEST, &[md], 2);
+    let rmdirs = after_parent_lookups(meta_requests(MDTEST, &[md], 2));
     assert_eq!(rmdirs.len(), 8, "{rmdirs:?}");
     assert!(
         lookup_and_change_in_turns(&rmdirs, MetaOp::Rmdir),
@@ -296,11 +309,80 @@ fn a_changed_name_is_looked_up_under_its_directorys_lock() {
         "IOR's opens: {opens:?}"
     );
 
-    let creates = meta_requests(MDTEST, &[md], 1);
-    let first_lookups: Vec<_> = creates.iter().filter(|r| r.1 == creates[0].1).collect();
+    let creates = after_parent_lookups(meta_requests(MDTEST, &[md], 1));
+    // Not in turns: every task's first lookup leaves before any create is answered.
+    let first_reply = creates
+        .iter()
+        .find(|r| r.0 == Op::Meta(MetaOp::Create))
+        .map_or(f64::INFINITY, |r| r.2);
+    let first_lookups = creates
+        .iter()
+        .filter(|r| r.0 == Op::Meta(MetaOp::Getattr) && r.1 < first_reply)
+        .count();
     assert_eq!(
-        first_lookups.len(),
-        4,
-        "md-test's tasks look their first files up at once, each in its own directory: {creates:?}"
+        first_lookups, 4,
+        "md-test's tasks look their first files up side by side, each in its own directory: {creates:?}"
     );
+}
+
+/// Through the mount, a removed file's objects are removed by the
+/// metadata server's reaper, batched per data server a gathering time
+/// after the first orphan, off the process's path: a Tree removal right
+/// after mdtest's File removal meets the batch at the servers when it
+/// falls in the phase (server 0 serves the metadata too), and is never
+/// faster than the same phase after removals of files that had no data;
+/// the Tree creation, which no removal precedes, is the same in both.
+/// Where the last batch falls depends on how long the File removal took,
+/// so the phase is looked at over a range of file counts.
+#[test]
+fn the_reaper_slows_the_tree_removal_exactly_when_removals_of_written_files_precede_it() {
+    use concerto_core::{MetaOp, Op};
+    let run = |items: u32, steps: &str| {
+        let steps = format!("apps[0].md_steps={steps}");
+        let items = format!("apps[0].items={items}");
+        let sets = [
+            steps.as_str(),
+            items.as_str(),
+            "cluster.metadata.posix_mount=true",
+            "output.detail=true",
+        ];
+        simulate(&scenario(MDTEST, &sets), 1, None)
+    };
+    let phases = |r: &concerto_sim::RunResult| -> Vec<f64> {
+        r.apps[0]
+            .mdtest
+            .as_ref()
+            .expect("md-test reports its phases")
+            .iter()
+            .map(|p| p.seconds)
+            .collect()
+    };
+    // The reaper's removals: requests beyond the files' own removals.
+    let reaped = |r: &concerto_sim::RunResult, files: u32| {
+        r.detail
+            .as_ref()
+            .expect("output.detail asks for it")
+            .iter()
+            .filter(|p| p.op == Op::Meta(MetaOp::Remove))
+            .count()
+            - files as usize
+    };
+    let mut slowed = 0;
+    for items in 16..=40 {
+        let written = run(
+            items,
+            r#"["mktestdir", "create", "write", "rm", "rmtestdir"]"#,
+        );
+        let empty = run(items, r#"["mktestdir", "create", "rm", "rmtestdir"]"#);
+        let (w, e) = (phases(&written), phases(&empty));
+        assert_eq!(w[0], e[0], "{items} items: Tree creation {w:?} {e:?}");
+        assert!(
+            w[4] >= e[3],
+            "{items} items: Tree removal after written files' removal {w:?}, after empty ones' {e:?}"
+        );
+        slowed += (w[4] > e[3]) as u32;
+        assert!(reaped(&written, 4 * items) > 0, "{items} items");
+        assert_eq!(reaped(&empty, 4 * items), 0, "{items} items");
+    }
+    assert!(slowed > 0, "no Tree removal met the reaper");
 }

@@ -42,6 +42,12 @@ use crate::request::{AppId, Request};
 use crate::time::Time;
 use crate::units::Bandwidth;
 
+/// How long a metadata server's reaper gathers the objects of removed
+/// files before it removes them, so that one removal per data server
+/// covers many unlinks (concerto-server's reaper, and the simulator's
+/// model of it).
+pub const REAPER_GATHER: Time = Time::from_millis(50);
+
 /// Service one server gave one application since its previous report.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Served {

@@ -26,8 +26,9 @@ use super::store::{Store, Wait};
 use crate::members::{own_tags, Members};
 
 /// How long the reaper gathers orphans before it removes them, so that
-/// one removal per server covers many unlinks.
-const GATHER: Duration = Duration::from_millis(50);
+/// one removal per server covers many unlinks (the simulator's reaper
+/// gathers as long).
+const GATHER: Duration = Duration::from_nanos(concerto_core::server::REAPER_GATHER.as_nanos());
 /// How long the reaper waits before it tries again when a server failed
 /// (or looks again when no commit woke it).
 const RETRY: Duration = Duration::from_secs(1);

@@ -18,6 +18,7 @@ impl<'a> Simulation<'a> {
         let clients = vec![Nic::default(); nodes];
         let net = Network::new(cl.network.clone());
         let shared = sharing::SharedNetwork::new(&net, nodes, servers.len());
+        let servers_count = servers.len();
         Simulation {
             sc,
             seed,
@@ -42,6 +43,9 @@ impl<'a> Simulation<'a> {
             reports: Vec::new(),
             sends: Vec::new(),
             split: Vec::new(),
+            reapers: std::iter::repeat_with(Default::default)
+                .take(servers_count)
+                .collect(),
             kicks: Vec::new(),
             arbiter: sc.job.as_ref().map(|j| Sets::new(j.rule.clone())),
             phases: Vec::new(),

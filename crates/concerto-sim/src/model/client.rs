@@ -383,6 +383,7 @@ impl<'a> Simulation<'a> {
             behind: false,
             fetch: super::NO_FETCH,
             data_in: Time::ZERO,
+            objects: 0,
         })
     }
 

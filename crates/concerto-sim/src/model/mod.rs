@@ -18,6 +18,7 @@ mod build;
 mod client;
 mod collective;
 mod read_ahead;
+mod reaper;
 mod report;
 mod server;
 mod sharing;
@@ -76,6 +77,10 @@ enum Event {
     /// A file's held writes may have come due (write-behind).
     FlushDue {
         file: u32,
+    },
+    /// A metadata server's reaper sends its batch (`posix_mount`).
+    Reap {
+        server: u32,
     },
     /// A request reaches its server's NIC (uncontended arrival time).
     ReachServer {
@@ -334,6 +339,9 @@ struct Piece {
     /// A streamed write: when its last byte is in (the device cannot
     /// finish it earlier); zero otherwise.
     data_in: Time,
+    /// A reaper's removal: the objects it removes (its device time is
+    /// that many removes); zero otherwise.
+    objects: u32,
 }
 
 /// A piece that is no read-ahead fetch's.
@@ -369,6 +377,8 @@ pub struct Simulation<'a> {
     sends: Vec<(u32, u32, u64, Request)>,
     /// Scratch space for the per-server pieces of the step being issued.
     split: Vec<ServerPiece>,
+    /// Each server's reaper (metadata servers' only ever gather).
+    reapers: Vec<reaper::Reaper>,
     /// Servers asked to dispatch by the event being handled, in order (see `kick`).
     kicks: Vec<u32>,
     /// Under `[job]`: the arbiter (applications by instance index) and
@@ -434,6 +444,7 @@ impl<'a> Simulation<'a> {
             Event::CallDone { rank } => self.call_done(rank, now),
             Event::StepDone { rank } => self.step_done(rank, now),
             Event::FlushDue { file } => self.flush_due(file, now),
+            Event::Reap { server } => self.reap(server, now),
             Event::ReachServer { piece } => self.reach_server(piece, now),
             Event::Arrive { piece } => self.arrive(piece, now),
             Event::Kick { server } => self.dispatch(server, now),

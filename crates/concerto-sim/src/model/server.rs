@@ -112,9 +112,14 @@ impl<'a> Simulation<'a> {
                 continue;
             }
             let done = match req.op {
-                Op::Meta(op) => s
-                    .device
-                    .start_metadata(now, self.sc.cluster.metadata.costs.of(op)),
+                // A reaper's removal of n objects costs n removes.
+                Op::Meta(op) => s.device.start_metadata(
+                    now,
+                    Time::from_nanos(
+                        self.sc.cluster.metadata.costs.of(op).as_nanos()
+                            * u64::from(p.objects.max(1)),
+                    ),
+                ),
                 Op::Write if fsync => s
                     .device
                     .start_metadata(now, self.sc.cluster.metadata.costs.fsync),
@@ -174,6 +179,10 @@ impl<'a> Simulation<'a> {
         let p = &mut self.pieces[piece as usize];
         p.done = now;
         let (server, rank, bytes, op, cached) = (p.server, p.rank, p.bytes, p.op, p.cached);
+        // A file's removal, committed (not a reaper's removal of objects).
+        let removed = (op == Op::Meta(concerto_core::MetaOp::Remove) && p.objects == 0)
+            .then_some(p.file)
+            .filter(|_| self.sc.cluster.metadata.posix_mount);
         let is_meta = !op.is_data();
         let running = p.req.take().zip(p.ticket.take());
         let s = &mut self.servers[server as usize];
@@ -205,6 +214,9 @@ impl<'a> Simulation<'a> {
         }
         if let Some(t) = s.timeline.as_mut() {
             t[app as usize].bins.served(now, bytes, is_meta);
+        }
+        if let Some(file) = removed {
+            self.orphaned(server, file, rank, now);
         }
         let instant = self.net.is_instant();
         // A data request's reply waits for the server's own handling; the
