@@ -447,6 +447,28 @@ def test_mdtest_output_is_the_real_side_under_its_own_phase_names(tmp_path, outp
     assert result["not_modelled"] == [] and result["not_in_output"] == []
 
 
+@pytest.mark.parametrize("output, tasks, figures", [
+    ("ior4.txt", 2, {"write": 97.02, "read": 2837.22}),
+    ("ior4-summary.json", 2, None),
+    ("mdtest4-real.txt", 4, {"File creation": 311.005, "File stat": 3325.616, "Tree removal": 235.741}),
+])
+def test_the_outputs_of_ior_and_mdtest_4_built_from_their_sources_import(output, tasks, figures):
+    # Made by IOR 4.0.0 and mdtest 4.0.0 themselves on a Concerto mount
+    # (tests/data/twin/README.md says how): their command lines, with the
+    # binary's path and -o/-d, their task counts and their figures.
+    from concerto import twin_import
+
+    real = twin_import.read(DATA / output)
+    assert real.tasks == tasks
+    assert real.program == ("mdtest" if output.startswith("mdtest") else "ior")
+    program, app = twin.imported(real.command, real.tasks)
+    assert program == real.program and app["processes"] == tasks
+    if figures is None:
+        assert set(real.figures) == {"write", "read"} and all(v > 0 for v in real.figures.values())
+    else:
+        assert {k: real.figures[k] for k in figures} == figures
+
+
 def test_an_mdtest_output_with_phases_the_simulator_does_not_report_lists_them(tmp_path):
     text = (DATA / "mdtest.txt").read_text().replace(
         "   File removal ", "   Directory creation        :         10.000         10.000         10.000          0.000\n"
@@ -458,7 +480,10 @@ def test_an_mdtest_output_with_phases_the_simulator_does_not_report_lists_them(t
 
 
 @pytest.mark.parametrize("text, message", [
-    ("hello\n", "neither IOR's JSON summary"),
+    ("hello\n", "neither IOR's output"),
+    ("Summary of all tests:\nOperation Max(MiB)\n", 'no "Command line        :"'),
+    ("Command line        : ior -w\nSummary of all tests:\nOperation Max(MiB)\n", "no Operation and Mean(MiB)"),
+    ("Command line        : ior -w\nSummary of all tests:\nOperation Mean(MiB)\n", "no operation rows"),
     ('{"summary": []}', 'no "Command line"'),
     ('{"Command line": "ior -w", "summary": [{"operation": "write"}]}', "summary[0] has no operation and bwMeanMIB"),
     ("SUMMARY rate: (of 1 iterations)\n   File stat : 1 1 1 0\n", 'no "Command line used:"'),

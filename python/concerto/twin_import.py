@@ -1,10 +1,12 @@
 """The real side of a twin table from a benchmark's own output: IOR's JSON
-summary (``-O summaryFormat=JSON``, on stdout or in ``summaryFile``) or
-mdtest's text output, as they ran on any cluster. Each gives the command
-line it ran (IOR's ``"Command line"``, mdtest's ``Command line used:``),
-which the simulator runs, and per operation the figure the benchmark
-reported: IOR's mean bandwidth over its repetitions (``bwMeanMIB``, MiB/s),
-mdtest's mean rate (its ``SUMMARY rate`` table's Mean column, ops/s)."""
+summary (``-O summaryFormat=JSON``, on stdout or in ``summaryFile``), IOR's
+text output (its default), or mdtest's text output, as they ran on any
+cluster. Each gives the command line it ran (IOR's ``"Command line"`` and
+``Command line        :``, mdtest's ``Command line used:``), which the
+simulator runs, and per operation the figure the benchmark reported:
+IOR's mean bandwidth over its repetitions (``bwMeanMIB``, the text's
+``Summary of all tests`` Mean(MiB) column, MiB/s), mdtest's mean rate (its
+``SUMMARY rate`` table's Mean column, ops/s)."""
 
 from __future__ import annotations
 
@@ -37,14 +39,53 @@ def read(path: Path) -> RealSide:
         raise ImportProblem(f"{path}: {e}") from e
     if "SUMMARY rate" in text or "Command line used:" in text:
         return _mdtest(path, text)
+    if "Summary of all tests:" in text:
+        return _ior_text(path, text)
     return _ior(path, text)
+
+
+def _ior_text(path: Path, text: str) -> RealSide:
+    """IOR's default text output: the command from its banner, the tasks
+    and each operation's mean bandwidth from ``Summary of all tests``."""
+    command = None
+    for line in text.splitlines():
+        if line.startswith("Command line") and ":" in line:
+            command = line.split(":", 1)[1].strip()
+            break
+    if not command:
+        raise ImportProblem(f"{path}: no \"Command line        :\" line in IOR's output (IOR 3.2 and later print it)")
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Summary of all tests:"))
+    header = lines[at + 1].split() if at + 1 < len(lines) else []
+    if "Operation" not in header or "Mean(MiB)" not in header:
+        raise ImportProblem(f"{path}: IOR's \"Summary of all tests\" has no Operation and Mean(MiB) columns")
+    op_col, mean_col = header.index("Operation"), header.index("Mean(MiB)")
+    tasks_col = header.index("#Tasks") if "#Tasks" in header else None
+    figures: dict[str, float] = {}
+    tasks = None
+    for k, line in enumerate(lines[at + 2:], start=at + 3):
+        cells = line.split()
+        if len(cells) != len(header):
+            break
+        operation = cells[op_col]
+        if operation in figures:
+            raise ImportProblem(f"{path}, line {k}: a second {operation!r}: one IOR test per file")
+        try:
+            figures[operation] = float(cells[mean_col])
+            tasks = int(cells[tasks_col]) if tasks_col is not None else tasks
+        except ValueError as e:
+            raise ImportProblem(f"{path}, line {k}: {e}") from e
+    if not figures:
+        raise ImportProblem(f"{path}: IOR's \"Summary of all tests\" has no operation rows")
+    return RealSide("ior", command, tasks, figures)
 
 
 def _ior(path: Path, text: str) -> RealSide:
     # IOR prints a banner before the JSON and a line after it on stdout.
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
-        raise ImportProblem(f"{path}: neither IOR's JSON summary (-O summaryFormat=JSON) nor mdtest's output")
+        raise ImportProblem(f"{path}: neither IOR's output (text, or its JSON summary: -O summaryFormat=JSON) "
+                            "nor mdtest's")
     try:
         doc = json.loads(text[start:end + 1])
     except json.JSONDecodeError as e:

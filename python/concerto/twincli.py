@@ -25,7 +25,7 @@ err_console = terminal.console(stderr=True)
               help="Instead of a command line: an [[apps]] file (as `sim workload from-ior/from-mdtest` print), "
                    "its applications run at once, each the servers' application 1, 2, ...")
 @click.option("--real-from", "real_from", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Instead of running the real side: IOR's JSON summary (-O summaryFormat=JSON) or mdtest's "
+              help="Instead of running the real side: IOR's output (text, or its JSON summary) or mdtest's "
                    "output, from any cluster; the simulator runs the command line it gives.")
 @click.option("--servers", type=click.IntRange(min=1, max=64), default=4, show_default=True)
 @click.option("--throttle", type=click.Choice(["hdd", "ssd"]), default="hdd", show_default=True,
