@@ -400,7 +400,7 @@ def _host_comment(result: dict) -> str:
     h = result.get("host")
     if not h:
         return ""
-    pressure = HostPressure(h["cpu_stall_share"], h["seconds"], tuple(h["load_average"]), h["cores"])
+    pressure = HostPressure.from_dict(h)
     return f"# The host while calibrating: {pressure.describe()}{' (BUSY)' if pressure.busy else ''}.\n"
 
 

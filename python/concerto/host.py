@@ -54,6 +54,11 @@ class HostPressure:
     def as_dict(self) -> dict:
         return {**asdict(self), "busy": self.busy, "busy_above": BUSY_STALL_SHARE}
 
+    @classmethod
+    def from_dict(cls, h: dict) -> "HostPressure":
+        """What :meth:`as_dict` wrote (a result file's ``host``)."""
+        return cls(h["cpu_stall_share"], h["seconds"], tuple(h["load_average"]), h["cores"])
+
     def describe(self) -> str:
         stall = ("unknown" if self.cpu_stall_share is None
                  else f"a task waited for a CPU {self.cpu_stall_share:.0%} of the time")

@@ -111,7 +111,7 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
         from concerto.host import HostPressure
 
         h = result["host"]
-        pressure = HostPressure(h["cpu_stall_share"], h["seconds"], tuple(h["load_average"]), h["cores"])
+        pressure = HostPressure.from_dict(h)
         console.print(f"[bold yellow]the host was busy while the real side ran[/] ({escape(pressure.describe())}; "
                       f"busy above {h['busy_above']:.0%}): its figures are the busy host's and a ratio to the model "
                       f"would measure the host, so none is shown (twin.json has them)")
@@ -182,7 +182,7 @@ def calibrate_cmd(servers: int, throttle: str, stripe_unit: int, depth: int, ite
     from concerto.host import HostPressure
 
     h = result["host"]
-    pressure = HostPressure(h["cpu_stall_share"], h["seconds"], tuple(h["load_average"]), h["cores"])
+    pressure = HostPressure.from_dict(h)
     if pressure.busy:
         console.print(f"[bold yellow]the host was busy while calibrating[/] ({escape(pressure.describe())}; busy "
                       f"above {h['busy_above']:.0%}): these are the busy host's figures, not the quiet machine's; "
