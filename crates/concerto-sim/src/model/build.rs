@@ -46,6 +46,7 @@ impl<'a> Simulation<'a> {
             reapers: std::iter::repeat_with(Default::default)
                 .take(servers_count)
                 .collect(),
+            page_caches: page_cache::PageCaches::new(nodes),
             kicks: Vec::new(),
             arbiter: sc.job.as_ref().map(|j| Sets::new(j.rule.clone())),
             phases: Vec::new(),

@@ -242,6 +242,10 @@ impl<'a> Simulation<'a> {
     fn issue_data(&mut self, rank: u32, op: Op, access: &Access, origin: Origin) {
         let app = self.ranks[rank as usize].app;
         let file = self.apps[app as usize].files[access.file as usize];
+        if op == Op::Read && self.read_from_page_cache(rank, file, &access.extents, origin.at) {
+            return;
+        }
+        self.page_cache_keeps(rank, file, &access.extents, op == Op::Write);
         let f = &mut self.files[file as usize];
         if op == Op::Write {
             let end = access.extents.last().map_or(0, Extent::end);

@@ -17,6 +17,7 @@
 mod build;
 mod client;
 mod collective;
+mod page_cache;
 mod read_ahead;
 mod reaper;
 mod report;
@@ -379,6 +380,8 @@ pub struct Simulation<'a> {
     split: Vec<ServerPiece>,
     /// Each server's reaper (metadata servers' only ever gather).
     reapers: Vec<reaper::Reaper>,
+    /// Each client node's page cache (`cluster.page_cache`).
+    page_caches: page_cache::PageCaches,
     /// Servers asked to dispatch by the event being handled, in order (see `kick`).
     kicks: Vec<u32>,
     /// Under `[job]`: the arbiter (applications by instance index) and

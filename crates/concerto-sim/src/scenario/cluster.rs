@@ -53,6 +53,13 @@ pub struct ClusterConfig {
     /// stripes fetched before it asks, and its reads wait for those.
     #[serde(default)]
     pub read_ahead: bool,
+    /// The kernel's page cache on each client node, at this copy rate:
+    /// a read of bytes the node's processes wrote or read before is served
+    /// from its memory, no server asked (the mount keeps the page cache;
+    /// `concerto twin`'s drivers drop it before each read). Absent: every
+    /// read goes to the servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<Bandwidth>,
     pub device: DeviceConfig,
     #[serde(default)]
     pub network: NetworkConfig,
