@@ -222,6 +222,10 @@ def test_calibrate_measures_the_client_overhead_and_the_twin_charges_it(tmp_path
 
     read = read_calibration(calibration, twin.TwinSpec())
     overhead, costs, bandwidth = read.client_overhead_ns, read.metadata_costs_ns, read.mount_bandwidth_Bps
+    # The page cache's rate: what one process read back through the mount
+    # of what it wrote, in the file's [cluster] (the twin's side leaves it out).
+    assert result["page_cache_Bps"] > 0
+    assert f'page_cache = "{result["page_cache_Bps"] / 1e6:.1f}MB/s"' in calibration.read_text()
     assert overhead == result["client_overhead_ns"] and costs == result["metadata_costs_ns"]
     # A data request's latency at the server beyond the throttle's device
     # time, measured at two sizes (each one piece, no seek), less the
@@ -558,6 +562,17 @@ def test_a_users_scenario_given_a_calibration_is_simulated_as_the_twin_simulates
     spec = calibrate.read_calibration(calibration, twin.TwinSpec(reps=1))
     twins = twin.simulated("ior", {**benchmarks.from_ior(command), "name": "ior"}, spec)
     assert mine == pytest.approx(list(twins.values()), rel=1e-9)
+    # A calibration with the page cache's rate: the node reads back from
+    # memory what its tasks wrote, where the twin's side (its drivers drop
+    # the cache) reads from the servers; the write is the same.
+    cached = calibrate.write({**figures, "page_cache_Bps": 1.5e9}, tmp_path / "cached")
+    r = concerto("sim", "run", str(scenario), "--calibration", str(cached), "--set", "policy.kind=fifo",
+                 "--set", "apps[0].processes_per_node=2", "--out", str(tmp_path / "sim-cached"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = json.loads((tmp_path / "sim-cached" / "results.json").read_text())
+    assert run["config"]["cluster"]["page_cache"] == pytest.approx(1.5e9)
+    write, read = [op["bandwidth_MiBps"] for op in run["runs"][0]["apps"][0]["ior"]]
+    assert write == pytest.approx(mine[0], rel=1e-9) and read > 5 * mine[1], (write, read, mine)
     # Without the calibration the same scenario has no cluster at all.
     r = concerto("sim", "run", str(scenario))
     assert r.returncode != 0 and "cluster" in r.stderr, r.stderr
@@ -607,8 +622,13 @@ def test_calibrate_tells_as_many_steps_as_it_counts(tmp_path, monkeypatch):
         row = calibrate.PROBE_ROW if program == "mdtest" else "write"
         return {f"1:{row}": [1000.0] * spec.reps}
 
+    def page_cache_probe(spec, say):
+        say("page cache: stubbed")
+        return 1.5e9
+
     monkeypatch.setattr(calibrate, "server_costs", server_costs)
     monkeypatch.setattr(calibrate, "real_runs", real_runs)
+    monkeypatch.setattr(calibrate, "page_cache_probe", page_cache_probe)
     calibrate.calibrate(spec, 20, say=said.append)
     assert len(said) == calibrate.steps(spec.reps), said
 

@@ -45,6 +45,7 @@ calibration = "FILE"``, ``concerto sim run --calibration FILE``).
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -281,8 +282,9 @@ def split_latency(latencies: dict[str, int], charge_ns: int) -> tuple[dict[str, 
 
 def steps(reps: int) -> int:
     """The steps ``calibrate`` tells it begins (``say``): per run, each
-    server-cost measure, the stat probe's round and each data probe's."""
-    return reps * (len(COSTED_OPERATIONS) + len(DATA_OVERHEAD_TRANSFERS) + 1 + len(DATA_PROBE_TRANSFERS))
+    server-cost measure, the stat probe's round and each data probe's; and
+    the page cache's probe."""
+    return reps * (len(COSTED_OPERATIONS) + len(DATA_OVERHEAD_TRANSFERS) + 1 + len(DATA_PROBE_TRANSFERS)) + 1
 
 
 def calibrate(spec: TwinSpec, items: int, say: Callable[[str], None] = print) -> dict:
@@ -320,6 +322,7 @@ def _calibrate(spec: TwinSpec, items: int, say: Callable[[str], None]) -> dict:
     overhead = overhead_from(real_s, simulated_s)
     writes = data_probe(replace(base, client_overhead_ns=round(overhead * 1e9)), say)
     excess = {t: w["real_s"] - w["simulated_s"] for t, w in writes.items()}
+    page_cache = page_cache_probe(spec, say)
     return {"servers": spec.servers, "throttle": spec.throttle, "stripe_unit": spec.stripe_unit,
             "depth": spec.depth, "items": items, "reps": spec.reps, "real_stat_s": real_s,
             "real_stat_runs_s": [1.0 / r for r in real_rates], "simulated_stat_s": simulated_s,
@@ -328,6 +331,7 @@ def _calibrate(spec: TwinSpec, items: int, say: Callable[[str], None]) -> dict:
             "server_data_beyond_device_ns": beyond_device, "server_data_overhead_ns": data_overhead,
             "data_probe": {str(t): w for t, w in writes.items()},
             "mount_bandwidth_Bps": mount_bandwidth_from(excess),
+            "page_cache_Bps": page_cache,
             "spread": spread(spec.throttle, per_run, [1.0 / r for r in real_rates], simulated_s, writes)}
 
 
@@ -354,6 +358,45 @@ def spread(throttle: str, per_run: list[dict[str, int]], real_stat_runs_s: list[
                                   for op in derived[0][0]},
             "mount_bandwidth_Bps": [min(known), max(known)] if known else None,
             "mount_bandwidth_runs_without_cost": len(bandwidths) - len(known)}
+
+
+#: What the page cache's probe writes, then reads back (bytes), and how often it reads.
+PAGE_CACHE_PROBE_BYTES = 64 << 20
+PAGE_CACHE_PROBE_READS = 5
+
+
+def page_cache_probe(spec: TwinSpec, say: Callable[[str], None] = print) -> float:
+    """What one process reads per second through the mount, as
+    ``concerto mount`` starts it, of a file it has just written: the
+    kernel's page cache (``[cluster] page_cache``), the median of
+    ``PAGE_CACHE_PROBE_READS`` reads of ``PAGE_CACHE_PROBE_BYTES`` in 1 MiB
+    calls, on a cluster started for it."""
+    import tempfile
+
+    from concerto import cluster as local
+    from concerto.fsbench import BenchProblem, mounted_cluster
+
+    say(f"page cache: {PAGE_CACHE_PROBE_BYTES >> 20} MiB written, read back {PAGE_CACHE_PROBE_READS} times")
+    cluster = local.ClusterSpec(servers=spec.servers, policy="fifo", throttle=spec.throttle,
+                                stripe_unit=spec.stripe_unit, depth=spec.depth)
+    block = bytes(1 << 20)
+    rates = []
+    with tempfile.TemporaryDirectory(prefix="concerto-calibrate-") as tmp:
+        try:
+            with mounted_cluster(Path(tmp), cluster) as mnt:
+                path = mnt / "page-cache"
+                with open(path, "wb") as f:
+                    for _ in range(PAGE_CACHE_PROBE_BYTES >> 20):
+                        f.write(block)
+                for _ in range(PAGE_CACHE_PROBE_READS):
+                    start = time.monotonic()
+                    with open(path, "rb", buffering=0) as f:
+                        while f.read(1 << 20):
+                            pass
+                    rates.append(PAGE_CACHE_PROBE_BYTES / (time.monotonic() - start))
+        except (OSError, BenchProblem, local.ClusterError) as e:
+            raise TwinProblem(f"the page cache's probe: {e}") from e
+    return statistics.median(rates)
 
 
 def data_probe(spec: TwinSpec, say: Callable[[str], None] = print) -> dict[int, dict[str, float]]:
@@ -387,10 +430,21 @@ def write(result: dict, out: Path) -> Path:
         "overhead carries it), the server's overhead per data request.\n"
         + _network_comment(result)
         + _host_comment(result)
+        + _page_cache_comment(result)
         + f"# The cluster's twin as `concerto mount` runs it ({DEFAULT_MOUNT_WRITE_BEHIND} written behind, read "
-        "ahead), for `concerto twin --calibration` and for a scenario's [cluster] calibration = \"FILE\".\n"
-        + twin_cluster_toml(spec_of(result)))
+        "ahead, the page cache kept), for a scenario's [cluster] calibration = \"FILE\"; `concerto twin "
+        "--calibration` takes its measured costs (its drivers drop the page cache before each read).\n"
+        + twin_cluster_toml(spec_of(result), page_cache_Bps=result.get("page_cache_Bps")))
     return path
+
+
+def _page_cache_comment(result: dict) -> str:
+    """What the page cache's probe measured, as a comment."""
+    rate = result.get("page_cache_Bps")
+    if rate is None:
+        return ""
+    return (f"# One process read back through the mount what it had just written at {rate / 1e6:.0f} MB/s "
+            "(cluster.page_cache).\n")
 
 
 def _host_comment(result: dict) -> str:

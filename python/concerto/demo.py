@@ -178,7 +178,8 @@ def _summary(per_app: list[dict]) -> dict:
 def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: str = "hdd",
                           client_overhead_ns: int = 0, metadata_costs_ns: dict[str, int] | None = None,
                           server_data_overhead_ns: int = 0, write_behind: str = "0",
-                          read_ahead: bool = False, bandwidth_Bps: float | None = None) -> str:
+                          read_ahead: bool = False, bandwidth_Bps: float | None = None,
+                          page_cache_Bps: float | None = None) -> str:
     """A scenario's ``[cluster]`` of ``servers`` on the ``emulated`` device the
     throttle preset enforces on a real cluster: the simulator's twin of a
     ``cluster up --throttle PRESET``: the throttle's device, and its
@@ -186,8 +187,8 @@ def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: st
     every operation costing what the throttle charges it, or what
     ``concerto calibrate`` measured the servers take), and the clients'
     overhead per step and the servers' per data request when they were
-    measured; the clients' write-behind and read-ahead as the mount's
-    (``write_behind`` "0" and no read-ahead: each transfer goes as the
+    measured; the clients' write-behind, read-ahead and page cache as the
+    mount's (``write_behind`` "0", no read-ahead, no page cache: each transfer goes as the
     program issued it)."""
     dev = _native.emulation_preset(preset)
     if bandwidth_Bps is not None:
@@ -195,6 +196,7 @@ def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: st
         dev = {**dev, "bandwidth_Bps": bandwidth_Bps}
     measured = metadata_costs_ns or {}
     costs = ", ".join(f'{op} = "{measured.get(op, dev["metadata_ns"])}ns"' for op in METADATA_OPERATIONS)
+    page_cache = "" if page_cache_Bps is None else f'page_cache = "{page_cache_Bps / 1e6:.1f}MB/s"\n'
     return f"""[cluster]
 servers = {servers}
 stripe_unit = {stripe_unit}
@@ -203,7 +205,7 @@ client_overhead = "{client_overhead_ns}ns"
 server_data_overhead = "{server_data_overhead_ns}ns"
 write_behind = "{write_behind}"
 read_ahead = {"true" if read_ahead else "false"}
-[cluster.device]
+{page_cache}[cluster.device]
 kind = "emulated"
 bandwidth = {dev["bandwidth_Bps"]}
 latency = "{dev["latency_ns"]}ns"

@@ -136,14 +136,16 @@ kind = "{spec.policy}"
 {"".join(benchmarks.apps_toml(_as_simulated(program, app, spec)) for program, app in apps)}"""
 
 
-def twin_cluster_toml(spec: TwinSpec) -> str:
+def twin_cluster_toml(spec: TwinSpec, page_cache_Bps: float | None = None) -> str:
     """The ``[cluster]`` of the throttled cluster's twin as its mount runs
     it: the throttle's device, the mount's write-behind and read-ahead, the
     kernel's lookups (``posix_mount``), and what was measured of the spec
-    (``concerto calibrate`` writes this table as its calibration)."""
+    (``concerto calibrate`` writes this table as its calibration, with the
+    page cache's rate, which the twin's own side leaves out: its drivers
+    drop the page cache before each read)."""
     return (emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle,
                                   spec.client_overhead_ns, spec.metadata_costs_ns, spec.server_data_overhead_ns,
-                                  spec.write_behind, read_ahead=True)
+                                  spec.write_behind, read_ahead=True, page_cache_Bps=page_cache_Bps)
             + "posix_mount = true\n" + _mount_network(spec))
 
 

@@ -179,6 +179,8 @@ def calibrate_cmd(servers: int, throttle: str, stripe_unit: int, depth: int, ite
     console.print("the mount's data path: " + (f"{bandwidth / 1e6:.1f} MB/s (cluster.network.client_bandwidth)"
                                                  + runs(spread["mount_bandwidth_Bps"], 1e6, "MB/s")
                                                  if bandwidth is not None else "no cost per byte beyond the model's"))
+    console.print(f"the page cache: one process reads back what it wrote at {result['page_cache_Bps'] / 1e6:.0f} "
+                  "MB/s (cluster.page_cache)")
     from concerto.host import HostPressure
 
     h = result["host"]
