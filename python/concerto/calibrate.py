@@ -37,6 +37,12 @@ What it does not give:
   (which the client overhead carries), is ``[cluster]
   server_data_overhead`` ([data_overhead_from]).
 
+- **What the page cache gives a read of what was just written**: one
+  process writes a file through the mount and reads it back
+  ([page_cache_probe]), ``[cluster] page_cache``, which a calibrated
+  scenario keeps and the twin's own side leaves out (its drivers drop the
+  page cache before each read).
+
 Written as a TOML file, the twin's ``[cluster]`` with these figures, that
 ``concerto twin --calibration`` takes, and any scenario (``[cluster]
 calibration = "FILE"``, ``concerto sim run --calibration FILE``).
