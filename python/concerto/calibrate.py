@@ -310,12 +310,8 @@ def _calibrate(spec: TwinSpec, items: int, say: Callable[[str], None]) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="concerto-calibrate-") as tmp:
         per_run = [server_costs(spec, items, Path(tmp) / f"cluster-{k}", say) for k in range(spec.reps)]
-    measured = median_costs(per_run)
-    data_latency = {op: ns for op, ns in measured.items() if op.startswith("write-")}
-    latencies = {op: ns for op, ns in measured.items() if op not in data_latency}
-    costs, fixed = split_latency(latencies, throttle_charge_ns(spec.throttle))
-    beyond_device = beyond_device_from(data_latency, spec.throttle)
-    data_overhead = data_overhead_from(beyond_device, fixed)
+    server = server_figures(median_costs(per_run), spec.throttle)
+    costs, data_overhead = server["costs"], server["data_overhead"]
     app = probe_app(items)
     # The probes time each write reaching its server, on both sides: the
     # mount writes through for them (a write held behind would time the copy).
@@ -332,13 +328,27 @@ def _calibrate(spec: TwinSpec, items: int, say: Callable[[str], None]) -> dict:
     return {"servers": spec.servers, "throttle": spec.throttle, "stripe_unit": spec.stripe_unit,
             "depth": spec.depth, "items": items, "reps": spec.reps, "real_stat_s": real_s,
             "real_stat_runs_s": [1.0 / r for r in real_rates], "simulated_stat_s": simulated_s,
-            "client_overhead_ns": round(overhead * 1e9), "server_latency_ns": latencies,
-            "server_fixed_ns": fixed, "metadata_costs_ns": costs, "server_data_latency_ns": data_latency,
-            "server_data_beyond_device_ns": beyond_device, "server_data_overhead_ns": data_overhead,
+            "client_overhead_ns": round(overhead * 1e9), "server_latency_ns": server["latencies"],
+            "server_fixed_ns": server["fixed"], "metadata_costs_ns": costs,
+            "server_data_latency_ns": server["data_latency"],
+            "server_data_beyond_device_ns": server["beyond_device"], "server_data_overhead_ns": data_overhead,
             "data_probe": {str(t): w for t, w in writes.items()},
             "mount_bandwidth_Bps": mount_bandwidth_from(excess),
             "page_cache_Bps": page_cache,
             "spread": spread(spec.throttle, per_run, [1.0 / r for r in real_rates], simulated_s, writes)}
+
+
+def server_figures(measured: dict[str, int], throttle: str) -> dict:
+    """What the server-cost probe's latencies (ns by operation, the data
+    writes as ``write-SIZE``) give: the metadata operations' latencies and
+    device costs, the server's fixed time per request, the data writes'
+    latencies, their time beyond the device and the data overhead."""
+    data_latency = {op: ns for op, ns in measured.items() if op.startswith("write-")}
+    latencies = {op: ns for op, ns in measured.items() if op not in data_latency}
+    costs, fixed = split_latency(latencies, throttle_charge_ns(throttle))
+    beyond_device = beyond_device_from(data_latency, throttle)
+    return {"latencies": latencies, "costs": costs, "fixed": fixed, "data_latency": data_latency,
+            "beyond_device": beyond_device, "data_overhead": data_overhead_from(beyond_device, fixed)}
 
 
 def spread(throttle: str, per_run: list[dict[str, int]], real_stat_runs_s: list[float], simulated_stat_s: float,
@@ -347,13 +357,7 @@ def spread(throttle: str, per_run: list[dict[str, int]], real_stat_runs_s: list[
     give it: ``[lowest, highest]`` over the runs (the figure itself comes
     from the runs' medians). The mount's bandwidth pairs the data probe's
     runs by their order; a run whose excess does not grow gives None."""
-    charge = throttle_charge_ns(throttle)
-    derived = []
-    for run in per_run:
-        latencies = {op: ns for op, ns in run.items() if not op.startswith("write-")}
-        costs, fixed = split_latency(latencies, charge)
-        beyond = beyond_device_from({op: ns for op, ns in run.items() if op.startswith("write-")}, throttle)
-        derived.append((costs, data_overhead_from(beyond, fixed)))
+    derived = [(f["costs"], f["data_overhead"]) for f in (server_figures(run, throttle) for run in per_run)]
     bandwidths = [mount_bandwidth_from({t: w["real_runs_s"][k] - w["simulated_s"] for t, w in writes.items()})
                   for k in range(min(len(w["real_runs_s"]) for w in writes.values()))]
     known = [b for b in bandwidths if b is not None]

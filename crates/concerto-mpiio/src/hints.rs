@@ -112,8 +112,8 @@ impl Hints {
                 }
                 "cb_nodes" => h.cb_nodes = Some(positive(key, v)?),
                 "cb_buffer_size" => h.cb_buffer_size = Some(positive(key, v)?),
-                "romio_cb_write" => h.cb_write = buffering(key, v)?,
-                "romio_cb_read" => h.cb_read = buffering(key, v)?,
+                "romio_cb_write" => h.cb_write = parse_buffering(key, v)?,
+                "romio_cb_read" => h.cb_read = parse_buffering(key, v)?,
                 "concerto_max_segments" => h.max_segments = Some(positive(key, v)?),
                 "concerto_group_delay_us" => {
                     h.group_delay = Some(Time::from_micros(v.trim().parse::<u64>().map_err(
@@ -213,7 +213,7 @@ impl Hints {
     }
 }
 
-fn buffering(key: &str, value: &str) -> Result<Buffering, String> {
+fn parse_buffering(key: &str, value: &str) -> Result<Buffering, String> {
     Buffering::parse(value.trim())
         .map_err(|_| format!("hint {key}={value:?}: one of enable, disable, automatic"))
 }

@@ -6,26 +6,7 @@ mod common;
 use common::scenario;
 use concerto_sim::simulate;
 
-/// Four tasks in IOR's layout on four servers (a fixed 1 ms a request, no
-/// network), each writing then reading 8 blocks of 64 KiB.
-const IOR: &str = r#"
-name = "page-cache"
-[cluster]
-servers = 4
-stripe_unit = "64KiB"
-[cluster.device]
-kind = "fixed"
-service_time = "1ms"
-[cluster.network]
-mode = "ideal"
-[[apps]]
-workload = "ior"
-processes = 4
-block_size = "64KiB"
-request_size = "64KiB"
-segments = 8
-operations = ["write", "read"]
-"#;
+use common::IOR_FOUR_TASKS as IOR;
 
 /// (write seconds, read seconds, read pieces served by the servers).
 fn run(sets: &[&str]) -> (f64, f64, usize) {

@@ -8,28 +8,7 @@ mod common;
 use common::scenario;
 use concerto_sim::simulate;
 
-/// Four tasks in IOR's layout, 64 KiB blocks and transfers, eight
-/// segments, on four servers of 64 KiB stripes: each task's blocks are on
-/// its own server. A fixed 1 ms per request and no network make the
-/// arithmetic exact.
-const IOR: &str = r#"
-name = "mount"
-[cluster]
-servers = 4
-stripe_unit = "64KiB"
-[cluster.device]
-kind = "fixed"
-service_time = "1ms"
-[cluster.network]
-mode = "ideal"
-[[apps]]
-workload = "ior"
-processes = 4
-block_size = "64KiB"
-request_size = "64KiB"
-segments = 8
-operations = ["write", "read"]
-"#;
+use common::IOR_FOUR_TASKS as IOR;
 
 fn seconds(sets: &[&str]) -> Vec<f64> {
     let run = simulate(&scenario(IOR, sets), 1, None);
