@@ -3,7 +3,7 @@
 
 #[allow(dead_code)]
 mod common;
-use common::scenario;
+use common::{error_of, scenario};
 use concerto_sim::simulate;
 
 use common::IOR_FOUR_TASKS as IOR;
@@ -54,4 +54,10 @@ fn a_file_another_node_wrote_is_read_from_the_servers() {
     // A file per task: each node reads back only what it wrote itself.
     let (_, _, served) = run(&[cache, "apps[0].file=\"per-process\""]);
     assert_eq!(served, 0);
+}
+
+#[test]
+fn a_page_cache_of_no_rate_is_refused_naming_the_key() {
+    let e = error_of(IOR, &["cluster.page_cache=\"0MB/s\""]);
+    assert!(e.contains("cluster.page_cache") && e.contains("> 0"), "{e}");
 }

@@ -357,6 +357,9 @@ pub(crate) fn validate_cluster(c: &ClusterConfig) -> Result<(), ConfigError> {
             ));
         }
     }
+    if let Some(rate) = c.page_cache {
+        positive_f("cluster.page_cache", rate.0)?;
+    }
     validate_device("cluster.device", &c.device)?;
     validate_metadata(c)?;
     Ok(())
