@@ -276,6 +276,19 @@ def test_nonblocking_split_and_shared_pointer_calls_leave_what_the_same_calls_le
     assert run.returncode == 0 and f"ok {case}" in run.stdout, run.stdout + run.stderr
 
 
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+def test_every_rank_sees_a_collective_writes_size_at_once_and_a_cut_is_not_undone_by_held_writes(
+        programs, cluster, flavour):
+    # Writes held behind (the library's default): a collective write whose
+    # ranks share no stripe unit runs as each rank's held write, yet every
+    # rank's MPI_File_get_size right after is the call's end; independent
+    # writes held past a collective cut land before it, not after.
+    run = mpirun(cluster, flavour, 3, programs[f"calls-{flavour}"], f"concerto:/sizes-{flavour}", "sizes",
+                 timeout=60)
+    assert run.returncode == 0 and "ok sizes" in run.stdout, run.stdout + run.stderr
+    assert fs.connect(cluster).stat(f"/sizes-{flavour}").size == 4096
+
+
 def test_concerto_mpirun_runs_the_readmes_four_ranks_under_open_mpi_without_its_variables(programs, cluster):
     # The README's line, as a new user runs it: root, two cores, no OMPI_* set.
     env = {k: v for k, v in job_env().items() if not k.startswith("OMPI_")}
@@ -365,7 +378,7 @@ def test_bench_mpiio_measures_every_way_beside_the_simulator(tmp_path):
     from concerto.mpiio_bench import PATTERNS, ROMIO, WAYS
     from conftest import concerto
 
-    r = concerto("bench", "mpiio", "--quick", "--out", str(tmp_path))
+    r = concerto("bench", "mpiio", "--quick", "--part", "resonance", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     result = json.loads((tmp_path / "mpiio.json").read_text())
     rows = {(row["pattern"], row["op"], row["way"]): row for row in result["rows"]}
@@ -375,3 +388,30 @@ def test_bench_mpiio_measures_every_way_beside_the_simulator(tmp_path):
         assert (row["sim_MBps"] is None) == (way == ROMIO)
     assert "resonant / two-phase, demo write: real" in r.stdout
     assert "concerto-mpiio-" not in open("/proc/self/mounts").read()
+
+
+def test_bench_mpiio_runs_iors_patterns_through_the_library_beside_mpich_on_the_mount(tmp_path):
+    # The quick run's figures say nothing; that every pattern ran both ways
+    # under MPICH (the library and MPICH's ROMIO through the mount), with
+    # the ratio, is what is checked — and that nothing is left behind.
+    from concerto.mpiio_ior_bench import LIBRARY, PATTERNS
+    from conftest import concerto
+
+    r = concerto("bench", "mpiio", "--quick", "--part", "ior", "--mpi", "mpich", "--ranks", "2",
+                 "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads((tmp_path / "mpiio-ior.json").read_text())["rows"]
+    assert {(row["mpi"], row["ranks"], row["pattern"]) for row in rows} == {("mpich", 2, p) for p in PATTERNS}
+    for row in rows:
+        assert set(row["ways"]) == {LIBRARY, "ROMIO on the mount"}
+        assert all(w["write_MiBps"] > 0 for w in row["ways"].values())
+        assert row["library_over_best"] > 0
+    assert "library/best" in r.stdout
+    assert "concerto-mpiio-ior-" not in open("/proc/self/mounts").read()
+
+
+def test_bench_mpiio_names_a_bad_rank_count():
+    from conftest import concerto
+
+    r = concerto("bench", "mpiio", "--part", "ior", "--ranks", "2,x")
+    assert r.returncode != 0 and "--ranks '2,x'" in r.stderr, r.stderr

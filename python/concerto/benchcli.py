@@ -105,12 +105,37 @@ def bench_integrity(out: Path, link_rate: float | None, rounds: int) -> None:
 
 @bench.command("mpiio")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/bench"),
-              show_default=True, help="Where mpiio.json goes.")
+              show_default=True, help="Where mpiio.json and mpiio-ior.json go.")
 @click.option("--quick", is_flag=True, help="One round instead of three: the shape of the figures.")
+@click.option("--part", type=click.Choice(["all", "resonance", "ior"]), default="all", show_default=True,
+              help="resonance: the collective patterns against the simulator; ior: IOR's patterns against "
+                   "plain mpirun on the mount.")
+@click.option("--mpi", "mpis", type=click.Choice(["openmpi", "mpich"]), multiple=True,
+              help="The MPI libraries IOR's patterns run under (repeat; default both).")
+@click.option("--ranks", default="1,2,4", show_default=True, help="The rank counts IOR's patterns run with.")
 @guarded
-def bench_mpiio(out: Path, quick: bool) -> None:
-    """Collective I/O on four HDD-class servers: Concerto's MPI-IO (independent, two-phase, resonant),
-    ROMIO's through the mount, and the simulator's prediction."""
+def bench_mpiio(out: Path, quick: bool, part: str, mpis: tuple[str, ...], ranks: str) -> None:
+    """MPI-IO on four HDD-class servers: collective I/O (Concerto's independent, two-phase and resonant,
+    ROMIO's through the mount, the simulator's prediction) and IOR's patterns (the library against
+    plain mpirun on the mount, under Open MPI and MPICH)."""
+    counts = _rank_counts(ranks)
+    if part in ("all", "resonance"):
+        _bench_resonance(out, quick)
+    if part in ("all", "ior"):
+        _bench_ior(out, quick, list(mpis) or ["openmpi", "mpich"], counts)
+
+
+def _rank_counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or any(n < 1 or n > 64 for n in counts):
+        raise UsageProblem(f"--ranks {text!r}: give rank counts from 1 to 64, separated by commas (e.g. 1,2,4)")
+    return counts
+
+
+def _bench_resonance(out: Path, quick: bool) -> None:
     from rich import box
     from rich.table import Table
 
@@ -135,3 +160,28 @@ def bench_mpiio(out: Path, quick: bool) -> None:
     for (pattern, op), g in mpiio_bench.gains(result).items():
         console.print(f"resonant / two-phase, {pattern} {op}: real {g['real']:.2f}x, simulated {g['sim']:.2f}x")
     console.print(f"figures: {out / 'mpiio.json'}")
+
+
+def _bench_ior(out: Path, quick: bool, mpis: list[str], ranks: list[int]) -> None:
+    from rich import box
+    from rich.table import Table
+
+    from concerto import mpiio_ior_bench as ior
+
+    try:
+        result = ior.run(out, mpis, ranks, 1 if quick else 3, say=lambda m: err_console.print(f"[dim]{m}[/]"))
+    except ior.BenchProblem as e:
+        raise UsageProblem(str(e)) from e
+    ways = [ior.LIBRARY, *dict.fromkeys(w for m in mpis for w in ior.MPIS[m].on_mount)]
+    t = Table(title=f"IOR's patterns, {result['servers']} HDD-class servers: write MiB/s", title_justify="left",
+              box=box.SIMPLE_HEAD, caption=f"median of {result['rounds']} rotated round(s); library/best: the "
+              "library over the faster MPI-IO on the mount (plain mpirun, the mount as `concerto mount` starts it)",
+              caption_justify="left")
+    for col in ("mpi", "ranks", "pattern", *ways, "library/best"):
+        t.add_column(col, justify="left" if col in ("mpi", "pattern") else "right")
+    for r in result["rows"]:
+        cells = [f"{r['ways'][w]['write_MiBps']:.1f}" if w in r["ways"] else "-" for w in ways]
+        ratio = f"{r['library_over_best']:.2f}" if r["library_over_best"] else "-"
+        t.add_row(r["mpi"], str(r["ranks"]), r["pattern"], *cells, ratio)
+    console.print(t)
+    console.print(f"figures: {out / 'mpiio-ior.json'}")

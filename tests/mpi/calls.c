@@ -254,12 +254,38 @@ static void handles(MPI_File fh) {
     MPI_File_close(&plain);
 }
 
+static void size_is(MPI_File fh, MPI_Offset want, const char *after) {
+    MPI_Offset size;
+    check(MPI_File_get_size(fh, &size), "MPI_File_get_size");
+    if (size != want)
+        fprintf(stderr, "rank %d: size %lld after %s, not %lld\n", rank, (long long)size, after, (long long)want),
+            bad = 1;
+}
+
+/* Sizes with writes held behind: after a collective write every rank's
+ * size is the call's end, at once; a cut lands after every rank's held
+ * writes, so none grows the file back past it. */
+static void sizes(MPI_File fh) {
+    unsigned char buf[N];
+    MPI_Status st;
+    fill(buf, (long long)rank * N);
+    check(MPI_File_write_at_all(fh, (MPI_Offset)rank * N, buf, N, MPI_BYTE, &st), "MPI_File_write_at_all");
+    size_is(fh, (MPI_Offset)procs * N, "a collective write");
+    fill(buf, (long long)(procs + rank) * N);
+    check(MPI_File_write_at(fh, (MPI_Offset)(procs + rank) * N, buf, N, MPI_BYTE, &st), "MPI_File_write_at");
+    check(MPI_File_set_size(fh, N), "MPI_File_set_size");
+    size_is(fh, N, "a cut");
+    check(MPI_File_sync(fh), "MPI_File_sync");
+    MPI_Barrier(MPI_COMM_WORLD);
+    size_is(fh, N, "a cut, a sync and a barrier");
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &procs);
     if (argc != 3) {
-        if (rank == 0) fprintf(stderr, "usage: calls FILE large-count|handles\n");
+        if (rank == 0) fprintf(stderr, "usage: calls FILE large-count|handles|nonblocking|shared|sizes\n");
         MPI_Finalize();
         return 2;
     }
@@ -279,6 +305,8 @@ int main(int argc, char **argv) {
         handles(fh);
     } else if (!bad && !strcmp(argv[2], "nonblocking")) {
         against_plain(fh, nonblocking, 5LL * procs * N, 0);
+    } else if (!bad && !strcmp(argv[2], "sizes")) {
+        sizes(fh);
     } else if (!bad && !strcmp(argv[2], "shared")) {
         against_plain(fh, shared, 4LL * procs * N, 2 * procs);
     } else if (!bad) {

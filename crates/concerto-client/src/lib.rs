@@ -228,6 +228,7 @@ impl FsClient {
     pub fn with_write_behind(mut self, bytes: u64) -> FsClient {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.pending = pending::Pending::new(bytes);
+            shared.held = write_behind::Held::bounded(bytes);
         }
         self
     }

@@ -69,6 +69,15 @@ impl Default for Held {
 }
 
 impl Held {
+    /// What a client bounded to `bound` bytes holds by (the policy's
+    /// sending size fits the bound: `WriteBehindConfig::bounded`).
+    pub(crate) fn bounded(bound: u64) -> Held {
+        Held {
+            config: WriteBehindConfig::bounded(bound),
+            files: Mutex::new(HashMap::new()),
+        }
+    }
+
     fn files(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<tokio::sync::Mutex<FileHeld>>>> {
         self.files.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -243,9 +243,14 @@ static int resize(cfile *f, int call, MPI_Offset size, int grow_only) {
     if (code != MPI_SUCCESS) return code;
     int rank, failed = 0;
     PMPI_Comm_rank(f->comm, &rank);
+    /* Every rank's held writes land before the size changes: one held
+     * past a cut would land after it and grow the file back. */
     if (size < 0) failed = fail(call_names[call], "a negative size (%lld)", (long long)size);
-    else if (rank == 0 && cmpi_set_size(f->id, (uint64_t)size, grow_only))
-        failed = rust_error(call_names[call]);
+    else if (cmpi_settle(f->id)) failed = rust_error(call_names[call]);
+    code = agree(f, f->comm, call_names[call], failed);
+    if (code != MPI_SUCCESS) return code;
+    if (rank == 0 && cmpi_set_size(f->id, (uint64_t)size, grow_only)) failed = rust_error(call_names[call]);
+    if (!failed && cmpi_size_was_set(f->id)) failed = rust_error(call_names[call]);
     return agree(f, f->comm, call_names[call], failed);
 }
 

@@ -32,8 +32,10 @@ int cmpi_set_info(uint64_t id, const char **keys, const char **values, size_t n)
 int cmpi_info(uint64_t id, char *buf, size_t cap);
 int cmpi_size(uint64_t id, uint64_t *size);
 int cmpi_settle(uint64_t id);
+int cmpi_size_at_least(uint64_t id, uint64_t end);
+int cmpi_size_was_set(uint64_t id);
 int cmpi_runs_independent(cmpi_access_t *a, const uint64_t *spans, uint64_t n);
-int cmpi_independent_through(cmpi_access_t *a);
+int cmpi_independent_part(cmpi_access_t *a);
 int cmpi_set_size(uint64_t id, uint64_t size, int grow_only);
 int cmpi_sync(uint64_t id);
 int cmpi_seek(uint64_t id, int64_t offset, int whence);

@@ -149,10 +149,12 @@ int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, MPI
     PMPI_Comm_rank(f->comm, &rank);
     cmpi_access_t *a = NULL;
     int failed = offset < -1 ? fail(call, "a negative offset (%lld)", (long long)offset) : 0;
-    /* What this rank wrote behind reaches the servers before any rank
-     * learns (from the header below) that the call may go on: an agent
-     * then reads it. */
-    if (!failed && cmpi_settle(f->id)) failed = rust_error(call);
+    /* A read: what this rank wrote behind reaches the servers before any
+     * rank leaves the exchange of headers below, which every rank
+     * entered first: the call reads every rank's writes, as a read after
+     * ROMIO's written-through collective write does (MPI itself asks for
+     * a sync between them). A write settles only before a plan. */
+    if (!failed && !write && cmpi_settle(f->id)) failed = rust_error(call);
     if (!failed) failed = begin(f, call, offset, buf, count, datatype, write, &a);
     const uint64_t *mine = NULL;
     uint64_t n = 0;
@@ -183,13 +185,28 @@ int collective(MPI_File fh, int call_id, MPI_Offset offset, const void *buf, MPI
         return code;
     }
     if (runs_independent(a, all_headers, size)) {
-        /* Each rank's own part, written through: when the call returns,
-         * every rank's data is on its servers, as after a plan. */
+        /* Each rank's own part, a write held behind as an independent
+         * one is (cmpi_independent_part says why MPI allows it); every
+         * rank knows the call's end from the headers, so every rank's
+         * size after the call agrees. */
+        uint64_t end = 0;
+        for (int r = 0; r < size; r++)
+            if (all_headers[H_WORDS * r + H_COUNT] && all_headers[H_WORDS * r + H_HI] > end)
+                end = all_headers[H_WORDS * r + H_HI];
         free(all_headers);
-        failed = cmpi_independent_through(a) ? rust_error(call) : 0;
+        failed = cmpi_independent_part(a) ? rust_error(call) : 0;
+        if (!failed && write && cmpi_size_at_least(f->id, end)) failed = rust_error(call);
     } else {
+        /* A write: what this rank wrote behind reaches the servers before
+         * it enters the plan's exchange, which no rank leaves before every
+         * rank entered it: no agent reads before all held writes landed.
+         * (A write that runs independent needs no settling: the rank's own
+         * writes keep their order in its write-behind.) A held write's
+         * error is this call's, after the steps every rank must take. */
+        int settled = write && cmpi_settle(f->id) ? rust_error(call) : 0;
         code = plan(f, call, a, all_headers, mine, n);
         if (code == MPI_SUCCESS) failed = run_steps(f, call, a);
+        if (code == MPI_SUCCESS && !failed) failed = settled;
     }
     if (code == MPI_SUCCESS) {
         /* Whether any rank failed, and whether any rank's read met the end of the file. */

@@ -35,9 +35,6 @@ pub struct Access {
     /// Some part read was a hole or past the end of the file.
     pub incomplete: bool,
     pub execution: Option<Execution>,
-    /// Written through even when the session writes behind (a collective
-    /// call's part).
-    pub through: bool,
     /// `own` as (offset, length) pairs, for the MPI side to gather.
     flat: Vec<u64>,
 }
@@ -92,7 +89,6 @@ impl Access {
             buf,
             incomplete: false,
             execution: None,
-            through: false,
             flat: Vec::new(),
         })
     }
@@ -144,7 +140,7 @@ impl Access {
                     let mut data = Vec::new();
                     self.gather(&extents, &mut data);
                     let client = &session.client;
-                    if let ([e], true) = (&extents[..], session.write_behind && !self.through) {
+                    if let ([e], true) = (&extents[..], session.write_behind) {
                         session.run(client.write_behind(&self.handle, e.offset, data.into()))?;
                     } else {
                         let write = client

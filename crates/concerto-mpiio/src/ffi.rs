@@ -178,6 +178,7 @@ pub unsafe extern "C" fn cmpi_open(
             view,
             pointer,
             hints,
+            size_floor: 0,
         };
         // SAFETY: the caller gives a writable id.
         unsafe { *id = session::register(file) };
@@ -355,9 +356,7 @@ pub extern "C" fn cmpi_hints_fingerprint(id: u64) -> u64 {
 #[no_mangle]
 pub unsafe extern "C" fn cmpi_size(id: u64, size: *mut u64) -> i32 {
     guard(|| {
-        let n = with_file(id, |s, f| {
-            s.run(s.client.fstat(&f.handle)).map(|st| st.size)
-        })?;
+        let n = with_file(id, |s, f| f.size(s))?;
         // SAFETY: as documented.
         unsafe { *size = n };
         Ok(())
@@ -365,7 +364,8 @@ pub unsafe extern "C" fn cmpi_size(id: u64, size: *mut u64) -> i32 {
 }
 
 /// Cuts or extends the file to `size` bytes; with `grow_only`, only
-/// extends (`MPI_File_preallocate`).
+/// extends (`MPI_File_preallocate`). Every rank's held writes have landed
+/// (the caller settles them first).
 #[no_mangle]
 pub extern "C" fn cmpi_set_size(id: u64, size: u64, grow_only: i32) -> i32 {
     guard(|| {
@@ -373,12 +373,34 @@ pub extern "C" fn cmpi_set_size(id: u64, size: u64, grow_only: i32) -> i32 {
             if !f.amode.write {
                 return Err(format!("{}: opened read-only (MPI_MODE_RDONLY)", f.path));
             }
-            // What this rank holds behind lands before the cut.
-            s.run(s.client.settle_writes(&f.handle))?;
             if grow_only != 0 && s.run(s.client.fstat(&f.handle))?.size >= size {
                 return Ok(());
             }
             s.run(s.client.truncate(&f.path, size))
+        })
+    })
+}
+
+/// The file's size is at least `end` (a collective write's end, which
+/// every rank holds behind: [`OpenFile::size_floor`]).
+#[no_mangle]
+pub extern "C" fn cmpi_size_at_least(id: u64, end: u64) -> i32 {
+    guard(|| {
+        with_file(id, |_, f| {
+            f.size_floor = f.size_floor.max(end);
+            Ok(())
+        })
+    })
+}
+
+/// A collective call set the file's size (every rank's held writes landed
+/// first): the servers' size is the file's.
+#[no_mangle]
+pub extern "C" fn cmpi_size_was_set(id: u64) -> i32 {
+    guard(|| {
+        with_file(id, |_, f| {
+            f.size_floor = 0;
+            Ok(())
         })
     })
 }
@@ -404,10 +426,7 @@ pub extern "C" fn cmpi_seek(id: u64, offset: i64, whence: i32) -> i32 {
             let base = match whence {
                 0 => 0,
                 1 => f.pointer as i64,
-                2 => {
-                    let size = s.run(s.client.fstat(&f.handle))?.size;
-                    (f.view.position_of(size) / f.view.etype_size) as i64
-                }
+                2 => (f.view.position_of(f.size(s)?) / f.view.etype_size) as i64,
                 w => return Err(format!("unknown whence {w}")),
             };
             let at = base
@@ -514,18 +533,20 @@ pub unsafe extern "C" fn cmpi_independent(a: *mut Access) -> i32 {
     })
 }
 
-/// Runs a collective access as this rank's independent call, its writes
-/// through to the servers (not held behind): the call's end is then a
-/// point where every rank's data is on its servers, as after a plan.
+/// Runs a collective access as this rank's independent call (a read's
+/// count is the collective's to settle, across ranks). A write is held
+/// behind as an independent one is: in MPI's nonatomic mode another rank
+/// sees it only after a sync, and the file's next planned call sends what
+/// every rank holds before any agent reads. The simulator's collective
+/// applications hold such a call alike (`model::write_behind`).
 ///
 /// # Safety
 /// As [`the`].
 #[no_mangle]
-pub unsafe extern "C" fn cmpi_independent_through(a: *mut Access) -> i32 {
+pub unsafe extern "C" fn cmpi_independent_part(a: *mut Access) -> i32 {
     guard(|| {
         // SAFETY: as documented.
         let a = unsafe { the(a) };
-        a.through = true;
         a.run_independent(Session::get()?)
     })
 }

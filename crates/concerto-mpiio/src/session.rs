@@ -211,9 +211,23 @@ pub struct OpenFile {
     /// The individual file pointer, in elementary types of the view.
     pub pointer: u64,
     pub hints: Hints,
+    /// The file's size is at least this: the end of a collective write
+    /// the ranks hold behind (every rank learned every rank's span in the
+    /// call's first exchange), so that every rank's `MPI_File_get_size`
+    /// after the call agrees, as after a written-through plan, before the
+    /// bytes land. Forgotten when a collective call sets the size.
+    pub size_floor: u64,
 }
 
 impl OpenFile {
+    /// The file's size as this rank may report it: the servers' (after
+    /// this rank's held writes) or the floor, whichever is larger.
+    pub fn size(&self, s: &Session) -> Result<u64, String> {
+        Ok(s.run(s.client.fstat(&self.handle))?
+            .size
+            .max(self.size_floor))
+    }
+
     /// The file extents of an access of `bytes` at `offset` (in
     /// elementary types of the view).
     pub fn extents(&self, offset: u64, bytes: u64) -> Vec<Extent> {

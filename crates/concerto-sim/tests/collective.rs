@@ -222,3 +222,80 @@ fn romio_cb_automatic_runs_a_call_whose_processes_share_no_stripe_unit_as_indepe
         planned
     );
 }
+
+#[test]
+fn a_collective_write_run_as_independent_calls_is_held_behind_and_its_last_call_waits_for_the_servers(
+) {
+    // IOR's -c layout with 64 KiB blocks on 64 KiB stripes: romio_cb's
+    // automatic rule runs every call as the processes' own. With
+    // write-behind on, the MPI-IO library holds such a write as it holds
+    // an independent one (MPI's nonatomic mode lets another process see
+    // it only after a sync), and the simulator holds it alike: a part
+    // ends at its copy into the client, so one process's sixteen calls
+    // reach the servers at once where written through each waits for the
+    // last; every byte still lands, and the last call (the program's sync
+    // and close) ends only once the servers have answered them all.
+    const IOR_C: &str = r#"
+[policy]
+kind = "fifo"
+[cluster]
+servers = 4
+stripe_unit = "64KiB"
+[cluster.network]
+mode = "ideal"
+[cluster.device]
+kind = "fixed"
+service_time = "1ms"
+[[apps]]
+workload = "collective"
+access = "ior:block=64KiB,transfer=64KiB"
+processes = 1
+requests = 16
+[apps.collective]
+strategy = "two-phase"
+romio_cb = "automatic"
+"#;
+    let run = |write_behind: &str| {
+        let sets = [
+            "apps[0].op=\"write\"".to_string(),
+            format!("cluster.write_behind=\"{write_behind}\""),
+            "output.detail=true".to_string(),
+        ];
+        let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        simulate(&scenario(IOR_C, &sets), 1, None)
+    };
+    let (held, through) = (run("16MiB"), run("0"));
+    for r in [&held, &through] {
+        let detail = r.detail.as_ref().expect("output.detail asks for it");
+        let written: u64 = detail
+            .iter()
+            .filter(|p| p.op == concerto_core::Op::Write)
+            .map(|p| p.bytes)
+            .sum();
+        assert_eq!(written, 16 * 65536, "every byte reaches the servers");
+        let last = detail.iter().map(|p| p.response).max().unwrap();
+        assert!(
+            r.apps[0].end_s >= last.as_secs_f64(),
+            "the last call waits for the servers"
+        );
+    }
+    let last_issue = |r: &concerto_sim::RunResult| {
+        r.detail
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| p.issue)
+            .max()
+            .unwrap()
+    };
+    assert_eq!(
+        last_issue(&held),
+        concerto_core::Time::ZERO,
+        "held: no call waits for the servers"
+    );
+    assert!(
+        last_issue(&through).as_secs_f64() >= 0.015,
+        "written through: each call waits for the last ({:?})",
+        last_issue(&through)
+    );
+}

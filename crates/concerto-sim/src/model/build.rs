@@ -175,7 +175,8 @@ fn build_applications(
                     meta_server: meta_servers[idx as usize % meta_servers.len()],
                     lock: KernelLock::default(),
                     writes: (cl.write_behind.0 > 0).then(|| {
-                        concerto_core::client::write_behind::FileWrites::new(Default::default())
+                        use concerto_core::client::write_behind::{FileWrites, WriteBehindConfig};
+                        FileWrites::new(WriteBehindConfig::bounded(cl.write_behind.0))
                     }),
                     flush_at: None,
                     written_end: present.get(f as usize).copied().unwrap_or(0),

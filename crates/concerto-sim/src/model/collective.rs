@@ -174,6 +174,20 @@ impl CollectiveCall {
         self.shape.requested
     }
 
+    /// A call whose processes' parts are held behind
+    /// (`Simulation::collective_behind`): no batches, and nothing it
+    /// counts as moved (its pieces count their bytes when they return).
+    pub(super) fn held(direction: Direction, processes: u32) -> CollectiveCall {
+        let plan = CollectivePlan {
+            direction,
+            processes: vec![Vec::new(); processes as usize],
+            exchanges: Vec::new(),
+            agents: Vec::new(),
+            arrangement: "held behind".into(),
+        };
+        CollectiveCall::start(Rc::new(CallShape::new(plan, 0)), 0)
+    }
+
     fn start(shape: Rc<CallShape>, shift: u64) -> CollectiveCall {
         CollectiveCall {
             next: shape.first[..shape.first.len() - 1].to_vec(),
@@ -189,6 +203,9 @@ impl Simulation<'_> {
     /// The barrier has released a collective call: plan it and start every
     /// process's first batches.
     pub(super) fn start_collective(&mut self, app: u32, now: Time) {
+        if self.hold_collective(app, now) {
+            return;
+        }
         let a = &self.apps[app as usize];
         let spec = &self.sc.apps[a.spec];
         let processes = spec.processes;
@@ -245,6 +262,44 @@ impl Simulation<'_> {
         }
         for r in 0..processes {
             self.try_batch(app, r, now);
+        }
+    }
+
+    /// On a file written behind: a write call that runs as each process's
+    /// independent call (romio_cb's rule) is held behind
+    /// (`collective_behind`), and whether it was is the answer; before
+    /// any other call every process's held writes leave, as the MPI-IO
+    /// library settles them before a planned call (an agent may read them).
+    fn hold_collective(&mut self, app: u32, now: Time) -> bool {
+        let a = &self.apps[app as usize];
+        let file = a.files[0];
+        if self.files[file as usize].writes.is_none() {
+            return false;
+        }
+        let spec = &self.sc.apps[a.spec];
+        let call_no = a.next_call as u64;
+        let held = match (&self.patterns[a.spec], spec.op.direction()) {
+            (Some(pattern), Direction::Write) => {
+                let accesses = pattern.accesses(spec.processes, call_no);
+                let unit = self.files[file as usize].layout.unit();
+                let alone = spec
+                    .collective
+                    .as_ref()
+                    .is_some_and(|c| c.runs_independent(&accesses, unit));
+                alone.then_some(accesses)
+            }
+            _ => None,
+        };
+        match held {
+            Some(accesses) => {
+                let last = call_no + 1 == spec.calls() as u64;
+                self.collective_behind(app, file, accesses, last, now);
+                true
+            }
+            None => {
+                self.send_all_behind(file, now);
+                false
+            }
         }
     }
 

@@ -31,6 +31,9 @@ pub(super) enum Wait {
     Room,
     /// All of them: its close goes on once none is in flight.
     Settled,
+    /// All of them: its part of a collective application's last call
+    /// (the program's sync and close) ends once none is in flight.
+    SettledCall,
 }
 
 impl<'a> Simulation<'a> {
@@ -66,6 +69,65 @@ impl<'a> Simulation<'a> {
                 0,
                 Event::StepDone { rank },
             );
+        }
+    }
+
+    /// A collective write that runs as each process's independent call
+    /// (romio_cb's rule, `Buffering::runs_independent`) on a file written
+    /// behind: each process's part is held and coalesced as its
+    /// independent writes are, as the MPI-IO library holds it and as ROMIO's
+    /// independent writes through the mount are; a part ends as a held
+    /// write step does. In the application's last call each process then
+    /// sends its run and waits for all it sent (the program's sync and
+    /// close, which the real run times).
+    pub(super) fn collective_behind(
+        &mut self,
+        app: u32,
+        file: u32,
+        accesses: Vec<Vec<Extent>>,
+        last: bool,
+        now: Time,
+    ) {
+        let processes = accesses.len() as u32;
+        let a = &mut self.apps[app as usize];
+        a.collective = Some(super::collective::CollectiveCall::held(
+            concerto_core::client::collective::Direction::Write,
+            processes,
+        ));
+        let first = a.first_rank;
+        for (r, extents) in accesses.into_iter().enumerate() {
+            let rank = first + r as u32;
+            let access = Access {
+                file,
+                extents: extents.into_iter().collect(),
+            };
+            if !last {
+                self.issue_behind(rank, file, &access, self.origin(rank, now));
+                continue;
+            }
+            let layout = self.files[file as usize].layout.clone();
+            for e in &access.extents {
+                let plan = self.policy(file).write(rank, e.offset, e.len, now, &layout);
+                for f in plan.before.into_iter().chain(plan.after) {
+                    self.send_behind(f.key, file, f.extent, now);
+                }
+            }
+            if let Some(f) = self.policy(file).flush_key(&rank) {
+                self.send_behind(f.key, file, f.extent, now);
+            }
+            if self.ranks[rank as usize].behind == 0 {
+                self.step_done(rank, now);
+            } else {
+                self.ranks[rank as usize].behind_wait = Wait::SettledCall;
+            }
+        }
+    }
+
+    /// Every process's held writes of `file` leave (they are not waited for:
+    /// the servers take them first, as they arrive first).
+    pub(super) fn send_all_behind(&mut self, file: u32, now: Time) {
+        for f in self.policy(file).flush(None) {
+            self.send_behind(f.key, file, f.extent, now);
         }
     }
 
@@ -156,6 +218,10 @@ impl<'a> Simulation<'a> {
             Wait::Settled if rs.behind == 0 => {
                 rs.behind_wait = Wait::Nothing;
                 self.issue_step(rank, now);
+            }
+            Wait::SettledCall if rs.behind == 0 => {
+                rs.behind_wait = Wait::Nothing;
+                self.step_done(rank, now);
             }
             _ => {}
         }
