@@ -107,7 +107,7 @@ impl Held {
         let mut files = self.files();
         if let Some(f) = files.get(&inode) {
             let idle = Arc::strong_count(f) == 1
-                && f.try_lock().is_ok_and(|h| h.policy.is_empty() && !h.timer);
+                && f.try_lock().is_ok_and(|h| h.policy.is_idle() && !h.timer);
             if idle {
                 files.remove(&inode);
             }

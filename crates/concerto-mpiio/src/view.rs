@@ -46,6 +46,15 @@ impl Runs {
             return;
         }
         let (mut tile, within) = (pos / self.size, pos % self.size);
+        // Elements of one block each, tiled edge to edge (MPI_BYTE, any
+        // contiguous type): the range is one piece. Walking it element by
+        // element cost 5 ms per 1 MiB write of MPI_BYTEs.
+        if let [(disp, blen, _)] = self.runs[..] {
+            if blen as i64 == stride {
+                out(tile as i64 * stride + disp + within as i64, len);
+                return;
+            }
+        }
         let (mut i, mut skip) = self.find(within);
         let mut left = len;
         let mut pending: Option<(i64, u64)> = None;
@@ -331,6 +340,22 @@ mod tests {
     fn adjacent_tiles_join_into_one_extent() {
         let v = View::new(0, &Typemap::bytes(4), &map(&[(0, 8)], 8)).unwrap();
         assert_eq!(pairs(&v.extents(4, 20)), vec![(4, 20)]);
+    }
+
+    #[test]
+    fn a_dense_type_of_any_count_is_one_piece() {
+        // MPI_BYTE × 1 MiB, as IOR writes: one piece, in memory and file.
+        let m = Memory::new(&Typemap::bytes(1), 1 << 20);
+        assert!(m.contiguous() && m.size == 1 << 20);
+        assert_eq!(pairs(&View::default().extents(5, 1 << 20)), vec![(5, 1 << 20)]);
+        // One block edge to edge but displaced (lb at its start).
+        let mut t = map(&[(4, 8)], 8);
+        t.lb = 4;
+        let v = View::new(0, &Typemap::bytes(1), &t).unwrap();
+        assert_eq!(pairs(&v.extents(2, 10)), vec![(6, 10)]);
+        // A gap between elements keeps them apart.
+        let v = View::new(0, &Typemap::bytes(1), &map(&[(0, 8)], 12)).unwrap();
+        assert_eq!(pairs(&v.extents(6, 4)), vec![(6, 2), (12, 2)]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! so a program's small writes reach the simulated servers as the same
 //! few large requests they reach the real ones as (the mount's count is
 //! in crates/concerto-fuse/tests/integration/requests.rs: 4 MiB of 4 KiB
-//! writes on four 64 KiB-striped servers, 4 writes and a close's fsyncs).
+//! writes on four 64 KiB-striped servers, 12 writes and a close's fsyncs).
 
 #[allow(dead_code)]
 mod common;
@@ -74,7 +74,11 @@ fn small_writes_reach_the_simulated_servers_as_the_policy_sends_them() {
         .flat_map(|e| layout.requests(&[*e], limits))
         .map(|r| (r.server, r.bytes))
         .collect();
-    assert_eq!(expected.len(), 4, "a MiB per server: one request each");
+    assert_eq!(
+        expected.len(),
+        12,
+        "runs of 1 and 2 MiB (the ramp), then the last MiB: a request per server each"
+    );
     let by_server = |w: &[(u32, u64)]| {
         let mut w = w.to_vec();
         w.sort();
@@ -97,7 +101,7 @@ fn a_write_behind_program_ends_when_its_close_has_everything_on_the_servers() {
     };
     let behind = ior(&[]);
     let through = ior(&["cluster.write_behind=0"]);
-    // 4 requests of 1 ms on four servers at once (1 ms, and the close's
+    // 12 requests of 1 ms on four servers, three each (3 ms, and the close's
     // fsyncs and sync), against 1024 requests of 1 ms, 256 on each server
     // one after the other: the 4 KiB writes waited for each reply.
     assert!(behind < 0.01, "written behind: {behind} s");

@@ -11,7 +11,8 @@
 //! or overwriting what the run holds); any other write sends the run first
 //! and starts a new one. Once a run holds
 //! [`WriteBehindConfig::flush_per_server`] for each server of the file's
-//! layout, it is sent up to its last stripe-unit boundary, so every server
+//! layout (a quarter of that at its first cut, half at its second:
+//! [`RAMP`]), it is sent up to its last stripe-unit boundary, so every server
 //! gets whole units, contiguous on its object: one request per server for
 //! the lot (4 KiB writes to four servers cost one request per MiB, not
 //! 256; a write the kernel cut in two because the buffer was not
@@ -110,13 +111,29 @@ struct Run<K> {
     since: Time,
     /// When it was last written.
     last: Time,
+    /// How many times it was cut and sent (up to [`RAMP`]): its sending
+    /// size grows with them.
+    cuts: u32,
 }
+
+/// A run's first cut is sent at a quarter of the full sending size, its
+/// second at half, the rest at the full size: a writer's first bytes leave
+/// early, so sending overlaps its writing (one process writing 4 MiB in
+/// 64 KiB calls through the MPI-IO library wrote 75-85 MiB/s when nothing
+/// left before 4 MiB, 125 when the sending size was 1 MiB), while a long
+/// stream is still sent a MiB per server at a time.
+const RAMP: u32 = 2;
 
 /// What one file's writers hold unsent.
 #[derive(Clone, Debug)]
 pub struct FileWrites<K> {
     config: WriteBehindConfig,
     runs: Vec<Run<K>>,
+    /// Writers whose run was sent whole at a cut: where it ended and how
+    /// far its ramp had come, so that the writer's next write there
+    /// continues the ramp rather than starting it over (at most
+    /// `max_runs`, the oldest forgotten).
+    ramps: Vec<(K, u64, u32)>,
 }
 
 impl<K: Clone + PartialEq> FileWrites<K> {
@@ -124,12 +141,19 @@ impl<K: Clone + PartialEq> FileWrites<K> {
         FileWrites {
             config,
             runs: Vec::new(),
+            ramps: Vec::new(),
         }
     }
 
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()
+    }
+
+    /// Whether it holds nothing and remembers no writer's ramp: its
+    /// owner may forget it.
+    pub fn is_idle(&self) -> bool {
+        self.runs.is_empty() && self.ramps.is_empty()
     }
 
     /// The range `key` holds, if any.
@@ -183,12 +207,24 @@ impl<K: Clone + PartialEq> FileWrites<K> {
                         .unwrap_or(0);
                     before.push(self.take(oldest));
                 }
+                let cuts = match self.ramps.iter().position(|(k, _, _)| *k == key) {
+                    Some(j) => {
+                        let (_, at, cuts) = self.ramps.remove(j);
+                        if at == offset {
+                            cuts
+                        } else {
+                            0
+                        }
+                    }
+                    None => 0,
+                };
                 self.runs.push(Run {
                     key,
                     start: offset,
                     end,
                     since: now,
                     last: now,
+                    cuts,
                 });
                 self.runs.len() - 1
             }
@@ -201,9 +237,9 @@ impl<K: Clone + PartialEq> FileWrites<K> {
     /// last unit boundary (all of it when that is none).
     fn cut(&mut self, i: usize, layout: &StripeLayout, now: Time) -> Option<Flush<K>> {
         let r = &mut self.runs[i];
-        let flush_bytes = (self.config.flush_per_server * layout.stripe_count().max(1) as u64)
+        let full = (self.config.flush_per_server * layout.stripe_count().max(1) as u64)
             .min(self.config.max_flush);
-        if r.end - r.start < flush_bytes {
+        if r.end - r.start < (full >> (RAMP - r.cuts)).max(1) {
             return None;
         }
         let unit = layout.unit().max(1);
@@ -214,10 +250,15 @@ impl<K: Clone + PartialEq> FileWrites<K> {
             extent: Extent::new(r.start, cut - r.start),
         };
         r.start = cut;
+        r.cuts = (r.cuts + 1).min(RAMP);
         // What is left was written last, not when the run began.
         r.since = now;
         if r.start == r.end {
-            self.runs.remove(i);
+            let r = self.runs.remove(i);
+            if self.ramps.len() >= self.config.max_runs.max(1) {
+                self.ramps.remove(0);
+            }
+            self.ramps.push((r.key, r.end, r.cuts));
         }
         Some(flush)
     }
@@ -233,6 +274,9 @@ impl<K: Clone + PartialEq> FileWrites<K> {
     /// Sends what overlaps `offset..offset+len` (before a read of it or a
     /// write through over it); everything when `None`.
     pub fn flush(&mut self, range: Option<(u64, u64)>) -> Vec<Flush<K>> {
+        if range.is_none() {
+            self.ramps.clear();
+        }
         let mut out = Vec::new();
         let mut i = 0;
         while i < self.runs.len() {
@@ -248,6 +292,7 @@ impl<K: Clone + PartialEq> FileWrites<K> {
 
     /// Sends what `key` holds (its handle is closing or syncing).
     pub fn flush_key(&mut self, key: &K) -> Option<Flush<K>> {
+        self.ramps.retain(|(k, _, _)| k != key);
         let i = self.runs.iter().position(|r| r.key == *key)?;
         Some(self.take(i))
     }
@@ -295,7 +340,7 @@ mod tests {
     }
 
     #[test]
-    fn small_sequential_writes_leave_as_one_request_of_a_mib_per_server() {
+    fn small_sequential_writes_leave_in_runs_growing_to_a_mib_per_server() {
         let l = layout(64 << 10, 4);
         let mut w = FileWrites::new(WriteBehindConfig::default());
         let mut sent = Vec::new();
@@ -303,10 +348,16 @@ mod tests {
             sent.extend(all(w.write(0u8, i * 4096, 4096, Time::ZERO, &l)));
         }
         sent.extend(w.flush(None).into_iter().map(|f| f.extent));
-        // A run is sent at 1 MiB per server of the layout: 4 MiB here.
+        // A run is sent at 1 MiB per server of the layout (4 MiB here),
+        // after a first cut at a quarter of that and a second at half.
         assert_eq!(
             sent,
-            vec![Extent::new(0, 4 << 20), Extent::new(4 << 20, 4 << 20)]
+            vec![
+                Extent::new(0, 1 << 20),
+                Extent::new(1 << 20, 2 << 20),
+                Extent::new(3 << 20, 4 << 20),
+                Extent::new(7 << 20, 1 << 20)
+            ]
         );
         let requests: usize = sent
             .iter()
@@ -321,13 +372,13 @@ mod tests {
                 .len()
             })
             .sum();
-        assert_eq!(requests, 8, "8 MiB on four servers: one request per MiB");
+        assert_eq!(requests, 16, "8 MiB on four servers: two requests per MiB");
     }
 
     #[test]
     fn a_write_cut_in_two_by_an_unaligned_buffer_is_sent_whole() {
-        // One server: a run is sent at 1 MiB.
-        let l = layout(64 << 10, 1);
+        // Four servers: a run's first cut is at 1 MiB.
+        let l = layout(64 << 10, 4);
         let mut w = FileWrites::new(WriteBehindConfig::default());
         assert!(all(w.write(0u8, 0, (1 << 20) - 4096, Time::ZERO, &l)).is_empty());
         assert_eq!(
