@@ -118,8 +118,9 @@ CFG
   mountpoint -q "$ROOT/mnt/moosefs" ||
     nsenter --net="/run/netns/$NETNS" mfsmount -H "$MOOSE_IP" -o mfsnice=0 "$ROOT/mnt/moosefs"
   wait_for 30 "the MooseFS mount" mountpoint -q "$ROOT/mnt/moosefs"
-  # One copy of each chunk, as Concerto and the GlusterFS volume keep.
-  mfssetgoal -r 1 "$ROOT/mnt/moosefs" >/dev/null
+  # One copy of each chunk, as Concerto and the GlusterFS volume keep. The
+  # tool asks the master, reachable from the namespace's network only.
+  nsenter --net="/run/netns/$NETNS" mfssetgoal -r 1 "$ROOT/mnt/moosefs" >/dev/null
 }
 
 moose_down() {
