@@ -347,7 +347,10 @@ mod tests {
         // MPI_BYTE × 1 MiB, as IOR writes: one piece, in memory and file.
         let m = Memory::new(&Typemap::bytes(1), 1 << 20);
         assert!(m.contiguous() && m.size == 1 << 20);
-        assert_eq!(pairs(&View::default().extents(5, 1 << 20)), vec![(5, 1 << 20)]);
+        assert_eq!(
+            pairs(&View::default().extents(5, 1 << 20)),
+            vec![(5, 1 << 20)]
+        );
         // One block edge to edge but displaced (lb at its start).
         let mut t = map(&[(4, 8)], 8);
         t.lb = 4;
