@@ -99,6 +99,28 @@ def test_a_pasted_launcher_line_gives_the_ranks_and_its_own_options_are_ignored(
     assert benchmarks.from_mdtest("srun -n 5 mdtest -n 10 -u -F")["processes"] == 5
 
 
+def test_a_launchers_ranks_per_node_place_the_simulated_ranks_on_nodes():
+    # Ranks that share a node share its link in the simulator
+    # (processes_per_node); a launcher that does not say leaves the
+    # simulator's default, a node per rank.
+    for line, per_node in [
+        ("srun -N 2 --ntasks-per-node=2 ior -t 1m -b 4m -w", 2),
+        ("srun -N 2 -n 7 ior -t 1m -b 4m -w", 4),  # Slurm's blocks: 4 and 3
+        ("srun -N 1 -n 4 ior -t 1m -b 4m -w", 4),
+        ("mpirun -npernode 2 -np 6 ior -t 1m -b 4m -w", 2),
+        ("mpirun -np 8 --map-by ppr:4:node ior -t 1m -b 4m -w", 4),
+        ("mpiexec -n 4 -ppn 8 ior -t 1m -b 4m -w", 4),  # more per node than ranks: one node
+        ("aprun -n 8 -N 4 ior -a MPIIO -c -t 64k -b 64k -w", 4),
+        ("mpirun -np 4 ior -t 1m -b 4m -w", None),
+        ("mpirun -np 8 --map-by ppr:2:socket ior -t 1m -b 4m -w", None),
+    ]:
+        app = benchmarks.from_ior(line)
+        assert app.get("processes_per_node") == per_node, line
+    assert benchmarks.from_mdtest("srun -N 2 -n 4 mdtest -n 10 -u -F")["processes_per_node"] == 2
+    with pytest.raises(benchmarks.BenchmarkArgsError, match=re.escape("mpirun -npernode x: not a whole number")):
+        benchmarks.from_ior("mpirun -np 4 -npernode x ior -w")
+
+
 def test_verification_and_reporting_options_are_accepted_with_no_effect():
     plain = benchmarks.from_ior("-a POSIX -t 1m -b 16m -s 2 -w -r", processes=4)
     pasted = benchmarks.from_ior(

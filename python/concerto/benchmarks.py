@@ -53,6 +53,9 @@ class _Parsed:
     values: dict[str, str]
     #: The ranks the launcher starts, and how it was told (``mpirun -np 4``).
     ranks: tuple[int, str] | None = None
+    #: How many of them share a node, when the launcher says
+    #: (``srun -N 2 -n 8``, ``mpirun -np 8 -npernode 4``).
+    per_node: int | None = None
 
 
 #: Programs that start MPI ranks, whose rank count a pasted command line gives.
@@ -86,9 +89,10 @@ def _launcher_options(opts: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _launcher_ranks(launcher: str, opts: list[str]) -> tuple[int, str] | None:
+def _launcher_ranks(launcher: str, opts: list[str]) -> tuple[tuple[int, str] | None, int | None]:
     """The ranks ``launcher`` with options ``opts`` starts, and how it was
-    told; None when the options leave it to the launcher's default (one)."""
+    told (None when the options leave it to the launcher's default, one);
+    and how many ranks share a node, when the options say."""
     srun, aprun = launcher == "srun", launcher == "aprun"
     totals = _RANK_OPTIONS if srun or aprun else _MPIRUN_RANK_OPTIONS
     ranks, nodes, per_node = None, None, None
@@ -108,27 +112,36 @@ def _launcher_ranks(launcher: str, opts: list[str]) -> tuple[int, str] | None:
             nodes = (_count(f"{launcher} {name}", value), told)
         elif srun and name in _SRUN_PER_NODE:
             per_node = (_count(f"{launcher} {name}", value), told)
-        elif not srun and (name in _PER_HOST or (name == "--map-by" and value.startswith("ppr:"))):
-            per_node = (0, told)
+        elif not srun and name in _PER_HOST:
+            per_node = (_count(f"{launcher} {name}", value), told)
+        elif not srun and name == "--map-by" and value.startswith("ppr:"):
+            # ppr:K:node, K ranks per node (per socket or core: left to the hosts).
+            parts = value.split(":")
+            k = _count(told, parts[1]) if len(parts) >= 3 and parts[2].startswith("node") else None
+            per_node = (k, told)
     if ranks is not None:
-        return ranks
+        if srun and nodes is not None and per_node is None:
+            # Slurm spreads -n tasks over -N nodes in blocks.
+            return ranks, min(ranks[0], -(-ranks[0] // nodes[0]))
+        return ranks, min(ranks[0], per_node[0]) if per_node and per_node[0] else None
     if srun and nodes is not None:
         # Slurm starts one task per node unless told how many.
-        n = nodes[0] * (per_node[0] if per_node else 1)
-        return (n, f"{nodes[1]}{' ' + per_node[1] if per_node else ''}")
+        k = per_node[0] if per_node else 1
+        return (nodes[0] * k, f"{nodes[1]}{' ' + per_node[1] if per_node else ''}"), k
     if per_node is not None:
         give = "-N (nodes) or -n" if srun else "-n"
         raise BenchmarkArgsError(f"{per_node[1]}: ranks per node, and how many nodes is the allocation's; "
                                  f"give the rank count ({give})")
-    return None
+    return None, None
 
 
-def _launched(program: str, words: list[str]) -> tuple[list[str], tuple[int, str] | None]:
-    """The words after the program, and the ranks a leading launcher
-    starts (``mpirun -np 4 ior ...``, ``srun -N 2 --ntasks-per-node=2
-    ior ...``). Environment assignments before the launcher
-    (``OMP_NUM_THREADS=1``) and the launcher's other options (hosts,
-    mapping, binding) have no effect on the model."""
+def _launched(program: str, words: list[str]) -> tuple[list[str], tuple[int, str] | None, int | None]:
+    """The words after the program, the ranks a leading launcher starts
+    and how many share a node (``mpirun -np 4 ior ...``, ``srun -N 2
+    --ntasks-per-node=2 ior ...``; see ``_launcher_ranks``). Environment
+    assignments before the launcher (``OMP_NUM_THREADS=1``) and the
+    launcher's other options (hosts, binding) have no effect on the
+    model."""
     i = 0
     while i < len(words) and (words[i] == "env" or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i])):
         i += 1
@@ -138,10 +151,10 @@ def _launched(program: str, words: list[str]) -> tuple[list[str], tuple[int, str
         at = next((j for j in range(i + 1, len(words)) if is_program(words[j])), None)
         if at is None:
             raise BenchmarkArgsError(f"{launcher}: no {program} on the command line after it")
-        return words[at + 1:], _launcher_ranks(launcher, words[i + 1:at])
+        return (words[at + 1:], *_launcher_ranks(launcher, words[i + 1:at]))
     if i < len(words) and is_program(words[i]):
         i += 1
-    return words[i:], None
+    return words[i:], None, None
 
 
 def _parse(program: str, args: str, flags: dict[str, str], valued: dict[str, str],
@@ -152,8 +165,8 @@ def _parse(program: str, args: str, flags: dict[str, str], valued: dict[str, str
         words = shlex.split(args)
     except ValueError as e:
         raise BenchmarkArgsError(f"{program} command line: {e}") from None
-    words, ranks = _launched(program, words)
-    parsed = _Parsed(set(), {}, ranks)
+    words, ranks, per_node = _launched(program, words)
+    parsed = _Parsed(set(), {}, ranks, per_node)
     i = 0
     while i < len(words):
         w = words[i]
@@ -261,7 +274,7 @@ def from_ior(args: str, processes: int | None = None, name: str | None = None) -
     # IOR writes and reads when told neither.
     operations = [op for flag, op in (("-w", "write"), ("-r", "read")) if flag in p.flags] or ["write", "read"]
     if "-c" in p.flags:
-        return _ior_collective(p, api, operations, tasks, transfer, block, segments, name)
+        return _placed(p, _ior_collective(p, api, operations, tasks, transfer, block, segments, name))
     app = {
         "name": name or "ior",
         "workload": "ior",
@@ -273,6 +286,15 @@ def from_ior(args: str, processes: int | None = None, name: str | None = None) -
         "operations": operations,
         "file": "per-process" if "-F" in p.flags else "shared",
     }
+    return _placed(p, app)
+
+
+def _placed(p: _Parsed, app: dict) -> dict:
+    """The entry with its ranks on nodes as the launcher placed them
+    (``processes_per_node``), when it said; else the simulator's default,
+    a node per rank."""
+    if p.per_node:
+        app["processes_per_node"] = min(p.per_node, app["processes"])
     return app
 
 
@@ -379,7 +401,7 @@ def from_mdtest(args: str, processes: int | None = None, name: str | None = None
     }
     if write or read:
         app["request_size"] = write or read
-    return app
+    return _placed(p, app)
 
 
 def apps_toml(app: dict) -> str:
