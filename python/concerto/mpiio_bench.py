@@ -63,10 +63,12 @@ class BenchProblem(Exception):
     """The benchmark cannot run; the message says why."""
 
 
-def _env() -> dict[str, str]:
+def job_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """An MPI job's environment: no configured cluster (the command names
+    it), Open MPI as root and oversubscribed, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if k not in ("CONCERTO_CLUSTER",)}
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
+               OMPI_MCA_rmaps_base_oversubscribe="1", **(extra or {}))
     return env
 
 
@@ -83,7 +85,7 @@ def run_real(program: Path, cluster: Path, mnt: Path, pattern: str, op: str, how
              name: str | None = None) -> float:
     """One timed run: ``how`` is a strategy (Concerto's MPI-IO) or ``romio-on-mount``."""
     param = str(PATTERNS[pattern][0])
-    env = _env()
+    env = job_env()
     if how == ROMIO:
         name = f"{pattern}-{op}-{how}-{rep}"
         if op == "read":
@@ -130,13 +132,17 @@ def run_sim(pattern: str, op: str, how: str, reps: int) -> float:
     return statistics.mean(r["apps"][0]["bandwidth_Bps"] for r in result["runs"]) / 1e6
 
 
-def build(directory: Path) -> Path:
-    exe = directory / "collbench"
+def compile_program(compiler: str, source: Path, exe: Path) -> Path:
+    """``source`` built with the MPI library's ``compiler`` into ``exe``."""
     try:
-        subprocess.run([COMPILER, "-O2", "-o", str(exe), str(PROGRAM)], check=True, capture_output=True, text=True)
+        subprocess.run([compiler, "-O2", "-o", str(exe), str(source)], check=True, capture_output=True, text=True)
     except (OSError, subprocess.CalledProcessError) as e:
-        raise BenchProblem(f"cannot build {PROGRAM} with {COMPILER}: {getattr(e, 'stderr', e)}") from e
+        raise BenchProblem(f"cannot build {source} with {compiler}: {getattr(e, 'stderr', e)}") from e
     return exe
+
+
+def build(directory: Path) -> Path:
+    return compile_program(COMPILER, PROGRAM, directory / "collbench")
 
 
 def run(out: Path, quick: bool, say: Callable[[str], None] = print) -> dict:

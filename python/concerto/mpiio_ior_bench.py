@@ -16,7 +16,6 @@ on one node), so it is recorded, not compared.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from concerto import cluster as local
+from concerto.mpiio_bench import BenchProblem, compile_program, job_env
 from concerto.report import write_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,17 +58,6 @@ MPIS = {
 }
 
 
-class BenchProblem(Exception):
-    """The benchmark cannot run; the message says why."""
-
-
-def _env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "CONCERTO_CLUSTER"}
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", **extra)
-    return env
-
-
 def _rates(command: list[str], env: dict[str, str], what: str) -> tuple[float, float]:
     """iorlike's "write MIB_S read MIB_S"."""
     try:
@@ -84,13 +73,7 @@ def _rates(command: list[str], env: dict[str, str], what: str) -> tuple[float, f
 
 
 def build(mpi: str, directory: Path) -> Path:
-    exe = directory / f"iorlike-{mpi}"
-    try:
-        subprocess.run([MPIS[mpi].compiler, "-O2", "-o", str(exe), str(PROGRAM)], check=True,
-                       capture_output=True, text=True)
-    except (OSError, subprocess.CalledProcessError) as e:
-        raise BenchProblem(f"cannot build {PROGRAM} with {MPIS[mpi].compiler}: {getattr(e, 'stderr', e)}") from e
-    return exe
+    return compile_program(MPIS[mpi].compiler, PROGRAM, directory / f"iorlike-{mpi}")
 
 
 def _commands(mpi: str, program: Path, cluster: Path, mnt: Path, ranks: int, args: tuple[str, ...],
@@ -98,10 +81,10 @@ def _commands(mpi: str, program: Path, cluster: Path, mnt: Path, ranks: int, arg
     """Every way of one run: the library, and each of the MPI library's own MPI-IO on the mount."""
     m = MPIS[mpi]
     ways = {LIBRARY: ([sys.executable, "-m", "concerto", "mpirun", "--cluster", str(cluster), "--launcher",
-                       m.launcher, "-n", str(ranks), str(program), f"concerto:/{name}-lib", *args], _env({}))}
+                       m.launcher, "-n", str(ranks), str(program), f"concerto:/{name}-lib", *args], job_env())}
     for way, extra in m.on_mount.items():
         tag = way.split()[0].lower()
-        ways[way] = ([m.launcher, "-n", str(ranks), str(program), str(mnt / f"{name}-{tag}"), *args], _env(extra))
+        ways[way] = ([m.launcher, "-n", str(ranks), str(program), str(mnt / f"{name}-{tag}"), *args], job_env(extra))
     return ways
 
 

@@ -52,14 +52,7 @@ impl<'a> Simulation<'a> {
     /// A write step on a file written behind.
     pub(super) fn issue_behind(&mut self, rank: u32, file: u32, access: &Access, origin: Origin) {
         let now = origin.at;
-        let layout = self.files[file as usize].layout.clone();
-        for e in &access.extents {
-            let plan = self.policy(file).write(rank, e.offset, e.len, now, &layout);
-            for f in plan.before.into_iter().chain(plan.after) {
-                self.send_behind(f.key, file, f.extent, now);
-            }
-        }
-        self.arm_flush(file);
+        self.hold(rank, file, access, now);
         if self.ranks[rank as usize].behind_bytes >= self.sc.cluster.write_behind.0 {
             self.ranks[rank as usize].behind_wait = Wait::Room;
         } else {
@@ -70,6 +63,20 @@ impl<'a> Simulation<'a> {
                 Event::StepDone { rank },
             );
         }
+    }
+
+    /// Hands `access` to the file's policy as `rank`'s writes and sends
+    /// what the policy says must leave now; the file's next due run is
+    /// then armed.
+    fn hold(&mut self, rank: u32, file: u32, access: &Access, now: Time) {
+        let layout = self.files[file as usize].layout.clone();
+        for e in &access.extents {
+            let plan = self.policy(file).write(rank, e.offset, e.len, now, &layout);
+            for f in plan.before.into_iter().chain(plan.after) {
+                self.send_behind(f.key, file, f.extent, now);
+            }
+        }
+        self.arm_flush(file);
     }
 
     /// A collective write that runs as each process's independent call
@@ -105,13 +112,7 @@ impl<'a> Simulation<'a> {
                 self.issue_behind(rank, file, &access, self.origin(rank, now));
                 continue;
             }
-            let layout = self.files[file as usize].layout.clone();
-            for e in &access.extents {
-                let plan = self.policy(file).write(rank, e.offset, e.len, now, &layout);
-                for f in plan.before.into_iter().chain(plan.after) {
-                    self.send_behind(f.key, file, f.extent, now);
-                }
-            }
+            self.hold(rank, file, &access, now);
             if let Some(f) = self.policy(file).flush_key(&rank) {
                 self.send_behind(f.key, file, f.extent, now);
             }
