@@ -392,10 +392,12 @@ def test_clusterfile_real_twin_holds_hash_ios_to_the_tolerance_only_where_its_cl
 def test_the_arena_runs_every_policy_on_every_workload_and_holds_for_a_second_seed(arena: dict) -> None:
     from concerto import _native
 
-    assert arena["claims"] == {"arena-mclock-reservation": "reproduced", "arena-mclock-limit": "reproduced"}
+    assert arena["claims"] == {"arena-mclock-reservation": "reproduced", "arena-mclock-limit": "reproduced",
+                               "arena-gift-efficiency-and-fairness": "reproduced",
+                               "arena-adaptbf-utilization": "reproduced"}
     table = arena["results"]["results"]
     assert set(table) == {"checkpoint-and-metadata", "small-jobs-beside-a-large-one", "reservation-mix",
-                          "iosets-stress-0.4", "iosets-stress-0.8"}
+                          "bursty-beside-steady", "iosets-stress-0.4", "iosets-stress-0.8"}
     for workload, by_policy in table.items():
         assert set(by_policy) == set(_native.policy_names()), workload
         for policy, row in by_policy.items():
@@ -434,3 +436,18 @@ def test_arena_tolerances_fail_past_either_side(arena: dict) -> None:
     limit = "arena-mclock-limit"
     assert _status(evaluate, results, limit, set_to("limited_worst_mbps", 1.04 * LIMIT_MBPS)) == "reproduced"
     assert _status(evaluate, results, limit, set_to("limited_worst_mbps", 1.06 * LIMIT_MBPS)) == "failed"
+
+    # GIFT and AdapTBF: utilization at least 95% of FIFO's; GIFT's max
+    # stretch no more than FIFO's.
+    def bursty(policy: str, key: str, times_fifo: float) -> Callable[[dict], None]:
+        def change(m: dict) -> None:
+            w = m["bursty-beside-steady"]
+            w[policy][key] = times_fifo * w["fifo"][key]
+        return change
+
+    for policy, claim in (("gift", "arena-gift-efficiency-and-fairness"), ("adaptbf", "arena-adaptbf-utilization")):
+        assert _status(evaluate, results, claim, bursty(policy, "utilization", 0.96)) == "reproduced", policy
+        assert _status(evaluate, results, claim, bursty(policy, "utilization", 0.94)) == "failed", policy
+    gift = "arena-gift-efficiency-and-fairness"
+    assert _status(evaluate, results, gift, bursty("gift", "max_stretch", 0.99)) == "reproduced"
+    assert _status(evaluate, results, gift, bursty("gift", "max_stretch", 1.01)) == "failed"

@@ -50,6 +50,12 @@ LIMIT_MBPS = 10
 # in the device waits for them whatever its tag (D = 14, the default, gave
 # the reads 4.2 MB/s per server, D = 4 4.8-5.0, D = 1 5.9; seeds 1, 2024).
 DMCLOCK_DEPTH = 1
+# GIFT and AdapTBF run with four requests in service: their throttles act
+# on what waits in their queues, and with the default 14 slots the
+# applications' requests here all go to the device at once (both then
+# served exactly as sfq-d; seed 1, the bursty workload). With 4 the steady
+# job's and the bursty job's requests wait in the policy's queue.
+EPOCH_POLICY_DEPTH = 4
 # mClock's claims hold within 5%: a reservation met to 95%, a limit passed
 # by at most 5% in any second.
 TOLERANCE = 0.05
@@ -105,6 +111,14 @@ def workloads(quick: bool) -> dict[str, list[dict]]:
             _app("heavy", 21, workload="ior", processes=8, requests=32 * n, request_size="1MiB", op="write"),
             _app("limited", 22, workload="ior", processes=8, requests=32 * n, request_size="1MiB", op="write"),
         ],
+        # A steady job beside a bursty one (16 MiB phases after 0.4 s of
+        # computation): the bursty job's share, unused while it computes, is
+        # what GIFT gives away for coupons and AdapTBF lends.
+        "bursty-beside-steady": [
+            _app("steady", 40, workload="ior", processes=8, requests=24 * n, request_size="1MiB", op="write"),
+            _app("bursty", 41, workload="phases", processes=4, op="write", request_size="1MiB",
+                 phases=[[0.4, 16 << 20]] * (3 * n), start="0ms"),
+        ],
         **iosets_workloads(4.0 * n),
     }
 
@@ -119,7 +133,8 @@ def policies() -> dict[str, dict]:
     """Every registered policy with the parameters the arena runs it with:
     its defaults, and for dmclock the reservation workload's service level
     (the other workloads' applications have no row: weight 1) and one
-    request in service (``DMCLOCK_DEPTH``)."""
+    request in service (``DMCLOCK_DEPTH``); GIFT and AdapTBF with
+    ``EPOCH_POLICY_DEPTH``."""
     table: dict[str, dict] = {name: {"kind": name} for name in _native.policy_names()}
     table["dmclock"] = {
         "kind": "dmclock",
@@ -129,6 +144,8 @@ def policies() -> dict[str, dict]:
             {"app": 22, "limit": f"{LIMIT_MBPS}MB/s"},
         ],
     }
+    for name in ("gift", "adaptbf"):
+        table[name] = {"kind": name, "depth": EPOCH_POLICY_DEPTH}
     return table
 
 
@@ -262,6 +279,40 @@ def evaluate(results: dict[str, dict[str, dict]]) -> list[Claim]:
             "second under dmclock",
             f"worst second {worst:.1f} MB/s under dmclock; {weights_only['limited_worst_mbps']:.1f} under sfq-d",
             **judged(worst <= (1 + TOLERANCE) * LIMIT_MBPS, False)),
+        *epoch_policy_claims(results["bursty-beside-steady"]),
+    ]
+
+
+def epoch_policy_claims(bursty: dict[str, dict]) -> list[Claim]:
+    """GIFT's and AdapTBF's headline properties on the bursty workload:
+    the device as busy as with no control at all (FIFO), within 5%, and
+    (GIFT) no application stretched more than under FIFO (its coupons give
+    the bursty job back what it gave up). Capped, the static
+    non-work-conserving share, is shown beside them."""
+    fifo, static = bursty["fifo"], bursty["capped"]
+
+    def beside(p: str) -> str:
+        r = bursty[p]
+        return (f"utilization {r['utilization']:.1%} under {p}, {fifo['utilization']:.1%} under fifo, "
+                f"{static['utilization']:.1%} under capped (static shares); max stretch {r['max_stretch']:.2f}, "
+                f"{fifo['max_stretch']:.2f}, {static['max_stretch']:.2f}")
+
+    gift, adapt = bursty["gift"], bursty["adaptbf"]
+    return [
+        Claim(
+            "arena-gift-efficiency-and-fairness",
+            "GIFT throttles and rewards without losing the device's time (Patel et al., FAST 2020)",
+            f"beside a bursty job, utilization at least {1 - TOLERANCE:.0%} of FIFO's and max stretch no more "
+            "than FIFO's",
+            beside("gift"),
+            **judged(gift["utilization"] >= (1 - TOLERANCE) * fifo["utilization"]
+                     and gift["max_stretch"] <= fifo["max_stretch"], False)),
+        Claim(
+            "arena-adaptbf-utilization",
+            "AdapTBF's lending keeps the device as busy as no control (Rashid and Dai, 2026)",
+            f"beside a bursty job, utilization at least {1 - TOLERANCE:.0%} of FIFO's",
+            beside("adaptbf"),
+            **judged(adapt["utilization"] >= (1 - TOLERANCE) * fifo["utilization"], False)),
     ]
 
 

@@ -6,13 +6,18 @@
 //! reports completions, carries service reports between servers, and calls
 //! again at `next_wakeup` for policies that wait.
 
+mod adaptbf;
 mod capped;
 mod coordinated;
 mod crr_n;
 mod dmclock;
 mod driver;
+mod epoch_allowance;
 mod fifo;
+mod gift;
 mod orr;
+#[cfg(test)]
+mod paced_device;
 mod per_object;
 mod qos;
 mod service_sync;
@@ -20,12 +25,14 @@ mod sfq;
 mod themis;
 mod unreported;
 
+pub use adaptbf::{AdapTbf, AdapTbfConfig, JobPriority, Loans};
 pub use capped::{Capped, CappedConfig};
 pub use coordinated::{Coordinated, CoordinatedConfig, TimeSource};
 pub use crr_n::{CrrN, CrrNConfig};
 pub use dmclock::{AppQos, DmClock, DmClockConfig, Phase, Rate};
 pub use driver::{DeviceClass, DeviceDefaults, Driver, Ticket};
 pub use fifo::{Fifo, FifoConfig};
+pub use gift::{Coupons, Gift, GiftConfig};
 pub use orr::{Orr, OrrConfig};
 pub use per_object::{PerObjectConfig, PerObjectFcfs};
 pub use qos::{OpClass, QosRule, QosRules, QosStage};
@@ -287,6 +294,10 @@ policies! {
     Orr(OrrConfig),
     /// ThemisIO: statistical tokens over job-, user-, size- or group-then-user-fair shares.
     Themisio(ThemisConfig),
+    /// GIFT: applications throttled below their share get coupons, redeemed later for more.
+    Gift(GiftConfig),
+    /// AdapTBF: token buckets by job priority, unused tokens lent and returned.
+    Adaptbf(AdapTbfConfig),
 }
 
 /// Default time windows from the coordination paper.
