@@ -378,6 +378,21 @@ def test_qos_rules_through_the_cli_on_every_server(cluster):
         assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
         assert "server" not in bad.stderr and "requests_per_second" not in bad.stderr, bad.stderr
     assert [r["name"] for r in fs.Client(cluster).rules()[0]["rules"]] == ["cap9"]
+    # Lustre's expression language, a realtime rule, and a rank: placed before cap9, so tried first.
+    concerto("add", "lustre", "--match", "uid={500 501}&opcode={ost_write}, nid={192.168.1.[1-9]@tcp}",
+             "--bandwidth", "10MB/s", "--realtime", "--rank", "cap9")
+    assert all(r["rules"][0] == {"name": "lustre", "match": "uid={500 501}&opcode={ost_write}, nid={192.168.1.[1-9]@tcp}",
+                                 "bandwidth": 10e6, "realtime": True} and r["rules"][1]["name"] == "cap9"
+               for r in fs.Client(cluster).rules().values()), fs.Client(cluster).rules()
+    assert "lustre (realtime)" in concerto("list").stdout
+    for args, message in ((["--match", "uid={x}", "--iops", "5"], 'Invalid value for --match: at column 6: "x" is not a number'),
+                          (["--match", "jobid={3}", "--job", "3", "--iops", "5"],
+                           "Invalid value for --match: give either match or job, op and user, not both"),
+                          (["--weight", "2", "--realtime"], "Invalid value for --realtime: a realtime rule guarantees a rate"),
+                          (["--iops", "5", "--rank", "nope"], "Invalid value for --rank: no rule 'nope' to place it before")):
+        bad = concerto("add", "bad", *args, ok=False)
+        assert bad.returncode == 2 and message in " ".join(bad.stderr.split()), (args, bad.stderr)
+    concerto("rm", "lustre")
     concerto("add", "favour3", "--job", "3", "--weight", "4")
     assert all(r["rules"][1] == {"name": "favour3", "job": 3, "weight": 4.0} for r in fs.Client(cluster).rules().values())
     concerto("add", "user1001", "--user", "1001", "--bandwidth", "50MB/s")

@@ -460,7 +460,7 @@ def _current_rules(client: Client) -> dict:
 # A rule's fields as `cluster rule add` names them.
 RULE_OPTIONS = {"name": "NAME", "job": "--job", "op": "--op", "user": "--user", "bandwidth": "--bandwidth",
                 "requests_per_second": "--iops", "burst": "--burst", "burst_requests": "--burst-requests",
-                "weight": "--weight"}
+                "weight": "--weight", "match": "--match", "realtime": "--realtime"}
 
 
 @cluster_rule.command("add")
@@ -477,15 +477,27 @@ RULE_OPTIONS = {"name": "NAME", "job": "--job", "op": "--op", "user": "--user", 
 @click.option("--weight", type=click.FloatRange(min=0, min_open=True), default=None,
               help="The proportional-share weight of the requests it matches (sfq, sfq-d, sfq-d-plus, capped, "
                    "service-sync), whatever their key's weight.")
+@click.option("--match", "expression", default=None, metavar="EXPR",
+              help="Lustre TBF's expression instead of --job/--op/--user: fields jobid, uid, gid, opcode, nid; "
+                   "'&' joins conditions, ',' alternatives, e.g. 'uid={500 501}&opcode={ost_write}, "
+                   "nid={192.168.1.[1-9]@tcp}'.")
+@click.option("--realtime", is_flag=True, help="Its rate is guaranteed: the requests its tokens release start before "
+                                               "anything the policy holds (Lustre's realtime=1).")
+@click.option("--rank", default=None, metavar="RULE",
+              help="Place it just before rule RULE, so it is tried first (Lustre's rank=); default: last.")
 @fs_guarded
-def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests, user, weight) -> None:
+def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests, user, weight, expression, realtime,
+             rank) -> None:
     """Add rule NAME on every server (checked by all before any applies): a rate, a weight or both. The first rule
     matching a request applies."""
     rule = {"name": name}
     for key, value in (("job", job), ("op", op), ("user", user), ("bandwidth", bandwidth), ("requests_per_second", iops),
-                       ("burst", burst), ("burst_requests", burst_requests), ("weight", weight)):
+                       ("burst", burst), ("burst_requests", burst_requests), ("weight", weight),
+                       ("match", expression)):
         if value is not None:
             rule[key] = value
+    if realtime:
+        rule["realtime"] = True
     for option, value in (("--iops", iops), ("--weight", weight)):
         if value is not None and not math.isfinite(value):
             raise click.BadParameter(f"{value} is not a number > 0", param_hint=option)
@@ -498,7 +510,14 @@ def rule_add(cluster_file, name, job, op, bandwidth, iops, burst, burst_requests
         raise click.BadParameter(why, param_hint=RULE_OPTIONS.get(field, field))
     client = Client(cluster_path(cluster_file))
     rules = _current_rules(client)
-    rules["rules"].append(rule)
+    names = [r["name"] for r in rules["rules"]]
+    if rank is None:
+        rules["rules"].append(rule)
+    elif rank in names:
+        rules["rules"].insert(names.index(rank), rule)
+    else:
+        raise click.BadParameter(f"no rule {rank!r} to place it before (rules: {', '.join(names) or 'none'})",
+                                 param_hint="--rank")
     client.set_rules(rules)
     console.print(f"rule {name} is in force on every server")
 
@@ -542,10 +561,11 @@ def rule_list(cluster_file) -> None:
         groups.setdefault(json.dumps(r, sort_keys=True), []).append(sid)
     for text, servers in groups.items():
         r = json.loads(text)
-        table = Table("name", "job", "op", "user", "weight", "bandwidth (B/s)", "requests/s", "burst", "burst requests",
-                      title=f"servers {', '.join(map(str, servers))}"
-                            + (" (work-conserving)" if r.get("work_conserving") else ""))
+        table = Table("name", "job", "op", "user", "match", "weight", "bandwidth (B/s)", "requests/s", "burst",
+                      "burst requests", title=f"servers {', '.join(map(str, servers))}"
+                      + (" (work-conserving)" if r.get("work_conserving") else ""))
         for rule in r.get("rules", []):
-            table.add_row(*(str(rule.get(k, "")) for k in ("name", "job", "op", "user", "weight", "bandwidth", "requests_per_second",
-                                                          "burst", "burst_requests")))
+            named = rule["name"] + (" (realtime)" if rule.get("realtime") else "")
+            table.add_row(named, *(str(rule.get(k, "")) for k in ("job", "op", "user", "match", "weight", "bandwidth",
+                                                                  "requests_per_second", "burst", "burst_requests")))
         console.print(table)

@@ -25,5 +25,5 @@ pub use layout::{
     BufferPart, Chunk, LayoutError, RequestLimits, ServerPiece, ServerRequest, StripeLayout,
 };
 pub use request::{AppId, Extent, MetaOp, ObjectId, Op, Request, RequestId};
-pub use server::{PolicyConfig, RequestQueue, TimeSource};
+pub use server::{Nid, PolicyConfig, RequestQueue, TimeSource};
 pub use time::Time;

@@ -129,6 +129,12 @@ pub struct Request {
     /// connection's key, the simulator from the application. QoS rules may
     /// match on it.
     pub user: Option<u32>,
+    /// The user's group, when known: a real server takes the key's
+    /// principal's primary group, the simulator the application's `gid`.
+    pub group: Option<u32>,
+    /// The client's network id, when known: a real server takes the
+    /// peer's address, the simulator the rank's node.
+    pub nid: Option<crate::server::Nid>,
 }
 
 impl Request {
@@ -156,6 +162,8 @@ impl Request {
             segments: Vec::new(),
             weight: None,
             user: None,
+            group: None,
+            nid: None,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use concerto_core::{AppId, Extent, MetaOp, ObjectId, Op, Request, RequestId, Time};
+use concerto_core::{AppId, Extent, MetaOp, Nid, ObjectId, Op, Request, RequestId, Time};
 use concerto_proto::auth::{Grant, Key, Principal};
 use concerto_proto::{ErrorKind, Message, MetaRequest, Tags};
 
@@ -26,7 +26,7 @@ pub(crate) fn command(
     (conn, from): (u64, IpAddr),
     reply: Reply,
 ) -> Result<Command, bool> {
-    match storage_command(message, key, who, conn, reply) {
+    match storage_command(message, key, who, (conn, from), reply) {
         Ok(cmd) => Ok(cmd),
         Err(given_back) => {
             let (message, reply) = *given_back;
@@ -75,7 +75,7 @@ fn storage_command(
     message: Message,
     key: &Key,
     (principal, key_id): &(Arc<Principal>, Arc<str>),
-    conn: u64,
+    (conn, from): (u64, IpAddr),
     reply: Reply,
 ) -> Result<Command, Box<(Message, Reply)>> {
     let (user, principal) = acting_as(key, &message, principal);
@@ -83,8 +83,12 @@ fn storage_command(
         Grant::Admin => (tags.weight, None),
         _ => (key.weight, user),
     };
+    // What QoS expressions may match besides the user: the user's primary
+    // group, and the client's address (the connection's, not a claim).
+    let group = user.map(|_| principal.gid);
+    let nid = Nid::of_peer(from);
     let req = |tags: &Tags, op: Op, object: u64, extents: &[Extent]| {
-        request(*tags, who(tags), op, object, extents)
+        request(*tags, who(tags), (group, nid), op, object, extents)
     };
     let job = |req: Request, action: Action, reply| Job {
         req,
@@ -237,6 +241,7 @@ fn control_command(
 fn request(
     tags: Tags,
     (weight, user): (Option<f64>, Option<u32>),
+    (group, nid): (Option<u32>, Option<Nid>),
     op: Op,
     object: u64,
     extents: &[Extent],
@@ -257,6 +262,8 @@ fn request(
         },
         weight,
         user,
+        group,
+        nid,
     }
 }
 

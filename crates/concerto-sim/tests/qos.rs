@@ -149,3 +149,49 @@ fn a_user_rule_caps_the_users_jobs_together() {
     assert!((one / 80e6 - 1.0).abs() < 0.05, "user 7's job: {one} B/s");
     assert!(two > 4.0 * one, "user 8's job: {two} B/s");
 }
+
+/// Lustre's expressions select the same job by its nodes or its group as
+/// `job = 1` does by its id: job 1's eight processes run on nodes 0-7
+/// (one a node), job 2's on 8-15; job 1 runs as group 100.
+#[test]
+fn an_expression_caps_a_job_by_its_clients_nids_or_its_group() {
+    for expression in [
+        "nid={[0-7]@sim}",
+        "gid={100}&opcode={ost_write}",
+        "jobid={9}, gid={100}",
+    ] {
+        let rule = format!(
+            "qos.rules=[{{name=\"lustre\", match=\"{expression}\", bandwidth=\"20MB/s\"}}]"
+        );
+        let (capped, free) = bandwidths(&[&rule, "apps[0].gid=100"]);
+        assert!(
+            (capped / 80e6 - 1.0).abs() < 0.05,
+            "{expression}: capped job at {capped} B/s"
+        );
+        assert!(free > 4.0 * capped, "{expression}: free job at {free} B/s");
+    }
+    // Nodes 4-11 hold half of each job: both are held back.
+    let rule = "qos.rules=[{name=\"half\", match=\"nid={[4-11]@sim}\", bandwidth=\"20MB/s\"}]";
+    let (one, two) = bandwidths(&[rule]);
+    assert!(one < 0.5 * 200e6 && two < 0.5 * 200e6, "{one} {two}");
+}
+
+#[test]
+fn a_bad_expression_is_named_with_its_column() {
+    let e = error_of(
+        CAPPED,
+        &["qos.rules=[{name=\"x\", match=\"jobid={1}&nidd={1@sim}\", bandwidth=\"1MB/s\"}]"],
+    );
+    assert!(
+        e.contains("qos.rules[0].match: at column 11: unknown field \"nidd\""),
+        "{e}"
+    );
+    let e = error_of(
+        CAPPED,
+        &["qos.rules=[{name=\"x\", match=\"jobid={1}\", job=1, bandwidth=\"1MB/s\"}]"],
+    );
+    assert!(
+        e.contains("qos.rules[0].match: give either match or job, op and user"),
+        "{e}"
+    );
+}

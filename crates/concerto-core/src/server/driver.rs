@@ -79,6 +79,8 @@ impl DeviceDefaults {
 pub struct Ticket {
     generation: u64,
     slots: u32,
+    /// Started by a realtime rule, past the policy: the policy never saw it.
+    past_policy: bool,
 }
 
 /// A policy and the requests it dispatched that are still in flight.
@@ -227,6 +229,7 @@ impl Driver {
                 self.enqueue_at_policy(req, now);
             }
             self.started = released;
+            self.dispatch_realtime(out);
         }
         self.dispatch_policies(now, out);
         // Held requests may fill slots only when the policies hold nothing.
@@ -239,6 +242,30 @@ impl Driver {
             };
             self.enqueue_at_policy(req, now);
             self.dispatch_policies(now, out);
+        }
+    }
+
+    /// What realtime rules released takes the free slots of the policy
+    /// taking arrivals before the policy does.
+    fn dispatch_realtime(&mut self, out: &mut Vec<(Request, Ticket)>) {
+        while self.has_free_slot() {
+            let Some(req) = self.rules.take_realtime() else {
+                break;
+            };
+            let g = self
+                .generations
+                .last_mut()
+                .expect("a driver always has a generation");
+            g.slots_used += 1;
+            g.in_flight += 1;
+            out.push((
+                req,
+                Ticket {
+                    generation: g.id,
+                    slots: 1,
+                    past_policy: true,
+                },
+            ));
         }
     }
 
@@ -266,6 +293,7 @@ impl Driver {
                     Ticket {
                         generation: g.id,
                         slots,
+                        past_policy: false,
                     },
                 ));
             }
@@ -282,6 +310,10 @@ impl Driver {
             .find(|g| g.id == ticket.generation)?;
         g.slots_used = g.slots_used.saturating_sub(ticket.slots);
         g.in_flight = g.in_flight.saturating_sub(1);
+        if ticket.past_policy {
+            self.drop_drained();
+            return None;
+        }
         g.queue.complete(req, now);
         let report = g.queue.service_report(now);
         self.drop_drained();
@@ -480,7 +512,7 @@ mod tests {
     }
 
     /// No rules (0), app 0 at 10 requests/s (1), writes at 1 MB/s (2), or
-    /// both, work-conserving (3).
+    /// both, work-conserving, app 0's realtime (3).
     fn rate_rules(k: u8) -> QosRules {
         let cap_app = QosRule {
             name: "app0".into(),
@@ -492,6 +524,8 @@ mod tests {
             burst_requests: None,
             burst: None,
             weight: None,
+            expression: None,
+            realtime: false,
         };
         let cap_writes = QosRule {
             name: "writes".into(),
@@ -503,12 +537,20 @@ mod tests {
             burst_requests: None,
             burst: None,
             weight: None,
+            expression: None,
+            realtime: false,
         };
         let rules = match k {
             0 => vec![],
             1 => vec![cap_app],
             2 => vec![cap_writes],
-            _ => vec![cap_app, cap_writes],
+            _ => vec![
+                QosRule {
+                    realtime: true,
+                    ..cap_app
+                },
+                cap_writes,
+            ],
         };
         QosRules {
             rules,
@@ -535,6 +577,8 @@ mod tests {
             burst_requests: None,
             burst: None,
             weight: None,
+            expression: None,
+            realtime: false,
         });
         d.set_rules(&rules, Time::ZERO);
         for id in 0..400 {
@@ -568,6 +612,57 @@ mod tests {
         assert!(last(2) < Time::from_millis(1000), "{:?}", last(2));
         let rate = (200u64 << 20) as f64 / last(1).as_secs_f64();
         assert!((rate / 10e6 - 1.0).abs() < 0.05, "job 1 at {rate} B/s");
+    }
+
+    /// When job 1's requests start, with job 2's backlog of 100 queued at
+    /// the FIFO first; job 1 under a rule of 1,000 requests/s.
+    fn starts_behind_a_backlog(realtime: bool) -> Vec<Time> {
+        let mut d = Driver::new(
+            &PolicyConfig::Fifo(Default::default()),
+            defaults(DeviceClass::Flash),
+        );
+        let mut rules = rate_rules(0);
+        rules.rules.push(QosRule {
+            requests_per_second: Some(1000.0),
+            job: None,
+            expression: Some("jobid={1}".into()),
+            realtime,
+            ..rate_rules(1).rules.remove(0)
+        });
+        rules.validate().unwrap();
+        d.set_rules(&rules, Time::ZERO);
+        for id in 0..100 {
+            d.enqueue(write(id, 2, 4096), Time::ZERO);
+        }
+        for id in 100..105 {
+            d.enqueue(write(id, 1, 4096), Time::ZERO);
+        }
+        let mut now = Time::ZERO;
+        let mut starts = Vec::new();
+        let mut out = Vec::new();
+        while d.queued() > 0 || d.in_flight() > 0 {
+            d.dispatch(now, &mut out);
+            for (r, t) in out.drain(..) {
+                if r.app.0 == 1 {
+                    starts.push(now);
+                }
+                d.complete(&r, t, now + Time::from_millis(1));
+            }
+            now += Time::from_millis(1);
+        }
+        starts
+    }
+
+    #[test]
+    fn a_realtime_rules_requests_start_before_what_the_policy_holds() {
+        let behind = starts_behind_a_backlog(false);
+        let ahead = starts_behind_a_backlog(true);
+        assert!(behind[0] >= Time::from_millis(49), "FIFO: {behind:?}");
+        assert_eq!(ahead[0], Time::ZERO, "the first token is there at once");
+        assert!(
+            ahead[4] <= Time::from_millis(5),
+            "one a millisecond, at the rule's rate: {ahead:?}"
+        );
     }
 
     fn defaults(class: DeviceClass) -> DeviceDefaults {

@@ -22,6 +22,7 @@ mod per_object;
 mod qos;
 mod service_sync;
 mod sfq;
+mod tbf_match;
 mod themis;
 mod unreported;
 
@@ -38,6 +39,7 @@ pub use per_object::{PerObjectConfig, PerObjectFcfs};
 pub use qos::{OpClass, QosRule, QosRules, QosStage};
 pub use service_sync::{ServiceSync, ServiceSyncConfig};
 pub use sfq::{CostRow, Sfq, SfqConfig, SfqDConfig, SfqDPlusConfig, SfqParams, SlotCosts};
+pub use tbf_match::{Nid, TbfMatch};
 pub use themis::{Fairness, GroupUsers, JobNodes, Themis, ThemisConfig};
 
 use crate::FieldError;

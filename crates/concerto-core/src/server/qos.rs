@@ -2,8 +2,10 @@
 //! weight for the proportional-share policies, and Lustre NRS TBF's token
 //! bucket filter.
 //!
-//! A rule matches requests by application (job) and operation class. The
-//! first matching rule, in the order given, applies; a request that
+//! A rule matches requests by application (job), user and operation
+//! class, or by a Lustre TBF expression (`match`: job, user, group, client
+//! NID and opcode, conjunctions and alternatives; [`super::TbfMatch`]). The
+//! first matching rule, in the order given (Lustre's rank), applies; a request that
 //! matches none goes straight on with the weight it came with (the key's
 //! weight on a real server, the scenario's in the simulator). A rule may
 //! set the request's weight, which the SFQ family shares the device by; the
@@ -16,6 +18,10 @@
 //! which case a held request may also go when the policy has nothing else
 //! to run; such a request costs no tokens, since it takes capacity nobody
 //! else wanted.
+//!
+//! A **realtime** rule (Lustre's `realtime=1`) guarantees its rate: the
+//! requests its tokens release do not join the policy's queue but take
+//! the next free slot before anything the policy holds.
 //!
 //! Counting bytes as well as requests is the point: Lustre's TBF counts
 //! RPCs, so a job capped at N RPC/s moves 1,000 times more data with 4 MiB
@@ -33,6 +39,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
+use super::tbf_match::TbfMatch;
 use crate::request::{Op, Request};
 use crate::time::Time;
 use crate::units::{Bandwidth, Bytes};
@@ -90,10 +97,20 @@ pub struct QosRule {
     /// The proportional-share weight its requests get, whatever they carry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
+    /// Lustre TBF's expression, instead of `job`, `op` and `user`:
+    /// `jobid={1 2}&opcode={write}, nid={192.168.1.[1-9]@tcp}`.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+    /// Its released requests start before the policy's own (Lustre's
+    /// realtime rules): its rate is guaranteed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub realtime: bool,
 }
 
 impl QosRule {
-    pub fn matches(&self, req: &Request) -> bool {
+    /// Whether `req` is the rule's by `job`, `op` and `user` (a rule with
+    /// an expression matches through its bucket's parsed [`TbfMatch`]).
+    fn matches_fields(&self, req: &Request) -> bool {
         self.job.is_none_or(|j| j == req.app.0)
             && self.op.is_none_or(|o| o == OpClass::of(req.op))
             && self.user.is_none_or(|u| req.user == Some(u))
@@ -157,6 +174,21 @@ impl QosRule {
         if self.burst.is_some_and(|b| b.0 == 0) {
             return Err(FieldError::new("burst", "must be > 0".into()));
         }
+        if let Some(e) = &self.expression {
+            if self.job.is_some() || self.op.is_some() || self.user.is_some() {
+                return Err(FieldError::new(
+                    "match",
+                    "give either match or job, op and user, not both".into(),
+                ));
+            }
+            TbfMatch::parse(e).map_err(|problem| FieldError::new("match", problem))?;
+        }
+        if self.realtime && !self.limits_rate() {
+            return Err(FieldError::new(
+                "realtime",
+                "a realtime rule guarantees a rate: give bandwidth or requests_per_second".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -192,6 +224,8 @@ impl QosRules {
 #[derive(Debug)]
 struct Bucket {
     rule: QosRule,
+    /// The rule's expression, parsed.
+    expression: Option<TbfMatch>,
     requests: f64,
     bytes: f64,
     refilled: Time,
@@ -201,11 +235,24 @@ struct Bucket {
 impl Bucket {
     fn new(rule: QosRule, now: Time) -> Bucket {
         Bucket {
+            // Validated: an expression that does not parse matches nothing.
+            expression: rule
+                .expression
+                .as_deref()
+                .map(|e| TbfMatch::parse(e).unwrap_or(TbfMatch::NOTHING)),
             requests: rule.burst_requests(),
             bytes: rule.burst_bytes(),
             rule,
             refilled: now,
             held: VecDeque::new(),
+        }
+    }
+
+    fn matches(&self, req: &Request) -> bool {
+        match &self.expression {
+            Some(m) => m.matches(req),
+            None if self.rule.expression.is_some() => false,
+            None => self.rule.matches_fields(req),
         }
     }
 
@@ -264,7 +311,10 @@ impl Bucket {
 pub struct QosStage {
     buckets: Vec<Bucket>,
     work_conserving: bool,
+    /// Requests held back, those of `realtime` included.
     held: usize,
+    /// Released by realtime rules, waiting for a slot.
+    realtime: VecDeque<Request>,
 }
 
 impl QosStage {
@@ -278,6 +328,7 @@ impl QosStage {
                 .collect(),
             work_conserving: rules.work_conserving,
             held: 0,
+            realtime: VecDeque::new(),
         }
     }
 
@@ -285,7 +336,10 @@ impl QosStage {
     /// to go on to the policy at once: a rule taken away frees its queue.
     pub fn replace(&mut self, rules: &QosRules, now: Time) -> Vec<Request> {
         let old = std::mem::replace(self, QosStage::new(rules, now));
-        old.buckets.into_iter().flat_map(|b| b.held).collect()
+        old.realtime
+            .into_iter()
+            .chain(old.buckets.into_iter().flat_map(|b| b.held))
+            .collect()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -302,7 +356,7 @@ impl QosStage {
     /// go on now, else held.
     #[inline]
     pub fn admit(&mut self, mut req: Request, now: Time) -> Option<Request> {
-        let Some(b) = self.buckets.iter_mut().find(|b| b.rule.matches(&req)) else {
+        let Some(b) = self.buckets.iter_mut().find(|b| b.matches(&req)) else {
             return Some(req);
         };
         if let Some(w) = b.rule.weight {
@@ -314,11 +368,24 @@ impl QosStage {
         b.refill(now);
         if b.held.is_empty() && b.affords(&req) {
             b.charge(&req);
-            return Some(req);
+            if !b.rule.realtime {
+                return Some(req);
+            }
+            self.realtime.push_back(req);
+        } else {
+            b.held.push_back(req);
         }
-        b.held.push_back(req);
         self.held += 1;
         None
+    }
+
+    /// The oldest request a realtime rule released, to start before
+    /// anything the policy holds.
+    #[inline]
+    pub fn take_realtime(&mut self) -> Option<Request> {
+        let req = self.realtime.pop_front()?;
+        self.held -= 1;
+        Some(req)
     }
 
     /// Appends to `out` the held requests whose tokens are there at `now`,
@@ -339,8 +406,12 @@ impl QosStage {
                 }
                 let req = b.held.pop_front().expect("a head");
                 b.charge(&req);
-                self.held -= 1;
-                out.push(req);
+                if b.rule.realtime {
+                    self.realtime.push_back(req);
+                } else {
+                    self.held -= 1;
+                    out.push(req);
+                }
             }
         }
     }
@@ -389,6 +460,8 @@ mod tests {
             segments: Vec::new(),
             weight: None,
             user: None,
+            group: None,
+            nid: None,
         }
     }
 
@@ -403,6 +476,8 @@ mod tests {
             burst_requests: None,
             burst: None,
             weight: None,
+            expression: None,
+            realtime: false,
         }
     }
 

@@ -641,6 +641,30 @@ async fn a_user_rule_weighs_the_jobs_whose_keys_name_the_user() {
     assert_eq!(sfq_last_writer(&rule(7), tags(2)).await, b'a');
 }
 
+/// Lustre's expressions on a real server match what the server knows, not
+/// what a request claims: the user and group of the key (the abuser's key
+/// runs as user 42, whose group is 42), and the client's NID, the
+/// connection's address (127.0.0.1 here). A rule for another address
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expression_matches_the_keys_user_and_group_and_the_clients_address() {
+    let rule =
+        |expr: &str| format!("[[rules]]\nname = \"x\"\nmatch = \"{expr}\"\nweight = 1000.0\n");
+    assert_eq!(sfq_last_writer(&rule("uid={42}"), tags(2)).await, b'v');
+    assert_eq!(
+        sfq_last_writer(&rule("gid={42-50}&opcode={write}"), tags(2)).await,
+        b'v'
+    );
+    assert_eq!(
+        sfq_last_writer(&rule("nid={127.0.0.[1-9]@tcp}&jobid={2}"), tags(2)).await,
+        b'v'
+    );
+    assert_eq!(
+        sfq_last_writer(&rule("nid={10.9.9.9@tcp}&jobid={2}"), tags(2)).await,
+        b'a'
+    );
+}
+
 /// A peer key is held to its role: what a (compromised) server reports of
 /// its service is charged here only up to what the servers at its address
 /// could have served, and at weights this server knows of.

@@ -130,11 +130,14 @@ impl<'a> Simulation<'a> {
     pub(super) fn origin(&self, rank: u32, now: Time) -> Origin {
         let rs = &self.ranks[rank as usize];
         let a = &self.apps[rs.app as usize];
+        let spec = &self.sc.apps[a.spec];
         Origin {
             app: a.app_id,
             rank: rs.rank,
             weight: a.weight,
-            user: self.sc.apps[a.spec].user,
+            user: spec.user,
+            group: spec.gid,
+            nid: Nid::Sim(rs.nic),
             at: now,
         }
     }
@@ -662,6 +665,9 @@ pub(super) struct Origin {
     rank: u32,
     weight: f64,
     user: Option<u32>,
+    group: Option<u32>,
+    /// The rank's node.
+    nid: Nid,
     pub(super) at: Time,
 }
 
@@ -681,6 +687,8 @@ impl Origin {
             segments: Vec::new(),
             weight: Some(self.weight),
             user: self.user,
+            group: self.group,
+            nid: Some(self.nid),
         }
     }
 }

@@ -20,7 +20,7 @@ use std::rc::Rc;
 use concerto_core::client::collective::{
     CollectivePlan, Direction, Independent, Planner, INDEPENDENT_CALL_EXTENTS,
 };
-use concerto_core::{AppId, ObjectId, Op, Request, RequestId, Time};
+use concerto_core::{Op, Time};
 
 use super::{Event, Simulation};
 use crate::engine::Class;
@@ -350,9 +350,9 @@ impl Simulation<'_> {
     /// Puts a batch's requests on the wire, each split over the servers.
     pub(super) fn send_batch(&mut self, app: u32, rank: u32, b: u32, now: Time) {
         let a = &self.apps[app as usize];
-        let (app_id, weight, file, global) = (a.app_id, a.weight, a.files[0], a.first_rank + rank);
-        let user = self.sc.apps[a.spec].user;
-        let call_index = a.next_call;
+        let (file, global, call_index) = (a.files[0], a.first_rank + rank, a.next_call);
+        // Whose the requests are: as every other step of this rank's.
+        let origin = self.origin(global, now);
         let Some(call) = self.apps[app as usize].collective.as_ref() else {
             return;
         };
@@ -378,19 +378,7 @@ impl Simulation<'_> {
                 &shifted[..]
             };
             for p in layout.split_extents(extents) {
-                let req = Request {
-                    id: RequestId(0),
-                    app: AppId(app_id),
-                    rank,
-                    issue_time: now,
-                    op,
-                    object: ObjectId(file as u64),
-                    offset: 0,
-                    len: 0,
-                    segments: Vec::new(),
-                    weight: Some(weight),
-                    user,
-                };
+                let req = origin.request(op, file as u64);
                 let req = super::piece_request(req, &p.extents, p.bytes);
                 sends.push((p.server, file, p.bytes, req));
             }

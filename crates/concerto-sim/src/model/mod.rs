@@ -37,7 +37,7 @@ use concerto_core::job::{Decision, IoArbiter, Sets};
 use concerto_core::metrics::finish_spread;
 use concerto_core::server::{Driver, ServiceReport, Ticket};
 use concerto_core::{
-    AppId, Extent, ObjectId, Op, Request, RequestId, ServerPiece, StripeLayout, Time,
+    AppId, Extent, Nid, ObjectId, Op, Request, RequestId, ServerPiece, StripeLayout, Time,
 };
 
 use crate::device::{elevator_pick, object_base, Device, DiskWait};

@@ -156,6 +156,10 @@ pub struct AppSpec {
     /// match; none when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<u32>,
+    /// The Unix group (numeric id) the application runs as, which QoS
+    /// rules' expressions can match (`gid={...}`); none when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gid: Option<u32>,
     /// Servers each of this application's files is striped over (default: cluster.stripe_count).
     #[serde(default)]
     pub stripe_count: Option<u32>,
