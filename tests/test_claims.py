@@ -394,10 +394,16 @@ def test_the_arena_runs_every_policy_on_every_workload_and_holds_for_a_second_se
 
     assert arena["claims"] == {"arena-mclock-reservation": "reproduced", "arena-mclock-limit": "reproduced",
                                "arena-gift-efficiency-and-fairness": "reproduced",
-                               "arena-adaptbf-utilization": "reproduced"}
+                               "arena-adaptbf-utilization": "reproduced",
+                               "arena-themisio-job-fair": "reproduced", "arena-themisio-user-fair": "reproduced",
+                               "arena-themisio-size-fair": "reproduced"}
     table = arena["results"]["results"]
     assert set(table) == {"checkpoint-and-metadata", "small-jobs-beside-a-large-one", "reservation-mix",
-                          "bursty-beside-steady", "iosets-stress-0.4", "iosets-stress-0.8"}
+                          "four-node-beside-one-node", "bursty-beside-steady", "iosets-stress-0.4",
+                          "iosets-stress-0.8"}
+    # ThemisIO's sharings split the two jobs differently, as the policy says.
+    splits = table["four-node-beside-one-node"]["themisio"]["splits"]
+    assert splits["size"] > splits["job"] + 0.2, splits
     for workload, by_policy in table.items():
         assert set(by_policy) == set(_native.policy_names()), workload
         for policy, row in by_policy.items():
@@ -448,6 +454,18 @@ def test_arena_tolerances_fail_past_either_side(arena: dict) -> None:
     for policy, claim in (("gift", "arena-gift-efficiency-and-fairness"), ("adaptbf", "arena-adaptbf-utilization")):
         assert _status(evaluate, results, claim, bursty(policy, "utilization", 0.96)) == "reproduced", policy
         assert _status(evaluate, results, claim, bursty(policy, "utilization", 0.94)) == "failed", policy
+    # ThemisIO: each split within 5% of its share, both sides.
+    def split(fairness: str, value: float) -> Callable[[dict], None]:
+        def change(m: dict) -> None:
+            m["four-node-beside-one-node"]["themisio"]["splits"][fairness] = value
+        return change
+
+    for fairness, share in (("job", 0.5), ("user", 0.5), ("size", 0.8)):
+        claim = f"arena-themisio-{fairness}-fair"
+        for inside in (0.96 * share, 1.04 * share):
+            assert _status(evaluate, results, claim, split(fairness, inside)) == "reproduced", (fairness, inside)
+        for outside in (0.94 * share, 1.06 * share):
+            assert _status(evaluate, results, claim, split(fairness, outside)) == "failed", (fairness, outside)
     gift = "arena-gift-efficiency-and-fairness"
     assert _status(evaluate, results, gift, bursty("gift", "max_stretch", 0.99)) == "reproduced"
     assert _status(evaluate, results, gift, bursty("gift", "max_stretch", 1.01)) == "failed"

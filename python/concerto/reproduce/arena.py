@@ -56,6 +56,10 @@ DMCLOCK_DEPTH = 1
 # served exactly as sfq-d; seed 1, the bursty workload). With 4 the steady
 # job's and the bursty job's requests wait in the policy's queue.
 EPOCH_POLICY_DEPTH = 4
+# ThemisIO's jobs: a four-node and a one-node job, whose shares the paper
+# gives as 50/50 job- and user-fair and 80/20 size-fair.
+THEMIS_JOBS = (50, 51)
+THEMIS_SHARES = {"job": 0.5, "user": 0.5, "size": 0.8}
 # mClock's claims hold within 5%: a reservation met to 95%, a limit passed
 # by at most 5% in any second.
 TOLERANCE = 0.05
@@ -111,6 +115,9 @@ def workloads(quick: bool) -> dict[str, list[dict]]:
             _app("heavy", 21, workload="ior", processes=8, requests=32 * n, request_size="1MiB", op="write"),
             _app("limited", 22, workload="ior", processes=8, requests=32 * n, request_size="1MiB", op="write"),
         ],
+        # ThemisIO's headline experiment: a job on four nodes beside a job on
+        # one (eight processes a node), each writing 128 MiB (384 in the full run).
+        "four-node-beside-one-node": themis_apps(3 * n),
         # A steady job beside a bursty one (16 MiB phases after 0.4 s of
         # computation): the bursty job's share, unused while it computes, is
         # what GIFT gives away for coupons and AdapTBF lends.
@@ -121,6 +128,61 @@ def workloads(quick: bool) -> dict[str, list[dict]]:
         ],
         **iosets_workloads(4.0 * n),
     }
+
+
+def themis_apps(n: int) -> list[dict]:
+    """ThemisIO's two jobs (Karrels et al., SC 2023, Section 5): four nodes
+    and one, as different users, writing the same amount."""
+    return [
+        _app("four-node", THEMIS_JOBS[0], workload="ior", processes=32, processes_per_node=8, requests=4 * n,
+             request_size="1MiB", op="write", user=1001),
+        _app("one-node", THEMIS_JOBS[1], workload="ior", processes=8, processes_per_node=8, requests=16 * n,
+             request_size="1MiB", op="write", user=1002),
+    ]
+
+
+def themis_policies() -> dict[str, dict]:
+    """ThemisIO's three sharings of the two jobs, one request in service (a
+    scheduler draws only among what it holds; with 14 slots both jobs'
+    requests mostly go to the device undrawn)."""
+    base = {"kind": "themisio", "depth": 1}
+    return {
+        "job": {**base, "fairness": "job"},
+        "user": {**base, "fairness": "user"},
+        "size": {**base, "fairness": "size", "jobs": [{"app": THEMIS_JOBS[0], "nodes": 4},
+                                                       {"app": THEMIS_JOBS[1], "nodes": 1}]},
+    }
+
+
+def contended_share(pieces: list[dict], app_index: int = 0) -> float:
+    """Of the bytes a server started while both applications had a request
+    waiting there, the fraction application ``app_index``'s: ThemisIO's
+    split, which holds among the jobs that compete (a job with nothing
+    waiting leaves its share to the other: opportunity fairness)."""
+    by_server: dict[str, list[tuple[int, int, int, int]]] = defaultdict(list)
+    for p in pieces:
+        app, size = int(p["app"]), int(p["bytes"])
+        by_server[p["server"]] += [(int(p["arrive_ns"]), 0, app, size), (int(p["start_ns"]), 1, app, size)]
+    won = [0, 0]
+    for events in by_server.values():
+        waiting = [0, 0]
+        for _, started, app, size in sorted(events):
+            if started:
+                if all(waiting):
+                    won[app] += size
+                waiting[app] -= 1
+            else:
+                waiting[app] += 1
+    return won[app_index] / sum(won) if sum(won) else 0.0
+
+
+def themis_splits(apps: list[dict], seed: int, detail: Path) -> dict[str, float]:
+    """The four-node job's contended share under each of ThemisIO's sharings."""
+    splits = {}
+    for fairness, policy in themis_policies().items():
+        _simulate(scenario(f"themisio-{fairness}", apps, policy, seed), detail)
+        splits[fairness] = contended_share(_pieces(detail))
+    return splits
 
 
 def iosets_workloads(horizon_s: float) -> dict[str, list[dict]]:
@@ -255,6 +317,8 @@ def run(out: Path, quick: bool, seed: int | None = None, status: Callable[[str],
             for pname, policy in table.items():
                 r = _simulate(scenario(wname, apps, policy, seed), detail)
                 results[wname][pname] = score(r, alone, _pieces(detail))
+        themis = results["four-node-beside-one-node"]["themisio"]
+        themis["splits"] = themis_splits(suite["four-node-beside-one-node"], seed, detail)
     claims = evaluate(results)
     write_outputs(out, results, table, suite, claims, quick, seed)
     return claims
@@ -280,7 +344,24 @@ def evaluate(results: dict[str, dict[str, dict]]) -> list[Claim]:
             f"worst second {worst:.1f} MB/s under dmclock; {weights_only['limited_worst_mbps']:.1f} under sfq-d",
             **judged(worst <= (1 + TOLERANCE) * LIMIT_MBPS, False)),
         *epoch_policy_claims(results["bursty-beside-steady"]),
+        *themis_claims(results["four-node-beside-one-node"]["themisio"]["splits"]),
     ]
+
+
+def themis_claims(splits: dict[str, float]) -> list[Claim]:
+    """ThemisIO's three splits, each within 5% of its share."""
+    claims = []
+    for fairness, share in THEMIS_SHARES.items():
+        got = splits[fairness]
+        claims.append(Claim(
+            f"arena-themisio-{fairness}-fair",
+            f"ThemisIO shares a four-node and a one-node job {share:.0%}/{1 - share:.0%} {fairness}-fair "
+            "(Karrels et al., SC 2023)",
+            f"the four-node job's share of what the servers start while both wait is within {TOLERANCE:.0%} of "
+            f"{share:.0%}",
+            f"{got:.1%} ({', '.join(f'{k} {v:.1%}' for k, v in splits.items())})",
+            **judged(abs(got / share - 1) <= TOLERANCE, False)))
+    return claims
 
 
 def epoch_policy_claims(bursty: dict[str, dict]) -> list[Claim]:

@@ -245,13 +245,13 @@ def run_twin(links: dict[str, float], quick: bool, seed: int) -> list[dict]:
 
 # ---------------------------------------------------------------- claims
 
-def _mean(cells: list[dict], op: str, ordering: str, b: int) -> float:
+def mean_throughput(cells: list[dict], op: str, ordering: str, b: int) -> float:
     return statistics.mean(c["throughput_Bps"] for c in cells
                            if (c["op"], c["ordering"], c["block"]) == (op, ordering, b))
 
 
 def _spread(cells: list[dict], op: str, b: int) -> tuple[float, str, str]:
-    means = {o: _mean(cells, op, o, b) for o in ORDERINGS}
+    means = {o: mean_throughput(cells, op, o, b) for o in ORDERINGS}
     best, worst = max(means, key=means.get), min(means, key=means.get)
     return means[best] / means[worst] - 1, best, worst
 
@@ -301,7 +301,8 @@ def kept_apart(cells: list[dict], op: str, ordering: str, b: int) -> bool:
 
 
 def _twin_claim(real: list[dict], sim: list[dict], blocks: list[int]) -> Claim:
-    ratios = {(op, o, b): _mean(real, op, o, b) / _mean(sim, op, o, b) for op in OPS for o in ORDERINGS for b in blocks}
+    ratios = {(op, o, b): mean_throughput(real, op, o, b) / mean_throughput(sim, op, o, b)
+              for op in OPS for o in ORDERINGS for b in blocks}
     far = lambda r, tol: abs(r - 1) > tol  # noqa: E731
     worst = max(ratios, key=lambda k: abs(ratios[k] - 1))
     measured = (f"{min(ratios.values()):.2f}-{max(ratios.values()):.2f} (furthest: {worst[0]} {worst[1]} "
@@ -330,8 +331,8 @@ def evaluate(results: dict) -> list[Claim]:
     largest = blocks[-1]
     claims = [_twin_claim(real, sim, blocks)]
     for op in OPS:
-        sim_means = {o: _mean(sim, op, o, largest) for o in ORDERINGS}
-        real_means = {o: _mean(real, op, o, largest) for o in ORDERINGS}
+        sim_means = {o: mean_throughput(sim, op, o, largest) for o in ORDERINGS}
+        real_means = {o: mean_throughput(real, op, o, largest) for o in ORDERINGS}
         pairs = [(a, b) for i, a in enumerate(ORDERINGS) for b in ORDERINGS[i + 1:]
                  if abs(sim_means[a] / sim_means[b] - 1) > TIE]
         agree = [(a, b) for a, b in pairs if (sim_means[a] > sim_means[b]) == (real_means[a] > real_means[b])]
@@ -373,7 +374,7 @@ def write_outputs(out: Path, results: dict, claims: list[Claim], quick: bool) ->
     for op in OPS:
         for b in blocks:
             for o in ORDERINGS:
-                means = {w: _mean(results[w], op, o, b) for w in ("real", "simulated")}
+                means = {w: mean_throughput(results[w], op, o, b) for w in ("real", "simulated")}
                 for world, mean in means.items():
                     rows.append({"params": {"op": op, "block": b, "ordering": o, "world": world},
                                  "throughput_MBps": mean / 1e6})
