@@ -34,12 +34,15 @@
 //!   tags, else every request lost its timer's lateness (a limit of 8 MB/s
 //!   in 64 KiB requests gave 7.0 on real servers).
 //! - dmClock's distributed tags (`distributed = true`): the service the
-//!   application got from the other data servers since its previous
-//!   request here counts in its next request's tags — `delta` in the
-//!   limit and proportional tags, `rho` (the part reservations gave) in
-//!   the reservation tag — as Ceph's dmclock does (`prev + (delta + cost)
-//!   / rate`), so reservations and limits hold for its service from all
-//!   the servers together. In
+//!   application got from the other data servers counts in its tags —
+//!   `delta` in the limit and proportional tags, `rho` (the part
+//!   reservations gave) in the reservation tag — as Ceph's dmclock does
+//!   (`prev + (delta + cost) / rate`), so reservations and limits hold for
+//!   its service from all the servers together. Where dmClock counts them
+//!   in the next request's tags, the limit and reservation tags here move
+//!   as the service is told, the waiting requests' included
+//!   ([`Client::count_elsewhere`]): a server with requests already tagged
+//!   otherwise lets them go at its own pace. In
 //!   dmClock and Ceph the *client* counts `delta` and `rho` and sends them
 //!   with each request; here the servers tell one another what they served
 //!   (the service reports `service-sync` exchanges, authenticated with the
@@ -280,13 +283,43 @@ struct Client {
     last_l: f64,
     last_p: f64,
     /// Service the other servers gave the application since its last
-    /// request here, in cost units (dmClock's `delta`), and the part of it
-    /// reservations gave (`rho`): counted into its next request's tags.
+    /// request here, in cost units (dmClock's `delta`): counted into its
+    /// next request's proportional tag. (Its limit and reservation tags
+    /// count service elsewhere as it is told: [`Client::count_elsewhere`].)
     elsewhere: f64,
-    elsewhere_reserved: f64,
 }
 
 impl Client {
+    /// Service the other servers gave it (`all`, of which reservations
+    /// gave `reserved`) moves its limit and reservation tags at once, the
+    /// tags of the requests already waiting included. Counted only in the
+    /// next request's tags (dmClock's delta and rho, which its client
+    /// carries with that request), each server let the requests it had
+    /// already tagged go at its own pace: over three and four servers a
+    /// limit of 10 MB/s passed by 6-8% in the first second, by the queues.
+    fn count_elsewhere(
+        &mut self,
+        all: f64,
+        reserved: f64,
+        reservation: Option<f64>,
+        limit: Option<f64>,
+    ) {
+        if let Some(l) = limit {
+            let later = all / l;
+            for q in self.queue.iter_mut() {
+                q.l += later;
+            }
+            self.last_l += later;
+        }
+        if let Some(r) = reservation {
+            let later = reserved / r;
+            for q in self.queue.iter_mut() {
+                q.r += later;
+            }
+            self.last_r += later;
+        }
+    }
+
     /// A request of the application started at `start`, well after its
     /// limit tag (the device was busy with others): its waiting requests'
     /// limit tags are moved to at least their cost apart from there, as
@@ -318,7 +351,6 @@ impl Default for Client {
             last_l: f64::NEG_INFINITY,
             last_p: 0.0,
             elsewhere: 0.0,
-            elsewhere_reserved: 0.0,
         }
     }
 }
@@ -457,14 +489,13 @@ impl RequestQueue for DmClock {
         // dmClock's delta and rho: what the other servers gave it since
         // its last request here (zero without distributed tags).
         let delta = std::mem::take(&mut c.elsewhere);
-        let rho = std::mem::take(&mut c.elsewhere_reserved);
         // No reservation: a tag that never comes due.
         let r = s
             .reservation
-            .map_or(f64::INFINITY, |r| (c.last_r + (cost + rho) / r).max(t));
-        let l = s
-            .limit
-            .map_or(t, |l| (c.last_l + (cost + delta) / l).max(t));
+            .map_or(f64::INFINITY, |r| (c.last_r + cost / r).max(t));
+        // Service elsewhere already moved the limit tags as it was told
+        // (`absorb_service`).
+        let l = s.limit.map_or(t, |l| (c.last_l + cost / l).max(t));
         let p = c.last_p.max(v) + (cost + delta) / s.weight;
         if r.is_finite() {
             c.last_r = r;
@@ -571,11 +602,14 @@ impl RequestQueue for DmClock {
             if !self.clients.contains_key(&s.app) && self.clients.len() >= MAX_REMEMBERED {
                 continue;
             }
+            let Settings {
+                reservation, limit, ..
+            } = self.settings(s.app);
             let c = self.clients.entry(s.app).or_default();
             c.elsewhere += all as f64;
             // Never more reserved than served (a report is checked for
             // that on the wire; this keeps the tags sane regardless).
-            c.elsewhere_reserved += reserved.min(all) as f64;
+            c.count_elsewhere(all as f64, reserved.min(all) as f64, reservation, limit);
         }
     }
 }
