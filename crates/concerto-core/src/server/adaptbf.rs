@@ -33,11 +33,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::epoch_allowance::{EpochQueues, EpochUse};
+use super::epoch_allowance::{set_capacity, EpochPolicy, EpochRule, EpochUse};
 use super::gift::{check_capacity, check_fraction};
 use super::sfq::default_metadata_cost;
 use super::{positive, PolicySpec, RequestQueue, DEFAULT_DEPTH};
-use crate::request::{AppId, Request};
+use crate::request::AppId;
 use crate::time::Time;
 use crate::units::{Bandwidth, Bytes};
 use crate::FieldError;
@@ -125,9 +125,8 @@ pub struct Loans {
     pub outstanding: f64,
 }
 
-pub struct AdapTbf {
-    queues: EpochQueues,
-    depth: u32,
+/// AdapTBF's state at one server: its settings, the debts and their ledger.
+pub struct AdapTbfRule {
     /// Set by the administrator, else measured.
     capacity: Option<f64>,
     floor: f64,
@@ -141,6 +140,9 @@ pub struct AdapTbf {
     ledger: Loans,
 }
 
+/// The policy: allowances per epoch, as [`AdapTbfRule`] decides them.
+pub type AdapTbf = EpochPolicy<AdapTbfRule>;
+
 /// One epoch's decisions, as they are built.
 struct Epoch {
     base: BTreeMap<AppId, f64>,
@@ -151,13 +153,8 @@ struct Epoch {
 
 impl AdapTbf {
     pub fn new(config: &AdapTbfConfig) -> AdapTbf {
-        AdapTbf {
-            queues: EpochQueues::new(config.epoch, config.metadata_cost.0),
-            depth: config.depth.max(1),
-            capacity: config
-                .capacity
-                .map(|c| c.0)
-                .filter(|c| c.is_finite() && *c > 0.0),
+        let rule = AdapTbfRule {
+            capacity: set_capacity(config.capacity),
             floor: config.floor.clamp(0.0, 1.0),
             repay: config.repay.clamp(0.0, 1.0),
             forget: config.forget,
@@ -169,32 +166,48 @@ impl AdapTbf {
             debts: BTreeMap::new(),
             seen: BTreeMap::new(),
             ledger: Loans::default(),
-        }
+        };
+        EpochPolicy::with_rule(config.epoch, config.metadata_cost.0, config.depth, rule)
     }
 
     /// The loan ledger so far.
     pub fn loans(&self) -> Loans {
-        self.ledger
+        self.rule().ledger
     }
 
     /// What `borrower` owes `lender`, in bytes.
     pub fn owed(&self, borrower: AppId, lender: AppId) -> f64 {
-        self.debts.get(&(borrower, lender)).copied().unwrap_or(0.0)
+        self.rule()
+            .debts
+            .get(&(borrower, lender))
+            .copied()
+            .unwrap_or(0.0)
+    }
+}
+
+impl EpochRule for AdapTbfRule {
+    const NAME: &'static str = "adaptbf";
+
+    fn capacity(&self) -> Option<f64> {
+        self.capacity
     }
 
+    fn decide(&mut self, uses: &[EpochUse], now: Time, budget: Option<f64>) -> Vec<(AppId, f64)> {
+        for u in uses.iter().filter(|u| u.active()) {
+            self.seen.insert(u.app, now);
+        }
+        self.write_off(now);
+        // Nothing to share out before the server has measured what it delivers.
+        match budget {
+            Some(budget) => self.share(uses, budget),
+            None => Vec::new(),
+        }
+    }
+}
+
+impl AdapTbfRule {
     fn priority_of(&self, app: AppId) -> f64 {
         self.priority.get(&app).copied().unwrap_or(1.0)
-    }
-
-    fn roll(&mut self, now: Time) {
-        if let Some(uses) = self.queues.roll(now) {
-            for u in uses.iter().filter(|u| u.active()) {
-                self.seen.insert(u.app, now);
-            }
-            self.write_off(now);
-            let allowances = self.decide(&uses);
-            self.queues.allot(allowances);
-        }
     }
 
     /// Writes off the debts one of whose parties has been gone for `forget`.
@@ -218,17 +231,15 @@ impl AdapTbf {
         self.seen.retain(|_, t| now.saturating_sub(*t) < forget);
     }
 
-    fn decide(&mut self, uses: &[EpochUse]) -> Vec<(AppId, f64)> {
+    /// Each job's bytes out of `budget`: bases by priority, lending,
+    /// reclaiming and borrowing.
+    fn share(&mut self, uses: &[EpochUse], budget: f64) -> Vec<(AppId, f64)> {
         let active: Vec<&EpochUse> = uses.iter().filter(|u| u.active()).collect();
         let total: f64 = active.iter().map(|u| self.priority_of(u.app)).sum();
-        // Nothing to share out before the server has measured what it delivers.
-        let Some(capacity) = self.capacity.or(self.queues.delivered()) else {
-            return Vec::new();
-        };
         if active.is_empty() || total <= 0.0 {
             return Vec::new();
         }
-        let per_priority = capacity * self.queues.epoch().as_secs_f64() / total;
+        let per_priority = budget / total;
         let mut e = Epoch {
             base: BTreeMap::new(),
             allowance: BTreeMap::new(),
@@ -312,38 +323,6 @@ impl AdapTbf {
                 self.ledger.outstanding += owed;
             }
         }
-    }
-}
-
-impl RequestQueue for AdapTbf {
-    fn name(&self) -> &'static str {
-        "adaptbf"
-    }
-
-    fn enqueue(&mut self, req: Request, now: Time) {
-        self.roll(now);
-        self.queues.enqueue(req);
-    }
-
-    fn dispatch(&mut self, now: Time, free_slots: u32, out: &mut Vec<Request>) {
-        self.roll(now);
-        self.queues.dispatch(now, self.depth, free_slots, out);
-    }
-
-    fn complete(&mut self, req: &Request, now: Time) {
-        self.queues.complete(req, now);
-    }
-
-    fn next_wakeup(&self, _now: Time) -> Option<Time> {
-        self.queues.wakeup()
-    }
-
-    fn depth(&self) -> Option<u32> {
-        Some(self.depth)
-    }
-
-    fn len(&self) -> usize {
-        self.queues.len()
     }
 }
 

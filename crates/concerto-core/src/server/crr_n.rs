@@ -4,10 +4,10 @@
 //! a turn (Lustre's `nrs_crrn_quantum`, 16 by default).
 //!
 //! A Lustre NID is a client node's network address, shared by the
-//! processes of that node. Concerto's requests name the application and
-//! the rank that sent them, not the node: a client here is one process,
-//! an (application, rank) pair. On a cluster with one rank per node the
-//! two are the same.
+//! processes of that node. A client here is one process, an (application,
+//! rank) pair, not the request's NID: on a one-host cluster every process
+//! shares one NID, and turns among NIDs would be FIFO there. On a cluster
+//! with one rank per node the two are the same.
 
 use std::collections::{HashMap, VecDeque};
 

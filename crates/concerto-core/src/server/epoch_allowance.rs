@@ -30,12 +30,13 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::sfq::cost_bytes;
+use super::RequestQueue;
 use crate::request::{AppId, Request};
 use crate::time::Time;
 
 /// What one application did in the epoch that ended.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct EpochUse {
+pub struct EpochUse {
     pub app: AppId,
     /// Bytes it started (a metadata operation at its metadata cost).
     pub served: u64,
@@ -271,6 +272,97 @@ impl EpochQueues {
     pub fn len(&self) -> usize {
         self.waiting
     }
+}
+
+/// What a throttle-and-redistribute policy decides at each epoch's start.
+pub trait EpochRule: Send {
+    const NAME: &'static str;
+
+    /// The bandwidth the administrator set to share out, if any.
+    fn capacity(&self) -> Option<f64>;
+
+    /// The bytes each application may start in the epoch beginning at
+    /// `now`, from what each did in the last one; `budget` is what the
+    /// server can give out in it (`capacity`, else what it delivered),
+    /// `None` before it has measured anything.
+    fn decide(&mut self, uses: &[EpochUse], now: Time, budget: Option<f64>) -> Vec<(AppId, f64)>;
+}
+
+/// A policy of per-epoch allowances: [`EpochQueues`] enforcing what its
+/// [`EpochRule`] decides.
+pub struct EpochPolicy<R> {
+    queues: EpochQueues,
+    depth: u32,
+    rule: R,
+}
+
+impl<R: EpochRule> EpochPolicy<R> {
+    pub(crate) fn with_rule(
+        epoch: Time,
+        metadata_cost: u64,
+        depth: u32,
+        rule: R,
+    ) -> EpochPolicy<R> {
+        EpochPolicy {
+            queues: EpochQueues::new(epoch, metadata_cost),
+            depth: depth.max(1),
+            rule,
+        }
+    }
+
+    pub(crate) fn rule(&self) -> &R {
+        &self.rule
+    }
+
+    fn roll(&mut self, now: Time) {
+        if let Some(uses) = self.queues.roll(now) {
+            let epoch = self.queues.epoch().as_secs_f64();
+            let budget = self
+                .rule
+                .capacity()
+                .or(self.queues.delivered())
+                .map(|bytes_per_s| bytes_per_s * epoch);
+            let allowances = self.rule.decide(&uses, now, budget);
+            self.queues.allot(allowances);
+        }
+    }
+}
+
+impl<R: EpochRule> RequestQueue for EpochPolicy<R> {
+    fn name(&self) -> &'static str {
+        R::NAME
+    }
+
+    fn enqueue(&mut self, req: Request, now: Time) {
+        self.roll(now);
+        self.queues.enqueue(req);
+    }
+
+    fn dispatch(&mut self, now: Time, free_slots: u32, out: &mut Vec<Request>) {
+        self.roll(now);
+        self.queues.dispatch(now, self.depth, free_slots, out);
+    }
+
+    fn complete(&mut self, req: &Request, now: Time) {
+        self.queues.complete(req, now);
+    }
+
+    fn next_wakeup(&self, _now: Time) -> Option<Time> {
+        self.queues.wakeup()
+    }
+
+    fn depth(&self) -> Option<u32> {
+        Some(self.depth)
+    }
+
+    fn len(&self) -> usize {
+        self.queues.len()
+    }
+}
+
+/// A configured capacity, when it is a rate > 0.
+pub(crate) fn set_capacity(capacity: Option<crate::units::Bandwidth>) -> Option<f64> {
+    capacity.map(|c| c.0).filter(|c| c.is_finite() && *c > 0.0)
 }
 
 #[cfg(test)]

@@ -40,10 +40,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::epoch_allowance::{EpochQueues, EpochUse};
+use super::epoch_allowance::{set_capacity, EpochPolicy, EpochRule, EpochUse};
 use super::sfq::default_metadata_cost;
 use super::{positive, PolicySpec, RequestQueue, DEFAULT_DEPTH};
-use crate::request::{AppId, Request};
+use crate::request::AppId;
 use crate::time::Time;
 use crate::units::{Bandwidth, Bytes};
 use crate::FieldError;
@@ -127,9 +127,8 @@ pub struct Coupons {
 /// One application's coupons, oldest first: (issued at, bytes left).
 type Lots = VecDeque<(Time, f64)>;
 
-pub struct Gift {
-    queues: EpochQueues,
-    depth: u32,
+/// GIFT's state at one server: its settings, the coupons and their ledger.
+pub struct GiftRule {
     /// Set by the administrator, else measured.
     capacity: Option<f64>,
     floor: f64,
@@ -138,40 +137,59 @@ pub struct Gift {
     ledger: Coupons,
 }
 
+/// The policy: allowances per epoch, as [`GiftRule`] decides them.
+pub type Gift = EpochPolicy<GiftRule>;
+
 impl Gift {
     pub fn new(config: &GiftConfig) -> Gift {
-        Gift {
-            queues: EpochQueues::new(config.epoch, config.metadata_cost.0),
-            depth: config.depth.max(1),
-            capacity: config
-                .capacity
-                .map(|c| c.0)
-                .filter(|c| c.is_finite() && *c > 0.0),
+        let rule = GiftRule {
+            capacity: set_capacity(config.capacity),
             floor: config.floor.clamp(0.0, 1.0),
             lifetime: config.coupon_lifetime,
             coupons: BTreeMap::new(),
             ledger: Coupons::default(),
-        }
+        };
+        EpochPolicy::with_rule(config.epoch, config.metadata_cost.0, config.depth, rule)
     }
 
     /// The coupon ledger so far.
     pub fn coupons(&self) -> Coupons {
-        self.ledger
+        self.rule().ledger
     }
 
     /// Coupons `app` holds, in bytes.
     pub fn coupons_of(&self, app: AppId) -> f64 {
+        self.rule().coupons_of(app)
+    }
+}
+
+impl EpochRule for GiftRule {
+    const NAME: &'static str = "gift";
+
+    fn capacity(&self) -> Option<f64> {
+        self.capacity
+    }
+
+    /// Throttles, redemptions and rewards for the epoch beginning at `now`.
+    fn decide(&mut self, uses: &[EpochUse], now: Time, budget: Option<f64>) -> Vec<(AppId, f64)> {
+        self.expire(now);
+        let active: Vec<&EpochUse> = uses.iter().filter(|u| u.active()).collect();
+        // Nothing to share out before the server has measured what it delivers.
+        let Some(budget) = budget else {
+            return Vec::new();
+        };
+        if active.is_empty() {
+            return Vec::new();
+        }
+        self.share(&active, budget, now)
+    }
+}
+
+impl GiftRule {
+    fn coupons_of(&self, app: AppId) -> f64 {
         self.coupons
             .get(&app)
             .map_or(0.0, |lots| lots.iter().map(|l| l.1).sum())
-    }
-
-    fn roll(&mut self, now: Time) {
-        if let Some(uses) = self.queues.roll(now) {
-            self.expire(now);
-            let allowances = self.decide(&uses, now);
-            self.queues.allot(allowances);
-        }
     }
 
     fn expire(&mut self, now: Time) {
@@ -188,20 +206,13 @@ impl Gift {
         self.coupons.retain(|_, lots| !lots.is_empty());
     }
 
-    /// Throttles, redemptions and rewards for the epoch beginning at `now`.
-    fn decide(&mut self, uses: &[EpochUse], now: Time) -> Vec<(AppId, f64)> {
-        let active: Vec<&EpochUse> = uses.iter().filter(|u| u.active()).collect();
-        // Nothing to share out before the server has measured what it delivers.
-        let Some(capacity) = self.capacity.or(self.queues.delivered()) else {
-            return Vec::new();
-        };
-        if active.is_empty() {
-            return Vec::new();
-        }
-        let fair = capacity * self.queues.epoch().as_secs_f64() / active.len() as f64;
+    /// Each application's bytes out of `budget`: equal shares, throttles,
+    /// redemptions and rewards.
+    fn share(&mut self, active: &[&EpochUse], budget: f64, now: Time) -> Vec<(AppId, f64)> {
+        let fair = budget / active.len() as f64;
         let mut allowance: BTreeMap<AppId, f64> = BTreeMap::new();
         let mut given_up: Vec<(AppId, f64)> = Vec::new();
-        for u in &active {
+        for u in active {
             if u.hungry {
                 allowance.insert(u.app, fair);
             } else {
@@ -261,38 +272,6 @@ impl Gift {
         }
         self.coupons.retain(|_, lots| !lots.is_empty());
         out
-    }
-}
-
-impl RequestQueue for Gift {
-    fn name(&self) -> &'static str {
-        "gift"
-    }
-
-    fn enqueue(&mut self, req: Request, now: Time) {
-        self.roll(now);
-        self.queues.enqueue(req);
-    }
-
-    fn dispatch(&mut self, now: Time, free_slots: u32, out: &mut Vec<Request>) {
-        self.roll(now);
-        self.queues.dispatch(now, self.depth, free_slots, out);
-    }
-
-    fn complete(&mut self, req: &Request, now: Time) {
-        self.queues.complete(req, now);
-    }
-
-    fn next_wakeup(&self, _now: Time) -> Option<Time> {
-        self.queues.wakeup()
-    }
-
-    fn depth(&self) -> Option<u32> {
-        Some(self.depth)
-    }
-
-    fn len(&self) -> usize {
-        self.queues.len()
     }
 }
 

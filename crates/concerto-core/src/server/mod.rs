@@ -26,14 +26,15 @@ mod tbf_match;
 mod themis;
 mod unreported;
 
-pub use adaptbf::{AdapTbf, AdapTbfConfig, JobPriority, Loans};
+pub use adaptbf::{AdapTbf, AdapTbfConfig, AdapTbfRule, JobPriority, Loans};
 pub use capped::{Capped, CappedConfig};
 pub use coordinated::{Coordinated, CoordinatedConfig, TimeSource};
 pub use crr_n::{CrrN, CrrNConfig};
 pub use dmclock::{AppQos, DmClock, DmClockConfig, Phase, Rate};
 pub use driver::{DeviceClass, DeviceDefaults, Driver, Ticket};
+pub use epoch_allowance::{EpochPolicy, EpochRule, EpochUse};
 pub use fifo::{Fifo, FifoConfig};
-pub use gift::{Coupons, Gift, GiftConfig};
+pub use gift::{Coupons, Gift, GiftConfig, GiftRule};
 pub use orr::{Orr, OrrConfig};
 pub use per_object::{PerObjectConfig, PerObjectFcfs};
 pub use qos::{OpClass, QosRule, QosRules, QosStage};
