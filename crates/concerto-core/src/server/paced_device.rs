@@ -32,6 +32,15 @@ impl Paced {
         Paced::at(app, &[(from_s, to_s, f64::INFINITY)])
     }
 
+    /// A drawn application: from `start_halves` half-seconds on, one
+    /// second at `rate_mb` MB/s, then `greedy_s` seconds as fast as served.
+    pub fn slow_then_greedy(app: u32, start_halves: u32, rate_mb: u32, greedy_s: u32) -> Paced {
+        let from = start_halves as f64 * 0.5;
+        let slow = (from, from + 1.0, rate_mb as f64 * 1e6);
+        let fast = (from + 1.0, from + 1.0 + greedy_s as f64, f64::INFINITY);
+        Paced::at(app, &[slow, fast])
+    }
+
     pub fn at(app: u32, stretches: &[(f64, f64, f64)]) -> Paced {
         Paced {
             app,

@@ -152,12 +152,7 @@ proptest! {
         let loads: Vec<Paced> = jobs
             .iter()
             .enumerate()
-            .map(|(i, &(start, rate, greedy_for, _))| {
-                let from = start as f64 * 0.5;
-                let slow = (from, from + 1.0, rate as f64 * MB);
-                let fast = (from + 1.0, from + 1.0 + greedy_for as f64, f64::INFINITY);
-                Paced::at(i as u32 + 1, &[slow, fast])
-            })
+            .map(|(i, &(start, rate, greedy_for, _))| Paced::slow_then_greedy(i as u32 + 1, start, rate, greedy_for))
             .collect();
         run(&mut q, &loads, CAPACITY, 5.0);
         let l = q.loans();

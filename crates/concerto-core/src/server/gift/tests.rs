@@ -148,12 +148,7 @@ proptest! {
         let loads: Vec<Paced> = paces
             .iter()
             .enumerate()
-            .map(|(i, &(start, rate, greedy_after))| {
-                let from = start as f64 * 0.5;
-                let slow = (from, from + 1.0, rate as f64 * MB);
-                let fast = (from + 1.0, from + 1.0 + greedy_after as f64, f64::INFINITY);
-                Paced::at(i as u32 + 1, &[slow, fast])
-            })
+            .map(|(i, &(start, rate, greedy_after))| Paced::slow_then_greedy(i as u32 + 1, start, rate, greedy_after))
             .collect();
         run(&mut q, &loads, CAPACITY, 4.0);
         let c = q.coupons();
