@@ -34,9 +34,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::epoch_allowance::{set_capacity, EpochPolicy, EpochRule, EpochUse};
-use super::gift::{check_capacity, check_fraction};
 use super::sfq::default_metadata_cost;
-use super::{positive, PolicySpec, RequestQueue, DEFAULT_DEPTH};
+use super::{check_capacity, check_fraction, positive, PolicySpec, RequestQueue, DEFAULT_DEPTH};
 use crate::request::AppId;
 use crate::time::Time;
 use crate::units::{Bandwidth, Bytes};

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::sfq::{cost_bytes, default_metadata_cost, weight_of};
-use super::{positive, PolicySpec, RequestQueue, DEFAULT_DEPTH};
+use super::{check_capacity, positive, PolicySpec, RequestQueue, DEFAULT_DEPTH};
 use crate::request::{AppId, Request};
 use crate::time::Time;
 use crate::units::{Bandwidth, Bytes};
@@ -53,12 +53,7 @@ impl PolicySpec for CappedConfig {
     fn validate(&self) -> Result<(), FieldError> {
         positive("depth", self.depth as u64)?;
         positive("metadata_cost", self.metadata_cost.0)?;
-        match self.capacity {
-            Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
-                Err(FieldError::new("capacity", "must be > 0".into()))
-            }
-            _ => Ok(()),
-        }
+        check_capacity(self.capacity)
     }
     fn resolve(&mut self, _default_window: Time, device_capacity: Bandwidth) {
         self.capacity.get_or_insert(device_capacity);

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use super::epoch_allowance::{set_capacity, EpochPolicy, EpochRule, EpochUse};
 use super::sfq::default_metadata_cost;
-use super::{positive, PolicySpec, RequestQueue, DEFAULT_DEPTH};
+use super::{check_capacity, check_fraction, positive, PolicySpec, RequestQueue, DEFAULT_DEPTH};
 use crate::request::AppId;
 use crate::time::Time;
 use crate::units::{Bandwidth, Bytes};
@@ -90,28 +90,6 @@ impl PolicySpec for GiftConfig {
         positive("coupon_lifetime", self.coupon_lifetime.as_nanos())?;
         check_capacity(self.capacity)?;
         check_fraction("floor", self.floor)
-    }
-}
-
-/// A capacity, when given, is a rate > 0.
-pub(crate) fn check_capacity(capacity: Option<Bandwidth>) -> Result<(), FieldError> {
-    match capacity {
-        Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
-            Err(FieldError::new("capacity", "must be > 0".into()))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// A fraction in [0, 1].
-pub(crate) fn check_fraction(field: &'static str, v: f64) -> Result<(), FieldError> {
-    if (0.0..=1.0).contains(&v) {
-        Ok(())
-    } else {
-        Err(FieldError::new(
-            field,
-            format!("{v} is not between 0 and 1"),
-        ))
     }
 }
 

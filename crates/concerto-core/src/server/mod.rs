@@ -199,6 +199,28 @@ pub trait PolicySpec: Default {
     fn resolve(&mut self, _default_window: Time, _device_capacity: Bandwidth) {}
 }
 
+/// A capacity, when given, is a rate > 0.
+pub(crate) fn check_capacity(capacity: Option<Bandwidth>) -> Result<(), FieldError> {
+    match capacity {
+        Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
+            Err(FieldError::new("capacity", "must be > 0".into()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A fraction in [0, 1].
+pub(crate) fn check_fraction(field: &'static str, v: f64) -> Result<(), FieldError> {
+    if (0.0..=1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!("{v} is not between 0 and 1"),
+        ))
+    }
+}
+
 /// A parameter that must not be zero.
 pub(crate) fn positive(field: &'static str, v: u64) -> Result<(), FieldError> {
     if v == 0 {
