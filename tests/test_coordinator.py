@@ -156,6 +156,72 @@ def test_the_mount_finds_an_unmodified_programs_phases_and_its_period(tmp_path):
         local.down(tmp_path / "c")
 
 
+# An unmodified program's long phase: 1 MiB writes every 0.25 s, then it
+# closes its file and stays alive, idle. It writes the monotonic clock's
+# readings of its first and last write and of the close to argv[2].
+SLOW_WRITER = """
+import json, sys, time
+path, out, writes = sys.argv[1], sys.argv[2], int(sys.argv[3])
+stamps = {}
+with open(path, "wb", buffering=0) as f:
+    for k in range(writes):
+        f.write(bytes(1 << 20))
+        stamps.setdefault("first", time.monotonic())
+        if k == 0:
+            open(out + ".started", "w").close()
+        stamps["last"] = time.monotonic()
+        time.sleep(0.25)
+stamps["closed"] = time.monotonic()
+open(out, "w").write(json.dumps(stamps))
+time.sleep(120)
+"""
+
+# Another job's one write, and the monotonic clock once it went through.
+ONE_WRITE = """
+import sys, time
+with open(sys.argv[1], "wb", buffering=0) as f:
+    f.write(bytes(1 << 20))
+    print(time.monotonic())
+"""
+
+
+def test_a_job_that_closes_its_files_hands_the_set_over_before_its_gap_threshold(tmp_path):
+    # EXCLUSIVE-FCFS, both jobs unmodified programs through the mount. Job
+    # 51's phase lasts about 4 s, so the gap rule could end it no sooner
+    # than 2 s after its last write (half the phase); it then closes its
+    # file and idles. Job 52, queued behind it, goes once the close is
+    # seen: after 51's close, well before the gap rule's earliest end.
+    cluster = local.up(tmp_path / "c", local.ClusterSpec(servers=2, policy="sfq-d-plus",
+                                                         coordinator={"sets": {"kind": "exclusive-fcfs"}}))
+    mnt, out, writes = tmp_path / "mnt", tmp_path / "slow.json", 16
+    slow = None
+    try:
+        with mounted_at(cluster, mnt):
+            slow = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(mnt / "slow"), str(out), str(writes)],
+                                    env=os.environ | {"CONCERTO_APP_ID": "51"}, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 60
+            while not Path(str(out) + ".started").exists():
+                assert slow.poll() is None, slow.stderr.read()
+                assert time.monotonic() < deadline, "the slow writer never wrote"
+                time.sleep(0.05)
+            other = subprocess.run([sys.executable, "-c", ONE_WRITE, str(mnt / "other")],
+                                   env=os.environ | {"CONCERTO_APP_ID": "52"}, capture_output=True, text=True,
+                                   timeout=120)
+            assert other.returncode == 0, other.stderr
+            went = float(other.stdout)
+            stamps = json.loads(out.read_text())
+            gap_rule_earliest = stamps["last"] + max(1.0, 0.5 * (stamps["last"] - stamps["first"]))
+            print(f"job 51 {stamps}; job 52 went {went - stamps['closed']:.3f} s after the close, "
+                  f"the gap rule at {gap_rule_earliest - stamps['closed']:.3f} s at the earliest")
+            assert stamps["last"] - stamps["first"] >= 0.25 * (writes - 1) * 0.99, stamps
+            assert stamps["closed"] < went < gap_rule_earliest, (stamps, went)
+    finally:
+        if slow is not None:
+            slow.kill()
+            slow.wait()
+        local.down(tmp_path / "c")
+
+
 def test_cluster_sets_switches_the_rule_live_and_names_mistakes(tmp_path):
     cluster = local.up(tmp_path / "c", local.ClusterSpec(servers=1, coordinator={"sets": {"kind": "exclusive-fcfs"}}))
     try:

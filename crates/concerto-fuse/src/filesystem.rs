@@ -114,6 +114,9 @@ impl Ctx {
     /// under a new handle number.
     fn keep_open(&self, file: FileHandle) -> u64 {
         self.state().opened(file.inode);
+        if let Some(p) = &self.phases {
+            p.opened(self.client.identity().app);
+        }
         let open = OpenFile {
             file,
             client: self.client.clone(),
@@ -661,6 +664,11 @@ impl Filesystem for ConcertoFuse {
         {
             let _runtime = self.runtime.enter();
             client.release(&file);
+        }
+        // Its data flushed (the kernel's flush came first): a job that
+        // closed its last file may have ended its I/O phase.
+        if let Some(p) = &self.mount.phases {
+            p.closed(client.identity().app);
         }
         match hidden {
             // The last close of a file unlinked while open: it goes now.

@@ -3,7 +3,11 @@
 //! taken to the cluster's coordinator: the first read or write of a job
 //! after a quiet spell begins a phase (and waits for the job's set's turn,
 //! as `begin_phase` does for a program that says so itself); a quiet spell
-//! longer than the detector's gap threshold ends it. The coordinator then
+//! longer than the detector's gap threshold ends it, and so does the job
+//! closing the last file it had open through this mount, after the
+//! detector's short close gap (so the next job's turn does not wait out the
+//! gap threshold on idle devices: the close has flushed what the job wrote
+//! behind, its data is at the servers). The coordinator then
 //! measures the job's w_iter between the phase starts and places it with
 //! SET-10, with no change to the program.
 //!
@@ -41,6 +45,8 @@ struct Job {
     gate: Option<watch::Receiver<bool>>,
     phase: Arc<Mutex<Option<IoPhase>>>,
     last: Instant,
+    /// The job's descriptors open through this mount.
+    open_files: u32,
 }
 
 /// Every job's phases, as the mount sees them.
@@ -103,12 +109,7 @@ impl ImplicitPhases {
                 }
             }
         }
-        let job = jobs.entry(app).or_insert_with(|| Job {
-            detector: PhaseDetector::new(self.cfg),
-            gate: None,
-            phase: Arc::new(Mutex::new(None)),
-            last: at,
-        });
+        let job = jobs.entry(app).or_insert_with(|| self.new_job(at));
         job.last = at;
         let was_in_phase = job.detector.in_phase();
         let ended = job.detector.request(t);
@@ -131,6 +132,57 @@ impl ImplicitPhases {
         job.gate.clone()
     }
 
+    fn new_job(&self, at: Instant) -> Job {
+        Job {
+            detector: PhaseDetector::new(self.cfg),
+            gate: None,
+            phase: Arc::new(Mutex::new(None)),
+            last: at,
+            open_files: 0,
+        }
+    }
+
+    /// `app` opened (or created) a file through the mount.
+    pub(crate) fn opened(&self, app: u32) {
+        let at = Instant::now();
+        let mut jobs = self.jobs();
+        if jobs.len() < MAX_JOBS || jobs.contains_key(&app) {
+            jobs.entry(app)
+                .or_insert_with(|| self.new_job(at))
+                .open_files += 1;
+        }
+    }
+
+    /// `app` let go of a file it had open (its last close, after the
+    /// flush): when it was the job's last, its phase ends after the close
+    /// gap unless it reads or writes again first.
+    pub(crate) fn closed(self: &Arc<Self>, app: u32) {
+        let t = self.now(Instant::now());
+        let ends_at = {
+            let mut jobs = self.jobs();
+            let Some(job) = jobs.get_mut(&app) else {
+                return;
+            };
+            job.open_files = job.open_files.saturating_sub(1);
+            if job.open_files > 0 {
+                return;
+            }
+            job.detector.files_closed(t);
+            job.detector.closed_phase_ends_at()
+        };
+        // Looked at again when the close gap is up, not at the next poll.
+        if let Some(ends_at) = ends_at {
+            let wait = Duration::from_nanos(ends_at.saturating_sub(t).as_nanos());
+            let phases = Arc::downgrade(self);
+            self.runtime.spawn(async move {
+                tokio::time::sleep(wait).await;
+                if let Some(p) = phases.upgrade() {
+                    p.end_quiet();
+                }
+            });
+        }
+    }
+
     /// Ends the phase of `job` at the coordinator (once it was granted).
     fn end(&self, job: &Job) {
         let (gate, slot) = (job.gate.clone(), job.phase.clone());
@@ -145,8 +197,9 @@ impl ImplicitPhases {
         });
     }
 
-    /// Ends the phases of jobs quiet for longer than their gap threshold,
-    /// and forgets jobs quiet for [`FORGET`].
+    /// Ends the phases of jobs quiet for longer than their gap threshold
+    /// (or their close gap, once they closed their files), and forgets jobs
+    /// quiet for [`FORGET`] with no file open.
     fn end_quiet(&self) {
         let at = Instant::now();
         let t = self.now(at);
@@ -158,6 +211,8 @@ impl ImplicitPhases {
                 job.phase = Arc::new(Mutex::new(None));
             }
         }
-        jobs.retain(|_, j| j.detector.in_phase() || at.duration_since(j.last) < FORGET);
+        jobs.retain(|_, j| {
+            j.detector.in_phase() || j.open_files > 0 || at.duration_since(j.last) < FORGET
+        });
     }
 }

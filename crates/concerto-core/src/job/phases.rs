@@ -4,7 +4,11 @@
 //! A phase is a run of requests; it ends when no request comes for longer
 //! than a gap threshold: `gap_ratio` times the phase's length so far, but
 //! never less than `gap_floor` (so the first requests of a phase do not end
-//! it). The characteristic time w_iter is estimated from the starts of
+//! it). An application that has closed every file it had open has said
+//! more than its silence can: its phase ends after the much shorter
+//! `close_gap` (a program that opens its next file and writes on at once
+//! stays in its phase), so the next job's turn does not wait out the gap
+//! threshold on idle devices. The characteristic time w_iter is estimated from the starts of
 //! consecutive phases and smoothed (exponentially weighted). A
 //! [`SetTracker`] turns the estimates into a set, with hysteresis so that
 //! one odd iteration does not move an application, and a conservative
@@ -28,6 +32,9 @@ pub struct PhaseConfig {
     pub gap_floor: Time,
     /// Weight of a new w_iter sample in the estimate (1: only the last sample counts).
     pub smoothing: f64,
+    /// A phase ends this long after the application closed its last open
+    /// file, unless a request comes first ([`PhaseDetector::files_closed`]).
+    pub close_gap: Time,
 }
 
 impl Default for PhaseConfig {
@@ -36,6 +43,7 @@ impl Default for PhaseConfig {
             gap_ratio: 0.5,
             gap_floor: Time::from_secs_f64(1.0),
             smoothing: 0.3,
+            close_gap: Time::from_secs_f64(0.05),
         }
     }
 }
@@ -72,6 +80,8 @@ pub struct PhaseDetector {
     cfg: PhaseConfig,
     /// The phase in progress: first and last request.
     current: Option<(Time, Time)>,
+    /// When the application closed its last open file, if no request came since.
+    closed: Option<Time>,
     /// Where the previous phase started.
     previous_start: Option<Time>,
     /// Smoothed w_iter, seconds.
@@ -84,6 +94,7 @@ impl PhaseDetector {
         PhaseDetector {
             cfg,
             current: None,
+            closed: None,
             previous_start: None,
             w_iter: None,
             samples: 0,
@@ -115,6 +126,7 @@ impl PhaseDetector {
     /// before `t` ended, if it did.
     pub fn request(&mut self, t: Time) -> Option<PhaseEnd> {
         let ended = self.poll(t);
+        self.closed = None;
         match self.current.as_mut() {
             Some((_, last)) => *last = (*last).max(t),
             None => self.begin(t),
@@ -126,8 +138,12 @@ impl PhaseDetector {
     /// gap threshold by `now`.
     pub fn poll(&mut self, now: Time) -> Option<PhaseEnd> {
         let (start, last) = self.current?;
-        if now.saturating_sub(last) > self.threshold(start, last) {
+        let closed_long_enough = self
+            .closed
+            .is_some_and(|at| now.saturating_sub(at.max(last)) >= self.cfg.close_gap);
+        if closed_long_enough || now.saturating_sub(last) > self.threshold(start, last) {
             self.current = None;
+            self.closed = None;
             Some(PhaseEnd { start, end: last })
         } else {
             None
@@ -146,6 +162,23 @@ impl PhaseDetector {
     /// An application said its I/O phase ended.
     pub fn phase_ended(&mut self) {
         self.current = None;
+        self.closed = None;
+    }
+
+    /// The application closed the last file it had open at `t`: its phase
+    /// ends at the first [`poll`](Self::poll) `close_gap` later, unless a
+    /// request comes before. Outside a phase it means nothing.
+    pub fn files_closed(&mut self, t: Time) {
+        if self.current.is_some() {
+            self.closed = Some(t);
+        }
+    }
+
+    /// When a [`poll`](Self::poll) will end the phase for the closed files,
+    /// if nothing comes first.
+    pub fn closed_phase_ends_at(&self) -> Option<Time> {
+        let (_, last) = self.current?;
+        self.closed.map(|at| at.max(last) + self.cfg.close_gap)
     }
 
     fn begin(&mut self, t: Time) {
@@ -160,6 +193,7 @@ impl PhaseDetector {
         }
         self.previous_start = Some(t);
         self.current = Some((t, t));
+        self.closed = None;
     }
 }
 
@@ -272,6 +306,55 @@ mod tests {
         d.request(s(22.0));
         // EWMA: 10 + 0.3 x (12 - 10).
         assert!((d.w_iter().unwrap().as_secs_f64() - 10.6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn closing_every_file_ends_the_phase_after_the_close_gap_not_the_gap_threshold() {
+        let mut d = PhaseDetector::new(PhaseConfig::default());
+        for t in [0.0, 1.0, 2.0, 3.0, 4.0] {
+            d.request(s(t));
+        }
+        // The gap threshold here is 2 s (half of 4 s); closed at 4.01 s,
+        // the phase ends 50 ms later.
+        d.files_closed(s(4.01));
+        assert_eq!(d.closed_phase_ends_at(), Some(s(4.06)));
+        assert_eq!(d.poll(s(4.05)), None);
+        assert_eq!(
+            d.poll(s(4.06)),
+            Some(PhaseEnd {
+                start: s(0.0),
+                end: s(4.0)
+            })
+        );
+        assert!(!d.in_phase() && d.closed_phase_ends_at().is_none());
+        // Closing outside a phase says nothing of the next one.
+        d.files_closed(s(5.0));
+        d.request(s(10.0));
+        assert_eq!(d.poll(s(10.5)), None);
+        assert_eq!(d.w_iter(), Some(s(10.0)));
+    }
+
+    #[test]
+    fn a_request_soon_after_the_last_close_keeps_the_phase_and_its_gap_threshold() {
+        let mut d = PhaseDetector::new(PhaseConfig::default());
+        for t in [0.0, 1.0, 2.0] {
+            d.request(s(t));
+        }
+        // The program opens its next file and writes on, 10 ms after the close.
+        d.files_closed(s(2.0));
+        assert_eq!(d.request(s(2.01)), None);
+        assert!(d.closed_phase_ends_at().is_none());
+        // Now only the gap threshold (1.005 s) ends it.
+        assert_eq!(d.poll(s(2.5)), None);
+        assert_eq!(d.poll(s(3.0)), None);
+        assert_eq!(
+            d.poll(s(3.1)),
+            Some(PhaseEnd {
+                start: s(0.0),
+                end: s(2.01)
+            })
+        );
+        assert_eq!(d.samples(), 0);
     }
 
     #[test]
