@@ -27,6 +27,7 @@ impl<'a> Simulation<'a> {
             rng_net: rng(seed, STREAM_NETWORK),
             rng_dev: rng(seed, STREAM_DEVICE),
             rng_tie: rng(seed, STREAM_TIES),
+            rng_client: rng(seed, STREAM_CLIENT),
             apps,
             ranks,
             clients,

@@ -72,13 +72,27 @@ impl<'a> Simulation<'a> {
     /// The rank's next step leaves once its client overhead is spent (at
     /// once without one).
     fn next_step(&mut self, rank: u32, now: Time) {
-        let overhead = self.sc.cluster.client_overhead;
+        let overhead = self.step_overhead();
         if overhead.is_zero() {
             self.issue_step(rank, now);
         } else {
             self.events
                 .schedule(now + overhead, Class::Normal, 0, Event::Step { rank });
         }
+    }
+
+    /// What this step costs its process: the client overhead, its spread
+    /// part drawn (a shifted exponential of the configured mean; no draw
+    /// without a spread, so scenarios without one keep their results).
+    fn step_overhead(&mut self) -> Time {
+        let c = &self.sc.cluster;
+        if c.client_overhead_spread.is_zero() {
+            return c.client_overhead;
+        }
+        let spread = c.client_overhead_spread.as_secs_f64();
+        let u: f64 = self.rng_client.gen();
+        let tail = -spread * (1.0 - u).ln();
+        c.client_overhead.saturating_sub(c.client_overhead_spread) + Time::from_secs_f64(tail)
     }
 
     /// Sends the next step of the rank's current call.

@@ -145,6 +145,7 @@ const STREAM_SETUP: u64 = 0;
 const STREAM_NETWORK: u64 = 1;
 const STREAM_DEVICE: u64 = 2;
 const STREAM_TIES: u64 = 3;
+const STREAM_CLIENT: u64 = 4;
 
 fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
     let mut r = ChaCha8Rng::seed_from_u64(seed);
@@ -356,6 +357,8 @@ pub struct Simulation<'a> {
     rng_net: ChaCha8Rng,
     rng_dev: ChaCha8Rng,
     rng_tie: ChaCha8Rng,
+    /// Each step's client overhead, when it varies (`client_overhead_spread`).
+    rng_client: ChaCha8Rng,
     apps: Vec<AppState>,
     ranks: Vec<RankState>,
     clients: Vec<Nic>,

@@ -33,6 +33,15 @@ pub struct ClusterConfig {
     /// measures). Zero: a step leaves at once.
     #[serde(default)]
     pub client_overhead: Time,
+    /// How much of `client_overhead` varies from step to step (drift):
+    /// each step costs `client_overhead - spread` plus an exponentially
+    /// distributed rest of mean `spread` (a floor and a tail, as the real
+    /// calls' latencies have), so the mean stays `client_overhead` and
+    /// processes that start in step fall out of it as real ones do. Zero:
+    /// every step costs exactly `client_overhead`. At most
+    /// `client_overhead`.
+    #[serde(default)]
+    pub client_overhead_spread: Time,
     /// What a server takes for each data request beyond its device's time
     /// (its hand-off to and from its storage threads, the reply): the
     /// reply leaves this long after the device is done, and the device
@@ -359,6 +368,15 @@ pub(crate) fn validate_cluster(c: &ClusterConfig) -> Result<(), ConfigError> {
     }
     if let Some(rate) = c.page_cache {
         positive_f("cluster.page_cache", rate.0)?;
+    }
+    if c.client_overhead_spread > c.client_overhead {
+        return Err(ConfigError::at(
+            "cluster.client_overhead_spread",
+            format!(
+                "{} is more than cluster.client_overhead ({}): the spread is the part of the overhead that varies",
+                c.client_overhead_spread, c.client_overhead
+            ),
+        ));
     }
     validate_device("cluster.device", &c.device)?;
     validate_metadata(c)?;
