@@ -227,6 +227,9 @@ def test_calibrate_measures_the_client_overhead_and_the_twin_charges_it(tmp_path
     assert result["page_cache_Bps"] > 0
     assert f'page_cache = "{result["page_cache_Bps"] / 1e6:.1f}MB/s"' in calibration.read_text()
     assert overhead == result["client_overhead_ns"] and costs == result["metadata_costs_ns"]
+    # How much a step varies: measured, part of the overhead, in the file.
+    assert 0 <= result["client_overhead_spread_ns"] <= overhead
+    assert read.client_overhead_spread_ns == result["client_overhead_spread_ns"]
     # A data request's latency at the server beyond the throttle's device
     # time, measured at two sizes (each one piece, no seek), less the
     # handling any request pays there (the client overhead carries it), is
@@ -628,9 +631,36 @@ def test_calibrate_tells_as_many_steps_as_it_counts(tmp_path, monkeypatch):
 
     monkeypatch.setattr(calibrate, "server_costs", server_costs)
     monkeypatch.setattr(calibrate, "real_runs", real_runs)
+    def step_spread_probe(spec, say):
+        say("step spread: stubbed")
+        return [100e-6, 120e-6, 5.0]
+
     monkeypatch.setattr(calibrate, "page_cache_probe", page_cache_probe)
-    calibrate.calibrate(spec, 20, say=said.append)
+    monkeypatch.setattr(calibrate, "step_spread_probe", step_spread_probe)
+    result = calibrate.calibrate(spec, 20, say=said.append)
     assert len(said) == calibrate.steps(spec.reps), said
+    # The rounds' median, never more than the overhead it is part of.
+    assert result["client_overhead_spread_ns"] == min(120_000, result["client_overhead_ns"]), result
+    assert result["spread"]["client_overhead_spread_ns"] == [100_000, 5_000_000_000]
+
+
+def test_a_steps_spread_is_the_mean_above_the_fastest_tenth():
+    from concerto import calibrate
+
+    # Ten stats at 600 us and one slow one: the floor is 600 us, the mean 100 us above it.
+    took = [600e-6] * 10 + [1700e-6]
+    assert calibrate.spread_above_floor(took) == pytest.approx(100e-6)
+    assert calibrate.spread_above_floor([5e-4] * 7) == 0.0
+
+
+def test_a_calibrations_step_spread_reaches_the_simulated_cluster(tmp_path):
+    from concerto import calibrate
+
+    path = tmp_path / "calibration.toml"
+    path.write_text('[cluster]\nclient_overhead = "150us"\nclient_overhead_spread = "40us"\n')
+    spec = calibrate.read_calibration(path, twin.TwinSpec())
+    assert spec.client_overhead_spread_ns == 40_000
+    assert 'client_overhead_spread = "40000ns"' in twin.twin_cluster_toml(spec)
 
 
 def test_the_host_counts_as_busy_when_a_task_waited_for_a_cpu_over_a_quarter_of_the_span(tmp_path):

@@ -37,6 +37,13 @@ What it does not give:
   (which the client overhead carries), is ``[cluster]
   server_data_overhead`` ([data_overhead_from]).
 
+- **How much a step's cost varies** (drift): one process stats files
+  whose names the kernel has forgotten, one at a time
+  ([step_spread_probe]); how far the mean stat lies above the fastest
+  tenth is the part of the client overhead that varies from step to step,
+  ``[cluster] client_overhead_spread`` (the servers' part of the variation
+  is counted in it too: it is what a task's steps vary by, wherever).
+
 - **What the page cache gives a read of what was just written**: one
   process writes a file through the mount and reads it back
   ([page_cache_probe]), ``[cluster] page_cache``, which a calibrated
@@ -290,7 +297,7 @@ def steps(reps: int) -> int:
     """The steps ``calibrate`` tells it begins (``say``): per run, each
     server-cost measure, the stat probe's round and each data probe's; and
     the page cache's probe."""
-    return reps * (len(COSTED_OPERATIONS) + len(DATA_OVERHEAD_TRANSFERS) + 1 + len(DATA_PROBE_TRANSFERS)) + 1
+    return reps * (len(COSTED_OPERATIONS) + len(DATA_OVERHEAD_TRANSFERS) + 1 + len(DATA_PROBE_TRANSFERS)) + 2
 
 
 def calibrate(spec: TwinSpec, items: int, say: Callable[[str], None] = print) -> dict:
@@ -325,17 +332,23 @@ def _calibrate(spec: TwinSpec, items: int, say: Callable[[str], None]) -> dict:
     writes = data_probe(replace(base, client_overhead_ns=round(overhead * 1e9)), say)
     excess = {t: w["real_s"] - w["simulated_s"] for t, w in writes.items()}
     page_cache = page_cache_probe(spec, say)
+    step_spreads = step_spread_probe(spec, say)
+    # The varying part of a step is part of its overhead, never more.
+    step_spread = min(statistics.median(step_spreads), overhead)
     return {"servers": spec.servers, "throttle": spec.throttle, "stripe_unit": spec.stripe_unit,
             "depth": spec.depth, "items": items, "reps": spec.reps, "real_stat_s": real_s,
             "real_stat_runs_s": [1.0 / r for r in real_rates], "simulated_stat_s": simulated_s,
-            "client_overhead_ns": round(overhead * 1e9), "server_latency_ns": server["latencies"],
+            "client_overhead_ns": round(overhead * 1e9),
+            "client_overhead_spread_ns": round(max(step_spread, 0.0) * 1e9),
+            "server_latency_ns": server["latencies"],
             "server_fixed_ns": server["fixed"], "metadata_costs_ns": costs,
             "server_data_latency_ns": server["data_latency"],
             "server_data_beyond_device_ns": server["beyond_device"], "server_data_overhead_ns": data_overhead,
             "data_probe": {str(t): w for t, w in writes.items()},
             "mount_bandwidth_Bps": mount_bandwidth_from(excess),
             "page_cache_Bps": page_cache,
-            "spread": spread(spec.throttle, per_run, [1.0 / r for r in real_rates], simulated_s, writes)}
+            "spread": {**spread(spec.throttle, per_run, [1.0 / r for r in real_rates], simulated_s, writes),
+                       "client_overhead_spread_ns": [round(min(step_spreads) * 1e9), round(max(step_spreads) * 1e9)]}}
 
 
 def server_figures(measured: dict[str, int], throttle: str) -> dict:
@@ -407,6 +420,57 @@ def page_cache_probe(spec: TwinSpec, say: Callable[[str], None] = print) -> floa
         except (OSError, BenchProblem, local.ClusterError) as e:
             raise TwinProblem(f"the page cache's probe: {e}") from e
     return statistics.median(rates)
+
+
+#: Rounds of the step spread's probe, and the stats in each.
+STEP_SPREAD_ROUNDS = 3
+STEP_SPREAD_STATS = 400
+
+
+def step_spread_probe(spec: TwinSpec, say: Callable[[str], None] = print) -> list[float]:
+    """Per round, seconds: how far one process's mean stat through the
+    mount lies above the fastest tenth of its stats (``STEP_SPREAD_STATS``
+    files, their names dropped from the kernel's cache first, so each stat
+    asks the metadata server), on a cluster started for it. A shifted
+    exponential's mean above its floor: the simulator's
+    ``client_overhead_spread``."""
+    import os
+    import tempfile
+
+    from concerto import cluster as local
+    from concerto.fsbench import BenchProblem, mounted_cluster
+    from concerto.twin import forget_names
+
+    say(f"step spread: {STEP_SPREAD_ROUNDS} rounds of {STEP_SPREAD_STATS} stats, one at a time")
+    cluster = local.ClusterSpec(servers=spec.servers, policy="fifo", throttle=spec.throttle,
+                                stripe_unit=spec.stripe_unit, depth=spec.depth)
+    spreads = []
+    with tempfile.TemporaryDirectory(prefix="concerto-calibrate-") as tmp:
+        try:
+            with mounted_cluster(Path(tmp), cluster) as mnt:
+                names = [mnt / f"spread-{i}" for i in range(STEP_SPREAD_STATS)]
+                for name in names:
+                    name.write_bytes(b"")
+                for _ in range(STEP_SPREAD_ROUNDS):
+                    forget_names()
+                    took = []
+                    for name in names:
+                        start = time.perf_counter()
+                        os.stat(name)
+                        took.append(time.perf_counter() - start)
+                    spreads.append(spread_above_floor(took))
+        except (OSError, BenchProblem, local.ClusterError) as e:
+            raise TwinProblem(f"the step spread's probe: {e}") from e
+    return spreads
+
+
+def spread_above_floor(latencies_s: list[float]) -> float:
+    """The mean less the 10th percentile (nearest rank): a shifted
+    exponential's mean above its floor, robust to the few slow outliers
+    that a standard deviation would square."""
+    ordered = sorted(latencies_s)
+    floor = ordered[int(0.1 * (len(ordered) - 1))]
+    return max(0.0, statistics.mean(ordered) - floor)
 
 
 def data_probe(spec: TwinSpec, say: Callable[[str], None] = print) -> dict[int, dict[str, float]]:
@@ -484,7 +548,9 @@ def spec_of(result: dict) -> TwinSpec:
     users start it, and what was measured."""
     return TwinSpec(servers=result["servers"], throttle=result["throttle"], stripe_unit=result["stripe_unit"],
                     depth=result["depth"], write_behind=DEFAULT_MOUNT_WRITE_BEHIND,
-                    client_overhead_ns=result["client_overhead_ns"], metadata_costs_ns=result["metadata_costs_ns"],
+                    client_overhead_ns=result["client_overhead_ns"],
+                    client_overhead_spread_ns=result.get("client_overhead_spread_ns", 0),
+                    metadata_costs_ns=result["metadata_costs_ns"],
                     server_data_overhead_ns=result["server_data_overhead_ns"],
                     mount_bandwidth_Bps=result.get("mount_bandwidth_Bps"))
 
@@ -518,6 +584,9 @@ def read_calibration(path: Path, spec: TwinSpec) -> TwinSpec:
 
     spec = replace(spec, client_overhead_ns=duration("cluster.client_overhead", value),
                    mount_bandwidth_Bps=_mount_bandwidth(path, cluster.get("network")))
+    if "client_overhead_spread" in cluster:
+        spec = replace(spec, client_overhead_spread_ns=duration("cluster.client_overhead_spread",
+                                                                cluster["client_overhead_spread"]))
     if "server_data_overhead" in cluster:
         spec = replace(spec, server_data_overhead_ns=duration("cluster.server_data_overhead",
                                                               cluster["server_data_overhead"]))

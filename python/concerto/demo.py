@@ -179,15 +179,15 @@ def emulated_cluster_toml(servers: int, stripe_unit: int, depth: int, preset: st
                           client_overhead_ns: int = 0, metadata_costs_ns: dict[str, int] | None = None,
                           server_data_overhead_ns: int = 0, write_behind: str = "0",
                           read_ahead: bool = False, bandwidth_Bps: float | None = None,
-                          page_cache_Bps: float | None = None) -> str:
+                          page_cache_Bps: float | None = None, client_overhead_spread_ns: int = 0) -> str:
     """A scenario's ``[cluster]`` of ``servers`` on the ``emulated`` device the
     throttle preset enforces on a real cluster: the simulator's twin of a
     ``cluster up --throttle PRESET``: the throttle's device, and its
     metadata service as the local cluster has it (one server, server 0,
     every operation costing what the throttle charges it, or what
     ``concerto calibrate`` measured the servers take), and the clients'
-    overhead per step and the servers' per data request when they were
-    measured; the clients' write-behind, read-ahead and page cache as the
+    overhead per step (and how much of it varies) and the servers' per
+    data request when they were measured; the clients' write-behind, read-ahead and page cache as the
     mount's (``write_behind`` "0", no read-ahead, no page cache: each transfer goes as the
     program issued it)."""
     dev = _native.emulation_preset(preset)
@@ -202,6 +202,7 @@ servers = {servers}
 stripe_unit = {stripe_unit}
 depth = {depth}
 client_overhead = "{client_overhead_ns}ns"
+client_overhead_spread = "{client_overhead_spread_ns}ns"
 server_data_overhead = "{server_data_overhead_ns}ns"
 write_behind = "{write_behind}"
 read_ahead = {"true" if read_ahead else "false"}

@@ -78,6 +78,9 @@ class TwinSpec:
     #: What each step costs a client before it leaves, as ``concerto
     #: calibrate`` measured it (nanoseconds; 0: none).
     client_overhead_ns: int = 0
+    #: How much of it varies from step to step, as ``concerto calibrate``
+    #: measured it (nanoseconds; 0: every step costs the same).
+    client_overhead_spread_ns: int = 0
     #: What each operation costs a server, as ``concerto calibrate``
     #: measured it (nanoseconds by ``[cluster.metadata] costs`` name; None:
     #: what the throttle charges).
@@ -145,7 +148,8 @@ def twin_cluster_toml(spec: TwinSpec, page_cache_Bps: float | None = None) -> st
     drop the page cache before each read)."""
     return (emulated_cluster_toml(spec.servers, spec.stripe_unit, spec.depth, spec.throttle,
                                   spec.client_overhead_ns, spec.metadata_costs_ns, spec.server_data_overhead_ns,
-                                  spec.write_behind, read_ahead=True, page_cache_Bps=page_cache_Bps)
+                                  spec.write_behind, read_ahead=True, page_cache_Bps=page_cache_Bps,
+                                  client_overhead_spread_ns=spec.client_overhead_spread_ns)
             + "posix_mount = true\n" + _mount_network(spec))
 
 
@@ -199,7 +203,7 @@ def _drop_caches() -> None:
     Path("/proc/sys/vm/drop_caches").write_text("3")
 
 
-def _forget_names() -> None:
+def forget_names() -> None:
     """The kernel's names and attributes forgotten (not the page cache)."""
     Path("/proc/sys/vm/drop_caches").write_text("2")
 
@@ -373,7 +377,7 @@ def _md_rank(root: str, app: dict, rank: int, starts: _Starts, out, group: int) 
     directory = os.path.join(root, f"mdtest_tree.{rank}")
     size = app.get("request_size", 0)
     for op in md_operations(app["md_steps"]):
-        starts.begin(rank, _forget_names)
+        starts.begin(rank, forget_names)
         start = time.monotonic()
         if op == "mktestdir":
             os.mkdir(directory)

@@ -121,7 +121,10 @@ def twin_cmd(command: tuple[str, ...], apps_file: Path | None, real_from: Path |
     if spec.client_overhead_ns:
         mount = (f" and a mount moving {spec.mount_bandwidth_Bps / 1e6:.0f} MB/s"
                  if spec.mount_bandwidth_Bps is not None else "")
-        console.print(f"simulated with a client overhead of {spec.client_overhead_ns / 1000:.0f} us per step{mount} "
+        varying = (f" ({spec.client_overhead_spread_ns / 1000:.0f} us of it varying)"
+                   if spec.client_overhead_spread_ns else "")
+        console.print(f"simulated with a client overhead of {spec.client_overhead_ns / 1000:.0f} us per step{varying}"
+                      f"{mount} "
                       f"({escape(str(calibration))})")
     from concerto.twin_plot import plot
 
@@ -169,6 +172,9 @@ def calibrate_cmd(servers: int, throttle: str, stripe_unit: int, depth: int, ite
     console.print(f"a stat: {result['real_stat_s'] * 1e6:.0f} us real, {result['simulated_stat_s'] * 1e6:.0f} us "
                   f"simulated without client overhead: client_overhead = {result['client_overhead_ns'] / 1000:.0f} us"
                   + runs(spread["client_overhead_ns"]))
+    console.print(f"a stat's mean above its fastest tenth: client_overhead_spread = "
+                  f"{result['client_overhead_spread_ns'] / 1000:.0f} us (each step's overhead varies by it)"
+                  + runs(spread["client_overhead_spread_ns"]))
     console.print(f"a data request at a server, alone: {result['server_data_beyond_device_ns'] / 1000:.0f} us beyond "
                   "the device, less the handling of any request: server_data_overhead = "
                   f"{result['server_data_overhead_ns'] / 1000:.0f} us" + runs(spread["server_data_overhead_ns"]))
