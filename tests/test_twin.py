@@ -663,28 +663,40 @@ def test_a_calibrations_step_spread_reaches_the_simulated_cluster(tmp_path):
     assert 'client_overhead_spread = "40000ns"' in twin.twin_cluster_toml(spec)
 
 
-def test_the_host_counts_as_busy_when_a_task_waited_for_a_cpu_over_a_quarter_of_the_span(tmp_path):
+def test_the_host_counts_as_busy_when_other_processes_took_over_a_quarter_of_its_cores(tmp_path):
     from concerto import host
 
     pressure_file = tmp_path / "cpu"
     now = [50.0]
 
-    def span(stalled_s: float):
+    def span(others_s: float, own_s: float, stalled_s: float):
+        # 10 s on 2 cores: the host's busy CPU seconds are ours plus the others'.
         pressure_file.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n"
                                  "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
-        with host.watch(pressure_file, clock=lambda: now[0]) as pressure:
+        cpu = iter([(1000.0, 10.0), (1000.0 + own_s + others_s, 10.0 + own_s)])
+        with host.watch(pressure_file, clock=lambda: now[0], cpu=lambda: next(cpu)) as pressure:
+            pressure.cores = 2
             now[0] += 10.0
             pressure_file.write_text(f"some avg10=0 avg60=0 avg300=0 total={1000000 + round(stalled_s * 1e6)}\n")
         return pressure
 
-    quiet, busy = span(0.5), span(5.9)
-    assert quiet.cpu_stall_share == pytest.approx(0.05) and not quiet.busy
-    assert busy.cpu_stall_share == pytest.approx(0.59) and busy.busy
-    assert "59% of the time over 10 s" in busy.describe()
-    # A kernel without pressure information judges nothing.
-    with host.watch(tmp_path / "absent") as unknown:
+    quiet, busy = span(0.6, 3.0, 0.5), span(11.8, 8.0, 5.9)
+    assert quiet.other_cpu_share == pytest.approx(0.03) and not quiet.busy
+    assert busy.other_cpu_share == pytest.approx(0.59) and busy.busy
+    assert "other processes took 59% of the cores" in busy.describe()
+    # The real side's own demand is no busy host, however long its tasks
+    # waited for each other's cores (a 4-task run on 2 cores).
+    own = span(0.4, 19.6, 4.0)
+    assert own.cpu_stall_share == pytest.approx(0.4) and not own.busy
+    # A kernel that does not say judges nothing.
+    unknown_cpu = iter([(None, 0.0), (None, 1.0)])
+    with host.watch(tmp_path / "absent", cpu=lambda: next(unknown_cpu)) as unknown:
         pass
-    assert unknown.cpu_stall_share is None and not unknown.busy and "unknown" in unknown.describe()
+    assert unknown.other_cpu_share is None and not unknown.busy and "unknown" in unknown.describe()
+    # This host's own figures: its CPU time grows, and ours is part of it.
+    with host.watch() as here:
+        sum(i * i for i in range(200_000))
+    assert here.other_cpu_share is not None and 0.0 <= here.other_cpu_share <= 1.0
 
 
 def test_a_twin_run_on_a_busy_host_says_so_instead_of_printing_ratios(tmp_path, monkeypatch):
@@ -697,7 +709,7 @@ def test_a_twin_run_on_a_busy_host_says_so_instead_of_printing_ratios(tmp_path, 
 
     class Busy(host.watch):
         def __exit__(self, *_exc):
-            self.pressure.cpu_stall_share, self.pressure.seconds = 0.6, 12.0
+            self.pressure.other_cpu_share, self.pressure.seconds = 0.6, 12.0
 
     monkeypatch.setattr(host, "watch", Busy)
     monkeypatch.setattr(twin, "real_runs_apps", lambda apps, spec, say: [{"0:write": [50.0, 60.0]}])
@@ -705,7 +717,7 @@ def test_a_twin_run_on_a_busy_host_says_so_instead_of_printing_ratios(tmp_path, 
     assert r.exit_code == 0, r.output
     # The console may wrap lines at its width: read the words.
     said = " ".join(r.output.split())
-    assert "the host was busy while the real side ran" in said and "60% of the time" in said, r.output
+    assert "the host was busy while the real side ran" in said and "took 60% of the cores" in said, r.output
     row = next(line for line in r.output.splitlines() if line.strip().startswith("write"))
     assert row.split()[-1] == "busy", row
     saved = json.loads((tmp_path / "busy" / "twin.json").read_text())

@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from concerto.host import HostPressure
+
 COMMANDS = {"mdtest": "srun -n 2 mdtest -n 200 -u -F -w 4k -e 4k",
             "ior": "mpirun -np 2 ior -t 1m -b 16m -F -w -r"}
 CONCERTO = [sys.executable, "-m", "concerto"]
@@ -74,8 +76,7 @@ def main() -> None:
             results.append(json.loads((out / "calibration.json").read_text()))
             predicted.append(predict(out / "calibration.toml", work))
     print(f"{count} calibrations in a row; the host during each: "
-          + "; ".join(f"CPU stalls {r['host']['cpu_stall_share']:.0%}" if r["host"]["cpu_stall_share"] is not None
-                      else "CPU stalls unknown" for r in results))
+          + "; ".join(HostPressure.from_dict(r["host"]).describe() for r in results))
     for title, table in (("figure", [figures(r) for r in results]), ("predicted row", predicted)):
         print(f"\n| {title} | " + " | ".join(f"calibration {k + 1}" for k in range(count)) + " | highest / lowest |")
         print("|---|" + "---|" * (count + 1))
