@@ -306,7 +306,7 @@ fn a_changed_name_is_looked_up_under_its_directorys_lock() {
 
 /// Through the mount, a removed file's objects are removed by the
 /// metadata server's reaper, batched per data server a gathering time
-/// after the first orphan, off the process's path: a Tree removal right
+/// after the first committed orphan, off the process's path: a Tree removal right
 /// after mdtest's File removal meets the batch at the servers when it
 /// falls in the phase (server 0 serves the metadata too), and is never
 /// faster than the same phase after removals of files that had no data;
@@ -364,4 +364,47 @@ fn the_reaper_slows_the_tree_removal_exactly_when_removals_of_written_files_prec
         assert_eq!(reaped(&empty, 4 * items), 0, "{items} items");
     }
     assert!(slowed > 0, "no Tree removal met the reaper");
+}
+
+/// The reaper takes a removal's objects only once the metadata server has
+/// committed it ([`METADATA_COMMIT_INTERVAL`] after the first change), an
+/// idle one gathers [`REAPER_GATHER`] first, and once a batch is answered
+/// it sends what was committed meanwhile at once, as the real reaper's
+/// loop does: one batch at a time, some following another sooner than a
+/// gathering would allow.
+#[test]
+fn the_reaper_removes_committed_orphans_and_loops_while_removals_stream() {
+    use concerto_core::server::{METADATA_COMMIT_INTERVAL, REAPER_GATHER};
+    use concerto_core::{MetaOp, Op, Time};
+    let sets = [
+        r#"apps[0].md_steps=["mktestdir", "create", "write", "rm", "rmtestdir"]"#,
+        "apps[0].items=200",
+        "cluster.metadata.posix_mount=true",
+        "output.detail=true",
+    ];
+    let run = simulate(&scenario(MDTEST, &sets), 1, None);
+    let detail = run.detail.as_ref().expect("output.detail asks for it");
+    let removes = |server: u32| {
+        detail
+            .iter()
+            .filter(move |p| p.op == Op::Meta(MetaOp::Remove) && p.server == server)
+    };
+    // Server 0 holds the namespace: its removals include the files'; the
+    // other data servers see only the reaper's, one per batch.
+    let first_removal = removes(0).map(|p| p.done).min().expect("files removed");
+    let mut batches: Vec<(Time, Time)> = removes(1).map(|p| (p.issue, p.response)).collect();
+    batches.sort();
+    assert!(batches.len() >= 3, "{batches:?}");
+    assert!(
+        batches[0].0 >= first_removal + METADATA_COMMIT_INTERVAL + REAPER_GATHER,
+        "the first batch at {:?}, the first removal done at {first_removal:?}",
+        batches[0].0
+    );
+    for w in batches.windows(2) {
+        assert!(w[1].0 >= w[0].1, "two batches at once: {w:?}");
+    }
+    assert!(
+        batches.windows(2).any(|w| w[1].0 - w[0].1 < REAPER_GATHER),
+        "no batch followed another without gathering: {batches:?}"
+    );
 }

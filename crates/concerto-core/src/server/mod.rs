@@ -58,6 +58,13 @@ use crate::units::Bandwidth;
 /// model of it).
 pub const REAPER_GATHER: Time = Time::from_millis(50);
 
+/// How long a namespace change may wait for the commit that makes it
+/// durable (many changes share one flush): a metadata server commits
+/// this long after the first change since its last commit
+/// (concerto-server's store, and the simulator's model of when a removed
+/// file's objects become the reaper's).
+pub const METADATA_COMMIT_INTERVAL: Time = Time::from_millis(10);
+
 /// Service one server gave one application since its previous report.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Served {

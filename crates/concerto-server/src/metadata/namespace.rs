@@ -37,7 +37,8 @@ pub struct MetadataConfig {
 }
 
 /// The default [`MetadataConfig::commit_interval`].
-pub const DEFAULT_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
+pub const DEFAULT_COMMIT_INTERVAL: std::time::Duration =
+    std::time::Duration::from_nanos(concerto_core::server::METADATA_COMMIT_INTERVAL.as_nanos());
 
 /// Creates the tables and the root directory in a new store; returns the
 /// inode limit and the change count it holds.

@@ -507,6 +507,8 @@ impl<'a> Simulation<'a> {
         let (rank, bytes, is_meta, is_read) = (p.rank, p.bytes, !p.op.is_data(), p.op == Op::Read);
         let (background, behind, fetch) = (p.background, p.behind, p.fetch);
         let batch = p.batch;
+        // A reaper's removal of objects answers its metadata server's reaper.
+        let reaper = (p.objects > 0).then(|| self.files[p.file as usize].meta_server);
         if let Some(detail) = self.detail.as_mut() {
             detail.push(PieceRecord {
                 app: self.ranks[rank as usize].app,
@@ -540,6 +542,9 @@ impl<'a> Simulation<'a> {
             return self.fetch_piece_done(fetch, now);
         }
         if background {
+            if let Some(server) = reaper {
+                self.reaped(server, now);
+            }
             return;
         }
         rs.pending -= 1;

@@ -79,6 +79,11 @@ enum Event {
     FlushDue {
         file: u32,
     },
+    /// A metadata server commits its namespace changes: the orphans they
+    /// made become the reaper's (`posix_mount`).
+    Commit {
+        server: u32,
+    },
     /// A metadata server's reaper sends its batch (`posix_mount`).
     Reap {
         server: u32,
@@ -450,6 +455,7 @@ impl<'a> Simulation<'a> {
             Event::CallDone { rank } => self.call_done(rank, now),
             Event::StepDone { rank } => self.step_done(rank, now),
             Event::FlushDue { file } => self.flush_due(file, now),
+            Event::Commit { server } => self.commit(server, now),
             Event::Reap { server } => self.reap(server, now),
             Event::ReachServer { piece } => self.reach_server(piece, now),
             Event::Arrive { piece } => self.arrive(piece, now),
