@@ -59,10 +59,11 @@ from __future__ import annotations
 
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from concerto import benchmarks
 from concerto.report import write_json
@@ -383,6 +384,27 @@ def spread(throttle: str, per_run: list[dict[str, int]], real_stat_runs_s: list[
             "mount_bandwidth_runs_without_cost": len(bandwidths) - len(known)}
 
 
+@contextmanager
+def _probe_mount(spec: TwinSpec, probe: str) -> Iterator[Path]:
+    """The mount of a cluster of ``spec``'s shape started for one probe, as
+    ``concerto mount`` starts it (fifo), stopped after; a failure to start
+    it or of the probe's own file operations is a TwinProblem naming the
+    probe."""
+    import tempfile
+
+    from concerto import cluster as local
+    from concerto.fsbench import BenchProblem, mounted_cluster
+
+    cluster = local.ClusterSpec(servers=spec.servers, policy="fifo", throttle=spec.throttle,
+                                stripe_unit=spec.stripe_unit, depth=spec.depth)
+    with tempfile.TemporaryDirectory(prefix="concerto-calibrate-") as tmp:
+        try:
+            with mounted_cluster(Path(tmp), cluster) as mnt:
+                yield mnt
+        except (OSError, BenchProblem, local.ClusterError) as e:
+            raise TwinProblem(f"the {probe} probe: {e}") from e
+
+
 #: What the page cache's probe writes, then reads back (bytes), and how often it reads.
 PAGE_CACHE_PROBE_BYTES = 64 << 20
 PAGE_CACHE_PROBE_READS = 5
@@ -394,31 +416,20 @@ def page_cache_probe(spec: TwinSpec, say: Callable[[str], None] = print) -> floa
     kernel's page cache (``[cluster] page_cache``), the median of
     ``PAGE_CACHE_PROBE_READS`` reads of ``PAGE_CACHE_PROBE_BYTES`` in 1 MiB
     calls, on a cluster started for it."""
-    import tempfile
-
-    from concerto import cluster as local
-    from concerto.fsbench import BenchProblem, mounted_cluster
-
     say(f"page cache: {PAGE_CACHE_PROBE_BYTES >> 20} MiB written, read back {PAGE_CACHE_PROBE_READS} times")
-    cluster = local.ClusterSpec(servers=spec.servers, policy="fifo", throttle=spec.throttle,
-                                stripe_unit=spec.stripe_unit, depth=spec.depth)
     block = bytes(1 << 20)
     rates = []
-    with tempfile.TemporaryDirectory(prefix="concerto-calibrate-") as tmp:
-        try:
-            with mounted_cluster(Path(tmp), cluster) as mnt:
-                path = mnt / "page-cache"
-                with open(path, "wb") as f:
-                    for _ in range(PAGE_CACHE_PROBE_BYTES >> 20):
-                        f.write(block)
-                for _ in range(PAGE_CACHE_PROBE_READS):
-                    start = time.monotonic()
-                    with open(path, "rb", buffering=0) as f:
-                        while f.read(1 << 20):
-                            pass
-                    rates.append(PAGE_CACHE_PROBE_BYTES / (time.monotonic() - start))
-        except (OSError, BenchProblem, local.ClusterError) as e:
-            raise TwinProblem(f"the page cache's probe: {e}") from e
+    with _probe_mount(spec, "page cache's") as mnt:
+        path = mnt / "page-cache"
+        with open(path, "wb") as f:
+            for _ in range(PAGE_CACHE_PROBE_BYTES >> 20):
+                f.write(block)
+        for _ in range(PAGE_CACHE_PROBE_READS):
+            start = time.monotonic()
+            with open(path, "rb", buffering=0) as f:
+                while f.read(1 << 20):
+                    pass
+            rates.append(PAGE_CACHE_PROBE_BYTES / (time.monotonic() - start))
     return statistics.median(rates)
 
 
@@ -435,32 +446,23 @@ def step_spread_probe(spec: TwinSpec, say: Callable[[str], None] = print) -> lis
     exponential's mean above its floor: the simulator's
     ``client_overhead_spread``."""
     import os
-    import tempfile
 
-    from concerto import cluster as local
-    from concerto.fsbench import BenchProblem, mounted_cluster
     from concerto.twin import forget_names
 
     say(f"step spread: {STEP_SPREAD_ROUNDS} rounds of {STEP_SPREAD_STATS} stats, one at a time")
-    cluster = local.ClusterSpec(servers=spec.servers, policy="fifo", throttle=spec.throttle,
-                                stripe_unit=spec.stripe_unit, depth=spec.depth)
     spreads = []
-    with tempfile.TemporaryDirectory(prefix="concerto-calibrate-") as tmp:
-        try:
-            with mounted_cluster(Path(tmp), cluster) as mnt:
-                names = [mnt / f"spread-{i}" for i in range(STEP_SPREAD_STATS)]
-                for name in names:
-                    name.write_bytes(b"")
-                for _ in range(STEP_SPREAD_ROUNDS):
-                    forget_names()
-                    took = []
-                    for name in names:
-                        start = time.perf_counter()
-                        os.stat(name)
-                        took.append(time.perf_counter() - start)
-                    spreads.append(spread_above_floor(took))
-        except (OSError, BenchProblem, local.ClusterError) as e:
-            raise TwinProblem(f"the step spread's probe: {e}") from e
+    with _probe_mount(spec, "step spread's") as mnt:
+        names = [mnt / f"spread-{i}" for i in range(STEP_SPREAD_STATS)]
+        for name in names:
+            name.write_bytes(b"")
+        for _ in range(STEP_SPREAD_ROUNDS):
+            forget_names()
+            took = []
+            for name in names:
+                start = time.perf_counter()
+                os.stat(name)
+                took.append(time.perf_counter() - start)
+            spreads.append(spread_above_floor(took))
     return spreads
 
 

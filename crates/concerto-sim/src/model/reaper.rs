@@ -39,10 +39,6 @@ struct Orphans {
 }
 
 impl Orphans {
-    fn take(&mut self) -> Orphans {
-        std::mem::take(self)
-    }
-
     fn absorb(&mut self, other: Orphans) {
         for (server, n) in other.objects {
             *self.objects.entry(server).or_default() += n;
@@ -114,7 +110,7 @@ impl Simulation<'_> {
     pub(super) fn commit(&mut self, server: u32, now: Time) {
         let r = &mut self.reapers[server as usize];
         r.commit_due = false;
-        let made = r.uncommitted.take();
+        let made = std::mem::take(&mut r.uncommitted);
         r.committed.absorb(made);
         if r.doing == Doing::Idle && r.committed.last.is_some() {
             r.doing = Doing::Gathering;
@@ -131,7 +127,7 @@ impl Simulation<'_> {
     /// for every committed orphan.
     pub(super) fn reap(&mut self, server: u32, now: Time) {
         let r = &mut self.reapers[server as usize];
-        let batch = r.committed.take();
+        let batch = std::mem::take(&mut r.committed);
         let Some((rank, file)) = batch.last else {
             r.doing = Doing::Idle;
             return;
@@ -153,11 +149,10 @@ impl Simulation<'_> {
     /// all have, it looks again at once (what was committed meanwhile).
     pub(super) fn reaped(&mut self, server: u32, now: Time) {
         let r = &mut self.reapers[server as usize];
-        if let Doing::Removing(left) = r.doing {
-            r.doing = Doing::Removing(left.saturating_sub(1));
-            if left <= 1 {
-                self.reap(server, now);
-            }
+        match r.doing {
+            Doing::Removing(left) if left > 1 => r.doing = Doing::Removing(left - 1),
+            Doing::Removing(_) => self.reap(server, now),
+            Doing::Idle | Doing::Gathering => {}
         }
     }
 }
