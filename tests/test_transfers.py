@@ -1,8 +1,10 @@
-"""Clusterfile's transfer orderings in the real client, seen where they
-land: in the servers' arrival logs."""
+"""How the real client shapes its requests, seen where they land, in the
+servers' arrival logs: Clusterfile's transfer orderings, and core's
+read-ahead beside the simulator's client running the same policy."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -13,6 +15,7 @@ import pytest
 
 from concerto import cluster as local
 from concerto import fs
+from concerto.sim import ScenarioSource, simulate
 from conftest import mounted_at
 
 SERVERS = 4
@@ -177,3 +180,73 @@ def test_the_environment_names_a_transfer_order_and_its_mistakes(cluster, monkey
     inode = _write_in_order(cluster, 341, 0, None, "/from-env", 0)
     writes = _writes(admin, marks, 341, inode)
     assert [w["server"] for w in writes] == [j % SERVERS for j in range(PER_CLIENT // BLOCK)]
+
+
+# One process reading 16 MiB sequentially in 1 MiB reads, on four servers
+# of 64 KiB stripes: the simulator's side (the same scenario as
+# crates/concerto-sim/tests/write_behind.rs's reader).
+READER = """
+name = "read-ahead"
+[cluster]
+servers = 4
+stripe_unit = "64KiB"
+read_ahead = true
+[cluster.device]
+kind = "fixed"
+service_time = "1ms"
+[cluster.network]
+mode = "ideal"
+[[apps]]
+workload = "ior"
+processes = 1
+block_size = "16MiB"
+request_size = "1MiB"
+segments = 1
+operations = ["write", "read"]
+"""
+
+
+def test_a_sequential_reader_sends_the_simulated_readers_requests_and_fetches_past_the_end_only(cluster, tmp_path):
+    # issue 55: core's read-ahead runs in both worlds, so the real client's
+    # reads of a file reach each server as the simulated client's do. The
+    # one difference is known and bounded: the real client does not know
+    # where the file ends (an open does not say its size), so its last
+    # chunk asks a whole MiB of each server and it fetches on, up to one
+    # window (16 MiB), until a fetch comes back short; the simulator knows
+    # the size and stops there.
+    size, per_server = 16 << 20, (16 << 20) // SERVERS
+    detail = tmp_path / "requests.csv"
+    simulate(ScenarioSource(text=READER, label="read-ahead"), reps=1, detail_csv=detail)
+    simulated: dict[int, list[int]] = {s: [] for s in range(SERVERS)}
+    for row in csv.DictReader(open(detail)):
+        if row["op"] == "read":
+            simulated[int(row["server"])].append(int(row["bytes"]))
+
+    writer = fs.connect(cluster, app=410)
+    with writer.create("/read-ahead", unit=UNIT, count=SERVERS) as f:
+        for i in range(size >> 20):
+            f.write(i << 20, bytes([i]) * (1 << 20))
+    admin = fs.connect(cluster, app=1)
+    marks = _marks(admin)
+    reader = fs.connect(cluster, app=411)
+    with reader.open("/read-ahead") as f:
+        inode = f.inode
+        for i in range(size >> 20):
+            assert f.read(i << 20, 1 << 20) == bytes([i]) * (1 << 20), i
+    within: dict[int, list[int]] = {s: [] for s in range(SERVERS)}
+    past = []
+    for server, log in enumerate(admin.arrivals()):
+        for a in log:
+            if a["seq"] <= marks[server] or a["app"] != 411 or a["op"] != "read" or a["object"] != inode:
+                continue
+            if a["offset"] < per_server:
+                within[server].append(min(a["bytes"], per_server - a["offset"]))
+            else:
+                past.append(a["bytes"])
+    for server in range(SERVERS):
+        assert sorted(within[server]) == sorted(simulated[server]), (server, within, simulated)
+        assert sum(simulated[server]) == per_server, simulated
+    # Without read-ahead each 1 MiB read would be four requests of 256 KiB
+    # (64 in all); both worlds send 24 within the file.
+    assert sum(map(len, within.values())) == 24, within
+    assert sum(past) <= 16 << 20, past

@@ -159,7 +159,9 @@ operations = ["write", "read"]
 /// of 4 MiB, one request per server each, the window doubling, none past
 /// the data's end (the real client, which does not know the end, fetches
 /// up to a window past it: its count is 24 to 40 in
-/// crates/concerto-fuse/tests/integration/requests.rs).
+/// crates/concerto-fuse/tests/integration/requests.rs). The same program
+/// on a real cluster, request by request beside this one:
+/// tests/test_transfers.py.
 #[test]
 fn a_sequential_reader_reads_what_the_read_ahead_policy_fetches() {
     let run = simulate(&scenario(READER, &["output.detail=true"]), 1, None);
