@@ -48,11 +48,6 @@ fn reply(done: io::Result<Message>) -> Message {
 }
 
 impl ObjectOp {
-    /// Reads and writes move data at the throttle's bandwidth; the rest cost a metadata operation.
-    fn moves_data(&self) -> bool {
-        matches!(self, ObjectOp::Write { .. } | ObjectOp::Read { .. })
-    }
-
     fn run(&self, objects: &ObjectStore, object: u64) -> io::Result<Message> {
         Ok(match self {
             ObjectOp::Write { extents, data } => objects
@@ -97,9 +92,23 @@ impl ObjectOp {
         at: Placement,
     ) -> Message {
         let run = || reply(self.run(objects, at.object));
-        match (throttle, self.moves_data()) {
-            (Some(t), true) => t.data(at.object, at.offset, at.len, at.segments, run),
-            (Some(t), false) => t.metadata(run),
+        match (throttle, self) {
+            // A read costs the device what it found: the bytes past an
+            // object's end are on no disk (a read-ahead fetch past a
+            // file's end, which its client cannot tell beforehand, costs
+            // a round trip and no device time, as the simulator's does).
+            (Some(t), ObjectOp::Read { .. }) => t.read(at.object, at.offset, at.segments, || {
+                let message = run();
+                let found = match &message {
+                    Message::Data { data } => data.len() as u64,
+                    _ => 0,
+                };
+                (message, found)
+            }),
+            (Some(t), ObjectOp::Write { .. }) => {
+                t.data(at.object, at.offset, at.len, at.segments, run)
+            }
+            (Some(t), _) => t.metadata(run),
             (None, _) => run(),
         }
     }

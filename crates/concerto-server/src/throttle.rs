@@ -83,6 +83,31 @@ impl Throttle {
         out
     }
 
+    /// Runs a read of `object` from `offset`, in `segments` pieces, at the
+    /// emulated device's pace for the bytes it found (`io`'s second
+    /// value): a read that found nothing (past the object's end) takes
+    /// none of the device's time.
+    pub fn read<T>(
+        &self,
+        object: u64,
+        offset: u64,
+        segments: usize,
+        io: impl FnOnce() -> (T, u64),
+    ) -> T {
+        let now = self.now();
+        let (out, found) = io();
+        if found == 0 {
+            return out;
+        }
+        let done = self
+            .device
+            .lock()
+            .map(|mut d| d.start(now, object, offset, found, segments))
+            .unwrap_or(now);
+        self.sleep_until(done);
+        out
+    }
+
     /// Runs a metadata operation at the emulated device's pace.
     pub fn metadata<T>(&self, op: impl FnOnce() -> T) -> T {
         let now = self.now();
@@ -94,5 +119,26 @@ impl Throttle {
         let out = op();
         self.sleep_until(done);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device_state(t: &Throttle) -> String {
+        format!("{:?}", *t.device.lock().unwrap())
+    }
+
+    #[test]
+    fn a_read_that_finds_nothing_leaves_the_device_as_it_was_and_one_that_finds_bytes_occupies_it()
+    {
+        let fresh = format!("{:?}", EmulatedDevice::new(EmulationConfig::ssd()));
+        let t = Throttle::new(EmulationConfig::ssd());
+        // Past an object's end: no bytes, no device time, no head moved.
+        assert_eq!(t.read(7, 1 << 30, 1, || ("nothing", 0)), "nothing");
+        assert_eq!(device_state(&t), fresh);
+        assert_eq!(t.read(7, 0, 1, || ("4 KiB", 4096)), "4 KiB");
+        assert_ne!(device_state(&t), fresh);
     }
 }

@@ -248,3 +248,99 @@ fn held_writes_cost_their_copy_into_the_client_so_two_writers_interleave() {
     let seconds = run.apps[0].ior.as_ref().unwrap()[0].seconds;
     assert!(seconds >= 8.0 * 1048576.0 / 100e6, "{seconds} s");
 }
+
+/// Four processes writing one shared file through one node's client, in
+/// 256 KiB transfers of 4 MiB blocks (IOR's shared-file pattern through
+/// the mount), on four servers of 64 KiB stripes.
+const SHARED_ON_ONE_NODE: &str = r#"
+name = "shared-file-one-node"
+[cluster]
+servers = 4
+stripe_unit = "64KiB"
+write_behind = "16MiB"
+[cluster.device]
+kind = "fixed"
+service_time = "5ms"
+[cluster.network]
+client_bandwidth = "240MB/s"
+[cluster.metadata]
+posix_mount = true
+[[apps]]
+workload = "ior"
+processes = 4
+processes_per_node = 4
+block_size = "4MiB"
+request_size = "256KiB"
+segments = 1
+operations = ["write"]
+"#;
+
+/// The processes of a node share its client, whose close (fsync, then
+/// close) settles the whole file as the mount's does: the first process
+/// to close sends the other processes' held runs of the file, cut where
+/// they stand (the real servers' arrival logs show those partial runs,
+/// 64-192 KiB per server, beside the ramp's 256 and 512 KiB), and the
+/// kernel holds the file's lock across the fsync, so no other process's
+/// write to it leaves while a close syncs. With a node per process each
+/// process's runs are its own: the ramp's quarter, half, and the rest.
+#[test]
+fn a_close_settles_the_nodes_runs_of_the_file_and_holds_its_writes_until_synced() {
+    let pieces = |per_node: &str| {
+        let run = simulate(
+            &scenario(
+                SHARED_ON_ONE_NODE,
+                &[
+                    &format!("apps[0].processes_per_node={per_node}"),
+                    "output.detail=true",
+                ],
+            ),
+            1,
+            None,
+        );
+        run.detail.unwrap()
+    };
+    let sizes = |pieces: &[concerto_sim::results::PieceRecord]| {
+        let mut s: Vec<u64> = pieces
+            .iter()
+            .filter(|p| p.op == concerto_core::Op::Write && p.bytes > 0)
+            .map(|p| p.bytes)
+            .collect();
+        s.sort();
+        s.dedup();
+        s
+    };
+    let apart = pieces("1");
+    assert_eq!(
+        sizes(&apart),
+        vec![256 << 10, 512 << 10],
+        "each process's own runs"
+    );
+    let together = pieces("4");
+    assert!(
+        sizes(&together).iter().any(|&b| b < 256 << 10),
+        "a close cut another process's run: {:?}",
+        sizes(&together)
+    );
+    // The closes take the file's lock in turn: each one's syncs, from the
+    // first's issue to the last's reply, end before the next one's begin,
+    // and no other process's data leaves meanwhile.
+    let mut spans: Vec<(u64, u64, u32)> = (0..4)
+        .map(|rank| {
+            let syncs = together
+                .iter()
+                .filter(|p| p.rank == rank && p.op == concerto_core::Op::Write && p.bytes == 0);
+            let from = syncs.clone().map(|p| p.issue.as_nanos()).min().unwrap();
+            let to = syncs.map(|p| p.response.as_nanos()).max().unwrap();
+            (from, to, rank)
+        })
+        .collect();
+    spans.sort();
+    assert!(spans.windows(2).all(|w| w[0].1 <= w[1].0), "{spans:?}");
+    for &(from, to, rank) in &spans {
+        let inside = together
+            .iter()
+            .filter(|p| p.rank != rank && p.op == concerto_core::Op::Write && p.bytes > 0)
+            .any(|p| p.issue.as_nanos() > from && p.issue.as_nanos() < to);
+        assert!(!inside, "rank {rank}'s sync {from}..{to}");
+    }
+}

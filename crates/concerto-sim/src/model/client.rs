@@ -159,7 +159,8 @@ impl<'a> Simulation<'a> {
     /// Whether a step through the mount must wait for a lock the kernel
     /// holds across its system call, taking the lock when free. The kernel
     /// holds a file's lock across a write(2) to it, so a mount's writes to
-    /// one file go one at a time; and a directory's across a call that adds
+    /// one file go one at a time, and across its fsync(2), so they wait for
+    /// one process's sync of it; and a directory's across a call that adds
     /// or removes a name in it (a create, mkdir, unlink, rmdir), so the
     /// processes creating files in one directory (IOR's) or their own
     /// directories in one (md-test's) take turns, each round trip in turn.
@@ -234,6 +235,13 @@ impl<'a> Simulation<'a> {
                 op: DataOp::Write,
                 access,
             } => Some(Held::File(a.files[access.file as usize])),
+            // The close of a written file is its fsync(2), which the
+            // kernel makes under the file's lock (`fuse_fsync`: the writes
+            // in flight, then the FSYNC request), so the node's other
+            // writes to the file wait for the servers' syncs.
+            Step::Close { file, written } if !written.is_empty() => {
+                Some(Held::File(a.files[*file as usize]))
+            }
             Step::Meta {
                 op: concerto_core::MetaOp::Mkdir | concerto_core::MetaOp::Rmdir,
                 target: MetaTarget::Dir,

@@ -13,8 +13,8 @@
 //! the age bound) are sent by a `FlushDue` event. A read first sends the
 //! held writes it overlaps (it does not wait for them: the servers take
 //! them first, as they arrive first). A close first sends the process's
-//! run and waits for all it has in flight, then closes as a written
-//! file closes.
+//! run and its node-mates' runs of the file (one client per node) and
+//! waits for all it has in flight, then closes as a written file closes.
 //!
 //! Per process, where the real client bounds what a mount holds over all
 //! its processes: with one process per node they are the same.
@@ -229,7 +229,10 @@ impl<'a> Simulation<'a> {
     }
 
     /// Whether a close must first wait for the process's writes behind:
-    /// its run of the file is sent, and it waits while any is in flight.
+    /// the file's runs held on the process's node are sent (its own and
+    /// its node-mates': the processes of a node share one client, whose
+    /// close and fsync settle the whole file, as POSIX's fsync does and
+    /// the mount's does), and it waits while any of its own is in flight.
     pub(super) fn waits_behind(&mut self, rank: u32, step: &Step, now: Time) -> bool {
         let Step::Close { file, .. } = step else {
             return false;
@@ -239,8 +242,14 @@ impl<'a> Simulation<'a> {
         if self.files[file as usize].writes.is_none() {
             return false;
         }
-        if let Some(f) = self.policy(file).flush_key(&rank) {
-            self.send_behind(f.key, file, f.extent, now);
+        let node = self.ranks[rank as usize].nic;
+        // Its own run first, then its node-mates' in rank order.
+        let mates = (0..self.ranks.len() as u32)
+            .filter(|&q| q != rank && self.ranks[q as usize].nic == node);
+        for q in std::iter::once(rank).chain(mates.collect::<smallvec::SmallVec<[u32; 8]>>()) {
+            if let Some(f) = self.policy(file).flush_key(&q) {
+                self.send_behind(f.key, file, f.extent, now);
+            }
         }
         let rs = &mut self.ranks[rank as usize];
         if rs.behind == 0 {
