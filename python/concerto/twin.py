@@ -90,9 +90,9 @@ class TwinSpec:
     server_data_overhead_ns: int = 0
     #: The bytes per second the mount's data path moves (the kernel's and
     #: FUSE's copies, the mount, the sockets), as ``concerto calibrate``
-    #: measured it: the simulated tasks share one client node (the one
-    #: mount) of that bandwidth. None: the simulator's default network,
-    #: a node per task.
+    #: measured it: the link of the one client node the simulated tasks
+    #: share (the one mount) moves that much. None: the simulator's
+    #: default network.
     mount_bandwidth_Bps: float | None = None
 
 
@@ -162,10 +162,11 @@ def _mount_network(spec: TwinSpec) -> str:
 
 def _as_simulated(program: str, app: dict, spec: TwinSpec) -> dict:
     """The entry the simulator reads: a trace's processes are its ranks;
-    with a measured mount, an application's tasks are on the one client
-    node (one link), as the real tasks share one mount."""
+    an application's tasks are on one client node, as the real tasks share
+    one mount: one kernel (its locks on a file and a directory) and, with
+    a measured mount, one link of its bandwidth."""
     entry = {k: v for k, v in app.items() if not (program == "trace" and k == "processes")}
-    if spec.mount_bandwidth_Bps is not None and program != "trace":
+    if program != "trace":
         entry["processes_per_node"] = app["processes"]
     return entry
 

@@ -344,3 +344,39 @@ fn a_close_settles_the_nodes_runs_of_the_file_and_holds_its_writes_until_synced(
         assert!(!inside, "rank {rank}'s sync {from}..{to}");
     }
 }
+
+/// Each node's kernel has its own lock on a file: through the mount
+/// without write-behind, four processes on one node write a shared file
+/// one write(2) at a time (each holds the file's lock until its replies),
+/// while four processes on four nodes have their writes in flight at once.
+#[test]
+fn a_files_kernel_lock_is_each_nodes_own() {
+    let overlapping = |per_node: &str| {
+        let run = simulate(
+            &scenario(
+                SHARED_ON_ONE_NODE,
+                &[
+                    "cluster.write_behind=\"0\"",
+                    &format!("apps[0].processes_per_node={per_node}"),
+                    "output.detail=true",
+                ],
+            ),
+            1,
+            None,
+        );
+        let writes: Vec<(u32, u64, u64)> = run
+            .detail
+            .unwrap()
+            .iter()
+            .filter(|p| p.op == concerto_core::Op::Write && p.bytes > 0)
+            .map(|p| (p.rank, p.issue.as_nanos(), p.response.as_nanos()))
+            .collect();
+        writes
+            .iter()
+            .flat_map(|a| writes.iter().map(move |b| (a, b)))
+            .filter(|(a, b)| a.0 != b.0 && a.1 < b.2 && b.1 < a.2)
+            .count()
+    };
+    assert_eq!(overlapping("4"), 0, "one node: one write(2) at a time");
+    assert!(overlapping("1") > 0, "four nodes: their writes overlap");
+}

@@ -28,6 +28,7 @@ impl<'a> Simulation<'a> {
             rng_dev: rng(seed, STREAM_DEVICE),
             rng_tie: rng(seed, STREAM_TIES),
             rng_client: rng(seed, STREAM_CLIENT),
+            kernel_locks: FxHashMap::default(),
             apps,
             ranks,
             clients,
@@ -174,7 +175,6 @@ fn build_applications(
                 files.push(FileState {
                     layout,
                     meta_server: meta_servers[idx as usize % meta_servers.len()],
-                    lock: KernelLock::default(),
                     writes: (cl.write_behind.0 > 0).then(|| {
                         use concerto_core::client::write_behind::{FileWrites, WriteBehindConfig};
                         FileWrites::new(WriteBehindConfig::bounded(cl.write_behind.0))
@@ -210,7 +210,6 @@ fn build_applications(
                 phase_start: Time::ZERO,
                 phase_priority: 1.0,
                 collective: None,
-                directory_lock: KernelLock::default(),
                 plan_cache: None,
             });
         }

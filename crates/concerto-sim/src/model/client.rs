@@ -180,7 +180,7 @@ impl<'a> Simulation<'a> {
             // Taken by the lookup before this change.
             return false;
         }
-        let lock = self.kernel_lock(held);
+        let lock = self.kernel_lock(rank, held);
         if lock.holder.is_some() {
             lock.waiting.push_back(rank);
             return true;
@@ -254,11 +254,10 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    fn kernel_lock(&mut self, held: Held) -> &mut KernelLock {
-        match held {
-            Held::File(file) => &mut self.files[file as usize].lock,
-            Held::Directory(app) => &mut self.apps[app as usize].directory_lock,
-        }
+    /// The lock `held` in the kernel of `rank`'s node.
+    fn kernel_lock(&mut self, rank: u32, held: Held) -> &mut KernelLock {
+        let node = self.ranks[rank as usize].nic;
+        self.kernel_locks.entry((held, node)).or_default()
     }
 
     /// A data step as the client's data path shapes it: a write held and
@@ -574,7 +573,7 @@ impl<'a> Simulation<'a> {
         // A lookup's lock stays with the change after it.
         let kept = std::mem::take(&mut rs.held_for_change);
         if let Some(held) = rs.holds.take_if(|_| !kept) {
-            let lock = self.kernel_lock(held);
+            let lock = self.kernel_lock(rank, held);
             lock.holder = None;
             if let Some(next) = lock.waiting.pop_front() {
                 self.issue_step(next, now);

@@ -188,9 +188,6 @@ struct AppState {
     phase_priority: f64,
     /// The collective call it is running (workload "collective").
     collective: Option<collective::CollectiveCall>,
-    /// Under `posix_mount`, the kernel's lock on the directory its files
-    /// (or md-test's process directories) are named in.
-    directory_lock: KernelLock,
     /// A plan (and what it fixes) made for call `base`, which later calls
     /// of a pattern that repeats itself shifted use too.
     plan_cache: Option<(std::rc::Rc<collective::CallShape>, u64)>,
@@ -229,9 +226,6 @@ struct FileState {
     layout: StripeLayout,
     /// The server holding the file's metadata.
     meta_server: u32,
-    /// Under `posix_mount`, the kernel's lock on the file, held across a
-    /// write(2) that goes through.
-    lock: KernelLock,
     /// With write-behind, what its processes hold unsent (core's policy),
     /// and when a `FlushDue` is scheduled.
     writes: Option<concerto_core::client::write_behind::FileWrites<u32>>,
@@ -249,10 +243,11 @@ struct KernelLock {
     waiting: std::collections::VecDeque<u32>,
 }
 
-/// Which kernel lock a rank's step holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which kernel lock a rank's step holds (each node's kernel has its own:
+/// `Simulation::kernel_locks` is keyed by the lock and the node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Held {
-    /// A file's (by index), across a write(2).
+    /// A file's (by index), across a write(2) or an fsync(2).
     File(u32),
     /// An application instance's directory (by index), across a call that
     /// adds or removes a name in it.
@@ -364,6 +359,10 @@ pub struct Simulation<'a> {
     rng_tie: ChaCha8Rng,
     /// Each step's client overhead, when it varies (`client_overhead_spread`).
     rng_client: ChaCha8Rng,
+    /// Under `posix_mount`, the locks each node's kernel holds across a
+    /// system call (a file's, an application's directory's), by the lock
+    /// and the node's client NIC: taken when first asked for.
+    kernel_locks: FxHashMap<(Held, u32), KernelLock>,
     apps: Vec<AppState>,
     ranks: Vec<RankState>,
     clients: Vec<Nic>,
