@@ -16,7 +16,7 @@ import pytest
 from concerto import cluster as local
 from concerto import fs
 from concerto.sim import ScenarioSource, simulate
-from conftest import mounted_at
+from conftest import ROOT, mounted_at
 
 SERVERS = 4
 UNIT = 64 << 10
@@ -183,27 +183,8 @@ def test_the_environment_names_a_transfer_order_and_its_mistakes(cluster, monkey
 
 
 # One process reading 16 MiB sequentially in 1 MiB reads, on four servers
-# of 64 KiB stripes: the simulator's side (the same scenario as
-# crates/concerto-sim/tests/write_behind.rs's reader).
-READER = """
-name = "read-ahead"
-[cluster]
-servers = 4
-stripe_unit = "64KiB"
-read_ahead = true
-[cluster.device]
-kind = "fixed"
-service_time = "1ms"
-[cluster.network]
-mode = "ideal"
-[[apps]]
-workload = "ior"
-processes = 1
-block_size = "16MiB"
-request_size = "1MiB"
-segments = 1
-operations = ["write", "read"]
-"""
+# of 64 KiB stripes: the simulator's side, the scenario its own tests read.
+READER = (ROOT / "crates" / "concerto-sim" / "tests" / "read_ahead.toml").read_text()
 
 
 def test_a_sequential_reader_sends_the_simulated_readers_requests_and_fetches_past_the_end_only(cluster, tmp_path):

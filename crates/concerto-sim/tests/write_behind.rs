@@ -133,25 +133,7 @@ fn a_small_bound_makes_writes_wait_for_room() {
 
 /// One process reading 16 MiB in 1 MiB transfers (after writing it), on
 /// four servers of 64 KiB stripes, reading ahead.
-const READER: &str = r#"
-name = "read-ahead"
-[cluster]
-servers = 4
-stripe_unit = "64KiB"
-read_ahead = true
-[cluster.device]
-kind = "fixed"
-service_time = "1ms"
-[cluster.network]
-mode = "ideal"
-[[apps]]
-workload = "ior"
-processes = 1
-block_size = "16MiB"
-request_size = "1MiB"
-segments = 1
-operations = ["write", "read"]
-"#;
+const READER: &str = include_str!("read_ahead.toml");
 
 /// A sequential reader's requests are those core's read-ahead policy asks
 /// for: the first two reads its own (a first read alone fetches nothing;
