@@ -10,8 +10,14 @@ use concerto_sim::simulate;
 
 use common::IOR_FOUR_TASKS as IOR;
 
+/// The four tasks through one mount: on one node, whose kernel's locks
+/// they share (each node's kernel has its own).
+const ONE_MOUNT: &str = "apps[0].processes_per_node=4";
+
 fn seconds(sets: &[&str]) -> Vec<f64> {
-    let run = simulate(&scenario(IOR, sets), 1, None);
+    let mut sets = sets.to_vec();
+    sets.push(ONE_MOUNT);
+    let run = simulate(&scenario(IOR, &sets), 1, None);
     run.apps[0]
         .ior
         .as_ref()
@@ -25,7 +31,7 @@ fn seconds(sets: &[&str]) -> Vec<f64> {
 /// in issue order.
 fn writes(sets: &[&str]) -> Vec<(u32, f64, f64)> {
     let mut sets = sets.to_vec();
-    sets.push("output.detail=true");
+    sets.extend(["output.detail=true", ONE_MOUNT]);
     let run = simulate(&scenario(IOR, &sets), 1, None);
     let mut out: Vec<_> = run
         .detail
@@ -101,6 +107,8 @@ servers = 1
 [[apps]]
 workload = "md-test"
 processes = 4
+# One mount: the four tasks on one node.
+processes_per_node = 4
 items = 8
 request_size = "4KiB"
 md_steps = ["create", "write"]
@@ -173,7 +181,11 @@ fn a_mounts_files_are_placed_in_the_order_they_are_made() {
 /// (op, issued, replied) in seconds, in issue order.
 fn meta_requests(text: &str, sets: &[&str], call: u32) -> Vec<(concerto_core::Op, f64, f64)> {
     let mut sets = sets.to_vec();
-    sets.extend(["output.detail=true", "cluster.metadata.posix_mount=true"]);
+    sets.extend([
+        "output.detail=true",
+        "cluster.metadata.posix_mount=true",
+        ONE_MOUNT,
+    ]);
     let run = simulate(&scenario(text, &sets), 1, None);
     let mut out: Vec<_> = run
         .detail
